@@ -1,0 +1,189 @@
+"""RobotClient: the agent side of the openpi/0 wire.
+
+``connect(url, token=...)`` reads the metadata frame, claims the slot and waits
+for the first observation, so a refused claim fails at connect time. The loop
+is then strictly lockstep: ``send_action`` and ``get_observation`` alternate.
+Every wait is bounded; an error frame from the bridge raises RobotError with
+the bridge's message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import numpy as np
+import websockets
+from websockets.asyncio.client import ClientConnection, connect
+
+from pytest_hud.robot.contract import Contract, Spaces
+from pytest_hud.robot.wire import WireError, pack, unpack, ws_options
+
+__all__ = ["RobotClient", "RobotError"]
+
+
+class RobotError(RuntimeError):
+    """The bridge reported an error, closed the connection, or did not answer in time."""
+
+
+class RobotClient:
+    """One agent connection to one slot of a bridge."""
+
+    def __init__(
+        self,
+        ws: ClientConnection,
+        metadata: dict[str, Any],
+        contract: Contract | None,
+        first: dict[str, Any] | None,
+        *,
+        timeout: float | None,
+    ) -> None:
+        self._ws = ws
+        self.metadata = metadata
+        self._contract = contract
+        self._pending = first
+        self.timeout = timeout
+        self.url = ""
+
+    @classmethod
+    async def connect(
+        cls,
+        target: str | dict[str, Any],
+        *,
+        token: str | None = None,
+        contract: Contract | dict[str, Any] | None = None,
+        open_timeout: float = 30.0,
+        timeout: float | None = 300.0,
+    ) -> RobotClient:
+        """Dial ``target`` (a ``ws://`` url or a capability dict) and claim a slot.
+
+        ``timeout`` bounds each wait for an observation (None: wait indefinitely).
+        """
+        url, cap_contract = _target(target)
+        contract = contract if contract is not None else cap_contract
+        try:
+            ws = await connect(
+                url, open_timeout=open_timeout, ping_interval=None, close_timeout=5, **ws_options()
+            )
+        except (OSError, TimeoutError, websockets.InvalidURI, websockets.InvalidHandshake) as exc:
+            raise RobotError(f"cannot connect to robot bridge at {url}: {exc}") from exc
+        try:
+            meta = await _recv(ws, open_timeout, "the metadata frame")
+            if not isinstance(meta, dict):
+                raise RobotError(f"bridge metadata frame is not a map: {meta!r}")
+            if contract is None and meta.get("contract"):
+                contract = meta["contract"]
+            first = None
+            if token is not None or meta.get("claim_required"):
+                await ws.send(pack({"claim": token}))
+                first = await _recv(ws, open_timeout, "the first observation after the claim")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await ws.close()
+            raise
+        client = cls(
+            ws, meta, Contract.from_dict(contract) if contract else None, first, timeout=timeout
+        )
+        client.url = url
+        return client
+
+    # -- the contract ------------------------------------------------------------
+    @property
+    def contract(self) -> Contract:
+        if self._contract is None:
+            raise RobotError(
+                "this bridge published no contract: pass contract= to connect() or the "
+                "capability dict that carries it"
+            )
+        return self._contract
+
+    def spaces(self) -> Spaces:
+        """The contract split by role into observation and action spaces."""
+        return self.contract.spaces()
+
+    @property
+    def control_rate(self) -> float | None:
+        return self._contract.control_rate if self._contract else None
+
+    # -- the loop ------------------------------------------------------------------
+    async def get_observation(self, timeout: float | None = None) -> dict[str, Any]:
+        """The next observation: ``{"data": {name: array}, "terminated": bool, "reward"?}``."""
+        if self._pending is not None:
+            msg, self._pending = self._pending, None
+        else:
+            msg = await _recv(self._ws, timeout or self.timeout, "an observation")
+        if not isinstance(msg, dict):
+            raise RobotError(f"bridge sent a {type(msg).__name__} where an observation was due")
+        data = dict(msg)
+        out: dict[str, Any] = {"terminated": bool(data.pop("terminated", False))}
+        if "reward" in data:
+            out["reward"] = data.pop("reward")
+        data.pop("meta", None)
+        out["data"] = data
+        return out
+
+    async def send_action(self, action: Any) -> None:
+        """Send one action (shape ``[A]``) under openpi's ``actions`` key."""
+        await self._send({"actions": np.asarray(action, dtype=np.float32)})
+
+    async def send_chunk(self, chunk: Any, **extra: Any) -> None:
+        """Send a whole ``[T, A]`` chunk (for bridges that execute chunks themselves)."""
+        await self._send({"actions": np.asarray(chunk, dtype=np.float32), **extra})
+
+    async def step(self, action: Any) -> dict[str, Any]:
+        """Send one action and wait for the observation it produced."""
+        await self.send_action(action)
+        return await self.get_observation()
+
+    async def _send(self, msg: dict[str, Any]) -> None:
+        try:
+            await self._ws.send(pack(msg))
+        except websockets.ConnectionClosed as exc:
+            raise RobotError(f"bridge closed the connection: {_closed(exc)}") from None
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._ws.close()
+
+    async def __aenter__(self) -> RobotClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def _target(target: str | dict[str, Any]) -> tuple[str, Any]:
+    if isinstance(target, str):
+        return target, None
+    if isinstance(target, dict) and "url" in target:
+        params = target.get("params") or {}
+        return str(target["url"]), params.get("contract") or target.get("contract")
+    raise RobotError(f"connect() takes a ws:// url or a capability dict with a url, got {target!r}")
+
+
+def _closed(exc: websockets.ConnectionClosed) -> str:
+    rcvd = exc.rcvd
+    if rcvd is None:
+        return "no close frame"
+    return f"code {rcvd.code}" + (f" ({rcvd.reason})" if rcvd.reason else "")
+
+
+async def _recv(ws: ClientConnection, timeout: float | None, what: str) -> Any:
+    try:
+        async with asyncio.timeout(timeout):
+            frame = await ws.recv()
+    except TimeoutError:
+        raise RobotError(
+            f"timed out after {timeout} s waiting for {what} from the bridge"
+        ) from None
+    except websockets.ConnectionClosed as exc:
+        raise RobotError(
+            f"bridge closed the connection while we waited for {what}: {_closed(exc)}"
+        ) from None
+    if isinstance(frame, str):
+        raise RobotError(frame)
+    try:
+        return unpack(frame)
+    except WireError as exc:
+        raise RobotError(f"bad frame from the bridge: {exc}") from None

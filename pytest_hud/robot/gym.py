@@ -1,0 +1,331 @@
+"""GymBridge: serve any gymnasium-style env (single or vectorized) over openpi/0.
+
+The target is a factory callable, a registry id, or an env built through the
+registry. Task args split by the factory's signature: its parameters are build
+args (a change rebuilds the env), the rest go to ``reset(seed=..., options=...)``.
+Observations keep the env's own keys (nested dicts joined with ``/``; a plain
+array becomes ``observation/state``); 1-D state is sent as float32, images as the
+env's uint8 HWC. Success is latched from ``success``/``is_success``/``task_success``
+in info, or from ``success_threshold`` on the episode's total reward.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from pytest_hud.robot.bridge import BridgeError, RobotBridge
+from pytest_hud.robot.contract import Contract, load_or_derive
+
+__all__ = ["SUCCESS_KEYS", "GymBridge", "flatten_observation", "gym_target"]
+
+SUCCESS_KEYS = ("success", "is_success", "task_success")
+STATE_KEY = "observation/state"
+
+
+def gym_target(target: Any) -> tuple[Any, dict[str, Any]]:
+    """Normalise a gym target to something the sim process can rebuild.
+
+    An env instance made through the registry becomes its spec id plus the
+    kwargs it was made with; ids and factories pass through.
+    """
+    if isinstance(target, str) or (callable(target) and not isinstance(target, gym.Env)):
+        return target, {}
+    spec = getattr(target, "spec", None)
+    if isinstance(target, gym.Env | gym.vector.VectorEnv) and spec is not None:
+        return spec.id, dict(spec.kwargs or {})
+    raise TypeError(
+        f"env.gym() takes a factory callable, a gymnasium registry id, or an env made with "
+        f"gymnasium.make(); got {target!r} (an env without a registry spec cannot be rebuilt "
+        "in the sim process: pass its factory function instead)"
+    )
+
+
+def flatten_observation(obs: Any, prefix: str = "") -> dict[str, np.ndarray]:
+    """Nested dict observations flattened to ``a/b`` keys; a bare array is the state."""
+    if isinstance(obs, Mapping):
+        out: dict[str, np.ndarray] = {}
+        for key, value in obs.items():
+            name = f"{prefix}/{key}" if prefix else str(key)
+            out.update(flatten_observation(value, name))
+        return out
+    return {prefix or STATE_KEY: np.asarray(obs)}
+
+
+def _wire_array(arr: np.ndarray, batched_rank: int) -> np.ndarray:
+    """Images stay uint8; state-like arrays go out as float32 (scalars as [1])."""
+    if arr.dtype == np.uint8 and arr.ndim - batched_rank >= 2:
+        return arr
+    if arr.ndim == batched_rank:
+        arr = arr[..., None]
+    return arr.astype(np.float32, copy=False)
+
+
+class GymBridge(RobotBridge):
+    """A RobotBridge around a gymnasium env; ``num_envs > 1`` serves a VectorEnv's copies."""
+
+    def __init__(
+        self,
+        target: Any,
+        *,
+        make_kwargs: dict[str, Any] | None = None,
+        num_envs: int = 1,
+        fps: float | None = None,
+        prompt: str | None = None,
+        contract: str | Path | Mapping[str, Any] | Contract | None = None,
+        success_threshold: float | None = None,
+        robot_type: str | None = None,
+    ) -> None:
+        self.target, extra = gym_target(target)
+        self.make_kwargs = {**extra, **(make_kwargs or {})}
+        self.num_envs = int(num_envs)
+        self.fps = fps
+        self.prompt_text = prompt
+        self.contract_source = contract
+        self.success_threshold = success_threshold
+        self.robot_type = robot_type
+        self.env: Any = None
+        self._vector = False
+        self._build_args: dict[str, Any] | None = None
+        self._params = self._factory_params()
+        self._obs: dict[str, np.ndarray] = {}
+        n = self.num_envs
+        self._done = np.zeros(n, bool)
+        self._success = np.zeros(n, bool)
+        self._total = np.zeros(n, np.float64)
+        self._steps = np.zeros(n, np.int64)
+        self._reward = np.zeros(n, np.float32)
+
+    # -- building ------------------------------------------------------------------
+    def _factory_params(self) -> set[str] | None:
+        """Parameter names of a factory (None: accepts anything); registry ids have none."""
+        if isinstance(self.target, str):
+            return set()
+        try:
+            sig = inspect.signature(self.target)
+        except (TypeError, ValueError):
+            return set()
+        if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+            return None
+        return {n for n in sig.parameters if n not in ("seed", "num_envs")}
+
+    def _split(self, task_args: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        build: dict[str, Any] = {}
+        episodic: dict[str, Any] = {}
+        for key, value in task_args.items():
+            is_build = key != "seed" and (self._params is None or key in self._params)
+            (build if is_build else episodic)[key] = value
+        return build, episodic
+
+    def _build(self, build_args: dict[str, Any]) -> None:
+        if self.env is not None and build_args == self._build_args:
+            return
+        self._close_env()
+        kwargs = {**self.make_kwargs, **build_args}
+        if isinstance(self.target, str):
+            if self.num_envs > 1:
+                env = gym.make_vec(
+                    self.target, num_envs=self.num_envs, vectorization_mode="sync", **kwargs
+                )
+            else:
+                env = gym.make(self.target, **kwargs)
+        else:
+            sig_params = _signature_names(self.target)
+            if "num_envs" in sig_params:
+                kwargs["num_envs"] = self.num_envs
+            env = self.target(**kwargs)
+            if self.num_envs > 1 and not isinstance(env, gym.vector.VectorEnv):
+                first = env
+                rest = [self.target(**kwargs) for _ in range(self.num_envs - 1)]
+                envs = [first, *rest]
+                env = gym.vector.SyncVectorEnv([(lambda e=e: e) for e in envs])
+        self._vector = isinstance(env, gym.vector.VectorEnv)
+        got = int(env.num_envs) if self._vector else 1
+        if got != self.num_envs:
+            env.close()
+            raise BridgeError(
+                f"the factory built {got} env copies but num_envs={self.num_envs}; "
+                "pass num_envs= matching what the factory returns"
+            )
+        self.env, self._build_args = env, dict(build_args)
+
+    def _close_env(self) -> None:
+        if self.env is not None:
+            try:
+                self.env.close()
+            finally:
+                self.env = None
+
+    @property
+    def action_space(self) -> Any:
+        assert self.env is not None
+        return self.env.single_action_space if self._vector else self.env.action_space
+
+    def _set_obs(self, obs: Any) -> None:
+        rank = 1 if self._vector else 0
+        flat = flatten_observation(obs)
+        out = {k: _wire_array(v, rank) for k, v in flat.items()}
+        if not self._vector:
+            out = {k: v[None] for k, v in out.items()}
+        self._obs = out
+
+    # -- the RobotBridge hooks ---------------------------------------------------------
+    def ensure_contract(self) -> Contract:
+        src = self.contract_source
+        if isinstance(src, Contract | Mapping):
+            return Contract.from_dict(src)
+
+        def derive() -> Contract:
+            if self.env is None:
+                self._build({})
+                self._reset_all({}, 0)
+            sample = {k: v[0] for k, v in self._obs.items()}
+            return Contract.derive(
+                sample, self.action_space, control_rate=self._fps(), robot_type=self.robot_type
+            )
+
+        return load_or_derive(src, derive)
+
+    def _fps(self) -> float | None:
+        if self.fps is not None:
+            return float(self.fps)
+        meta = getattr(self.env, "metadata", None) or {}
+        rate = meta.get("render_fps")
+        return float(rate) if rate else None
+
+    def reset(self, **task_args: Any) -> str:
+        build, episodic = self._split(task_args)
+        self._build(build)
+        seed = episodic.pop("seed", None)
+        self._reset_all(episodic, seed)
+        return self._prompt(task_args)
+
+    def _reset_all(self, options: dict[str, Any], seed: Any) -> None:
+        obs, _ = self.env.reset(seed=seed, options=options or None)
+        self._set_obs(obs)
+        self._done[:] = False
+        self._success[:] = False
+        self._total[:] = 0.0
+        self._steps[:] = 0
+        self._reward[:] = 0.0
+
+    def reset_slot(self, index: int, **task_args: Any) -> str:
+        build, episodic = self._split(task_args)
+        if self.env is None or build != self._build_args:
+            raise BridgeError(
+                f"slot {index} asks for build args {build}, but the shared sim was built with "
+                f"{self._build_args}; concurrent episodes on one vectorized sim must share them"
+            )
+        if not self._vector:
+            raise BridgeError("a single env has one slot; it cannot reset a slot alone")
+        seed = episodic.pop("seed", None)
+        seeds = [None] * self.num_envs
+        seeds[index] = seed
+        mask = np.zeros(self.num_envs, bool)
+        mask[index] = True
+        obs, _ = self.env.reset(seed=seeds, options={**episodic, "reset_mask": mask})
+        self._set_obs(obs)
+        self._done[index] = False
+        self._success[index] = False
+        self._total[index] = 0.0
+        self._steps[index] = 0
+        self._reward[index] = 0.0
+        return self._prompt(task_args)
+
+    def _prompt(self, task_args: dict[str, Any]) -> str:
+        if self.prompt_text is not None:
+            return self.prompt_text.format(**task_args)
+        env = self.env.envs[0] if self._vector and hasattr(self.env, "envs") else self.env
+        for attr in ("task_description", "task"):
+            value = getattr(getattr(env, "unwrapped", env), attr, None)
+            if isinstance(value, str) and value:
+                return value
+        if isinstance(task_args.get("task"), str):
+            return task_args["task"]
+        name = self.target if isinstance(self.target, str) else self.target.__name__
+        return str(name)
+
+    def _cast(self, actions: np.ndarray) -> Any:
+        space = self.action_space
+        n = self.num_envs
+        if isinstance(space, gym.spaces.Discrete):
+            out = np.rint(actions[:, 0]).astype(np.int64)
+            out = np.clip(out, space.start, space.start + space.n - 1)
+        elif isinstance(space, gym.spaces.Box):
+            out = actions.reshape((n, *space.shape)).astype(space.dtype, copy=False)
+        else:
+            out = np.rint(actions).astype(np.int64).reshape((n, *space.shape))
+        return out if self._vector else out[0]
+
+    def step(self, actions: np.ndarray) -> None:
+        act = self._cast(actions)
+        if not self._vector:
+            if self._done[0]:
+                return
+            obs, reward, term, trunc, info = self.env.step(act)
+            rewards = np.array([reward], np.float64)
+            ended = np.array([bool(term) or bool(trunc)])
+            succ = _success_single(info)
+        else:
+            obs, reward, term, trunc, info = self.env.step(act)
+            rewards = np.asarray(reward, np.float64)
+            ended = np.asarray(term, bool) | np.asarray(trunc, bool)
+            succ = _success_vector(info, self.num_envs)
+        live = ~self._done
+        self._set_obs(obs)
+        self._reward = np.where(live, rewards, 0.0).astype(np.float32)
+        self._total += np.where(live, rewards, 0.0)
+        self._steps += live
+        if succ is not None:
+            self._success |= live & succ
+        if self.success_threshold is not None:
+            self._success |= live & (self._total >= self.success_threshold)
+        self._done |= live & ended
+
+    def get_observation(self) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        return self._obs, self._done.copy(), self._reward.copy()
+
+    def result_slots(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "score": 1.0 if self._success[i] else 0.0,
+                "success": bool(self._success[i]),
+                "total_reward": float(self._total[i]),
+                "steps": int(self._steps[i]),
+            }
+            for i in range(self.num_envs)
+        ]
+
+    def close(self) -> None:
+        self._close_env()
+
+
+def _signature_names(fn: Callable[..., Any]) -> set[str]:
+    try:
+        return set(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def _success_single(info: Any) -> np.ndarray | None:
+    if isinstance(info, Mapping):
+        for key in SUCCESS_KEYS:
+            if key in info:
+                return np.array([bool(np.asarray(info[key]).any())])
+    return None
+
+
+def _success_vector(info: Any, n: int) -> np.ndarray | None:
+    if isinstance(info, Mapping):
+        for key in SUCCESS_KEYS:
+            if key in info:
+                value = np.asarray(info[key]).reshape(-1)
+                mask = np.asarray(info.get(f"_{key}", np.ones(n, bool)), bool).reshape(-1)
+                if value.size == n:
+                    return value.astype(bool) & mask
+    return None

@@ -1,0 +1,101 @@
+"""The openpi/0 wire codec: msgpack with openpi's numpy extension.
+
+An ndarray travels as a map ``{b"__ndarray__": True, b"data": raw bytes,
+b"dtype": dtype.str, b"shape": shape}`` and a numpy scalar as
+``{b"__npgeneric__": True, b"data": value, b"dtype": dtype.str}``; this is the
+encoding of ``openpi_client.msgpack_numpy`` and of the HUD SDK, byte for byte.
+Object, void and complex dtypes are refused: the wire never pickles.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+import numpy as np
+
+__all__ = ["PROTOCOL", "WireError", "pack", "unpack", "ws_options"]
+
+PROTOCOL = "openpi/0"
+
+_NDARRAY = b"__ndarray__"
+_NPGENERIC = b"__npgeneric__"
+_REFUSED_KINDS = {"O": "object", "V": "void/structured", "c": "complex"}
+
+
+class WireError(ValueError):
+    """A frame that cannot be encoded or decoded as openpi/0."""
+
+
+def _check_dtype(dtype: np.dtype) -> None:
+    kind = _REFUSED_KINDS.get(dtype.kind)
+    if kind is not None:
+        raise WireError(
+            f"cannot send a numpy array of {kind} dtype {dtype.str!r} over openpi/0: "
+            "only bool, integer, unsigned and float arrays travel; convert it first "
+            "(e.g. arr.astype(np.float32), or split complex into real and imaginary parts)"
+        )
+
+
+def _encode(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        _check_dtype(obj.dtype)
+        return {
+            _NDARRAY: True,
+            b"data": obj.tobytes(),
+            b"dtype": obj.dtype.str,
+            b"shape": obj.shape,
+        }
+    if isinstance(obj, np.generic):
+        _check_dtype(obj.dtype)
+        return {_NPGENERIC: True, b"data": obj.item(), b"dtype": obj.dtype.str}
+    raise WireError(f"cannot encode {type(obj).__name__} over openpi/0 (no pickling)")
+
+
+def _decode(obj: dict) -> Any:
+    if _NDARRAY in obj:
+        dtype = np.dtype(obj[b"dtype"])
+        _check_dtype(dtype)
+        return np.ndarray(buffer=obj[b"data"], dtype=dtype, shape=tuple(obj[b"shape"]))
+    if _NPGENERIC in obj:
+        dtype = np.dtype(obj[b"dtype"])
+        _check_dtype(dtype)
+        return dtype.type(obj[b"data"])
+    return obj
+
+
+def pack(obj: Any) -> bytes:
+    """Encode a frame (dicts, lists, scalars, str, bytes, numpy arrays)."""
+    try:
+        return msgpack.packb(obj, default=_encode)
+    except WireError:
+        raise
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise WireError(f"cannot encode frame over openpi/0: {exc}") from exc
+
+
+def unpack(data: bytes) -> Any:
+    """Decode a binary frame; a frame that is not openpi/0 msgpack raises WireError.
+
+    Decoded arrays are read-only views on the frame's buffer (no copy).
+    """
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise WireError(f"expected a binary frame, got {type(data).__name__}")
+    try:
+        return msgpack.unpackb(data, object_hook=_decode)
+    except WireError:
+        raise
+    except Exception as exc:  # msgpack raises a zoo of types on garbage
+        raise WireError(
+            f"frame is not openpi/0 msgpack ({type(exc).__name__}: {exc}); "
+            "send msgpack-numpy encoded binary frames"
+        ) from exc
+
+
+def ws_options() -> dict[str, Any]:
+    """WebSocket settings both ends use: no permessage-deflate, large frames allowed.
+
+    Compression costs ~4 ms per 150 KB camera frame and buys nothing on
+    loopback or LAN, so it is off on server and client alike.
+    """
+    return {"compression": None, "max_size": None}

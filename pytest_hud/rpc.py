@@ -1,0 +1,239 @@
+"""A tiny JSON-lines RPC used by every control channel in the project.
+
+One request per line ``{"id": n, "method": str, "params": {...}}``, one reply per
+line ``{"id": n, "result": ...}`` or ``{"id": n, "error": {"type", "message",
+"traceback"}}``. Requests on one connection run concurrently; each connection owns
+its request tasks and cancels them when it closes, so a dropped peer never leaves
+work running. Every client wait is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import traceback
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+__all__ = ["Connection", "RemoteError", "RpcClient", "RpcClosed", "serve_rpc"]
+
+_LIMIT = 64 * 1024 * 1024
+
+
+class RemoteError(RuntimeError):
+    """The remote handler raised; carries its exception type name and traceback."""
+
+    def __init__(self, type_name: str, message: str, remote_traceback: str = "") -> None:
+        super().__init__(message)
+        self.type_name = type_name
+        self.remote_traceback = remote_traceback
+
+
+class RpcClosed(ConnectionError):
+    """The control connection closed before the reply came back."""
+
+
+class Connection:
+    """Server-side view of one client connection; handlers may keep per-connection state."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.state: dict[str, Any] = {}
+        self._writer = writer
+        self._lock = asyncio.Lock()
+
+    @property
+    def peer(self) -> Any:
+        return self._writer.get_extra_info("peername")
+
+    async def send(self, obj: dict[str, Any]) -> None:
+        data = json.dumps(obj, default=_json_default).encode() + b"\n"
+        async with self._lock:
+            self._writer.write(data)
+            await self._writer.drain()
+
+
+def _json_default(obj: Any) -> Any:
+    try:
+        import numpy as np
+
+        if isinstance(obj, np.generic):
+            return obj.item()
+        if isinstance(obj, np.ndarray):
+            return obj.tolist()
+    except ImportError:  # pragma: no cover
+        pass
+    raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+
+Handler = Callable[[Connection, str, dict[str, Any]], Awaitable[Any]]
+
+
+async def serve_rpc(
+    handler: Handler,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    on_close: Callable[[Connection], Awaitable[None]] | None = None,
+) -> asyncio.Server:
+    """Serve ``handler(conn, method, params)``; ``on_close(conn)`` runs when a client leaves."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = Connection(writer)
+        tasks: set[asyncio.Task[None]] = set()
+
+        async def run(msg: dict[str, Any]) -> None:
+            rid = msg.get("id")
+            try:
+                params = msg.get("params") or {}
+                if not isinstance(params, dict):
+                    raise TypeError("params must be a JSON object")
+                result = await handler(conn, str(msg.get("method")), params)
+                reply: dict[str, Any] = {"id": rid, "result": result}
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                reply = {
+                    "id": rid,
+                    "error": {
+                        "type": type(exc).__name__,
+                        "message": str(exc),
+                        "traceback": traceback.format_exc(),
+                    },
+                }
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await conn.send(reply)
+
+        try:
+            while True:
+                try:
+                    line = await reader.readline()
+                except (ConnectionError, asyncio.LimitOverrunError, ValueError):
+                    break
+                if not line:
+                    break
+                try:
+                    msg = json.loads(line)
+                    if not isinstance(msg, dict):
+                        raise ValueError("request is not a JSON object")
+                except ValueError as exc:
+                    with contextlib.suppress(ConnectionError):
+                        await conn.send(
+                            {"id": None, "error": {"type": "ProtocolError", "message": str(exc)}}
+                        )
+                    continue
+                task = asyncio.create_task(run(msg))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+        finally:
+            for task in list(tasks):
+                task.cancel()
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+            if on_close is not None:
+                with contextlib.suppress(Exception):
+                    await on_close(conn)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    return await asyncio.start_server(handle, host, port, limit=_LIMIT)
+
+
+class RpcClient:
+    """Client side: ``await RpcClient.connect(host, port)``, then ``await call(method, ...)``."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._lock = asyncio.Lock()
+        self._closed: BaseException | None = None
+        self._reader_task = asyncio.create_task(self._read_loop())
+
+    @classmethod
+    async def connect(cls, host: str, port: int, *, timeout: float = 10.0) -> RpcClient:
+        try:
+            async with asyncio.timeout(timeout):
+                reader, writer = await asyncio.open_connection(host, port, limit=_LIMIT)
+        except TimeoutError as exc:
+            raise TimeoutError(
+                f"control channel {host}:{port} did not accept a connection within {timeout} s"
+            ) from exc
+        return cls(reader, writer)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed is not None
+
+    async def _read_loop(self) -> None:
+        reason: BaseException = RpcClosed("control connection closed by the peer")
+        try:
+            while True:
+                line = await self._reader.readline()
+                if not line:
+                    break
+                msg = json.loads(line)
+                fut = self._pending.pop(msg.get("id"), None)
+                if fut is None or fut.done():
+                    continue
+                if "error" in msg:
+                    err = msg["error"] or {}
+                    fut.set_exception(
+                        RemoteError(
+                            err.get("type", "Error"),
+                            err.get("message", ""),
+                            err.get("traceback", ""),
+                        )
+                    )
+                else:
+                    fut.set_result(msg.get("result"))
+        except asyncio.CancelledError:
+            reason = RpcClosed("control client closed")
+            raise
+        except Exception as exc:
+            reason = RpcClosed(f"control connection failed: {exc!r}")
+        finally:
+            self._closed = reason
+            for fut in self._pending.values():
+                if not fut.done():
+                    fut.set_exception(reason)
+            self._pending.clear()
+
+    async def call(self, method: str, timeout: float | None = 60.0, **params: Any) -> Any:
+        """Send one request and wait (at most ``timeout`` s) for its reply."""
+        if self._closed is not None:
+            raise RpcClosed(f"cannot call {method!r}: {self._closed}")
+        rid = next(self._ids)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        data = (
+            json.dumps(
+                {"id": rid, "method": method, "params": params}, default=_json_default
+            ).encode()
+            + b"\n"
+        )
+        try:
+            async with self._lock:
+                self._writer.write(data)
+                await self._writer.drain()
+            async with asyncio.timeout(timeout):
+                return await fut
+        except TimeoutError as exc:
+            raise TimeoutError(f"control call {method!r} got no reply within {timeout} s") from exc
+        except ConnectionError as exc:
+            if isinstance(exc, RpcClosed):
+                raise
+            raise RpcClosed(f"control connection lost during {method!r}: {exc}") from exc
+        finally:
+            self._pending.pop(rid, None)
+
+    async def close(self) -> None:
+        self._reader_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._reader_task
+        self._writer.close()
+        with contextlib.suppress(Exception):
+            await self._writer.wait_closed()
