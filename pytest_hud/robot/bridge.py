@@ -120,6 +120,10 @@ class RobotBridge(ABC):
         """Reset one slot of a vectorized sim alone (optional)."""
         raise NotImplementedError
 
+    def can_reset_slot(self) -> bool:
+        """Whether :meth:`reset_slot` works here (default: the subclass overrides it)."""
+        return type(self).reset_slot is not RobotBridge.reset_slot
+
     def result_slots(self) -> list[dict[str, Any]]:
         """One grade dict per slot; default broadcasts :meth:`result`."""
         grade = self.result()
@@ -163,6 +167,7 @@ class RobotBridge(ABC):
         self._watchdog: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._batch_args: dict[str, Any] | None = None
+        self._batch_prompt = ""
         self._lock: asyncio.Lock = asyncio.Lock()  # serialises claims and releases
         self._contract_obj: Contract | None = None
         self._host = "127.0.0.1"
@@ -467,10 +472,11 @@ class RobotBridge(ABC):
                 for s in self._slots:
                     s.used, s.state, s.reason = False, SlotState.FREE, ""
                 self._batch_args = dict(task_args)
+                self._batch_prompt = str(prompt or "")
                 slot = self._slots[0]
             else:
                 slot = self._next_free()
-                if type(self).reset_slot is not RobotBridge.reset_slot:
+                if self.can_reset_slot():
                     prompt = await self._sim(self.reset_slot, slot.index, **task_args)
                 elif task_args != self._batch_args:
                     raise BridgeError(
@@ -479,20 +485,27 @@ class RobotBridge(ABC):
                         "Group rows with identical args, or implement reset_slot()"
                     )
                 else:
-                    prompt = self._slots[0].prompt
+                    prompt = self._batch_prompt
             slot.token = secrets.token_urlsafe(18)
             slot.state, slot.used, slot.action, slot.reason = SlotState.CLAIMED, True, None, ""
             slot.prompt = str(prompt or "")
             return {"prompt": slot.prompt, "token": slot.token, "slot": slot.index}
 
     def _next_free(self) -> _Slot:
-        reusable = type(self).reset_slot is not RobotBridge.reset_slot
+        reusable = self.can_reset_slot()
         for s in self._slots:
             if s.token is None and (reusable or not s.used):
                 return s
+        busy = sum(s.token is not None for s in self._slots)
+        if busy == self.num_envs:
+            raise BridgeError(
+                f"all {self.num_envs} slots are claimed: a reset past the last slot fails; "
+                "grade a finished episode with result() first, or serve more num_envs"
+            )
         raise BridgeError(
-            f"all {self.num_envs} slots are claimed: a reset past the last slot fails; "
-            "grade a finished episode with result() first, or serve more num_envs"
+            f"no free slot: {busy} of {self.num_envs} are claimed and the rest finished "
+            "episodes of this batch; this sim resets all slots together, so a new episode "
+            "starts once every slot is released (or implement reset_slot())"
         )
 
     async def release(self, token: str | None = None) -> dict[str, Any]:

@@ -214,6 +214,9 @@ class GymBridge(RobotBridge):
         self._steps[:] = 0
         self._reward[:] = 0.0
 
+    def can_reset_slot(self) -> bool:
+        return self.num_envs > 1
+
     def reset_slot(self, index: int, **task_args: Any) -> str:
         build, episodic = self._split(task_args)
         if self.env is None or build != self._build_args:
