@@ -101,7 +101,9 @@ async def test_per_slot_results_and_lockstep_barrier(four: CounterSim) -> None:
     eps = [await four.claim(seed=0) for _ in range(3)]  # slot 3 stays free
     clients = [await RobotClient.connect(four.url, token=e["token"]) for e in eps]
     try:
-        runs = await asyncio.gather(*(run_episode(c, v) for c, v in zip(clients, (1, 2, 0.5))))
+        runs = await asyncio.gather(
+            *(run_episode(c, v) for c, v in zip(clients, (1, 2, 0.5), strict=True))
+        )
     finally:
         for c in clients:
             await c.close()
