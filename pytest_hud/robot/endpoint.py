@@ -79,6 +79,11 @@ class RobotEndpoint:
 
     # -- lifecycle ---------------------------------------------------------------
     @property
+    def pid(self) -> int | None:
+        """The spawned sim's process id (None when attached or not started)."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
     def started(self) -> bool:
         return self._info is not None
 
@@ -183,12 +188,16 @@ class RobotEndpoint:
         except RemoteError as exc:
             raise SimError(f"sim {method}() failed: {exc}\n{exc.remote_traceback}") from None
         except RpcClosed as exc:
-            raise SimError(self._crash_message(method, exc)) from None
+            raise SimError(await self._crash_message(method, exc)) from None
         except TimeoutError as exc:
             raise SimError(f"sim {method}() timed out: {exc}") from None
 
-    def _crash_message(self, method: str, exc: BaseException) -> str:
+    async def _crash_message(self, method: str, exc: BaseException) -> str:
         proc = self._proc
+        if proc is not None:  # a lost channel usually means the sim died: reap it to say how
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(2.0):
+                    await proc.wait()
         if proc is not None and proc.returncode is not None:
             return (
                 f"sim process exited with code {proc.returncode} during {method}(); "
@@ -236,12 +245,15 @@ class RobotEndpoint:
         }
 
 
-async def _terminate(proc: asyncio.subprocess.Process, grace: float = 5.0) -> None:
-    """Stop a spawned sim and its process group, never waiting unboundedly."""
+async def _terminate(proc: asyncio.subprocess.Process) -> None:
+    """Stop a spawned sim and its process group, never waiting unboundedly.
+
+    Closing stdin (the lifeline) asks for a clean stop; SIGTERM and SIGKILL follow.
+    """
     if proc.stdin is not None:
         with contextlib.suppress(Exception):
             proc.stdin.close()
-    for sig in (None, signal.SIGTERM, signal.SIGKILL):
+    for sig, grace in ((None, 2.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
         if proc.returncode is not None:
             break
         if sig is not None:

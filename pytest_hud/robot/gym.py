@@ -38,7 +38,13 @@ def gym_target(target: Any) -> tuple[Any, dict[str, Any]]:
         return target, {}
     spec = getattr(target, "spec", None)
     if isinstance(target, gym.Env | gym.vector.VectorEnv) and spec is not None:
-        return spec.id, dict(spec.kwargs or {})
+        env_id = spec.id
+        entry = spec.entry_point
+        if isinstance(entry, str) and ":" not in env_id:
+            top = entry.split(":")[0].split(".")[0]
+            if top != "gymnasium":  # the sim process must import the package that registers it
+                env_id = f"{top}:{env_id}"
+        return env_id, dict(spec.kwargs or {})
     raise TypeError(
         f"env.gym() takes a factory callable, a gymnasium registry id, or an env made with "
         f"gymnasium.make(); got {target!r} (an env without a registry spec cannot be rebuilt "
