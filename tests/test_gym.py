@@ -66,8 +66,12 @@ async def test_image_env_pusht() -> None:
         assert ep.contract.control_rate == 10.0
         run = await ep.reset(seed=1)
         rng = np.random.default_rng(0)
+
+        def wander(_obs: dict, rng: np.random.Generator = rng) -> np.ndarray:
+            return rng.uniform(100, 400, 2)
+
         async with await RobotClient.connect(ep.url, token=run["token"]) as client:
-            seen = await drive(client, lambda o: rng.uniform(100, 400, 2))
+            seen = await drive(client, wander)
         grade = await ep.result(run["token"])
     pixels = [o["data"]["pixels"] for o in seen]
     assert all(p.shape == (96, 96, 3) and p.dtype == np.uint8 for p in pixels)
@@ -131,7 +135,7 @@ def test_episodic_args_reach_reset_options_and_success_latches() -> None:
     assert bridge.env.unwrapped.options == {"difficulty": 5}
     for _ in range(4):
         bridge.step(np.zeros((1, 1), np.float32))
-    data, done, _ = bridge.get_observation()
+    _, done, _ = bridge.get_observation()
     assert done.tolist() == [True]
     grade = bridge.result_slots()[0]
     # is_success was true only at step 2, the episode ended at step 4: success stays latched
