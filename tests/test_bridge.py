@@ -80,7 +80,7 @@ async def test_vectorized_slots_fill_in_order_and_exhaust(four: CounterSim) -> N
     eps = [await four.claim(seed=1) for _ in range(4)]
     assert [e["slot"] for e in eps] == [0, 1, 2, 3]
     tokens = [e["token"] for e in eps]
-    assert len(set(tokens)) == 4 and all(len(t) >= 22 for t in tokens)
+    assert len(set(tokens)) == 4 and all(len(t) == 32 for t in tokens)
     with pytest.raises(BridgeError, match="all 4 slots are claimed"):
         await four.claim(seed=1)
     await four.release(tokens[3])

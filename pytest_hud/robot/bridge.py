@@ -486,7 +486,7 @@ class RobotBridge(ABC):
                     )
                 else:
                     prompt = self._batch_prompt
-            slot.token = secrets.token_urlsafe(18)
+            slot.token = secrets.token_hex(16)
             slot.state, slot.used, slot.action, slot.reason = SlotState.CLAIMED, True, None, ""
             slot.prompt = str(prompt or "")
             return {"prompt": slot.prompt, "token": slot.token, "slot": slot.index}
@@ -580,19 +580,24 @@ async def run_bridge(
 def serve_bridge(
     bridge: RobotBridge,
     *,
-    host: str = "127.0.0.1",
-    port: int = 0,
+    host: str | None = None,
+    port: int | None = None,
     control_port: int = 0,
     lifeline: bool | None = None,
 ) -> None:
     """Serve ``bridge`` from this (main) thread until SIGTERM, Ctrl-C or, with
-    ``lifeline`` (default: ``$PYTEST_HUD_LIFELINE == "1"``, set by RobotEndpoint),
+    ``lifeline`` (default: ``$PYTEST_HUD_LIFELINE == "1"``, set by RobotEndpoint, as are
+    ``$PYTEST_HUD_SIM_HOST`` and ``$PYTEST_HUD_SIM_PORT``, the defaults of host and port),
     end-of-file on stdin (the parent died). Announces its addresses on
     stdout as ``PYTEST_HUD_SIM {"url": ..., "control": ...}``.
     """
 
     if lifeline is None:
         lifeline = os.environ.get("PYTEST_HUD_LIFELINE") == "1"
+    if host is None:
+        host = os.environ.get("PYTEST_HUD_SIM_HOST") or "127.0.0.1"
+    if port is None:
+        port = int(os.environ.get("PYTEST_HUD_SIM_PORT") or 0)
 
     def announce(info: dict[str, Any]) -> None:
         print(f"{ANNOUNCE} {json.dumps(info)}", flush=True)

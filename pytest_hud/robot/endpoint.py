@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import contextvars
 import json
 import os
 import signal
@@ -27,7 +28,26 @@ from pytest_hud.robot.sim import encode_spec
 from pytest_hud.robot.wire import PROTOCOL
 from pytest_hud.rpc import RemoteError, RpcClient, RpcClosed
 
-__all__ = ["RobotEndpoint", "SimError"]
+__all__ = ["RobotEndpoint", "SimError", "track_claims"]
+
+#: Slots claimed in the current session: (endpoint, token) pairs not yet graded. The env
+#: server sets this around a template's steps so a dropped session can free its slots.
+_claims: contextvars.ContextVar[list[tuple[RobotEndpoint, str]] | None] = contextvars.ContextVar(
+    "pytest_hud_claims", default=None
+)
+
+
+def track_claims(claims: list[tuple[RobotEndpoint, str]] | None) -> contextvars.Token[Any]:
+    """Record claims made in this context into ``claims``; reset with the returned token."""
+    return _claims.set(claims)
+
+
+async def release_claims(claims: list[tuple[RobotEndpoint, str]]) -> None:
+    """Grade-and-free every slot still claimed (a dropped session's cleanup)."""
+    while claims:
+        endpoint, token = claims.pop()
+        with contextlib.suppress(Exception):
+            await endpoint.result(token)
 
 
 class SimError(RuntimeError):
@@ -71,6 +91,12 @@ class RobotEndpoint:
         self._tail: collections.deque[str] = collections.deque(maxlen=60)
         self._info: dict[str, Any] | None = None
         self._start_lock: asyncio.Lock | None = None
+        self.sim_host = "127.0.0.1"
+        self.sim_port = 0
+
+    def listen(self, host: str, port: int = 0) -> None:
+        """Where a spawned sim binds its agent WebSocket (before start; e.g. a container port)."""
+        self.sim_host, self.sim_port = host, port
 
     @classmethod
     def attach(cls, control: str, **kwargs: Any) -> RobotEndpoint:
@@ -111,12 +137,15 @@ class RobotEndpoint:
 
     async def _spawn(self) -> str:
         argv = self._argv or [sys.executable, "-m", "pytest_hud.robot.sim", "--stdin", "--lifeline"]
+        env = _child_env()
+        env["PYTEST_HUD_SIM_HOST"] = self.sim_host
+        env["PYTEST_HUD_SIM_PORT"] = str(self.sim_port)
         self._proc = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            env=_child_env(),
+            env=env,
             start_new_session=True,
             limit=1 << 20,
         )
@@ -227,10 +256,16 @@ class RobotEndpoint:
         """Start an episode on the next slot: ``{"prompt", "token"}``."""
         await self.start()
         out = await self._call("reset", **task_args)
+        claims = _claims.get()
+        if claims is not None:
+            claims.append((self, out["token"]))
         return {"prompt": out["prompt"], "token": out["token"]}
 
     async def result(self, token: str | None = None) -> dict[str, Any]:
         """Grade the slot's episode and free the slot: ``{"score", "success", "total_reward"}``."""
+        claims = _claims.get()
+        if claims is not None:
+            claims[:] = [c for c in claims if not (c[0] is self and c[1] == token)]
         return dict(await self._call("result", token=token))
 
     async def capability(self, name: str = "robot") -> dict[str, Any]:

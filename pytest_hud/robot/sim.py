@@ -21,7 +21,32 @@ from typing import Any
 
 from pytest_hud.robot.bridge import RobotBridge, serve_bridge
 
-__all__ = ["build_bridge", "encode_spec", "load_object", "main"]
+__all__ = ["PATH_MODULES", "build_bridge", "encode_spec", "load_object", "load_path", "main"]
+
+#: Modules imported from a file path under a name sys.path cannot resolve; a sim
+#: process loads these files under the same names before unpickling its spec.
+PATH_MODULES: dict[str, str] = {}
+
+
+def load_path(path: str | Path, name: str | None = None) -> Any:
+    """Import a Python file as module ``name`` (default: its stem) and remember the mapping."""
+    path = Path(path).resolve()
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist")
+    name = name or path.stem
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    PATH_MODULES[name] = str(path)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        PATH_MODULES.pop(name, None)
+        raise
+    return module
 
 
 def load_object(ref: str) -> Any:
@@ -30,15 +55,7 @@ def load_object(ref: str) -> Any:
     if not sep or not modname or not attr:
         raise ValueError(f"expected MODULE:NAME or FILE.py:NAME, got {ref!r}")
     if modname.endswith(".py") or "/" in modname:
-        path = Path(modname).resolve()
-        if not path.exists():
-            raise FileNotFoundError(f"{path} does not exist (from {ref!r})")
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot import {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules.setdefault(path.stem, module)
-        spec.loader.exec_module(module)
+        module = load_path(modname)
     else:
         module = importlib.import_module(modname)
     obj: Any = module
@@ -55,7 +72,7 @@ def encode_spec(target: Any, kwargs: dict[str, Any] | None = None) -> bytes:
     Objects from a script's ``__main__`` work: the child loads that script first.
     """
     main = sys.modules.get("__main__")
-    header = {"main_path": getattr(main, "__file__", None)}
+    header = {"main_path": getattr(main, "__file__", None), "modules": dict(PATH_MODULES)}
     try:
         data = pickle.dumps({"target": target, "kwargs": kwargs or {}}, pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, AttributeError, TypeError) as exc:
@@ -95,9 +112,13 @@ def _read_spec() -> tuple[Any, dict[str, Any]]:
     if not data_line.strip():
         raise SystemExit("pytest_hud.robot.sim --stdin: no bridge spec on stdin")
     data = base64.b64decode(data_line)
-    main_path = json.loads(header_line).get("main_path")
+    header = json.loads(header_line)
+    main_path = header.get("main_path")
     if b"__main__" in data and main_path and Path(main_path).exists():
         _load_main(main_path)
+    for name, path in (header.get("modules") or {}).items():
+        if name.encode() in data and name not in sys.modules and Path(path).exists():
+            load_path(path, name)
     payload = pickle.loads(data)
     return payload["target"], payload["kwargs"]
 
@@ -108,8 +129,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kwargs", default="{}", help="JSON keyword arguments for the class")
     parser.add_argument("--stdin", action="store_true", help="read a pickled spec from stdin")
     parser.add_argument("--lifeline", action="store_true", help="exit when stdin closes")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="agent WebSocket port")
+    parser.add_argument("--host", default=None, help="agent WebSocket host ($PYTEST_HUD_SIM_HOST)")
+    parser.add_argument("--port", type=int, default=None, help="agent WebSocket port")
     parser.add_argument("--control-port", type=int, default=0)
     args = parser.parse_args(argv)
     if args.stdin:

@@ -1,0 +1,227 @@
+"""Environment: what an env module declares, and what an env server serves.
+
+``Environment(name)`` holds templates (async generators: the first yield is the
+prompt plus per-capability bindings, the second the grade), capabilities such as
+the robot sim ``env.gym(...)`` returns, and ``@initialize`` / ``@shutdown`` hooks.
+``template.task(**args)`` makes a Task row and records it, so a module's
+environments list the tasks they declare.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import sys
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from pytest_hud.robot.endpoint import RobotEndpoint
+from pytest_hud.robot.sim import load_path
+from pytest_hud.runtime.task import Task, TaskError
+
+__all__ = ["Environment", "EnvironmentError", "Template", "declared_environments", "load_module"]
+
+_DECLARED: list[tuple[Environment, str | None]] = []
+_FRESH = itertools.count(1)
+
+
+class EnvironmentError(LookupError):
+    """An unknown env or template, or a template that breaks the two-yield protocol."""
+
+
+def declared_environments() -> list[tuple[Environment, str | None]]:
+    """Every Environment constructed in this process, with the file that declared it."""
+    return list(_DECLARED)
+
+
+def load_module(target: str | Path, *, fresh: bool = False) -> Any:
+    """Import an env module by file path or dotted name; ``fresh`` imports a new copy."""
+    text = str(target)
+    if text.endswith(".py") or "/" in text or Path(text).exists():
+        path = Path(text).resolve()
+        if not path.exists():
+            raise FileNotFoundError(f"env module {path} does not exist")
+        name = f"pytest_hud_env_{next(_FRESH)}_{path.stem}" if fresh else path.stem
+        known = sys.modules.get(name) if not fresh else None
+        if known is not None and Path(getattr(known, "__file__", "") or "").resolve() == path:
+            return known
+        return load_path(path, name)
+    import importlib
+
+    module = importlib.import_module(text)
+    if fresh and getattr(module, "__file__", None):
+        return load_module(module.__file__, fresh=True)
+    return module
+
+
+class Template:
+    """A task template: an async generator function bound to an Environment."""
+
+    def __init__(self, env: Environment, fn: Callable[..., AsyncGenerator[Any, Any]], id: str):
+        if not inspect.isasyncgenfunction(fn):
+            raise TypeError(
+                f"@env.template() needs an async generator function (async def with two "
+                f"yields: the prompt, then the grade); {fn.__qualname__} is not one"
+            )
+        self.env = env
+        self.fn = fn
+        self.id = id
+        self.signature = inspect.signature(fn)
+        self.__doc__ = fn.__doc__
+        self.__name__ = fn.__name__
+
+    def bind(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Check args against the template's parameters; unknown or missing ones raise."""
+        try:
+            bound = self.signature.bind(**args)
+        except TypeError as exc:
+            params = ", ".join(self.signature.parameters) or "none"
+            raise TaskError(
+                f"template {self.env.name}/{self.id}: {exc}; its parameters: {params}"
+            ) from None
+        return dict(bound.arguments)
+
+    def task(self, **args: Any) -> Task:
+        """A Task row for this template with ``args`` bound; recorded on the environment."""
+        task = Task(self.env.name, self.id, self.bind(args))
+        if all(t.key != task.key for t in self.env.tasks):
+            self.env.tasks.append(task)
+        return task
+
+    def __call__(self, **args: Any) -> AsyncGenerator[Any, Any]:
+        return self.fn(**args)
+
+    def __repr__(self) -> str:
+        return f"<Template {self.env.name}/{self.id}{self.signature}>"
+
+
+class Environment:
+    """An environment declaration: templates, capabilities and lifecycle hooks."""
+
+    def __init__(self, name: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError("Environment needs a non-empty name")
+        self.name = name
+        self.templates: dict[str, Template] = {}
+        self.tasks: list[Task] = []
+        self.capabilities: dict[str, RobotEndpoint | dict[str, Any]] = {}
+        self._initializers: list[Callable[[], Awaitable[None]]] = []
+        self._shutdowns: list[Callable[[], Awaitable[None]]] = []
+        self._started = False
+        frame = inspect.currentframe()
+        caller = frame.f_back if frame is not None else None
+        self.declared_in = caller.f_globals.get("__file__") if caller is not None else None
+        _DECLARED.append((self, self.declared_in))
+
+    def __repr__(self) -> str:
+        return f"<Environment {self.name!r} templates={list(self.templates)}>"
+
+    # -- declaration ---------------------------------------------------------------
+    def template(self, id: str | None = None) -> Callable[[Callable[..., Any]], Template]:
+        """Decorate an async generator: first yield the prompt and bindings, then the grade."""
+
+        def decorate(fn: Callable[..., Any]) -> Template:
+            tid = id or fn.__name__
+            if tid in self.templates:
+                raise ValueError(f"environment {self.name!r} already has a template {tid!r}")
+            template = Template(self, fn, tid)
+            self.templates[tid] = template
+            return template
+
+        return decorate
+
+    def initialize(self, fn: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+        self._initializers.append(fn)
+        return fn
+
+    def shutdown(self, fn: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+        self._shutdowns.append(fn)
+        return fn
+
+    def add_capability(self, capability: RobotEndpoint | dict[str, Any], name: str = "robot"):
+        """Publish a capability: a RobotEndpoint (started with the env) or a manifest dict."""
+        if name in self.capabilities:
+            raise ValueError(f"environment {self.name!r} already has a capability {name!r}")
+        self.capabilities[name] = capability
+        return capability
+
+    def gym(
+        self,
+        target: Any,
+        *,
+        name: str = "robot",
+        num_envs: int = 1,
+        fps: float | None = None,
+        prompt: str | None = None,
+        contract: Any = None,
+        success_threshold: float | None = None,
+        make_kwargs: dict[str, Any] | None = None,
+        robot_type: str | None = None,
+        start_timeout: float = 300.0,
+    ) -> RobotEndpoint:
+        """Serve a gym-style env as this environment's robot capability; returns its endpoint."""
+        from pytest_hud.robot.gym import GymBridge, gym_target
+
+        target, extra = gym_target(target)
+        kwargs = {
+            "target": target,
+            "make_kwargs": {**extra, **(make_kwargs or {})},
+            "num_envs": num_envs,
+            "fps": fps,
+            "prompt": prompt,
+            "contract": str(contract) if isinstance(contract, Path) else contract,
+            "success_threshold": success_threshold,
+            "robot_type": robot_type,
+        }
+        endpoint = RobotEndpoint(GymBridge, kwargs=kwargs, start_timeout=start_timeout)
+        self.add_capability(endpoint, name)
+        return endpoint
+
+    # -- serving -------------------------------------------------------------------
+    def get_template(self, id: str) -> Template:
+        try:
+            return self.templates[id]
+        except KeyError:
+            known = ", ".join(sorted(self.templates)) or "none"
+            raise EnvironmentError(
+                f"environment {self.name!r} has no template {id!r}; known templates: {known}"
+            ) from None
+
+    async def start(self) -> None:
+        """Start capabilities (spawning sims), then run ``@initialize`` hooks."""
+        if self._started:
+            return
+        self._started = True
+        for cap in self.capabilities.values():
+            if isinstance(cap, RobotEndpoint):
+                await cap.start()
+        for fn in self._initializers:
+            await fn()
+
+    async def stop(self) -> None:
+        """Run ``@shutdown`` hooks, then stop every capability; errors do not stop the rest."""
+        if not self._started:
+            return
+        self._started = False
+        errors: list[BaseException] = []
+        for fn in self._shutdowns:
+            try:
+                await fn()
+            except Exception as exc:
+                errors.append(exc)
+        for cap in self.capabilities.values():
+            if isinstance(cap, RobotEndpoint):
+                try:
+                    await cap.stop()
+                except Exception as exc:
+                    errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    async def manifest(self) -> dict[str, dict[str, Any]]:
+        """Capability manifests by name (protocol, url, params)."""
+        out: dict[str, dict[str, Any]] = {}
+        for name, cap in self.capabilities.items():
+            out[name] = await cap.capability(name) if isinstance(cap, RobotEndpoint) else cap
+        return out

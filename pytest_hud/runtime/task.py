@@ -1,0 +1,226 @@
+"""Task rows and tasksets: an env name, a task id and bound args, plus placement hints.
+
+A row is data, never a live object: ``env`` is a join key naming an Environment
+that some substrate serves. The slug (id plus a short hash of the args) is the
+stable name used in test ids, results and expectations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+__all__ = ["RuntimeConfig", "Task", "TaskError", "Taskset"]
+
+_ROW_KEYS = {"env", "id", "args", "runtime_config", "metadata"}
+
+
+class TaskError(ValueError):
+    """A malformed task row; the message names the row and the field."""
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """Per-row placement hints: image, resources and limits (hashable, so it keys substrates)."""
+
+    image: str | None = None
+    gpu: str | None = None
+    cpu: float | None = None
+    memory: str | None = None
+    timeout: float | None = None
+    env: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | RuntimeConfig | None) -> RuntimeConfig | None:
+        if data is None or isinstance(data, RuntimeConfig):
+            return data
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise TaskError(
+                f"runtime_config has unknown keys {sorted(unknown)}; known: {sorted(known)}"
+            )
+        kwargs = dict(data)
+        if "env" in kwargs:
+            kwargs["env"] = tuple(sorted((str(k), str(v)) for k, v in dict(kwargs["env"]).items()))
+        return cls(**kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value not in (None, ()):
+                out[f.name] = dict(value) if f.name == "env" else value
+        return out
+
+
+def _canonical(args: Mapping[str, Any]) -> str:
+    return json.dumps(args, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+@dataclass(frozen=True, eq=False)
+class Task:
+    """One row: ``Task(env, id, args)``; equal rows have equal slugs."""
+
+    env: str
+    id: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+    runtime_config: RuntimeConfig | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("env", "id"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise TaskError(f"task field {name!r} must be a non-empty string, got {value!r}")
+        if not isinstance(self.args, Mapping):
+            raise TaskError(f"task field 'args' must be a mapping, got {type(self.args).__name__}")
+        try:
+            _canonical(self.args)
+        except (TypeError, ValueError) as exc:
+            raise TaskError(f"task field 'args' is not JSON-serializable: {exc}") from None
+        object.__setattr__(self, "args", dict(self.args))
+        object.__setattr__(self, "runtime_config", RuntimeConfig.from_dict(self.runtime_config))
+        object.__setattr__(self, "metadata", dict(self.metadata))
+
+    @property
+    def slug(self) -> str:
+        """``id`` alone for a row without args, else ``id-<8 hex of the args' hash>``."""
+        if not self.args:
+            return self.id
+        digest = hashlib.sha256(_canonical(self.args).encode()).hexdigest()[:8]
+        return f"{self.id}-{digest}"
+
+    @property
+    def key(self) -> str:
+        """``env/slug``: unique across a taskset mixing envs."""
+        return f"{self.env}/{self.slug}"
+
+    def with_args(self, **args: Any) -> Task:
+        return Task(self.env, self.id, {**self.args, **args}, self.runtime_config, self.metadata)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Task) and (self.key, self.runtime_config) == (
+            other.key,
+            other.runtime_config,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.key, self.runtime_config))
+
+    def to_row(self) -> dict[str, Any]:
+        row: dict[str, Any] = {"env": self.env, "id": self.id, "args": dict(self.args)}
+        if self.runtime_config is not None:
+            row["runtime_config"] = self.runtime_config.to_dict()
+        if self.metadata:
+            row["metadata"] = dict(self.metadata)
+        return row
+
+    @classmethod
+    def from_row(cls, row: Any, where: str = "row") -> Task:
+        """A row dict; unknown top-level keys become metadata columns."""
+        if isinstance(row, Task):
+            return row
+        if not isinstance(row, Mapping):
+            raise TaskError(f"{where}: a task row is a JSON object, got {type(row).__name__}")
+        for name in ("env", "id"):
+            if name not in row:
+                raise TaskError(f"{where}: missing field {name!r} (a row needs env, id and args)")
+        metadata = {k: v for k, v in row.items() if k not in _ROW_KEYS}
+        metadata.update(row.get("metadata") or {})
+        try:
+            return cls(
+                row["env"], row["id"], row.get("args") or {}, row.get("runtime_config"), metadata
+            )
+        except TaskError as exc:
+            raise TaskError(f"{where}: {exc}") from None
+
+
+class Taskset(Sequence[Task]):
+    """An ordered list of task rows with unique keys, and where it came from."""
+
+    def __init__(self, tasks: Iterable[Task | Mapping[str, Any]], source: str | None = None):
+        self.source = source
+        rows: list[Task] = []
+        seen: dict[str, int] = {}
+        for n, row in enumerate(tasks, 1):
+            where = f"{source}: row {n}" if source else f"row {n}"
+            task = Task.from_row(row, where)
+            if task.key in seen:
+                raise TaskError(
+                    f"{where}: duplicate task {task.key!r} (same env, id and args as row "
+                    f"{seen[task.key]}); give it different args or drop it"
+                )
+            seen[task.key] = n
+            rows.append(task)
+        self._tasks = rows
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._tasks[i]
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def __iter__(self) -> Iterator[Task]:
+        return iter(self._tasks)
+
+    def __repr__(self) -> str:
+        return f"Taskset({len(self)} tasks, source={self.source!r})"
+
+    @property
+    def envs(self) -> list[str]:
+        return list(dict.fromkeys(t.env for t in self._tasks))
+
+    # -- files -------------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str | Path) -> Taskset:
+        """Rows from ``.json`` (a list), ``.jsonl`` (a row per line) or a Python module."""
+        path = Path(path)
+        if path.suffix == ".py":
+            return cls.from_module(path)
+        if not path.exists():
+            raise TaskError(f"{path}: no such task file")
+        text = path.read_text()
+        if path.suffix == ".jsonl":
+            rows = []
+            for n, line in enumerate(text.splitlines(), 1):
+                if not line.strip() or line.lstrip().startswith("#"):
+                    continue
+                try:
+                    rows.append(Task.from_row(json.loads(line), f"{path}:{n}"))
+                except json.JSONDecodeError as exc:
+                    raise TaskError(f"{path}:{n}: not a JSON object ({exc.msg})") from None
+            return cls(rows, source=str(path))
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TaskError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+        if isinstance(data, Mapping) and "tasks" in data:
+            data = data["tasks"]
+        if not isinstance(data, list):
+            raise TaskError(f"{path}: expected a JSON list of task rows")
+        return cls(data, source=str(path))
+
+    @classmethod
+    def from_module(cls, module: Any) -> Taskset:
+        """Every task the module's Environments declare (``template.task(...)`` calls)."""
+        from pytest_hud.runtime.environment import Environment, load_module
+
+        mod = load_module(module) if isinstance(module, str | Path) else module
+        envs = [v for v in vars(mod).values() if isinstance(v, Environment)]
+        tasks = [t for env in envs for t in env.tasks]
+        source = getattr(mod, "__file__", None) or getattr(mod, "__name__", None)
+        return cls(tasks, source=source)
+
+    def write(self, path: str | Path) -> Path:
+        path = Path(path)
+        rows = [t.to_row() for t in self._tasks]
+        if path.suffix == ".jsonl":
+            path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        else:
+            path.write_text(json.dumps(rows, indent=2) + "\n")
+        return path
