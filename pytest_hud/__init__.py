@@ -1,3 +1,36 @@
 """pytest-hud: policy evaluation as pytest tests."""
 
+from pytest_hud.runtime import (
+    ControlClient,
+    Environment,
+    LocalRuntime,
+    Provider,
+    RolloutResult,
+    Run,
+    Runtime,
+    RuntimeConfig,
+    Shared,
+    SubprocessRuntime,
+    Task,
+    Taskset,
+    run,
+)
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "ControlClient",
+    "Environment",
+    "LocalRuntime",
+    "Provider",
+    "RolloutResult",
+    "Run",
+    "Runtime",
+    "RuntimeConfig",
+    "Shared",
+    "SubprocessRuntime",
+    "Task",
+    "Taskset",
+    "__version__",
+    "run",
+]

@@ -11,17 +11,14 @@ lifeline, so it exits when the endpoint stops or the parent process dies.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import contextvars
-import json
-import os
-import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlparse
 
+from pytest_hud.process import Child, ChildError, child_env
 from pytest_hud.robot.bridge import ANNOUNCE, RobotBridge
 from pytest_hud.robot.contract import Contract
 from pytest_hud.robot.sim import encode_spec
@@ -54,17 +51,6 @@ class SimError(RuntimeError):
     """The sim process failed: it would not start, it crashed, or a control call failed."""
 
 
-def _child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    paths = [p for p in sys.path if p]
-    if env.get("PYTHONPATH"):
-        paths.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([os.getcwd(), *paths]))
-    env["PYTEST_HUD_LIFELINE"] = "1"
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    return env
-
-
 class RobotEndpoint:
     """Drive a bridge in another process. Build from a bridge, an argv, or ``attach(url)``."""
 
@@ -85,10 +71,8 @@ class RobotEndpoint:
         self._control = control
         self.start_timeout = start_timeout
         self.call_timeout = call_timeout
-        self._proc: asyncio.subprocess.Process | None = None
+        self._child: Child | None = None
         self._rpc: RpcClient | None = None
-        self._drain: asyncio.Task[None] | None = None
-        self._tail: collections.deque[str] = collections.deque(maxlen=60)
         self._info: dict[str, Any] | None = None
         self._start_lock: asyncio.Lock | None = None
         self.sim_host = "127.0.0.1"
@@ -107,7 +91,7 @@ class RobotEndpoint:
     @property
     def pid(self) -> int | None:
         """The spawned sim's process id (None when attached or not started)."""
-        return self._proc.pid if self._proc is not None else None
+        return self._child.pid if self._child is not None else None
 
     @property
     def started(self) -> bool:
@@ -137,68 +121,32 @@ class RobotEndpoint:
 
     async def _spawn(self) -> str:
         argv = self._argv or [sys.executable, "-m", "pytest_hud.robot.sim", "--stdin", "--lifeline"]
-        env = _child_env()
-        env["PYTEST_HUD_SIM_HOST"] = self.sim_host
-        env["PYTEST_HUD_SIM_PORT"] = str(self.sim_port)
-        self._proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-            limit=1 << 20,
-        )
-        assert self._proc.stdin is not None and self._proc.stdout is not None
-        if self._spec is not None:
-            self._proc.stdin.write(self._spec)
-            await self._proc.stdin.drain()
+        env = child_env(PYTEST_HUD_SIM_HOST=self.sim_host, PYTEST_HUD_SIM_PORT=str(self.sim_port))
         try:
-            async with asyncio.timeout(self.start_timeout):
-                while True:
-                    line = await self._proc.stdout.readline()
-                    if not line:
-                        rc = await self._proc.wait()
-                        raise SimError(
-                            f"sim process exited with code {rc} before serving; "
-                            f"its output:\n{self.log_tail()}"
-                        )
-                    text = line.decode(errors="replace").rstrip("\n")
-                    if text.startswith(ANNOUNCE + " "):
-                        info = json.loads(text[len(ANNOUNCE) + 1 :])
-                        break
-                    self._tail.append(text)
-        except TimeoutError:
-            raise SimError(
-                f"sim process did not announce itself within {self.start_timeout} s "
-                f"(expected a '{ANNOUNCE} {{...}}' line on stdout); its output:\n{self.log_tail()}"
-            ) from None
-        self._drain = asyncio.create_task(self._drain_output())
-        return str(info["control"])
-
-    async def _drain_output(self) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
-        with contextlib.suppress(Exception):
-            while line := await self._proc.stdout.readline():
-                self._tail.append(line.decode(errors="replace").rstrip("\n"))
+            self._child = await Child.spawn(
+                argv,
+                announce=ANNOUNCE,
+                timeout=self.start_timeout,
+                what="sim process",
+                env=env,
+                stdin=self._spec or b"",
+            )
+        except ChildError as exc:
+            raise SimError(str(exc)) from None
+        return str(self._child.info["control"])
 
     def log_tail(self, lines: int = 40) -> str:
         """The last lines the spawned sim printed (stdout and stderr)."""
-        return "\n".join(list(self._tail)[-lines:]) or "(no output)"
+        return self._child.log_tail(lines) if self._child is not None else "(no output)"
 
     async def stop(self) -> None:
         """Hang up; a spawned sim is stopped and reaped (stdin EOF, SIGTERM, then SIGKILL)."""
         if self._rpc is not None:
             await self._rpc.close()
             self._rpc = None
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            await _terminate(proc)
-        if self._drain is not None:
-            self._drain.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._drain
-            self._drain = None
+        child, self._child = self._child, None
+        if child is not None:
+            await child.terminate()
         self._info = None
 
     async def __aenter__(self) -> RobotEndpoint:
@@ -222,14 +170,11 @@ class RobotEndpoint:
             raise SimError(f"sim {method}() timed out: {exc}") from None
 
     async def _crash_message(self, method: str, exc: BaseException) -> str:
-        proc = self._proc
-        if proc is not None:  # a lost channel usually means the sim died: reap it to say how
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(2.0):
-                    await proc.wait()
-        if proc is not None and proc.returncode is not None:
+        child = self._child
+        # a lost channel usually means the sim died: reap it to say how
+        if child is not None and await child.exited(2.0) is not None:
             return (
-                f"sim process exited with code {proc.returncode} during {method}(); "
+                f"sim process exited with code {child.returncode} during {method}(); "
                 f"its output:\n{self.log_tail()}"
             )
         return f"lost the sim's control channel during {method}(): {exc}"
@@ -278,27 +223,3 @@ class RobotEndpoint:
             "url": info["url"],
             "params": {"contract": info["contract"]},
         }
-
-
-async def _terminate(proc: asyncio.subprocess.Process) -> None:
-    """Stop a spawned sim and its process group, never waiting unboundedly.
-
-    Closing stdin (the lifeline) asks for a clean stop; SIGTERM and SIGKILL follow.
-    """
-    if proc.stdin is not None:
-        with contextlib.suppress(Exception):
-            proc.stdin.close()
-    for sig, grace in ((None, 2.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        if proc.returncode is not None:
-            break
-        if sig is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, sig)
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(grace):
-                await proc.wait()
-    if proc.returncode is None:  # pragma: no cover - SIGKILL always lands
-        await proc.wait()
-    # Reap stragglers in the group (e.g. vector env workers) once the leader is gone.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)

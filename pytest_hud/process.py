@@ -1,0 +1,152 @@
+"""Child processes that announce themselves: spawn, wait for the ready line, reap.
+
+Sims and env servers both run as children that print one ``PREFIX {json}`` line
+once they serve. The child owns a new process group and a stdin lifeline: closing
+stdin asks it to stop, SIGTERM and SIGKILL to the group follow, every wait bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["Child", "ChildError", "child_env"]
+
+
+class ChildError(RuntimeError):
+    """A child would not start: it exited first, or never announced itself in time."""
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """This process's environment plus sys.path as PYTHONPATH, so the child imports alike."""
+    env = dict(os.environ)
+    paths = [p for p in sys.path if p]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([os.getcwd(), *paths]))
+    env["PYTEST_HUD_LIFELINE"] = "1"
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.update(extra)
+    return env
+
+
+class Child:
+    """One spawned child; ``await Child.spawn(...)`` returns once it announced itself."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, what: str) -> None:
+        self.proc = proc
+        self.what = what
+        self.info: dict[str, Any] = {}
+        self._tail: collections.deque[str] = collections.deque(maxlen=60)
+        self._drain: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def spawn(
+        cls,
+        argv: Sequence[str],
+        *,
+        announce: str,
+        timeout: float,
+        what: str = "child process",
+        env: dict[str, str] | None = None,
+        stdin: bytes = b"",
+    ) -> Child:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=env if env is not None else child_env(),
+            start_new_session=True,
+            limit=1 << 20,
+        )
+        child = cls(proc, what)
+        try:
+            await child._wait_ready(announce, timeout, stdin)
+        except BaseException:
+            await child.terminate()
+            raise
+        return child
+
+    async def _wait_ready(self, announce: str, timeout: float, stdin: bytes) -> None:
+        proc = self.proc
+        assert proc.stdin is not None and proc.stdout is not None
+        if stdin:
+            proc.stdin.write(stdin)
+            await proc.stdin.drain()
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    line = await proc.stdout.readline()
+                    if not line:
+                        rc = await proc.wait()
+                        raise ChildError(
+                            f"{self.what} exited with code {rc} before serving; "
+                            f"its output:\n{self.log_tail()}"
+                        )
+                    text = line.decode(errors="replace").rstrip("\n")
+                    if text.startswith(announce + " "):
+                        self.info = json.loads(text[len(announce) + 1 :])
+                        break
+                    self._tail.append(text)
+        except TimeoutError:
+            raise ChildError(
+                f"{self.what} did not announce itself within {timeout} s (expected a "
+                f"'{announce} {{...}}' line on stdout); its output:\n{self.log_tail()}"
+            ) from None
+        self._drain = asyncio.create_task(self._drain_output())
+
+    async def _drain_output(self) -> None:
+        assert self.proc.stdout is not None
+        with contextlib.suppress(Exception):
+            while line := await self.proc.stdout.readline():
+                self._tail.append(line.decode(errors="replace").rstrip("\n"))
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines the child printed (stdout and stderr)."""
+        return "\n".join(list(self._tail)[-lines:]) or "(no output)"
+
+    async def exited(self, timeout: float) -> int | None:
+        """Wait up to ``timeout`` for the child to exit; its return code, or None."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                return await self.proc.wait()
+        return None
+
+    async def terminate(self) -> None:
+        """Close the lifeline, then SIGTERM, then SIGKILL the group; reap it."""
+        proc = self.proc
+        if proc.stdin is not None:
+            with contextlib.suppress(Exception):
+                proc.stdin.close()
+        for sig, grace in ((None, 2.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+            if proc.returncode is not None:
+                break
+            if sig is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, sig)
+            await self.exited(grace)
+        if proc.returncode is None:  # pragma: no cover - SIGKILL always lands
+            await proc.wait()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # stragglers in the group
+        if self._drain is not None:
+            self._drain.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._drain
+            self._drain = None

@@ -1,0 +1,39 @@
+"""Placement: task rows, providers and runtimes, the env server and the scheduler."""
+
+from pytest_hud.runtime.control import ControlClient, ControlError, Run
+from pytest_hud.runtime.environment import Environment, EnvironmentError, Template
+from pytest_hud.runtime.local import LocalRuntime
+from pytest_hud.runtime.provider import Provider, Runtime
+from pytest_hud.runtime.rollout import Agent, RolloutResult, rollout
+from pytest_hud.runtime.scheduler import PlacementError, resolve_placement, run
+from pytest_hud.runtime.server import EnvServer
+from pytest_hud.runtime.shared import Shared, SharedScopeError
+from pytest_hud.runtime.subprocess import SubprocessRuntime, SubstrateError
+from pytest_hud.runtime.task import RuntimeConfig, Task, TaskError, Taskset
+
+__all__ = [
+    "Agent",
+    "ControlClient",
+    "ControlError",
+    "EnvServer",
+    "Environment",
+    "EnvironmentError",
+    "LocalRuntime",
+    "PlacementError",
+    "Provider",
+    "RolloutResult",
+    "Run",
+    "Runtime",
+    "RuntimeConfig",
+    "Shared",
+    "SharedScopeError",
+    "SubprocessRuntime",
+    "SubstrateError",
+    "Task",
+    "TaskError",
+    "Taskset",
+    "Template",
+    "resolve_placement",
+    "rollout",
+    "run",
+]

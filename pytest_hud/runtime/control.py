@@ -1,0 +1,143 @@
+"""The control channel: how a rollout drives an env server. The protocol lives here.
+
+Transport: JSON lines over TCP (``tcp://host:port``), one request
+``{"id", "method", "params"}`` and one reply ``{"id", "result"|"error"}`` per line
+(:mod:`pytest_hud.rpc`). Methods:
+
+- ``ping`` -> ``{"ok": true, "envs": [names]}``: readiness; a provider waits for a
+  real reply, not just a TCP connect (docker-proxy accepts before the server listens).
+- ``envs`` -> ``{name: {"templates": {id: [params]}, "capabilities": [names]}}``.
+- ``start {env, id, args}`` -> ``{"session", "prompt", "bindings", "capabilities"}``:
+  runs the template to its first yield. ``capabilities`` maps a name to its manifest
+  (``protocol``, ``url``, ``params``); ``bindings`` holds per-capability values such
+  as the robot slot ``token``.
+- ``result {session}`` -> the grade (``score``, ``success``, ``total_reward``, ...):
+  resumes the template to its second yield and closes the session.
+- ``cancel {session}``: closes the session, running the template's cleanup.
+
+Sessions belong to the connection that started them: when it drops, the server
+cancels them and frees the robot slots they claimed. Many sessions may run on one
+server at once, each with its own suspended template.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlparse, urlunparse
+
+from pytest_hud.rpc import RemoteError, RpcClient, RpcClosed
+from pytest_hud.runtime.task import Task
+
+__all__ = ["ControlClient", "ControlError", "Run", "rewrite_url"]
+
+
+class ControlError(RuntimeError):
+    """The env server refused or failed a control call (the message says which and why)."""
+
+
+@dataclass
+class Run:
+    """A started session: what the agent gets to act on."""
+
+    task: Task
+    session: str
+    prompt: str
+    bindings: dict[str, Any] = field(default_factory=dict)
+    capabilities: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def robot(self) -> dict[str, Any]:
+        """The openpi/0 capability manifest (url and contract) of this run."""
+        for cap in self.capabilities.values():
+            if cap.get("protocol") == "openpi/0":
+                return cap
+        raise ControlError(
+            f"env {self.task.env!r} publishes no robot (openpi/0) capability; "
+            f"it has: {sorted(self.capabilities) or 'none'}"
+        )
+
+    @property
+    def robot_token(self) -> str | None:
+        for name, cap in self.capabilities.items():
+            if cap.get("protocol") == "openpi/0":
+                binding = self.bindings.get(name) or {}
+                return binding.get("token") if isinstance(binding, dict) else None
+        return None
+
+
+def rewrite_url(url: str, host: str | None, port_map: dict[str, int] | None) -> str:
+    """Map a url a substrate published (its own host and ports) to one reachable from here."""
+    parsed = urlparse(url)
+    if parsed.port is None:
+        return url
+    port = parsed.port
+    if port_map and str(port) in port_map:
+        port = int(port_map[str(port)])
+    new_host = host or parsed.hostname or "127.0.0.1"
+    if parsed.hostname not in ("0.0.0.0", "127.0.0.1", "localhost", "::") and not port_map:
+        new_host = parsed.hostname or new_host
+    return urlunparse(parsed._replace(netloc=f"{new_host}:{port}"))
+
+
+class ControlClient:
+    """One control connection to an env server (one rollout's sessions)."""
+
+    def __init__(self, rpc: RpcClient, host: str | None, port_map: dict[str, int] | None) -> None:
+        self._rpc = rpc
+        self._host = host
+        self._port_map = port_map
+
+    @classmethod
+    async def connect(cls, runtime: Any, *, timeout: float = 30.0) -> ControlClient:
+        """Dial a Runtime (or a ``tcp://`` url string)."""
+        url = runtime if isinstance(runtime, str) else runtime.url
+        params = {} if isinstance(runtime, str) else dict(runtime.params or {})
+        parsed = urlparse(url)
+        if parsed.scheme not in ("tcp", "ws") or not parsed.hostname or not parsed.port:
+            raise ControlError(f"a runtime url looks like tcp://HOST:PORT, got {url!r}")
+        try:
+            rpc = await RpcClient.connect(parsed.hostname, parsed.port, timeout=timeout)
+        except OSError as exc:
+            raise ControlError(f"cannot reach the env server at {url}: {exc}") from exc
+        return cls(rpc, params.get("host") or parsed.hostname, params.get("port_map"))
+
+    async def call(self, method: str, timeout: float | None = 600.0, **params: Any) -> Any:
+        try:
+            return await self._rpc.call(method, timeout=timeout, **params)
+        except RemoteError as exc:
+            raise ControlError(f"env server {method}() failed: {exc}") from None
+        except RpcClosed as exc:
+            raise ControlError(f"env server connection lost during {method}(): {exc}") from None
+
+    async def ping(self, timeout: float = 10.0) -> dict[str, Any]:
+        return dict(await self.call("ping", timeout=timeout))
+
+    async def start(self, task: Task, *, timeout: float | None = 600.0) -> Run:
+        reply = await self.call(
+            "start", timeout=timeout, env=task.env, id=task.id, args=dict(task.args)
+        )
+        caps = {
+            name: {**cap, "url": rewrite_url(cap["url"], self._host, self._port_map)}
+            if "url" in cap
+            else cap
+            for name, cap in (reply.get("capabilities") or {}).items()
+        }
+        return Run(
+            task, reply["session"], reply.get("prompt", ""), reply.get("bindings") or {}, caps
+        )
+
+    async def result(self, run: Run, *, timeout: float | None = 600.0) -> dict[str, Any]:
+        return dict(await self.call("result", timeout=timeout, session=run.session))
+
+    async def cancel(self, run: Run) -> None:
+        await self.call("cancel", timeout=30.0, session=run.session)
+
+    async def close(self) -> None:
+        await self._rpc.close()
+
+    async def __aenter__(self) -> ControlClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,66 @@
+"""LocalRuntime: a fresh env server in this process for every acquisition.
+
+``LocalRuntime("envs/pendulum.py")`` imports a fresh copy of the module and serves
+every Environment it declares; ``LocalRuntime(build)`` calls ``build(task)`` per
+acquisition for the Environment to serve (one scene per row). The server runs on
+the caller's event loop; robot sims still run in their own processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+
+from pytest_hud.runtime.environment import Environment, load_module
+from pytest_hud.runtime.provider import Runtime
+from pytest_hud.runtime.server import EnvServer
+from pytest_hud.runtime.task import Task
+
+__all__ = ["LocalRuntime", "module_environments"]
+
+
+def module_environments(module: object) -> list[Environment]:
+    envs = [v for v in vars(module).values() if isinstance(v, Environment)]
+    if not envs:
+        where = getattr(module, "__file__", None) or getattr(module, "__name__", module)
+        raise LookupError(f"{where} declares no Environment (expected `env = Environment(...)`)")
+    return envs
+
+
+class _LocalSubstrate:
+    def __init__(self, envs: list[Environment], task: Task) -> None:
+        self.server = EnvServer(envs)
+        self.task = task
+
+    async def __aenter__(self) -> Runtime:
+        url = await self.server.start()
+        return Runtime(url, {"kind": "local"}, self.task.runtime_config)
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.server.stop()
+
+
+class LocalRuntime:
+    """Serve a module (path or dotted name) or ``build(task) -> Environment`` in-process."""
+
+    def __init__(self, source: str | Path | Callable[[Task], Environment]) -> None:
+        self.source = source
+
+    def __repr__(self) -> str:
+        return f"LocalRuntime({self.source!r})"
+
+    def __call__(self, task: Task, /) -> _LocalSubstrate:
+        if callable(self.source) and not isinstance(self.source, str | Path):
+            env = self.source(task)
+            if not isinstance(env, Environment):
+                raise TypeError(
+                    f"LocalRuntime's build({task.key}) returned {type(env).__name__}; "
+                    "it must return an Environment"
+                )
+            envs = [env]
+        else:
+            envs = module_environments(load_module(self.source, fresh=True))
+        return _LocalSubstrate(envs, task)

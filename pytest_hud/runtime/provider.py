@@ -1,0 +1,45 @@
+"""The placement contract: a Provider is any ``(task) -> async context manager
+yielding a Runtime``; a Runtime is the address of one substrate.
+
+Entering the context provisions, exiting tears down. A Runtime is itself a
+provider that provisions nothing (the borrowed case): whoever started that
+server owns it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from pytest_hud.runtime.task import RuntimeConfig, Task
+
+__all__ = ["Provider", "Runtime"]
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Where a substrate's control channel listens: ``tcp://host:port`` plus params.
+
+    ``params`` may carry ``host`` and ``port_map`` (``{"8001": 49153}``): how urls the
+    substrate publishes (its robot sims) are reached from this side.
+    """
+
+    url: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    config: RuntimeConfig | None = None
+
+    def __call__(self, task: Task, /) -> AbstractAsyncContextManager[Runtime]:
+        return contextlib.nullcontext(self)
+
+    def __hash__(self) -> int:
+        return hash((self.url, self.config))
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """Anything callable as ``provider(task)`` returning an async context manager of Runtime."""
+
+    def __call__(self, task: Task, /) -> AbstractAsyncContextManager[Runtime]: ...

@@ -1,0 +1,124 @@
+"""One rollout, the atom every scheduler runs: place, start, act, grade.
+
+``provider(task)`` provisions a substrate, the control client starts the task's
+template, the agent acts on the Run, and the template grades it. Anything that
+raises on the way is recorded as the rollout's error (never as a failed episode):
+the grade alone decides success.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pytest_hud.runtime.control import ControlClient, Run
+from pytest_hud.runtime.provider import Provider
+from pytest_hud.runtime.task import Task
+
+__all__ = ["Agent", "RolloutResult", "rollout"]
+
+#: An agent acts on a started Run and may return what it saw (steps, timings, ...).
+Agent = Callable[[Run], Awaitable[dict[str, Any] | None]]
+
+
+@dataclass
+class RolloutResult:
+    """The outcome of one rollout of one task (``index`` counts repeats)."""
+
+    task: Task
+    index: int = 0
+    score: float | None = None
+    success: bool | None = None
+    total_reward: float | None = None
+    steps: int | None = None
+    duration: float = 0.0
+    prompt: str = ""
+    error: str | None = None
+    error_type: str | None = None
+    phase: str | None = None  # where an error happened: place, start, agent, grade
+    grade: dict[str, Any] = field(default_factory=dict)
+    agent_info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """Graded without an error (success may still be False)."""
+        return self.error is None
+
+    def summary(self) -> str:
+        if self.error is not None:
+            return f"{self.task.key}[{self.index}] errored in {self.phase}: {self.error_type}"
+        return (
+            f"{self.task.key}[{self.index}]: success={self.success} score={self.score} "
+            f"steps={self.steps} reward={self.total_reward} in {self.duration:.2f}s"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["task"] = self.task.to_row()
+        out["key"] = self.task.key
+        out["slug"] = self.task.slug
+        return out
+
+
+async def rollout(
+    task: Task,
+    agent: Agent,
+    provider: Provider,
+    *,
+    index: int = 0,
+    timeout: float | None = None,
+    connect_timeout: float = 30.0,
+) -> RolloutResult:
+    """Run ``task`` once; never raises for rollout failures (see ``RolloutResult.error``)."""
+    result = RolloutResult(task, index)
+    phase = "place"
+    start = time.monotonic()
+    try:
+        async with asyncio.timeout(timeout):
+            async with provider(task) as runtime:
+                phase = "start"
+                control = await ControlClient.connect(runtime, timeout=connect_timeout)
+                async with control:
+                    run = await control.start(task)
+                    result.prompt = run.prompt
+                    phase = "agent"
+                    try:
+                        info = await agent(run)
+                    except BaseException:
+                        with contextlib.suppress(Exception):
+                            await asyncio.shield(control.cancel(run))
+                        raise
+                    result.agent_info = dict(info or {})
+                    phase = "grade"
+                    grade = await control.result(run)
+        _apply_grade(result, grade)
+    except TimeoutError as exc:
+        if timeout is not None and time.monotonic() - start >= timeout * 0.999:
+            result.error = f"rollout timed out after {timeout} s (during {phase})"
+        else:
+            result.error = f"{exc}\n{traceback.format_exc()}"
+        result.error_type, result.phase = "TimeoutError", phase
+    except Exception as exc:
+        result.error = f"{exc}\n{traceback.format_exc()}"
+        result.error_type, result.phase = type(exc).__name__, phase
+    result.duration = time.monotonic() - start
+    return result
+
+
+def _apply_grade(result: RolloutResult, grade: dict[str, Any]) -> None:
+    result.grade = dict(grade)
+    score = grade.get("score")
+    result.score = float(score) if score is not None else None
+    success = grade.get("success")
+    result.success = (
+        bool(success) if success is not None else bool(result.score and result.score > 0)
+    )
+    reward = grade.get("total_reward")
+    result.total_reward = float(reward) if reward is not None else None
+    steps = grade.get("steps", result.agent_info.get("steps"))
+    result.steps = int(steps) if steps is not None else None

@@ -1,0 +1,138 @@
+"""Shared: up to ``width`` concurrent rollouts share one substrate per (env, runtime config).
+
+``Shared(provider, width=N)`` is itself a provider. Inside its scope
+(``async with shared:``) the first lease for a key boots a substrate through the
+wrapped provider; later leases reuse it, at most ``width`` at once (the rest wait).
+A failed boot fails only its own lease; the next one boots again. A substrate is
+recycled (torn down once its leases drain, then booted fresh) when a rollout on
+it timed out or it outlived ``max_age``. Leaving the scope tears everything down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable, Hashable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from typing import Any
+
+from pytest_hud.runtime.provider import Provider, Runtime
+from pytest_hud.runtime.task import Task
+
+__all__ = ["Shared", "SharedScopeError"]
+
+
+class SharedScopeError(RuntimeError):
+    """A Shared provider was used outside ``async with shared:``."""
+
+
+class _Substrate:
+    def __init__(self, width: int) -> None:
+        self.slots = asyncio.Semaphore(width)
+        self.boot_lock = asyncio.Lock()
+        self.runtime: Runtime | None = None
+        self.stack: AsyncExitStack | None = None
+        self.leases = 0
+        self.booted_at = 0.0
+        self.recycle = False
+        self.boots = 0
+
+    async def teardown(self) -> None:
+        stack, self.stack, self.runtime = self.stack, None, None
+        self.recycle = False
+        if stack is not None:
+            await stack.aclose()
+
+
+class Shared:
+    """A refcounting provider: leases share one substrate per key, ``width`` at a time."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        width: int = 8,
+        *,
+        max_age: float | None = None,
+        key: Callable[[Task], Hashable] | None = None,
+    ) -> None:
+        if not isinstance(width, int) or width < 1:
+            raise ValueError(f"Shared width must be a positive int, got {width!r}")
+        self.provider = provider
+        self.width = width
+        self.max_age = max_age
+        self._key = key or (lambda task: (task.env, task.runtime_config))
+        self._subs: dict[Hashable, _Substrate] = {}
+        self._depth = 0
+
+    def __repr__(self) -> str:
+        return f"Shared({self.provider!r}, width={self.width})"
+
+    @property
+    def substrates(self) -> int:
+        """How many substrates are up right now."""
+        return sum(s.runtime is not None for s in self._subs.values())
+
+    @property
+    def boots(self) -> int:
+        """How many substrates were booted in this scope (recycles included)."""
+        return sum(s.boots for s in self._subs.values())
+
+    async def __aenter__(self) -> Shared:
+        self._depth += 1
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            subs, self._subs = list(self._subs.values()), {}
+            results = await asyncio.gather(*(s.teardown() for s in subs), return_exceptions=True)
+            errors = [r for r in results if isinstance(r, BaseException)]
+            if errors:
+                raise errors[0]
+
+    def __call__(self, task: Task, /) -> AbstractAsyncContextManager[Runtime]:
+        return self._lease(task)
+
+    @contextlib.asynccontextmanager
+    async def _lease(self, task: Task) -> AsyncIterator[Runtime]:
+        if self._depth == 0:
+            raise SharedScopeError(
+                f"{self!r} was used outside its scope: enter it first with "
+                "`async with shared:` (pytest-hud enters a Shared session fixture for you)"
+            )
+        sub = self._subs.setdefault(self._key(task), _Substrate(self.width))
+        async with sub.slots:
+            runtime = await self._ensure(sub, task)
+            sub.leases += 1
+            try:
+                yield runtime
+            except TimeoutError:
+                sub.recycle = True  # a rollout that timed out may have wedged the substrate
+                raise
+            finally:
+                sub.leases -= 1
+                if sub.recycle and sub.leases == 0:
+                    async with sub.boot_lock:
+                        if sub.leases == 0 and sub.runtime is runtime:
+                            await sub.teardown()
+
+    async def _ensure(self, sub: _Substrate, task: Task) -> Runtime:
+        async with sub.boot_lock:
+            aged = self.max_age is not None and time.monotonic() - sub.booted_at > self.max_age
+            if sub.runtime is not None and aged:
+                sub.recycle = True
+            if sub.runtime is not None and sub.recycle and sub.leases == 0:
+                await sub.teardown()
+            if sub.runtime is None:
+                stack = AsyncExitStack()
+                try:
+                    runtime: Any = await stack.enter_async_context(self.provider(task))
+                except BaseException:
+                    await stack.aclose()
+                    raise
+                sub.stack, sub.runtime = stack, runtime
+                sub.booted_at = time.monotonic()
+                sub.boots += 1
+            assert sub.runtime is not None
+            return sub.runtime

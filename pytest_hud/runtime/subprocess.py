@@ -1,0 +1,63 @@
+"""SubprocessRuntime: a fresh env server in a child process for every acquisition."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import TracebackType
+
+from pytest_hud.process import Child, ChildError
+from pytest_hud.runtime.provider import Runtime
+from pytest_hud.runtime.server import ANNOUNCE
+from pytest_hud.runtime.task import Task
+
+__all__ = ["SubprocessRuntime", "SubstrateError"]
+
+
+class SubstrateError(RuntimeError):
+    """A substrate would not come up (the message carries its output or logs)."""
+
+
+class _ChildSubstrate:
+    def __init__(self, argv: list[str], task: Task, boot_timeout: float) -> None:
+        self.argv = argv
+        self.task = task
+        self.boot_timeout = boot_timeout
+        self.child: Child | None = None
+
+    async def __aenter__(self) -> Runtime:
+        try:
+            self.child = await Child.spawn(
+                self.argv, announce=ANNOUNCE, timeout=self.boot_timeout, what="env server"
+            )
+        except ChildError as exc:
+            raise SubstrateError(f"{self.task.key}: {exc}") from None
+        return Runtime(
+            self.child.info["url"],
+            {"kind": "subprocess", "pid": self.child.pid},
+            self.task.runtime_config,
+        )
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.child is not None:
+            await self.child.terminate()
+
+
+class SubprocessRuntime:
+    """Serve an env module with ``python -m pytest_hud.serve`` in a child process."""
+
+    def __init__(
+        self, module: str | Path, *, boot_timeout: float = 300.0, python: str | None = None
+    ) -> None:
+        self.module = str(Path(module).resolve()) if str(module).endswith(".py") else str(module)
+        self.boot_timeout = boot_timeout
+        self.python = python or sys.executable
+
+    def __repr__(self) -> str:
+        return f"SubprocessRuntime({self.module!r})"
+
+    def __call__(self, task: Task, /) -> _ChildSubstrate:
+        argv = [self.python, "-m", "pytest_hud.serve", self.module, "--lifeline"]
+        return _ChildSubstrate(argv, task, self.boot_timeout)

@@ -1,0 +1,85 @@
+"""``python -m pytest_hud.serve MODULE_OR_FILE``: serve a module's environments.
+
+Prints ``PYTEST_HUD_SERVER {"url": "tcp://HOST:PORT"}`` once every environment is up
+(sims spawned), then serves until SIGTERM, Ctrl-C or, with ``--lifeline`` (or
+``$PYTEST_HUD_LIFELINE=1``), end-of-file on stdin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import threading
+
+from pytest_hud.runtime.environment import Environment, load_module
+from pytest_hud.runtime.server import ANNOUNCE, EnvServer
+
+
+def parse_ports(text: str | None) -> list[int]:
+    """``8001-8004`` or ``8001,8002`` into a list of ports."""
+    if not text:
+        return []
+    ports: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        ports.extend(range(int(lo), int(hi or lo) + 1))
+    return ports
+
+
+def collect(module: object) -> list[Environment]:
+    envs = [v for v in vars(module).values() if isinstance(v, Environment)]
+    if not envs:
+        raise SystemExit(f"{getattr(module, '__file__', module)} declares no Environment")
+    return envs
+
+
+async def serve(args: argparse.Namespace) -> None:
+    module = load_module(args.module)
+    server = EnvServer(
+        collect(module), sim_host=args.sim_host, sim_ports=parse_ports(args.sim_ports)
+    )
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, task.cancel)
+    if args.lifeline or os.environ.get("PYTEST_HUD_LIFELINE") == "1":
+
+        def watch() -> None:
+            with contextlib.suppress(Exception):
+                while sys.stdin.buffer.read(4096):
+                    pass
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(task.cancel)
+
+        threading.Thread(target=watch, daemon=True, name="pytest-hud-lifeline").start()
+    try:
+        url = await server.start(args.host, args.port)
+        print(f"{ANNOUNCE} {json.dumps({'url': url, 'envs': sorted(server.envs)})}", flush=True)
+        await asyncio.Event().wait()
+    finally:
+        await asyncio.shield(server.stop())
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m pytest_hud.serve", description=__doc__)
+    parser.add_argument("module", help="an env module: path/to/envs.py or a dotted name")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--sim-host", default="127.0.0.1", help="where robot sims listen")
+    parser.add_argument("--sim-ports", default="", help="ports for robot sims, e.g. 8001-8008")
+    parser.add_argument("--lifeline", action="store_true", help="exit when stdin closes")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, os.getcwd())
+    with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
+        asyncio.run(serve(args))
+
+
+if __name__ == "__main__":
+    main()
