@@ -36,7 +36,6 @@ class _Substrate:
         self.leases = 0
         self.booted_at = 0.0
         self.recycle = False
-        self.boots = 0
 
     async def teardown(self) -> None:
         stack, self.stack, self.runtime = self.stack, None, None
@@ -64,6 +63,8 @@ class Shared:
         self._key = key or (lambda task: (task.env, task.runtime_config))
         self._subs: dict[Hashable, _Substrate] = {}
         self._depth = 0
+        #: How many substrates this Shared has booted (recycles included).
+        self.boots = 0
 
     def __repr__(self) -> str:
         return f"Shared({self.provider!r}, width={self.width})"
@@ -72,11 +73,6 @@ class Shared:
     def substrates(self) -> int:
         """How many substrates are up right now."""
         return sum(s.runtime is not None for s in self._subs.values())
-
-    @property
-    def boots(self) -> int:
-        """How many substrates were booted in this scope (recycles included)."""
-        return sum(s.boots for s in self._subs.values())
 
     async def __aenter__(self) -> Shared:
         self._depth += 1
@@ -133,6 +129,6 @@ class Shared:
                     raise
                 sub.stack, sub.runtime = stack, runtime
                 sub.booted_at = time.monotonic()
-                sub.boots += 1
+                self.boots += 1
             assert sub.runtime is not None
             return sub.runtime
