@@ -1,19 +1,38 @@
-"""The robot capability: the openpi/0 wire, env-side bridges and the agent-side client."""
+"""The robot capability: the openpi/0 wire, env-side bridges, the agent stack."""
 
+from pytest_hud.robot.adapter import Adapter, AdapterError, LeRobotAdapter, OpenPIAdapter
+from pytest_hud.robot.agent import EpisodeReport, RobotAgent
+from pytest_hud.robot.batching import BatchedAgent, BatchedModel
 from pytest_hud.robot.bridge import BridgeError, RobotBridge, serve_bridge
 from pytest_hud.robot.client import RobotClient, RobotError
 from pytest_hud.robot.contract import Contract, ContractError, Feature, Spaces
 from pytest_hud.robot.endpoint import RobotEndpoint, SimError
+from pytest_hud.robot.ensembler import Ensembler
 from pytest_hud.robot.gym import GymBridge
+from pytest_hud.robot.model import Model, ModelOutputError, RandomModel, ZeroModel
+from pytest_hud.robot.registry import AgentSpecError, load_agent
 from pytest_hud.robot.wire import PROTOCOL, WireError
 
 __all__ = [
     "PROTOCOL",
+    "Adapter",
+    "AdapterError",
+    "AgentSpecError",
+    "BatchedAgent",
+    "BatchedModel",
     "BridgeError",
     "Contract",
     "ContractError",
+    "Ensembler",
+    "EpisodeReport",
     "Feature",
     "GymBridge",
+    "LeRobotAdapter",
+    "Model",
+    "ModelOutputError",
+    "OpenPIAdapter",
+    "RandomModel",
+    "RobotAgent",
     "RobotBridge",
     "RobotClient",
     "RobotEndpoint",
@@ -21,5 +40,23 @@ __all__ = [
     "SimError",
     "Spaces",
     "WireError",
+    "ZeroModel",
+    "load_agent",
     "serve_bridge",
 ]
+
+_LAZY = {
+    "LeRobotModel": "pytest_hud.robot.lerobot",
+    "RemoteModel": "pytest_hud.robot.remote",
+    "PolicyServer": "pytest_hud.robot.policy_server",
+    "DatasetWriter": "pytest_hud.robot.dataset",
+}
+
+
+def __getattr__(name: str):
+    """Heavy or optional parts (torch, lerobot) import on first use."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'pytest_hud.robot' has no attribute {name!r}")

@@ -1,0 +1,128 @@
+"""Adapter: translates the env's observation space into the model's inputs and the
+model's actions back into the env's action space, wired from the contract alone.
+
+An adapter is bound to one env per episode (``bind(spaces)``); the agent copies it
+per episode, so bound state never leaks between concurrent rollouts.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from pytest_hud.robot.contract import Spaces
+
+__all__ = ["Adapter", "AdapterError", "LeRobotAdapter", "OpenPIAdapter"]
+
+
+class AdapterError(ValueError):
+    """The env's spaces cannot be wired onto the model's inputs (names both sides)."""
+
+
+class Adapter:
+    """Pass-through: observation keys as the env names them, plus ``prompt``."""
+
+    spaces: Spaces | None = None
+
+    def bind(self, spaces: Spaces) -> Adapter:
+        """A copy of this adapter wired to ``spaces``."""
+        bound = copy.copy(self)
+        bound.spaces = spaces
+        bound._wire(spaces)
+        return bound
+
+    def _wire(self, spaces: Spaces) -> None:
+        """Subclasses check and record the mapping here."""
+
+    def observation(self, data: dict[str, Any], prompt: str) -> dict[str, Any]:
+        """One row of model input from one observation."""
+        return {**data, "prompt": prompt}
+
+    def action(self, chunk: np.ndarray) -> np.ndarray:
+        """A ``[T, A_model]`` chunk in the env's action space ``[T, A_env]``."""
+        return chunk
+
+
+class OpenPIAdapter(Adapter):
+    """openpi's convention: flat slash keys as the env sends them, plus ``prompt``.
+
+    ``rename`` maps env keys onto the policy's keys (e.g. ``{"pixels":
+    "observation/image"}``); images stay HWC uint8, state goes as float32.
+    """
+
+    def __init__(self, rename: dict[str, str] | None = None) -> None:
+        self.rename = dict(rename or {})
+
+    def _wire(self, spaces: Spaces) -> None:
+        missing = [k for k in self.rename if k not in spaces.observation]
+        if missing:
+            raise AdapterError(
+                f"OpenPIAdapter renames {missing}, but the env observes only "
+                f"{list(spaces.observation)}"
+            )
+
+    def observation(self, data: dict[str, Any], prompt: str) -> dict[str, Any]:
+        row: dict[str, Any] = {}
+        for key, value in data.items():
+            arr = np.asarray(value)
+            row[self.rename.get(key, key)] = (
+                arr if arr.dtype == np.uint8 else arr.astype(np.float32)
+            )
+        row["prompt"] = prompt
+        return row
+
+
+class LeRobotAdapter(Adapter):
+    """LeRobot's convention: env cameras (contract order) onto the policy's image keys as
+    CHW float in [0, 1]; the state as float32 ``observation.state``; the prompt as ``task``.
+    """
+
+    def __init__(
+        self,
+        model_image_keys: Sequence[str] | None = None,
+        *,
+        state_key: str = "observation.state",
+        camera_map: dict[str, str] | None = None,
+    ) -> None:
+        self.model_image_keys = list(model_image_keys or [])
+        self.state_key = state_key
+        self.camera_map = dict(camera_map or {})
+        self._images: list[tuple[str, str]] = []
+        self._states: list[str] = []
+
+    def _wire(self, spaces: Spaces) -> None:
+        cameras = [f.name for f in spaces.cameras]
+        if self.camera_map:
+            unknown = [c for c in self.camera_map if c not in cameras]
+            if unknown:
+                raise AdapterError(
+                    f"camera_map names env cameras {unknown}; the env's cameras are {cameras}"
+                )
+            self._images = list(self.camera_map.items())
+        else:
+            keys = self.model_image_keys
+            if len(keys) != len(cameras):
+                raise AdapterError(
+                    f"the policy expects {len(keys)} camera(s) {keys} but the env has "
+                    f"{len(cameras)} {cameras}: pass camera_map={{env camera: policy key}} "
+                    "or use an env with matching cameras"
+                )
+            self._images = list(zip(cameras, keys, strict=True))
+        self._states = [f.name for f in spaces.states]
+
+    def observation(self, data: dict[str, Any], prompt: str) -> dict[str, Any]:
+        row: dict[str, Any] = {}
+        for env_key, model_key in self._images:
+            img = np.asarray(data[env_key])
+            if img.ndim == 2:
+                img = img[..., None]
+            chw = np.ascontiguousarray(img.transpose(2, 0, 1))
+            row[model_key] = chw.astype(np.float32) / 255.0 if img.dtype == np.uint8 else chw
+        if self._states:
+            parts = [np.asarray(data[k], np.float32).reshape(-1) for k in self._states]
+            row[self.state_key] = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        row["task"] = prompt
+        return row

@@ -1,0 +1,167 @@
+"""RobotAgent: the harness that drives one env over the robot wire with a Model.
+
+For each run it connects to the run's robot capability (claiming the slot token),
+reads the contract, binds a copy of the Adapter, then runs the open-loop chunk
+queue: infer a ``[T, A]`` chunk when the queue is empty, keep its first
+``chunk_size`` actions, send one per control tick, stop on ``terminated`` or
+``max_steps``. With an Ensembler it infers every ``query_every`` ticks and blends
+the overlapping chunks instead. All per-episode state lives in the episode, so
+one agent serves any number of concurrent rollouts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from pytest_hud.robot.adapter import Adapter
+from pytest_hud.robot.client import RobotClient
+from pytest_hud.robot.contract import Spaces
+from pytest_hud.robot.ensembler import Ensembler
+from pytest_hud.robot.model import Model, check_chunk
+
+__all__ = ["EpisodeObserver", "EpisodeReport", "RobotAgent"]
+
+
+class EpisodeObserver(Protocol):
+    """Sees every executed tick of one episode (video capture, dataset recording)."""
+
+    def step(self, data: dict[str, Any], action: np.ndarray) -> None: ...
+
+    def end(self, ok: bool) -> dict[str, Any]: ...
+
+
+#: Makes an observer for one episode from the run and the env's spaces.
+ObserverFactory = Callable[[Any, Spaces], EpisodeObserver]
+
+
+@dataclass
+class EpisodeReport:
+    """What the agent saw: steps, why it stopped, and where the time went."""
+
+    steps: int = 0
+    terminated: bool = False
+    truncated_by_agent: bool = False
+    inferences: int = 0
+    infer_s: float = 0.0
+    env_s: float = 0.0
+    wall_s: float = 0.0
+    total_reward: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if k != "extra"}
+        out.update(self.extra)
+        return out
+
+
+class RobotAgent:
+    """Subclasses set ``model`` and ``adapter`` (None: pass-through)."""
+
+    model: Model
+    adapter: Adapter | None = None
+    ensembler: Ensembler | None = None
+    #: Keep only the first ``chunk_size`` actions of each chunk (None: all of it).
+    chunk_size: int | None = None
+    #: Stop after this many ticks even if the env has not terminated (None: never).
+    max_steps: int | None = None
+    #: Seconds to wait for any single observation.
+    step_timeout: float | None = 300.0
+    name: str = "agent"
+
+    def __init__(
+        self,
+        model: Model | None = None,
+        adapter: Adapter | None = None,
+        *,
+        ensembler: Ensembler | None = None,
+        chunk_size: int | None = None,
+        max_steps: int | None = None,
+        name: str | None = None,
+    ) -> None:
+        if model is not None:
+            self.model = model
+        if adapter is not None:
+            self.adapter = adapter
+        if ensembler is not None:
+            self.ensembler = ensembler
+        if chunk_size is not None:
+            self.chunk_size = chunk_size
+        if max_steps is not None:
+            self.max_steps = max_steps
+        if name is not None:
+            self.name = name
+        self.observers: list[ObserverFactory] = []
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} model={type(self.model).__name__}>"
+
+    async def __call__(self, run: Any) -> dict[str, Any]:
+        """The Agent protocol of the scheduler: drive one started Run."""
+        report = await self.run_episode(
+            run.robot, token=run.robot_token, prompt=run.prompt, run=run
+        )
+        return report.to_dict()
+
+    async def run_episode(
+        self,
+        capability: str | dict[str, Any],
+        *,
+        token: str | None = None,
+        prompt: str = "",
+        run: Any = None,
+    ) -> EpisodeReport:
+        report = EpisodeReport()
+        start = time.monotonic()
+        client = await RobotClient.connect(capability, token=token, timeout=self.step_timeout)
+        observers: list[EpisodeObserver] = []
+        ok = False
+        try:
+            spaces = client.spaces()
+            adapter = (self.adapter or Adapter()).bind(spaces)
+            self.model.bind(spaces)
+            size = spaces.action_feature.size
+            observers = [factory(run, spaces) for factory in self.observers]
+            base = self.ensembler or getattr(self.model, "ensembler", None)
+            ensembler = base.fresh() if base is not None else None
+            queue: deque[np.ndarray] = deque()
+            obs = await client.get_observation()
+            total = 0.0
+            while not obs["terminated"]:
+                if self.max_steps is not None and report.steps >= self.max_steps:
+                    report.truncated_by_agent = True
+                    break
+                need = ensembler.wants_chunk if ensembler is not None else not queue
+                if need:
+                    t0 = time.monotonic()
+                    row = adapter.observation(obs["data"], prompt)
+                    raw = await self.model.ainfer(row)
+                    chunk = adapter.action(check_chunk(raw, 1, size, type(self.model).__name__)[0])
+                    report.infer_s += time.monotonic() - t0
+                    report.inferences += 1
+                    if ensembler is not None:
+                        ensembler.update(chunk)
+                    else:
+                        queue.extend(chunk[: self.chunk_size] if self.chunk_size else chunk)
+                action = ensembler.next() if ensembler is not None else queue.popleft()
+                for observer in observers:
+                    observer.step(obs["data"], action)
+                t1 = time.monotonic()
+                obs = await client.step(action)
+                report.env_s += time.monotonic() - t1
+                report.steps += 1
+                total += float(obs.get("reward") or 0.0)
+            report.terminated = bool(obs["terminated"])
+            report.total_reward = total
+            ok = True
+        finally:
+            for observer in observers:
+                report.extra.update(observer.end(ok))
+            await client.close()
+            report.wall_s = time.monotonic() - start
+        return report

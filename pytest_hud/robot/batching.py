@@ -1,0 +1,145 @@
+"""Batching: many concurrent rollouts, one shared model, one stacked forward per tick.
+
+``BatchedModel`` queues concurrent ``ainfer`` rows and runs them as one ``[N, ...]``
+forward once every live rollout has queued (or ``max_wait_s`` after the first row,
+or at ``batch_size``), then scatters the rows back. A failing forward fails only
+the callers whose rows were in it. ``BatchedAgent`` wraps a RobotAgent: it swaps
+in the batched model and tells it how many rollouts are live, so the batch is as
+wide as whatever is in flight and the tail of a suite never waits for stragglers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+import numpy as np
+
+from pytest_hud.robot.agent import EpisodeReport, RobotAgent
+from pytest_hud.robot.contract import Spaces
+from pytest_hud.robot.model import Model, check_chunk, stack_rows
+
+__all__ = ["BatchedAgent", "BatchedModel"]
+
+
+class BatchedModel(Model):
+    """Coalesce concurrent single-row ``ainfer`` calls into batched ``infer`` calls."""
+
+    def __init__(
+        self, model: Model, *, max_wait_s: float = 0.05, batch_size: int | None = None
+    ) -> None:
+        if batch_size is not None and batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.model = model
+        self.max_wait_s = max_wait_s
+        self.batch_size = batch_size
+        self.ensembler = getattr(model, "ensembler", None)
+        self.live = 0  # rollouts that may still queue a row
+        self._pending: list[tuple[dict[str, Any], asyncio.Future[np.ndarray]]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._busy = False
+        #: Sizes of the forwards run so far (for reports and benchmarks).
+        self.batches: list[int] = []
+        self.forward_s = 0.0
+
+    def bind(self, spaces: Spaces) -> None:
+        self.model.bind(spaces)
+
+    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+        return self.model.infer(batch)
+
+    @contextlib.contextmanager
+    def session(self) -> Any:
+        """Count one live rollout for as long as the block runs."""
+        self.live += 1
+        try:
+            yield self
+        finally:
+            self.live -= 1
+            self._maybe_flush()
+
+    async def ainfer(self, row: dict[str, Any]) -> np.ndarray:
+        fut: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+        self._pending.append((row, fut))
+        if len(self._pending) == 1 and self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.max_wait_s, self._flush_now)
+        self._maybe_flush()
+        return await fut
+
+    def _maybe_flush(self) -> None:
+        full = self.batch_size is not None and len(self._pending) >= self.batch_size
+        everyone = self._pending and len(self._pending) >= max(self.live, 1)
+        if full or everyone:
+            self._flush_now()
+
+    def _flush_now(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._pending or self._busy:
+            return
+        take = self.batch_size or len(self._pending)
+        rows, self._pending = self._pending[:take], self._pending[take:]
+        self._busy = True
+        task = asyncio.ensure_future(self._forward(rows))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _forward(self, rows: list[tuple[dict[str, Any], asyncio.Future[np.ndarray]]]):
+        try:
+            start = time.monotonic()
+            batch = stack_rows([row for row, _ in rows])
+            out = await asyncio.to_thread(self.model.infer, batch)
+            chunks = check_chunk(out, len(rows), None, type(self.model).__name__)
+            self.forward_s += time.monotonic() - start
+            self.batches.append(len(rows))
+            for i, (_, fut) in enumerate(rows):
+                if not fut.done():
+                    fut.set_result(chunks[i])
+        except Exception as exc:
+            for _, fut in rows:
+                if not fut.done():
+                    fut.set_exception(exc)
+        finally:
+            self._busy = False
+            if self._pending:  # rows queued while this forward ran
+                if len(self._pending) >= max(self.live, 1) or (
+                    self.batch_size and len(self._pending) >= self.batch_size
+                ):
+                    self._flush_now()
+                elif self._timer is None:
+                    loop = asyncio.get_running_loop()
+                    self._timer = loop.call_later(self.max_wait_s, self._flush_now)
+
+
+class BatchedAgent(RobotAgent):
+    """Many concurrent rollouts of one RobotAgent around one shared BatchedModel.
+
+    Takes ownership of ``agent``: its model is swapped for the batched one in place.
+    """
+
+    def __init__(
+        self, agent: RobotAgent, *, max_wait_s: float = 0.05, batch_size: int | None = None
+    ) -> None:
+        model = agent.model
+        if not isinstance(model, BatchedModel):
+            model = BatchedModel(model, max_wait_s=max_wait_s, batch_size=batch_size)
+        agent.model = model
+        self.agent = agent
+        self.model = model
+        self.name = agent.name
+        self.observers = agent.observers
+
+    @property
+    def batched(self) -> BatchedModel:
+        assert isinstance(self.model, BatchedModel)
+        return self.model
+
+    async def run_episode(
+        self, capability: Any, *, token: str | None = None, prompt: str = "", run: Any = None
+    ) -> EpisodeReport:
+        with self.batched.session():
+            return await self.agent.run_episode(capability, token=token, prompt=prompt, run=run)

@@ -1,0 +1,132 @@
+"""Model: a stateless policy checkpoint, pre- and post-processing included.
+
+``infer(batch) -> [N, T, A]`` float32 runs one forward over N stacked rows (each a
+dict the Adapter produced); ``ainfer(row) -> [T, A]`` runs a batch of one in a
+worker thread so the event loop keeps serving other rollouts. Models hold no
+per-episode state: the agent owns that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from pytest_hud.robot.contract import Spaces
+
+__all__ = ["Model", "ModelOutputError", "RandomModel", "ZeroModel", "check_chunk", "stack_rows"]
+
+
+class ModelOutputError(ValueError):
+    """A model returned something that is not an action chunk of the expected size."""
+
+
+def stack_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Rows of per-step inputs stacked into one batch: arrays gain a leading N axis,
+    anything else (prompts) becomes a list of N values."""
+    if not rows:
+        raise ValueError("cannot stack zero rows")
+    keys = list(rows[0])
+    for i, row in enumerate(rows[1:], 1):
+        if list(row) != keys:
+            raise ValueError(f"row {i} has keys {sorted(row)}, row 0 has {sorted(keys)}")
+    batch: dict[str, Any] = {}
+    for key in keys:
+        values = [row[key] for row in rows]
+        if isinstance(values[0], np.ndarray | np.generic | int | float) and not isinstance(
+            values[0], bool
+        ):
+            batch[key] = np.stack([np.asarray(v) for v in values])
+        else:
+            batch[key] = values
+    return batch
+
+
+def check_chunk(out: Any, n: int, action_size: int | None, who: str = "model") -> np.ndarray:
+    """``out`` as float32 ``[N, T, A]``; a clear error naming expected vs got otherwise."""
+    arr = np.asarray(out, dtype=np.float32)
+    if arr.ndim == 2 and n == 1:
+        arr = arr[None]
+    if arr.ndim != 3 or arr.shape[0] != n:
+        raise ModelOutputError(
+            f"{who}.infer returned shape {tuple(np.shape(out))}; expected [N, T, A] = "
+            f"[{n}, T, {action_size or 'A'}] (N rows in, one [T, A] action chunk per row out)"
+        )
+    if action_size is not None and arr.shape[2] != action_size:
+        raise ModelOutputError(
+            f"{who}.infer returned actions of size {arr.shape[2]}; the env's contract "
+            f"declares an action of size {action_size}: wrong checkpoint, or an Adapter "
+            "that maps the model's actions onto the env's is missing"
+        )
+    if arr.shape[1] < 1:
+        raise ModelOutputError(f"{who}.infer returned an empty chunk (T = 0)")
+    return arr
+
+
+class Model:
+    """Subclass and implement :meth:`infer`; override :meth:`ainfer` only if natively async."""
+
+    #: An Ensembler to reduce overlapping chunks; the agent uses it if it has none itself.
+    ensembler: Any = None
+
+    def bind(self, spaces: Spaces) -> None:
+        """Called once per episode with the env's spaces (models that need the action space)."""
+
+    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} must implement infer(batch)")
+
+    async def ainfer(self, row: dict[str, Any]) -> np.ndarray:
+        """One row in, one ``[T, A]`` chunk out; the forward runs in a worker thread."""
+        out = await asyncio.to_thread(self.infer, stack_rows([row]))
+        return check_chunk(out, 1, None, type(self).__name__)[0]
+
+
+class _ActionSpaceModel(Model):
+    """Built-ins that act from the contract's action space alone."""
+
+    def __init__(self, chunk: int = 1) -> None:
+        self.chunk = chunk
+        self.low = np.array([-1.0], np.float32)
+        self.high = np.array([1.0], np.float32)
+        self.size = 1
+        self.discrete: int | None = None
+
+    def bind(self, spaces: Spaces) -> None:
+        action = spaces.action_feature
+        self.size = action.size or 1
+        stats = action.stats or {}
+        low = np.asarray(stats.get("min", [-1.0] * self.size), np.float32)
+        high = np.asarray(stats.get("max", [1.0] * self.size), np.float32)
+        self.low = np.broadcast_to(low, (self.size,)).copy()
+        self.high = np.broadcast_to(high, (self.size,)).copy()
+        n = action.extra.get("n")
+        self.discrete = int(n) if n is not None else None
+
+    def _n(self, batch: Mapping[str, Any]) -> int:
+        for value in batch.values():
+            return len(value)
+        return 1
+
+
+class ZeroModel(_ActionSpaceModel):
+    """Zeros (clipped into the action bounds): a do-nothing baseline."""
+
+    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+        zero = np.clip(np.zeros(self.size, np.float32), self.low, self.high)
+        return np.broadcast_to(zero, (self._n(batch), self.chunk, self.size)).copy()
+
+
+class RandomModel(_ActionSpaceModel):
+    """Uniform samples from the action bounds (integers for a discrete action)."""
+
+    def __init__(self, chunk: int = 1, seed: int | None = None) -> None:
+        super().__init__(chunk)
+        self.rng = np.random.default_rng(seed)
+
+    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+        shape = (self._n(batch), self.chunk, self.size)
+        if self.discrete is not None:
+            return self.rng.integers(0, self.discrete, shape).astype(np.float32)
+        return self.rng.uniform(self.low, self.high, shape).astype(np.float32)

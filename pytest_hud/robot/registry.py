@@ -1,0 +1,121 @@
+"""The agent registry behind ``--hud-agent=NAME``.
+
+Built-ins: ``zero`` and ``random`` (from the contract's action space),
+``lerobot:PATH_OR_REPO`` (a LeRobot checkpoint), ``pi05`` (the pi0.5 LIBERO preset),
+``openpi:HOST:PORT`` (a remote openpi policy server), and ``MODULE:FACTORY`` or
+``path/to/file.py:FACTORY`` (a callable returning an agent). Third-party agents
+register a factory under the ``pytest_hud.agents`` entry-point group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+import inspect
+from importlib import metadata
+from typing import Any
+
+from pytest_hud.robot.agent import RobotAgent
+from pytest_hud.robot.model import RandomModel, ZeroModel
+
+__all__ = ["AgentSpecError", "available_agents", "load_agent"]
+
+ENTRY_POINT_GROUP = "pytest_hud.agents"
+
+
+class AgentSpecError(LookupError):
+    """An agent name that names nothing; the message lists the valid forms."""
+
+
+def _zero(arg: str | None = None) -> RobotAgent:
+    return RobotAgent(ZeroModel(), name="zero")
+
+
+def _random(arg: str | None = None) -> RobotAgent:
+    seed = int(arg) if arg else None
+    return RobotAgent(RandomModel(seed=seed), name="random" if arg is None else f"random:{arg}")
+
+
+def _lerobot(arg: str | None = None) -> RobotAgent:
+    if not arg:
+        raise AgentSpecError("lerobot: needs a checkpoint, e.g. --hud-agent=lerobot:path/to/ckpt")
+    from pytest_hud.robot.lerobot import lerobot_agent
+
+    return lerobot_agent(arg)
+
+
+def _pi05(arg: str | None = None) -> RobotAgent:
+    from pytest_hud.robot.lerobot import pi05_agent
+
+    return pi05_agent(arg)
+
+
+def _openpi(arg: str | None = None) -> RobotAgent:
+    host, _, port = (arg or "").rpartition(":")
+    if not host or not port.isdigit():
+        raise AgentSpecError(
+            f"openpi: needs HOST:PORT, e.g. --hud-agent=openpi:127.0.0.1:8000, got {arg!r}"
+        )
+    from pytest_hud.robot.remote import RemoteModel
+
+    return RobotAgent(RemoteModel(f"ws://{host}:{port}"), name=f"openpi:{host}:{port}")
+
+
+BUILTINS: dict[str, Callable[[str | None], RobotAgent]] = {
+    "zero": _zero,
+    "random": _random,
+    "lerobot": _lerobot,
+    "pi05": _pi05,
+    "openpi": _openpi,
+}
+
+
+def _entry_points() -> dict[str, Any]:
+    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def available_agents() -> list[str]:
+    """Names ``--hud-agent`` accepts (forms with arguments shown as such)."""
+    forms = [
+        "zero",
+        "random[:SEED]",
+        "lerobot:PATH_OR_REPO",
+        "pi05",
+        "openpi:HOST:PORT",
+        "MODULE:FACTORY",
+        "path/to/file.py:FACTORY",
+    ]
+    return forms + sorted(_entry_points())
+
+
+def _as_agent(obj: Any, spec: str) -> RobotAgent:
+    is_agent = isinstance(obj, RobotAgent) or inspect.iscoroutinefunction(obj)
+    if isinstance(obj, type) or (callable(obj) and not is_agent):
+        obj = obj()  # a class or a factory function
+    if not callable(obj):
+        raise AgentSpecError(f"{spec!r} gave {obj!r}, which is not an agent (a callable on a Run)")
+    return obj
+
+
+def load_agent(spec: str) -> Any:
+    """Resolve an agent name to an agent (anything awaitable on a Run)."""
+    spec = spec.strip()
+    name, _, arg = spec.partition(":")
+    if name in BUILTINS:
+        return BUILTINS[name](arg or None)
+    eps = _entry_points()
+    if spec in eps:
+        return _as_agent(eps[spec].load(), spec)
+    if ":" in spec:
+        from pytest_hud.robot.sim import load_object
+
+        try:
+            obj = load_object(spec)
+        except (ImportError, AttributeError, FileNotFoundError, ValueError) as exc:
+            raise AgentSpecError(
+                f"cannot load agent {spec!r}: {exc}. Valid forms: {', '.join(available_agents())}"
+            ) from None
+        agent = _as_agent(obj, spec)
+        if isinstance(agent, RobotAgent) and agent.name == "agent":
+            agent.name = spec
+        return agent
+    raise AgentSpecError(f"unknown agent {spec!r}. Valid forms: {', '.join(available_agents())}")
