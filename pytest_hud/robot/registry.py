@@ -9,8 +9,8 @@ register a factory under the ``pytest_hud.agents`` entry-point group.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import inspect
+from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
