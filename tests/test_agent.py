@@ -16,7 +16,6 @@ from pytest_hud.robot import (
     Ensembler,
     LeRobotAdapter,
     Model,
-    ModelOutputError,
     OpenPIAdapter,
     RandomModel,
     RobotAgent,
