@@ -1,9 +1,453 @@
-"""pytest hooks for pytest-hud (options, markers, collection, reporting)."""
+"""pytest-hud's hooks: options, markers, collection, reporting and gates.
+
+Everything that does work lives elsewhere: options in ``pytest.options``, cases
+in ``pytest.cases``, task files in ``pytest.items``, rollouts in
+``pytest.evaluator``, aggregates in ``pytest.report``, fixtures in ``fixtures``.
+"""
 
 from __future__ import annotations
 
+import base64
+import html
+import json
+import os
+from pathlib import Path
+from typing import Any
+
 import pytest
+
+from pytest_hud.fixtures import hud_agent, hud_provider, hud_result, hud_task  # noqa: F401
+from pytest_hud.pytest import report as rep
+from pytest_hud.pytest.cases import HudCase, expand, task_rows
+from pytest_hud.pytest.errors import EpisodeFailed
+from pytest_hud.pytest.evaluator import Evaluator, make_provider
+from pytest_hud.pytest.expect import Expectations, ExpectError
+from pytest_hud.pytest.items import TaskFile, is_task_file
+from pytest_hud.pytest.options import HudOptions, addoption
+from pytest_hud.runtime.rollout import RolloutResult
+
+PLUGIN = pytest.StashKey["HudPlugin"]()
+RESULT = pytest.StashKey[RolloutResult]()
+CASE = pytest.StashKey[HudCase]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    addoption(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "hud(tasks, min_success): evaluate a policy on task rows")
+    config.addinivalue_line(
+        "markers",
+        "hud(tasks, min_success=None, group=None): evaluate the policy on task rows "
+        "(Task objects, a Taskset, or a .json/.jsonl/.py path); each row is one item",
+    )
+    config.addinivalue_line(
+        "markers",
+        "hud_expect(agent=None, xfail=None, skip=None): task globs expected to fail or "
+        "skipped, for one agent/checkpoint name or all",
+    )
+    plugin = HudPlugin(config, HudOptions.from_config(config))
+    config.stash[PLUGIN] = plugin
+    config.pluginmanager.register(plugin, "pytest-hud-session")
+    if config.pluginmanager.hasplugin("html"):
+        config.pluginmanager.register(HtmlHooks(plugin), "pytest-hud-html")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    plugin = config.stash.get(PLUGIN, None)
+    if plugin is not None:
+        plugin.evaluator.close()
+
+
+class HudPlugin:
+    """Per-session state and the hooks that need it."""
+
+    def __init__(self, config: pytest.Config, options: HudOptions) -> None:
+        self.config = config
+        self.options = options
+        self.is_worker = hasattr(config, "workerinput")
+        root = Path(str(config.rootpath))
+        self.artifacts = root / ".hud"
+        self.evaluator = Evaluator(options, self.artifacts)
+        self._agent: Any = None
+        self._agent_name = _validate_agent(options.agent)
+        self.expect = self._load_expectations()
+        self.baseline = self._load_baseline()
+        self.rows: dict[str, dict[str, Any]] = {}
+        self.other_failures = 0
+        self.min_success: dict[str, float] = {}
+        self.gates: list[rep.Gate] = []
+        self._order: list[str] = []
+
+    # -- the session's agent and provider ------------------------------------------------
+    @property
+    def agent(self) -> Any:
+        if self._agent is None:
+            from pytest_hud.robot.registry import AgentSpecError, load_agent
+
+            try:
+                self._agent = load_agent(self.options.agent)
+            except AgentSpecError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        return self._agent
+
+    def default_provider(self) -> Any:
+        return make_provider(self.options.runtime, self.options.shared)
+
+    @property
+    def agent_label(self) -> str:
+        return self.options.checkpoint or self._agent_name
+
+    def _load_expectations(self) -> Expectations:
+        if self.options.expect is None:
+            return Expectations()
+        try:
+            return Expectations.load(
+                self.options.expect, [self.options.checkpoint or "", self._agent_name]
+            )
+        except ExpectError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    def _load_baseline(self) -> dict[str, Any] | None:
+        if self.options.baseline is None:
+            return None
+        try:
+            return rep.load_baseline(self.options.baseline)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    # -- collection -----------------------------------------------------------------------
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> Any:
+        if is_task_file(file_path):
+            return TaskFile.from_parent(parent, path=file_path)
+        return None
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        marker = metafunc.definition.get_closest_marker("hud")
+        if marker is None:
+            return
+        source = marker.kwargs.get("tasks", marker.args[0] if marker.args else None)
+        if source is None:
+            raise pytest.UsageError(f"{metafunc.definition.nodeid}: @pytest.mark.hud needs tasks=")
+        base = Path(str(metafunc.definition.path)).parent
+        try:
+            rows = task_rows(source, base)
+        except (ValueError, OSError) as exc:
+            raise pytest.UsageError(f"{metafunc.definition.nodeid}: {exc}") from None
+        group = int(marker.kwargs.get("group") or self.options.group)
+        cases = expand(rows, group, self.options.seed)
+        if "min_success" in marker.kwargs and marker.kwargs["min_success"] is not None:
+            self.min_success[metafunc.definition.nodeid] = float(marker.kwargs["min_success"])
+        metafunc.parametrize("hud_task", cases, ids=[c.id for c in cases])
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            callspec = getattr(item, "callspec", None)
+            case = callspec.params.get("hud_task") if callspec is not None else None
+            if not isinstance(case, HudCase):
+                continue
+            item.stash[CASE] = case
+            self._apply_expectations(item, case)
+            if item.get_closest_marker("skip") is None:
+                self.evaluator.register(item.nodeid, case)
+            if self.options.shared:  # keep a shared substrate's items on one xdist worker
+                item.add_marker(pytest.mark.xdist_group(name=f"hud-{case.row.env}"))
+        if self.baseline is not None:
+            self._check_baseline_covers([item.stash[CASE] for item in items if CASE in item.stash])
+
+    def _apply_expectations(self, item: pytest.Item, case: HudCase) -> None:
+        rules = Expectations()
+        rules.xfail.update(self.expect.xfail)
+        rules.skip.update(self.expect.skip)
+        for mark in item.iter_markers("hud_expect"):
+            agent = mark.kwargs.get("agent")
+            if agent in (None, "*", self.agent_label, self._agent_name):
+                rules.merge(
+                    {k: v for k, v in mark.kwargs.items() if k in ("xfail", "skip")},
+                    f"{item.nodeid} @hud_expect",
+                )
+        hit = rules.match(case.row.env, case.row.slug, case.row.id)
+        if hit is None:
+            return
+        kind, reason = hit
+        if kind == "skip":
+            item.add_marker(pytest.mark.skip(reason=f"[{self.agent_label}] {reason}"))
+        else:
+            item.add_marker(
+                pytest.mark.xfail(
+                    reason=f"[{self.agent_label}] {reason}", strict=True, raises=AssertionError
+                )
+            )
+
+    def _check_baseline_covers(self, cases: list[HudCase]) -> None:
+        assert self.baseline is not None
+        have = {c.row.key for c in cases}
+        missing = sorted(set(self.baseline.get("per_task") or {}) - have)
+        if have and missing and not have & set(self.baseline.get("per_task") or {}):
+            raise pytest.UsageError(
+                f"--hud-baseline {self.options.baseline} is from another taskset: none of its "
+                f"tasks were collected; it has e.g. {missing[:5]}"
+            )
+        if missing and not self.config.option.keyword and not self.config.option.markexpr:
+            raise pytest.UsageError(
+                f"--hud-baseline {self.options.baseline} has tasks this run does not collect: "
+                f"{missing[:10]}{' ...' if len(missing) > 10 else ''}; compare against a "
+                "baseline of the same taskset (or select with -k)"
+            )
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._order = [item.nodeid for item in session.items]
+        index = {nid: i for i, nid in enumerate(self._order)}
+        interactor = _xdist_interactor(self.config)
+
+        def upcoming(nodeid: str) -> list[str]:
+            if interactor is not None:
+                return _xdist_upcoming(interactor, session)
+            i = index.get(nodeid)
+            return [] if i is None else self._order[i + 1 :]
+
+        self.evaluator.schedule = upcoming
+
+    # -- reporting ------------------------------------------------------------------------
+    def attach(self, item: pytest.Item, result: RolloutResult) -> None:
+        item.stash[RESULT] = result
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        report = yield
+        result = item.stash.get(RESULT, None)
+        case = item.stash.get(CASE, None)
+        if result is None or case is None:
+            return report
+        if call.when == "call" or (call.when == "setup" and report.failed):
+            row = self._row(item, case, result, report)
+            report.hud = row
+            props = [
+                (f"hud.{k}", row[k])
+                for k in ("key", "agent", "score", "success", "steps", "duration", "total_reward")
+            ]
+            props.append(("hud.seed", case.seed))
+            if row.get("video"):
+                props.append(("hud.video", row["video"]))
+            if row.get("dataset"):
+                props.append(("hud.dataset", json.dumps(row["dataset"])))
+            item.user_properties.extend(props)
+            report.user_properties = list(item.user_properties)
+            extras = _html_extras(row)
+            if extras:
+                report.extras = [*getattr(report, "extras", []), *extras]
+        return report
+
+    def _row(
+        self, item: pytest.Item, case: HudCase, result: RolloutResult, report: pytest.TestReport
+    ) -> dict[str, Any]:
+        if report.when == "setup":
+            outcome = "xfailed" if hasattr(report, "wasxfail") else "error"
+        elif hasattr(report, "wasxfail"):
+            outcome = "xfailed" if report.skipped else "xpassed"
+        else:
+            outcome = report.outcome
+        info = result.agent_info
+        return {
+            "nodeid": item.nodeid,
+            "group": item.nodeid.split("[", 1)[0],
+            "key": case.row.key,
+            "env": case.row.env,
+            "task_id": case.row.id,
+            "slug": case.row.slug,
+            "args": dict(case.task.args),
+            "rep": case.rep,
+            "seed": case.seed,
+            "agent": self.agent_label,
+            "outcome": outcome,
+            "score": result.score,
+            "success": result.success,
+            "total_reward": result.total_reward,
+            "steps": result.steps,
+            "duration": round(result.duration, 3),
+            "prompt": result.prompt,
+            "error": result.error.splitlines()[0] if result.error else None,
+            "error_type": result.error_type,
+            "phase": result.phase,
+            "infer_s": info.get("infer_s"),
+            "env_s": info.get("env_s"),
+            "video": info.get("video"),
+            "dataset": info.get("dataset"),
+        }
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        row = getattr(report, "hud", None)
+        if row is not None:
+            self.rows[report.nodeid] = row
+        if report.failed and not (
+            row is not None
+            and row["outcome"] == "failed"
+            and row["error"] is None
+            and report.when == "call"
+        ):
+            self.other_failures += 1
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.is_worker or not self.rows:
+            return
+        tr = terminalreporter
+        tr.write_sep("=", f"hud: {self.agent_label} on {len(self.rows)} rollouts")
+        for line in rep.format_table(list(self.rows.values())):
+            tr.write_line(line)
+        for gate in self.gates:
+            tr.write_line(
+                ("PASSED " if gate.passed else "FAILED ") + gate.message,
+                green=gate.passed,
+                red=not gate.passed,
+                bold=not gate.passed,
+            )
+        if self.options.results is not None:
+            tr.write_line(f"hud results: {self.options.results}")
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.evaluator.close()
+        if self.is_worker:
+            return
+        rows = list(self.rows.values())
+        self.gates = self._gates(rows)
+        if self.options.results is not None:
+            doc = rep.results_document(
+                rows,
+                gates=self.gates,
+                meta={
+                    "agent": self.agent_label,
+                    "runtime": self.options.runtime,
+                    "group": self.options.group,
+                    "seed": self.options.seed,
+                    "dataset": None,
+                },
+            )
+            self.options.results.parent.mkdir(parents=True, exist_ok=True)
+            self.options.results.write_text(json.dumps(doc, indent=2, default=str))
+        if not self.gates:
+            return
+        if not all(g.passed for g in self.gates):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        elif exitstatus == pytest.ExitCode.TESTS_FAILED and self.other_failures == 0:
+            # every failure was an episode failure and the success gates cleared
+            session.exitstatus = pytest.ExitCode.OK
+
+    def _gates(self, rows: list[dict[str, Any]]) -> list[rep.Gate]:
+        gates = []
+        mode = self.options.gate
+        if self.options.min_success is not None:
+            gates.append(rep.threshold_gate("overall", rows, self.options.min_success, mode))
+        for group, threshold in sorted(self.min_success.items()):
+            mine = [r for r in rows if r["group"] == group]
+            if mine:
+                gates.append(rep.threshold_gate(group, mine, threshold, mode))
+        if self.baseline is not None:
+            gates.extend(rep.baseline_gates(rows, self.baseline))
+        return gates
+
+    # -- xdist ---------------------------------------------------------------------------
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """A worker finished (rows already arrived with its reports)."""
+
+
+def _validate_agent(spec: str) -> str:
+    from pytest_hud.robot.registry import BUILTINS, _entry_points, available_agents
+
+    name = spec.partition(":")[0]
+    if name in BUILTINS or spec in _entry_points() or ":" in spec:
+        return spec
+    raise pytest.UsageError(
+        f"unknown --hud-agent {spec!r}; valid forms: {', '.join(available_agents())}"
+    )
+
+
+def _xdist_interactor(config: pytest.Config) -> Any:
+    if not hasattr(config, "workerinput"):
+        return None
+    for plugin in config.pluginmanager.get_plugins():
+        if type(plugin).__name__ == "WorkerInteractor" and hasattr(plugin, "torun"):
+            return plugin
+    return None
+
+
+def _xdist_upcoming(interactor: Any, session: pytest.Session) -> list[str]:
+    """Items this worker has been handed but not started (xdist's queue, read-only)."""
+    try:
+        indices = [interactor.nextitem_index]
+        with interactor.torun.lock() as queued:
+            indices.extend(queued)
+        return [session.items[i].nodeid for i in indices if isinstance(i, int)]
+    except Exception:  # xdist internals moved: no lookahead, still correct
+        return []
+
+
+def _html_extras(row: dict[str, Any]) -> list[dict[str, Any]]:
+    try:
+        from pytest_html import extras
+    except ImportError:
+        return []
+    out = []
+    video = row.get("video")
+    if video and os.path.exists(video):
+        data = base64.b64encode(Path(video).read_bytes()).decode()
+        out.append(extras.image(data, name="episode", mime_type="image/gif", extension="gif"))
+    dataset = row.get("dataset")
+    if dataset:
+        out.append(
+            extras.url(
+                str(dataset.get("root", "")), name=f"dataset episode {dataset.get('episode_index')}"
+            )
+        )
+    return out
+
+
+class HtmlHooks:
+    """pytest-html columns and summary (registered only when pytest-html is active)."""
+
+    COLUMNS = ("Task", "Agent", "Score", "Success", "Steps", "Seconds")
+
+    def __init__(self, plugin: HudPlugin) -> None:
+        self.plugin = plugin
+
+    def pytest_html_results_table_header(self, cells: list[str]) -> None:
+        cells[2:2] = [f'<th class="sortable" data-column-type="hud">{c}</th>' for c in self.COLUMNS]
+
+    def pytest_html_results_table_row(self, report: Any, cells: list[str]) -> None:
+        row = getattr(report, "hud", None) or {}
+
+        def fmt(v: Any) -> str:
+            if isinstance(v, float):
+                return f"{v:.3f}" if abs(v) < 1000 else f"{v:.0f}"
+            return "" if v is None else str(v)
+
+        values = [
+            row.get("key"),
+            row.get("agent"),
+            row.get("score"),
+            row.get("success"),
+            row.get("steps"),
+            row.get("duration"),
+        ]
+        cells[2:2] = [f"<td>{html.escape(fmt(v))}</td>" for v in values]
+
+    def pytest_html_results_summary(
+        self, prefix: list[str], summary: list[str], postfix: list[str]
+    ) -> None:
+        rows = list(self.plugin.rows.values())
+        if not rows:
+            return
+        lines = rep.format_table(rows)
+        gates = "".join(
+            f"<p>{'PASSED' if g.passed else 'FAILED'}: {html.escape(g.message)}</p>"
+            for g in self.plugin.gates or self.plugin._gates(rows)
+        )
+        prefix.append(
+            f"<h2>hud: {html.escape(self.plugin.agent_label)}</h2>"
+            f"<pre>{html.escape(chr(10).join(lines))}</pre>{gates}"
+        )
+
+
+__all__ = ["CASE", "PLUGIN", "RESULT", "EpisodeFailed", "HudPlugin"]

@@ -21,12 +21,12 @@ async def swing_up(seed: int = 0):
 
 
 cartpole = Environment("cartpole")
-pole = cartpole.gym("CartPole-v1", success_threshold=60)
+pole = cartpole.gym("CartPole-v1", success_threshold=25)
 
 
 @cartpole.template()
 async def balance(seed: int = 0):
-    """Keep the pole up for 60 steps."""
+    """Keep the pole up for 25 steps."""
     ep = await pole.reset(seed=seed)
     yield {"prompt": "balance the pole", "robot": {"token": ep["token"]}}
     yield await pole.result(token=ep["token"])

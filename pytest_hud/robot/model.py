@@ -70,6 +70,8 @@ class Model:
 
     #: An Ensembler to reduce overlapping chunks; the agent uses it if it has none itself.
     ensembler: Any = None
+    #: Whether ``infer`` runs a whole [N, ...] batch in one forward (BatchedModel can wrap it).
+    batchable: bool = True
 
     def bind(self, spaces: Spaces) -> None:
         """Called once per episode with the env's spaces (models that need the action space)."""

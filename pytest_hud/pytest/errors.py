@@ -1,0 +1,24 @@
+"""The two ways a hud item can go wrong: the policy failed (FAIL) or the rollout
+could not be run or graded (ERROR)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["EpisodeFailed", "RolloutError"]
+
+
+class EpisodeFailed(AssertionError):
+    """The policy did not succeed at the task: a test failure."""
+
+    def __init__(self, result: Any) -> None:
+        super().__init__(f"episode failed: {result.summary()}")
+        self.result = result
+
+
+class RolloutError(RuntimeError):
+    """Infrastructure failed (substrate, bridge, timeout, agent crash): a test error."""
+
+    def __init__(self, result: Any) -> None:
+        super().__init__(f"rollout could not be graded ({result.phase}): {result.error}")
+        self.result = result

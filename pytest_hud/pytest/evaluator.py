@@ -1,0 +1,185 @@
+"""Evaluator: runs the items' rollouts on the plugin's loop, with lookahead.
+
+Each hud item is a registered case. When an item asks for its result, the
+evaluator starts that rollout and the next ``concurrency - 1`` cases this process
+will run (its own schedule, or the queue xdist handed this worker), so a batched
+agent sees several observations per tick; each item still reports its own result
+in order. The provider and agent come from the session fixtures on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_hud.pytest.cases import HudCase
+from pytest_hud.pytest.loop import LoopThread
+from pytest_hud.pytest.options import HudOptions
+from pytest_hud.runtime.environment import declared_environments
+from pytest_hud.runtime.provider import Provider, Runtime
+from pytest_hud.runtime.rollout import RolloutResult, rollout
+from pytest_hud.runtime.scheduler import PlacementError
+from pytest_hud.runtime.shared import Shared
+from pytest_hud.runtime.task import Task
+
+__all__ = ["Evaluator", "make_provider"]
+
+
+def _env_file(task: Task) -> str:
+    """The file declaring ``task.env``: a ``module`` column on the row, else an
+    Environment declared by an already-imported module (a conftest, a test module)."""
+    module = task.metadata.get("module")
+    if module:
+        return str(module)
+    for env, path in reversed(declared_environments()):
+        if env.name == task.env and path:
+            return path
+    raise PlacementError(
+        f"no module declares env {task.env!r}: import it from a conftest.py or a test "
+        "module, add a 'module' column to the row, or pass --hud-runtime=docker:IMAGE / "
+        "tcp://HOST:PORT"
+    )
+
+
+def make_provider(runtime: str, shared: int | None = None) -> Provider:
+    """The provider an ``--hud-runtime`` value names (wrapped in Shared for ``--hud-shared``)."""
+    kind, _, arg = runtime.partition(":")
+    provider: Any
+    if kind in ("tcp", "ws"):
+        provider = Runtime(runtime)
+    elif kind in ("local", "subprocess"):
+        from pytest_hud.runtime.local import LocalRuntime
+        from pytest_hud.runtime.subprocess import SubprocessRuntime
+
+        cls: Any = LocalRuntime if kind == "local" else SubprocessRuntime
+        cache: dict[str, Any] = {}
+
+        def route(task: Task) -> Any:
+            path = _env_file(task)
+            if path not in cache:
+                cache[path] = cls(path)
+            return cache[path](task)
+
+        provider = route
+    elif kind == "docker":
+        from pytest_hud.runtime.docker import DockerRuntime
+
+        provider = DockerRuntime(arg or None)
+    elif kind == "modal":
+        from pytest_hud.runtime.modal import ModalRuntime
+
+        provider = ModalRuntime(arg or None)
+    else:  # pragma: no cover - validated at configure time
+        raise pytest.UsageError(f"unknown --hud-runtime {runtime!r}")
+    return Shared(provider, width=shared) if shared else provider
+
+
+class Evaluator:
+    """Owns the rollout loop, the provider's scope and every case's rollout future."""
+
+    def __init__(self, options: HudOptions, artifacts: Path) -> None:
+        self.options = options
+        self.artifacts = artifacts
+        self.cases: dict[str, HudCase] = {}
+        self.futures: dict[str, concurrent.futures.Future[RolloutResult]] = {}
+        self.results: list[RolloutResult] = []
+        self.provider: Provider | None = None
+        self.agent: Any = None
+        self.agent_name = options.agent
+        self.schedule: Callable[[str], list[str]] = lambda nodeid: [nodeid]
+        self._loop: LoopThread | None = None
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._sem: asyncio.Semaphore | None = None
+
+    # -- setup -------------------------------------------------------------------------
+    def register(self, nodeid: str, case: HudCase) -> None:
+        self.cases[nodeid] = case
+
+    @property
+    def loop(self) -> LoopThread:
+        if self._loop is None:
+            self._loop = LoopThread()
+        return self._loop
+
+    def bind(self, provider: Provider, agent: Any) -> None:
+        """Take the session's provider and agent (once); enter Shared scopes on the loop."""
+        if self.provider is not None:
+            return
+        from pytest_hud.robot.agent import RobotAgent
+        from pytest_hud.robot.batching import BatchedAgent
+
+        if isinstance(agent, RobotAgent):
+            if self.options.max_steps is not None:
+                agent.max_steps = self.options.max_steps
+            batchable = type(agent.model).infer is not getattr(
+                __import__("pytest_hud.robot.remote", fromlist=["RemoteModel"]).RemoteModel,
+                "infer",
+                None,
+            )
+            if self.options.concurrency > 1 and batchable and not isinstance(agent, BatchedAgent):
+                agent = BatchedAgent(agent)
+            from pytest_hud.pytest.video import video_factory
+
+            agent.observers.append(video_factory(self.artifacts / "videos"))
+        self.agent = agent
+
+        async def enter() -> None:
+            self._stack = contextlib.AsyncExitStack()
+            if isinstance(provider, Shared):
+                await self._stack.enter_async_context(provider)
+            self._sem = asyncio.Semaphore(self.options.concurrency)
+
+        self.loop.run(enter(), timeout=60)
+        self.provider = provider
+
+    # -- running -----------------------------------------------------------------------
+    def result(self, nodeid: str) -> RolloutResult:
+        """This item's rollout result, starting its lookahead first; bounded wait."""
+        if self.provider is None:
+            raise RuntimeError("the evaluator has no provider yet (hud fixtures not set up)")
+        upcoming = [n for n in self.schedule(nodeid) if n in self.cases]
+        for nid in [nodeid, *upcoming][: max(self.options.concurrency, 1)]:
+            self._start(nid)
+        fut = self.futures.pop(nodeid)
+        try:
+            result = fut.result(timeout=self.options.timeout + 120)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            result = RolloutResult(self.cases[nodeid].task, self.cases[nodeid].rep)
+            result.error = f"no result within {self.options.timeout + 120} s"
+            result.error_type, result.phase = "TimeoutError", "wait"
+        self.results.append(result)
+        return result
+
+    def _start(self, nodeid: str) -> None:
+        if nodeid in self.futures or nodeid not in self.cases:
+            return
+        case = self.cases[nodeid]
+        self.futures[nodeid] = self.loop.submit(self._rollout(case))
+
+    async def _rollout(self, case: HudCase) -> RolloutResult:
+        assert self._sem is not None and self.provider is not None
+        async with self._sem:
+            return await rollout(
+                case.task, self.agent, self.provider, index=case.rep, timeout=self.options.timeout
+            )
+
+    def close(self) -> None:
+        """Cancel rollouts nobody asked for, leave Shared scopes, stop the loop."""
+        for fut in self.futures.values():
+            fut.cancel()
+        self.futures.clear()
+        if self._loop is None:
+            return
+        stack = self._stack
+        if stack is not None:
+            with contextlib.suppress(Exception):
+                self._loop.run(stack.aclose(), timeout=120)
+        self._loop.close()
+        self._loop = None

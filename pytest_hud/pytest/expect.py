@@ -1,0 +1,81 @@
+"""Expectations per agent or checkpoint: which task globs are expected to fail or skipped.
+
+A TOML (or YAML) file with one table per agent/checkpoint name::
+
+    [pi05]
+    xfail = { "libero_10/*task_3*" = "grasp fails on the mug" }
+    skip  = { "libero_90/*" = "not in this checkpoint's training mix" }
+
+Globs match ``env/slug`` or ``env/id`` of a task (fnmatch). ``*`` as a table name
+applies to every agent.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ExpectError", "Expectations"]
+
+
+class ExpectError(ValueError):
+    """A malformed expectations file (names the file and the table)."""
+
+
+@dataclass
+class Expectations:
+    xfail: dict[str, str] = field(default_factory=dict)
+    skip: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: str | Path, names: list[str]) -> Expectations:
+        """The rules for the first of ``names`` (checkpoint, then agent) plus ``*``."""
+        path = Path(path)
+        if not path.exists():
+            raise ExpectError(f"--hud-expect: {path} does not exist")
+        text = path.read_text()
+        try:
+            if path.suffix in (".yaml", ".yml"):
+                import yaml
+
+                data = yaml.safe_load(text) or {}
+            else:
+                import tomllib
+
+                data = tomllib.loads(text)
+        except Exception as exc:
+            raise ExpectError(f"--hud-expect: cannot parse {path}: {exc}") from None
+        if not isinstance(data, dict):
+            raise ExpectError(f"--hud-expect: {path} must hold one table per agent or checkpoint")
+        out = cls()
+        for name in ["*", *reversed([n for n in names if n])]:
+            table = data.get(name)
+            if table is None:
+                continue
+            out.merge(table, f"{path} [{name}]")
+        return out
+
+    def merge(self, table: Any, where: str) -> None:
+        if not isinstance(table, dict):
+            raise ExpectError(f"{where} must be a table with xfail and/or skip")
+        unknown = set(table) - {"xfail", "skip"}
+        if unknown:
+            raise ExpectError(f"{where} has unknown keys {sorted(unknown)}; use xfail and skip")
+        for kind in ("xfail", "skip"):
+            rules = table.get(kind) or {}
+            if isinstance(rules, list):
+                rules = {g: f"expected by {where}" for g in rules}
+            if not isinstance(rules, dict):
+                raise ExpectError(f"{where}: {kind} must map task globs to reasons")
+            getattr(self, kind).update({str(g): str(r) for g, r in rules.items()})
+
+    def match(self, env: str, slug: str, task_id: str) -> tuple[str, str] | None:
+        """``("skip"|"xfail", reason)`` for a task, skip winning over xfail."""
+        names = (f"{env}/{slug}", f"{env}/{task_id}")
+        for kind in ("skip", "xfail"):
+            for glob, reason in getattr(self, kind).items():
+                if any(fnmatch.fnmatchcase(n, glob) for n in names):
+                    return kind, reason
+        return None

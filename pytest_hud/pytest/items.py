@@ -1,0 +1,41 @@
+"""Task files as test files: a JSONL (or ``*.tasks.json``) of rows collects like a module.
+
+The file becomes a synthetic module holding one test, ``test_episode``, marked
+``hud(tasks=<the file>)``; the plugin parametrizes it over the rows like any other
+hud test, so fixtures, markers, ``-k``, xdist and reporting all behave the same.
+The default assertion is the episode's success.
+"""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = ["TaskFile", "is_task_file"]
+
+
+def is_task_file(path: Path) -> bool:
+    return path.suffix == ".jsonl" or path.name.endswith(".tasks.json")
+
+
+class TaskFile(pytest.Module):
+    """A task file collected as a module with one parametrized test."""
+
+    def _getobj(self) -> Any:
+        module = types.ModuleType(self.path.stem.replace(".", "_"))
+        module.__file__ = str(self.path)
+
+        @pytest.mark.hud(tasks=str(self.path))
+        def test_episode(hud_result: Any) -> None:
+            """Passes when the episode succeeds."""
+            __tracebackhide__ = True
+            if not hud_result.success:
+                from pytest_hud.pytest.errors import EpisodeFailed
+
+                raise EpisodeFailed(hud_result)
+
+        module.test_episode = test_episode  # type: ignore[attr-defined]
+        return module

@@ -1,0 +1,173 @@
+"""The plugin's options: declared once, read with ini fallbacks, validated at configure time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = ["HudOptions", "addoption"]
+
+#: (flag, ini name, help, kwargs) for every option; the ini name is the flag's.
+_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
+    (
+        "--hud-runtime",
+        "where substrates run: local, subprocess, docker[:IMAGE], "
+        "modal[:IMAGE], or tcp://HOST:PORT of a running env server (default: local)",
+        {},
+    ),
+    (
+        "--hud-shared",
+        "share one substrate per env among N concurrent rollouts "
+        "(wraps the provider in Shared(width=N))",
+        {"type": int},
+    ),
+    (
+        "--hud-agent",
+        "the policy: zero, random[:SEED], lerobot:PATH, pi05, openpi:HOST:PORT, "
+        "MODULE:FACTORY (default: random)",
+        {},
+    ),
+    ("--hud-group", "rollouts per task row (repeats)", {"type": int}),
+    (
+        "--hud-concurrency",
+        "rollouts in flight per process (lookahead over the items)",
+        {"type": int},
+    ),
+    ("--hud-max-steps", "stop each episode after N control ticks", {"type": int}),
+    (
+        "--hud-seed",
+        "base seed; every repeat gets a seed derived from it, the row and the repeat index",
+        {"type": int},
+    ),
+    (
+        "--hud-record",
+        "record every episode into a LeRobot v3 dataset at DIR (default $RECORD_DIR or ./data)",
+        {"nargs": "?", "const": ""},
+    ),
+    ("--hud-results", "write per-rollout rows and aggregates to this JSON file", {}),
+    (
+        "--hud-min-success",
+        "fail the session if the overall success rate is below P",
+        {"type": float},
+    ),
+    (
+        "--hud-gate",
+        "how success gates compare: raw (the rate) or wilson (the 95%% Wilson "
+        "lower bound must clear the threshold)",
+        {"choices": ["raw", "wilson"]},
+    ),
+    (
+        "--hud-baseline",
+        "a previous results JSON: fail when success dropped by more than "
+        "chance explains (two-proportion test)",
+        {},
+    ),
+    ("--hud-expect", "TOML/YAML of expected failures and skips per agent or checkpoint", {}),
+    ("--hud-checkpoint", "the checkpoint name (selects --hud-expect tables; shown in reports)", {}),
+    ("--hud-timeout", "seconds one rollout may take before it is an error", {"type": float}),
+]
+
+
+def addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("hud", "pytest-hud: policy evaluation")
+    for flag, help_, kwargs in _OPTIONS:
+        dest = flag[2:].replace("-", "_")
+        group.addoption(flag, dest=dest, default=None, help=help_, **kwargs)
+        parser.addini(dest, help=help_.replace("%%", "%"), default=None)
+
+
+def _get(config: pytest.Config, name: str, kind: Any = str) -> Any:
+    value = config.getoption(name)
+    if value is None:
+        raw = config.getini(name)
+        if raw in (None, "", []):
+            return None
+        try:
+            value = kind(raw)
+        except ValueError:
+            msg = f"ini option {name} = {raw!r} is not a valid {kind.__name__}"
+            raise pytest.UsageError(msg) from None
+    return value
+
+
+@dataclass
+class HudOptions:
+    runtime: str = "local"
+    shared: int | None = None
+    agent: str = "random"
+    group: int = 1
+    concurrency: int = 1
+    max_steps: int | None = None
+    seed: int | None = None
+    record: str | None = None
+    results: Path | None = None
+    min_success: float | None = None
+    gate: str = "raw"
+    baseline: Path | None = None
+    expect: Path | None = None
+    checkpoint: str | None = None
+    timeout: float = 900.0
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> HudOptions:
+        o = cls()
+        for name, kind in [
+            ("runtime", str),
+            ("agent", str),
+            ("gate", str),
+            ("checkpoint", str),
+            ("record", str),
+        ]:
+            value = _get(config, f"hud_{name}", kind)
+            if value is not None:
+                setattr(o, name, value)
+        for name in ("shared", "group", "concurrency", "max_steps", "seed"):
+            value = _get(config, f"hud_{name}", int)
+            if value is not None:
+                setattr(o, name, value)
+        for name in ("min_success", "timeout"):
+            value = _get(config, f"hud_{name}", float)
+            if value is not None:
+                setattr(o, name, value)
+        for name in ("results", "baseline", "expect"):
+            value = _get(config, f"hud_{name}", str)
+            if value is not None:
+                setattr(o, name, Path(value))
+        o.validate()
+        return o
+
+    def validate(self) -> None:
+        def positive(name: str, value: int | None) -> None:
+            if value is not None and value < 1:
+                raise pytest.UsageError(f"--hud-{name.replace('_', '-')} must be >= 1, got {value}")
+
+        for name in ("shared", "group", "concurrency", "max_steps"):
+            positive(name, getattr(self, name))
+        if self.min_success is not None and not 0.0 <= self.min_success <= 1.0:
+            raise pytest.UsageError(
+                f"--hud-min-success is a rate between 0 and 1, got {self.min_success}"
+            )
+        if self.gate not in ("raw", "wilson"):
+            raise pytest.UsageError(f"--hud-gate is raw or wilson, got {self.gate!r}")
+        if self.shared is not None and self.concurrency > self.shared:
+            raise pytest.UsageError(
+                f"--hud-concurrency={self.concurrency} exceeds --hud-shared={self.shared}: a "
+                f"shared substrate takes at most {self.shared} rollouts at once, so the "
+                f"extra {self.concurrency - self.shared} would only wait; lower the "
+                "concurrency or raise the width"
+            )
+        for name in ("baseline", "expect"):
+            path = getattr(self, name)
+            if path is not None and not path.exists():
+                raise pytest.UsageError(f"--hud-{name}: {path} does not exist")
+        kind = self.runtime.split(":", 1)[0]
+        if kind not in ("local", "subprocess", "docker", "modal", "tcp", "ws"):
+            raise pytest.UsageError(
+                f"unknown --hud-runtime {self.runtime!r}; valid forms: local, subprocess, "
+                "docker[:IMAGE], modal[:IMAGE], tcp://HOST:PORT or ws://HOST:PORT"
+            )
+        if self.timeout <= 0:
+            raise pytest.UsageError("--hud-timeout must be positive")

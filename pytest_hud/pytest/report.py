@@ -1,0 +1,196 @@
+"""Rollout rows, their aggregates, the terminal table, the results JSON and the gates.
+
+Every hud item's report carries one row (``report.hud``, JSON-able, so it crosses
+xdist); the controller aggregates rows per task, per env, per group (the test
+function or task file) and overall, whichever process ran them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_hud.stats import two_proportion_drop, wilson
+
+__all__ = ["Gate", "aggregate", "baseline_gates", "format_table", "results_document", "stats"]
+
+#: outcomes whose rows count toward success rates and gates
+GRADED = ("passed", "failed")
+
+
+def stats(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    rows = list(rows)
+    graded = [r for r in rows if r.get("error") is None and r.get("success") is not None]
+    n = len(graded)
+    s = sum(1 for r in graded if r["success"])
+    lo, hi = wilson(s, n)
+    scores = [r["score"] for r in graded if r.get("score") is not None]
+    steps = [r["steps"] for r in graded if r.get("steps") is not None]
+    return {
+        "episodes": n,
+        "successes": s,
+        "success_rate": s / n if n else None,
+        "wilson_95": [lo, hi] if n else None,
+        "mean_score": sum(scores) / len(scores) if scores else None,
+        "mean_steps": sum(steps) / len(steps) if steps else None,
+        "seconds": sum(r.get("duration") or 0.0 for r in rows),
+        "errors": sum(1 for r in rows if r.get("error") is not None),
+        "expected_failures": sum(1 for r in rows if r.get("outcome") in ("xfailed", "xpassed")),
+    }
+
+
+def _by(rows: list[dict[str, Any]], key: str) -> dict[str, dict[str, Any]]:
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[str(r.get(key))].append(r)
+    return {k: stats(v) for k, v in groups.items()}
+
+
+def gate_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows that count toward gates: graded and not expected to fail."""
+    return [r for r in rows if r.get("outcome") in GRADED]
+
+
+def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "overall": stats(rows),
+        "per_env": _by(rows, "env"),
+        "per_task": _by(rows, "key"),
+        "per_group": _by(rows, "group"),
+    }
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def _num(x: float | None, fmt: str = ".2f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def format_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Per env, then each of its tasks: episodes, success and its 95% Wilson interval,
+    mean score, mean steps, time."""
+    agg = aggregate(rows)
+    header = ("task", "episodes", "success", "95% CI", "score", "steps", "time", "errors")
+    lines: list[tuple[str, ...]] = [header]
+    envs = sorted(agg["per_env"])
+    for env in envs:
+        for name, st in [(env, agg["per_env"][env])] + [
+            (f"  {k.split('/', 1)[1]}", v)
+            for k, v in sorted(agg["per_task"].items())
+            if k.split("/", 1)[0] == env
+        ]:
+            ci = st["wilson_95"]
+            lines.append(
+                (
+                    name,
+                    str(st["episodes"]),
+                    _pct(st["success_rate"]),
+                    f"{_pct(ci[0])}-{_pct(ci[1])}" if ci else "-",
+                    _num(st["mean_score"]),
+                    _num(st["mean_steps"], ".1f"),
+                    f"{st['seconds']:.1f}s",
+                    str(st["errors"]),
+                )
+            )
+    o = agg["overall"]
+    ci = o["wilson_95"]
+    lines.append(
+        (
+            "overall",
+            str(o["episodes"]),
+            _pct(o["success_rate"]),
+            f"{_pct(ci[0])}-{_pct(ci[1])}" if ci else "-",
+            _num(o["mean_score"]),
+            _num(o["mean_steps"], ".1f"),
+            f"{o['seconds']:.1f}s",
+            str(o["errors"]),
+        )
+    )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    out = []
+    for i, line in enumerate(lines):
+        cells = [line[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(line[1:], widths[1:], strict=True)
+        ]
+        out.append("  ".join(cells))
+        if i == 0 or i == len(lines) - 2:
+            out.append("-" * len(out[-1]))
+    return out
+
+
+@dataclass
+class Gate:
+    name: str
+    passed: bool
+    message: str
+
+
+def threshold_gate(name: str, rows: list[dict[str, Any]], threshold: float, mode: str) -> Gate:
+    st = stats(gate_rows(rows))
+    n, s = st["episodes"], st["successes"]
+    if n == 0:
+        return Gate(name, False, f"{name}: no graded episodes to compare with {threshold:.0%}")
+    rate = s / n
+    if mode == "wilson":
+        lo = wilson(s, n)[0]
+        ok = lo >= threshold
+        how = f"Wilson 95% lower bound {lo:.1%} (rate {rate:.1%}, {s}/{n})"
+        gap = threshold - lo
+    else:
+        ok = rate >= threshold
+        how = f"success rate {rate:.1%} ({s}/{n})"
+        gap = threshold - rate
+    verdict = "passed" if ok else f"FAILED by {gap:.1%}"
+    return Gate(name, ok, f"{name}: {how} vs required {threshold:.1%}: {verdict}")
+
+
+def baseline_gates(
+    rows: list[dict[str, Any]], baseline: dict[str, Any], alpha: float = 0.05
+) -> list[Gate]:
+    """Per task and overall: did success drop by more than chance explains?"""
+    gates = []
+    now = aggregate(gate_rows(rows))
+    base_tasks = baseline.get("per_task") or {}
+    pairs = [("overall", baseline.get("overall") or {}, now["overall"])]
+    pairs += [(k, base_tasks[k], v) for k, v in sorted(now["per_task"].items()) if k in base_tasks]
+    for name, b, c in pairs:
+        p = two_proportion_drop(
+            int(b.get("successes", 0)), int(b.get("episodes", 0)), c["successes"], c["episodes"]
+        )
+        ok = p >= alpha
+        msg = (
+            f"baseline {name}: {_pct(b.get('success_rate'))} -> {_pct(c['success_rate'])} "
+            f"(p={p:.3f}): " + ("within chance" if ok else "DROPPED beyond chance")
+        )
+        gates.append(Gate(f"baseline {name}", ok, msg))
+    return gates
+
+
+def results_document(
+    rows: list[dict[str, Any]], *, meta: dict[str, Any], gates: list[Gate]
+) -> dict[str, Any]:
+    return {
+        "version": 1,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **meta,
+        **aggregate(rows),
+        "gates": [g.__dict__ for g in gates],
+        "rollouts": rows,
+    }
+
+
+def load_baseline(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"--hud-baseline {path}: not a results JSON ({exc})") from None
+    if not isinstance(data, dict) or "per_task" not in data:
+        raise ValueError(f"--hud-baseline {path}: no per_task section; pass a --hud-results file")
+    return data
