@@ -5,4 +5,5 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import envs.pendulum  # noqa: E402, F401  (declares the pendulum and cartpole envs)
+import envs.pendulum  # noqa: F401  (declares the pendulum and cartpole envs)
+import envs.pusht  # noqa: F401
