@@ -1,0 +1,346 @@
+"""The pytest plugin, tested the way pytest plugins test themselves: real pytest runs
+(pytester, in subprocesses) over a deterministic env where a row's ``goal`` decides the
+episode: the built-in ``zero`` agent succeeds exactly when ``goal <= 0``."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+
+ENV = '''
+import numpy as np
+from pytest_hud import Environment
+from pytest_hud.robot import RobotBridge, RobotEndpoint
+
+
+class LineSim(RobotBridge):
+    """Walk along a line for ``length`` ticks; success when the distance reaches goal."""
+
+    num_envs = 4
+    contract = {"control_rate": 20, "features": {
+        "observation/state": {"role": "observation", "shape": [1]},
+        "action": {"role": "action", "shape": [1], "stats": {"min": [-1], "max": [1]}}}}
+
+    def __init__(self):
+        self.pos = np.zeros(4)
+        self.t = np.zeros(4, int)
+        self.goal = np.zeros(4)
+
+    def can_reset_slot(self):
+        return True
+
+    def reset(self, goal=0.0, length=3, seed=0):
+        self.pos[:] = 0
+        self.t[:] = 0
+        self.goal[:] = goal
+        self.length = length
+        return f"reach {goal}"
+
+    def reset_slot(self, index, goal=0.0, length=3, seed=0):
+        self.pos[index] = 0
+        self.t[index] = 0
+        self.goal[index] = goal
+        return f"reach {goal}"
+
+    def step(self, actions):
+        live = self.t < self.length
+        self.pos += np.where(live, actions[:, 0], 0)
+        self.t += live
+
+    def get_observation(self):
+        return {"observation/state": self.pos[:, None].astype(np.float32)}, self.t >= self.length
+
+    def result_slots(self):
+        return [{"score": float(self.pos[i] >= self.goal[i]),
+                 "success": bool(self.pos[i] >= self.goal[i]),
+                 "total_reward": float(self.pos[i]), "steps": int(self.t[i])}
+                for i in range(4)]
+
+
+env = Environment("line")
+sim = RobotEndpoint(LineSim)
+env.add_capability(sim)
+
+
+@env.template()
+async def reach(goal: float = 0.0, seed: int = 0):
+    ep = await sim.reset(goal=goal, seed=seed)
+    yield {"prompt": ep["prompt"], "robot": {"token": ep["token"]}}
+    grade = await sim.result(token=ep["token"])
+    grade["seed"] = seed
+    yield grade
+
+
+@env.template()
+async def broken(seed: int = 0):
+    raise RuntimeError("the env server could not set up this task")
+    yield {"prompt": "never"}
+'''
+
+AGENTS = '''
+import json, os
+from pytest_hud.robot import RobotAgent, ZeroModel
+
+LIVE = {"now": 0, "peak": 0}
+
+
+class CountingAgent(RobotAgent):
+    """zero, and it writes the peak number of concurrent episodes to peak.json."""
+
+    async def run_episode(self, *args, **kwargs):
+        LIVE["now"] += 1
+        LIVE["peak"] = max(LIVE["peak"], LIVE["now"])
+        try:
+            return await super().run_episode(*args, **kwargs)
+        finally:
+            LIVE["now"] -= 1
+            with open(os.path.join(os.environ["PEAK_DIR"], f"peak-{os.getpid()}.json"), "w") as f:
+                json.dump(LIVE["peak"], f)
+
+
+def counting():
+    return CountingAgent(ZeroModel(), name="counting")
+'''
+
+TESTS = """
+import pytest
+from line_env import reach, broken
+
+
+@pytest.mark.hud(tasks=[reach.task(goal=0.0, seed=1), reach.task(goal=5.0, seed=2)])
+def test_reach(hud_result):
+    assert hud_result.success, hud_result.summary()
+
+
+@pytest.mark.hud(tasks=[broken.task()])
+def test_broken(hud_result):
+    pass
+"""
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester):
+    pytester.makepyfile(line_env=ENV, my_agents=AGENTS)
+    pytester.makeconftest("import line_env  # noqa: F401\n")
+    pytester.makeini("[pytest]\nhud_agent = zero\n")
+    return pytester
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=240)
+
+
+def test_rows_become_items_pass_fail_and_error(suite) -> None:
+    suite.makepyfile(test_line=TESTS)
+    result = run(suite, "-v", "--hud-results=results.json", "--junitxml=junit.xml")
+    result.assert_outcomes(passed=1, failed=1, errors=1)
+    out = result.stdout.str()
+    assert re.search(r"test_reach\[line/reach-[0-9a-f]{8}\] PASSED", out)
+    assert "ERROR at setup of test_broken[line/broken]" in out
+    assert "the env server could not set up this task" in out
+    assert re.search(r"hud: zero on 3 rollouts", out)
+    doc = json.loads((suite.path / "results.json").read_text())
+    assert doc["overall"]["episodes"] == 2 and doc["overall"]["successes"] == 1
+    assert doc["overall"]["errors"] == 1
+    outcomes = sorted(r["outcome"] for r in doc["rollouts"])
+    assert outcomes == ["error", "failed", "passed"]
+    assert set(doc["per_group"]) == {"test_line.py::test_reach", "test_line.py::test_broken"}
+    junit = ET.parse(suite.path / "junit.xml")
+    props = {p.get("name"): p.get("value") for p in junit.iter("property")}
+    assert props["hud.agent"] == "zero" and props["hud.key"].startswith("line/")
+
+
+def test_k_selects_by_env_or_task_and_group_repeats(suite) -> None:
+    suite.makepyfile(test_line=TESTS)
+    result = run(suite, "-k", "reach", "--hud-group=3", "-v", "--hud-results=r.json")
+    result.assert_outcomes(passed=3, failed=3)
+    assert re.search(r"test_reach\[line/reach-[0-9a-f]{8}\[2\]\]", result.stdout.str())
+    doc = json.loads((suite.path / "r.json").read_text())
+    seeds = {(r["slug"], r["rep"]): r["seed"] for r in doc["rollouts"]}
+    again = run(suite, "-k", "reach", "--hud-group=3", "--hud-results=r2.json")
+    again.assert_outcomes(passed=3, failed=3)
+    doc2 = json.loads((suite.path / "r2.json").read_text())
+    assert {(r["slug"], r["rep"]): r["seed"] for r in doc2["rollouts"]} == seeds
+    assert len(set(seeds.values())) == 6  # every repeat its own episode ...
+    assert {v for (_, rep), v in seeds.items() if rep == 0} == {1, 2}  # rep 0: the row's seed
+
+
+def test_task_files_collect_and_bad_rows_name_file_and_line(suite) -> None:
+    suite.path.joinpath("rows.jsonl").write_text(
+        '{"env": "line", "id": "reach", "args": {"goal": 0}}\n'
+        '{"env": "line", "id": "reach", "args": {"goal": 2}}\n'
+    )
+    result = run(suite, "rows.jsonl", "-v")
+    result.assert_outcomes(passed=1, failed=1)
+    assert "rows.jsonl::test_episode[line/reach-" in result.stdout.str()
+    suite.path.joinpath("bad.jsonl").write_text('{"env": "line", "id": "reach"}\n{"env": "line"}\n')
+    result = run(suite, "bad.jsonl")
+    assert result.ret != 0
+    assert "bad.jsonl:2: missing field 'id'" in result.stdout.str()
+
+
+def test_concurrency_keeps_rollouts_in_flight(suite) -> None:
+    rows = ", ".join(f"reach.task(goal=0.0, seed={s})" for s in range(8))
+    suite.makepyfile(
+        test_many=f"""
+import pytest
+from line_env import reach
+
+@pytest.mark.hud(tasks=[{rows}])
+def test_many(hud_result):
+    assert hud_result.success
+"""
+    )
+    import os
+
+    os.environ["PEAK_DIR"] = str(suite.path)
+    try:
+        result = run(
+            suite, "--hud-agent=my_agents:counting", "--hud-concurrency=4", "--hud-shared=4"
+        )
+    finally:
+        del os.environ["PEAK_DIR"]
+    result.assert_outcomes(passed=8)
+    peaks = [json.loads(p.read_text()) for p in suite.path.glob("peak-*.json")]
+    assert max(peaks) == 4  # four episodes at once in one process
+
+
+def test_xdist_aggregates_results_across_workers(suite) -> None:
+    rows = ", ".join(f"reach.task(goal={g}, seed={s})" for s in range(3) for g in (0.0, 9.0))
+    suite.makepyfile(
+        test_many=f"""
+import pytest
+from line_env import reach
+
+@pytest.mark.hud(tasks=[{rows}])
+def test_many(hud_result):
+    assert hud_result.success
+"""
+    )
+    result = run(
+        suite, "-n", "2", "--hud-results=x.json", "--html=report.html", "--self-contained-html"
+    )
+    result.assert_outcomes(passed=3, failed=3)
+    doc = json.loads((suite.path / "x.json").read_text())
+    assert len(doc["rollouts"]) == 6 and doc["overall"]["successes"] == 3
+    assert "hud: zero on 6 rollouts" in result.stdout.str()
+    page = (suite.path / "report.html").read_text()
+    for column in ("Task", "Agent", "Score", "Success", "Steps", "Seconds"):
+        assert f'data-column-type="hud">{column}</th>' in page
+    assert "hud: zero</h2>" in page and "overall" in page
+
+
+def test_min_success_gate_decides_the_exit_code(suite) -> None:
+    suite.makepyfile(test_line=TESTS.split("@pytest.mark.hud(tasks=[broken")[0])
+    ok = run(suite, "--hud-min-success=0.5")
+    assert ok.ret == 0  # one of two episodes failed; 50% clears the gate
+    assert "PASSED overall: success rate 50.0% (1/2) vs required 50.0%" in ok.stdout.str()
+    bad = run(suite, "--hud-min-success=0.75")
+    assert bad.ret == 1
+    assert "FAILED overall: success rate 50.0% (1/2) vs required 75.0%: FAILED by 25.0%" in (
+        bad.stdout.str()
+    )
+    wilson = run(suite, "--hud-min-success=0.5", "--hud-gate=wilson")
+    assert wilson.ret == 1 and "Wilson 95% lower bound" in wilson.stdout.str()
+
+
+def test_per_test_min_success_on_the_marker(suite) -> None:
+    suite.makepyfile(
+        test_gate="""
+import pytest
+from line_env import reach
+
+@pytest.mark.hud(tasks=[reach.task(goal=0.0), reach.task(goal=9.0)], min_success=0.9)
+def test_gated(hud_result):
+    assert hud_result.success
+"""
+    )
+    result = run(suite)
+    assert result.ret == 1
+    assert "FAILED test_gate.py::test_gated: success rate 50.0% (1/2) vs required 90.0%" in (
+        result.stdout.str()
+    )
+
+
+def test_baseline_drop_beyond_chance_fails_per_task(suite, tmp_path) -> None:
+    rows = ", ".join(f"reach.task(goal=9.0, seed={s})" for s in range(12))
+    suite.makepyfile(
+        test_b=f"""
+import pytest
+from line_env import reach
+
+@pytest.mark.hud(tasks=[{rows}], min_success=0.0)
+def test_b(hud_result):
+    assert hud_result.success
+"""
+    )
+    first = run(suite, "--hud-results=now.json")
+    assert first.ret == 0
+    doc = json.loads((suite.path / "now.json").read_text())
+    for st in [doc["overall"], *doc["per_task"].values()]:  # pretend it used to succeed
+        st["successes"], st["success_rate"] = st["episodes"], 1.0
+    (suite.path / "base.json").write_text(json.dumps(doc))
+    result = run(suite, "--hud-baseline=base.json")
+    assert result.ret == 1
+    dropped = r"FAILED baseline overall: 100% -> 0% \(p=0\.000\): DROPPED"
+    assert re.search(dropped, result.stdout.str())
+    other = dict(doc, per_task={"other/task-1": {"episodes": 3, "successes": 3}})
+    (suite.path / "other.json").write_text(json.dumps(other))
+    result = run(suite, "--hud-baseline=other.json")
+    assert result.ret == 4 and "is from another taskset" in result.stderr.str()
+
+
+def test_expectations_xfail_strict_and_skip(suite) -> None:
+    suite.makepyfile(test_line=TESTS.split("@pytest.mark.hud(tasks=[broken")[0])
+    suite.path.joinpath("expect.toml").write_text(
+        '[zero]\nxfail = { "line/reach-*" = "cannot reach far goals yet" }\n'
+        '[other]\nskip = { "line/*" = "not this one" }\n'
+    )
+    result = run(suite, "--hud-expect=expect.toml", "-rxX")
+    # the failing row is an expected failure; the passing one is XPASS(strict): a failure
+    result.assert_outcomes(xfailed=1, failed=1)
+    assert "[XPASS(strict)] [zero] cannot reach far goals yet" in result.stdout.str()
+    result = run(suite, "--hud-expect=expect.toml", "--hud-checkpoint=other")
+    result.assert_outcomes(skipped=2)
+
+
+def test_marker_form_of_expectations(suite) -> None:
+    suite.makepyfile(
+        test_m="""
+import pytest
+from line_env import reach
+
+@pytest.mark.hud_expect(agent="zero", xfail={"line/reach*": "far goal"})
+@pytest.mark.hud(tasks=[reach.task(goal=9.0)])
+def test_m(hud_result):
+    assert hud_result.success
+"""
+    )
+    run(suite, "--strict-markers").assert_outcomes(xfailed=1)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--hud-runtime=k8s"], "unknown --hud-runtime 'k8s'; valid forms: local, subprocess"),
+        (["--hud-agent=gpt5"], "unknown --hud-agent 'gpt5'; valid forms: zero, random"),
+        (["--hud-shared=2", "--hud-concurrency=4"], "--hud-concurrency=4 exceeds --hud-shared=2"),
+        (["--hud-min-success=2"], "--hud-min-success is a rate between 0 and 1"),
+        (["--hud-expect=nope.toml"], "--hud-expect: nope.toml does not exist"),
+    ],
+)
+def test_bad_options_are_usage_errors(suite, args, message) -> None:
+    suite.makepyfile(test_line=TESTS)
+    result = run(suite, *args)
+    assert result.ret == 4
+    assert message in result.stderr.str()
+
+
+def test_missing_env_declaration_is_an_error_not_a_failure(pytester: pytest.Pytester) -> None:
+    pytester.path.joinpath("rows.jsonl").write_text('{"env": "ghost", "id": "t"}\n')
+    result = run(pytester, "rows.jsonl", "--hud-agent=zero")
+    result.assert_outcomes(errors=1)
+    assert "no module declares env 'ghost'" in result.stdout.str()
