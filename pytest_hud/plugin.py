@@ -85,11 +85,41 @@ class HudPlugin:
         if self._agent is None:
             from pytest_hud.robot.registry import AgentSpecError, load_agent
 
+            spec = self.options.agent
+            if spec == "random" and self.options.seed is not None:
+                spec = f"random:{self.options.seed}"  # reproducible with --hud-seed
             try:
-                self._agent = load_agent(self.options.agent)
+                self._agent = load_agent(spec)
             except AgentSpecError as exc:
                 raise pytest.UsageError(str(exc)) from None
         return self._agent
+
+    def progress_line(self) -> Any:
+        """A live ``[123 steps, 4.2s]`` after the test id, in ``-v`` on a terminal only;
+        erased before pytest writes the outcome, so its output stays intact."""
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is None or self.is_worker or self.config.option.verbose < 1:
+            return None
+        tw = tr._tw
+        if not getattr(tr, "isatty", False):
+            return None
+        shown = [0]
+
+        def show(steps: int, seconds: float) -> None:
+            text = f" [{steps} steps, {seconds:.0f}s]"
+            tw.write("\b" * shown[0] + text + " " * max(0, shown[0] - len(text)))
+            pad = max(0, shown[0] - len(text))
+            tw.write("\b" * pad)
+            shown[0] = len(text)
+            tw.flush()
+
+        def erase() -> None:
+            if shown[0]:
+                tw.write("\b" * shown[0] + " " * shown[0] + "\b" * shown[0])
+                shown[0] = 0
+
+        show.erase = erase  # type: ignore[attr-defined]
+        return show
 
     def default_provider(self) -> Any:
         return make_provider(self.options.runtime, self.options.shared)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,7 @@ class Evaluator:
         self._loop: LoopThread | None = None
         self._stack: contextlib.AsyncExitStack | None = None
         self._sem: asyncio.Semaphore | None = None
+        self.steps: dict[int, int] = {}  # live step counts by the task sent
 
     # -- setup -------------------------------------------------------------------------
     def register(self, nodeid: str, case: HudCase) -> None:
@@ -127,6 +129,7 @@ class Evaluator:
             from pytest_hud.pytest.video import video_factory
 
             agent.observers.append(video_factory(self.artifacts / "videos"))
+            agent.observers.append(self._progress_observer)
         self.agent = agent
 
         async def enter() -> None:
@@ -139,21 +142,42 @@ class Evaluator:
         self.provider = provider
 
     # -- running -----------------------------------------------------------------------
-    def result(self, nodeid: str) -> RolloutResult:
-        """This item's rollout result, starting its lookahead first; bounded wait."""
+    def _progress_observer(self, run: Any, spaces: Any) -> Any:
+        return _StepCounter(self.steps, id(run.task) if run is not None else 0)
+
+    def result(
+        self, nodeid: str, progress: Callable[[int, float], None] | None = None
+    ) -> RolloutResult:
+        """This item's rollout result, starting its lookahead first; bounded wait.
+
+        ``progress(steps, seconds)`` is called from this (the test's) thread about once a
+        second while the episode runs, so a live line never interleaves with pytest's output.
+        """
         if self.provider is None:
             raise RuntimeError("the evaluator has no provider yet (hud fixtures not set up)")
         upcoming = [n for n in self.schedule(nodeid) if n in self.cases]
         for nid in [nodeid, *upcoming][: max(self.options.concurrency, 1)]:
             self._start(nid)
         fut = self.futures.pop(nodeid)
+        key = id(self.cases[nodeid].task)
+        deadline = time.monotonic() + self.options.timeout + 120
+        start = time.monotonic()
         try:
-            result = fut.result(timeout=self.options.timeout + 120)
+            while True:
+                try:
+                    result = fut.result(timeout=min(1.0, max(deadline - time.monotonic(), 0)))
+                    break
+                except concurrent.futures.TimeoutError:
+                    if time.monotonic() >= deadline:
+                        raise
+                    if progress is not None:
+                        progress(self.steps.get(key, 0), time.monotonic() - start)
         except concurrent.futures.TimeoutError:
             fut.cancel()
             result = RolloutResult(self.cases[nodeid].task, self.cases[nodeid].rep)
             result.error = f"no result within {self.options.timeout + 120} s"
             result.error_type, result.phase = "TimeoutError", "wait"
+        self.steps.pop(key, None)
         self.results.append(result)
         return result
 
@@ -183,3 +207,18 @@ class Evaluator:
                 self._loop.run(stack.aclose(), timeout=120)
         self._loop.close()
         self._loop = None
+
+
+class _StepCounter:
+    """Counts an episode's executed ticks for the live progress line."""
+
+    def __init__(self, counts: dict[int, int], key: int) -> None:
+        self.counts = counts
+        self.key = key
+        counts[key] = 0
+
+    def step(self, data: Any, action: Any) -> None:
+        self.counts[self.key] = self.counts.get(self.key, 0) + 1
+
+    def end(self, ok: bool) -> dict[str, Any]:
+        return {}

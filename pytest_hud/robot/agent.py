@@ -147,7 +147,8 @@ class RobotAgent:
                     if ensembler is not None:
                         ensembler.update(chunk)
                     else:
-                        queue.extend(chunk[: self.chunk_size] if self.chunk_size else chunk)
+                        keep = self.chunk_size or getattr(self.model, "n_action_steps", None)
+                        queue.extend(chunk[:keep] if keep else chunk)
                 action = ensembler.next() if ensembler is not None else queue.popleft()
                 for observer in observers:
                     observer.step(obs["data"], action)

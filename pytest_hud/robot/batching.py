@@ -36,6 +36,7 @@ class BatchedModel(Model):
         self.max_wait_s = max_wait_s
         self.batch_size = batch_size
         self.ensembler = getattr(model, "ensembler", None)
+        self.n_action_steps = getattr(model, "n_action_steps", None)
         self.live = 0  # rollouts that may still queue a row
         self._pending: list[tuple[dict[str, Any], asyncio.Future[np.ndarray]]] = []
         self._timer: asyncio.TimerHandle | None = None

@@ -44,6 +44,19 @@ class RolloutResult:
     grade: dict[str, Any] = field(default_factory=dict)
     agent_info: dict[str, Any] = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        return f"<RolloutResult {self.summary()}>"
+
+    @property
+    def video(self) -> str | None:
+        """Path of the episode's animation (first camera), when one was captured."""
+        return self.agent_info.get("video")
+
+    @property
+    def dataset(self) -> dict[str, Any] | None:
+        """The recorded dataset episode (``root``, ``episode_index``), when recording."""
+        return self.agent_info.get("dataset")
+
     @property
     def ok(self) -> bool:
         """Graded without an error (success may still be False)."""

@@ -1,0 +1,294 @@
+"""LeRobot checkpoints as Models and agents (lerobot 0.4.x).
+
+``LeRobotModel`` runs a policy through its own pre/post-processor pipelines, as
+``lerobot-eval`` and LeRobot's async policy server do, so a checkpoint acts here as it
+does upstream. ``lerobot_agent(path_or_repo)`` loads any checkpoint folder or hub id
+into a RobotAgent; ``pi05_agent`` is the pi0.5 LIBERO preset. torch and lerobot are
+imported only when one of these is used, so ``import pytest_hud`` never needs them.
+
+Models are stateless (one forward per call, any rows from any rollouts), which shapes
+two things:
+
+- Policies that condition on an observation history (Diffusion, VQ-BeT: ``n_obs_steps >
+  1``) see the current observation repeated ``n_obs_steps`` times, which is what LeRobot
+  feeds them at the first step of an episode. Later steps upstream would also see the
+  previous ``n_obs_steps - 1`` observations; here they do not.
+- The chunk returned is the policy's whole predicted chunk (e.g. ACT's ``chunk_size``);
+  the agent keeps the first ``n_action_steps`` of it, as ``select_action`` does
+  (``lerobot_agent`` sets ``chunk_size`` to that), or blends chunks with an Ensembler.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_hud.robot.adapter import LeRobotAdapter
+from pytest_hud.robot.agent import RobotAgent
+from pytest_hud.robot.ensembler import Ensembler
+from pytest_hud.robot.model import Model
+from pytest_hud.robot.registry import AgentSpecError
+
+__all__ = [
+    "PI05_CHECKPOINT",
+    "CheckpointError",
+    "LeRobotModel",
+    "lerobot_agent",
+    "load_policy",
+    "pi05_agent",
+]
+
+#: The pi0.5 checkpoint fine-tuned on LIBERO (``--hud-agent=pi05``).
+PI05_CHECKPOINT = "lerobot/pi05_libero_finetuned"
+
+SETUP_HINT = "install them with scripts/setup --lerobot (or pip install 'pytest-hud[lerobot]')"
+
+#: Policy types without an action-chunk interface LeRobotModel can drive.
+_UNSUPPORTED = {
+    "sac": "an RL actor without action chunks",
+    "tdmpc": "a planner that keeps per-episode state",
+    "reward_classifier": "a reward model, not a policy",
+}
+
+
+class CheckpointError(AgentSpecError):
+    """A LeRobot checkpoint that cannot be loaded (names the checkpoint and the way out)."""
+
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        #: The underlying failure, when another error caused this one.
+        self.reason = reason
+
+
+def _import_torch() -> Any:
+    try:
+        import lerobot  # noqa: F401
+        import torch
+    except ImportError as exc:
+        raise ImportError(
+            f"LeRobot policies need torch and lerobot ({exc.name} is missing): {SETUP_HINT}"
+        ) from None
+    return torch
+
+
+class LeRobotModel(Model):
+    """A LeRobot policy plus its pre/post-processors as a stateless batched Model.
+
+    ``infer(batch)`` takes rows stacked from :class:`LeRobotAdapter` (CHW float32 images in
+    [0, 1] under the policy's image keys, ``observation.state`` float32, ``task`` a list of N
+    prompts) and returns float32 ``[N, T, A]`` actions in the env's units (unnormalized by
+    the postprocessor). ``device`` is where input tensors are made (default: where the
+    policy's parameters live); the preprocessor's own device step still applies.
+    """
+
+    def __init__(
+        self,
+        policy: Any,
+        preprocess: Any,
+        postprocess: Any,
+        *,
+        ensembler: Ensembler | None = None,
+        device: Any = None,
+    ) -> None:
+        torch = _import_torch()
+        config = getattr(policy, "config", None)
+        kind = getattr(config, "type", None)
+        if kind in _UNSUPPORTED:
+            raise TypeError(
+                f"LeRobotModel runs action-chunk policies; {kind!r} is {_UNSUPPORTED[kind]}: "
+                "wrap it in your own Model subclass"
+            )
+        self.policy = policy
+        self.policy.eval()
+        self.preprocess = preprocess
+        self.postprocess = postprocess
+        self.ensembler = ensembler
+        if device is None:
+            param = next(iter(policy.parameters()), None)
+            device = param.device if param is not None else "cpu"
+        self.device = torch.device(device)
+        #: How many actions of each chunk LeRobot's own select_action would execute.
+        self.n_action_steps = getattr(config, "n_action_steps", None)
+        #: Observation keys the policy reads from its history queues (Diffusion, VQ-BeT).
+        queues = getattr(policy, "_queues", None)
+        self._history = [k for k in queues if k != "action"] if isinstance(queues, dict) else []
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        kind = getattr(getattr(self.policy, "config", None), "type", type(self.policy).__name__)
+        return f"<LeRobotModel {kind} on {self.device}>"
+
+    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+        torch = _import_torch()
+        tensors = {
+            key: torch.from_numpy(np.ascontiguousarray(value)).to(self.device)
+            if isinstance(value, np.ndarray)
+            else value
+            for key, value in batch.items()
+        }
+        with torch.inference_mode():
+            obs = self.preprocess(tensors)
+            chunk = self._predict(obs)  # [N, T, A], normalized
+            n, t, a = chunk.shape
+            # Postprocessors are written for [B, A] actions (LeRobot's policy server runs
+            # them per time step); folding T into B is the same elementwise computation.
+            actions = self.postprocess(chunk.reshape(n * t, a))
+            actions = actions.reshape(n, t, -1)
+        return actions.detach().to("cpu", torch.float32).numpy()
+
+    def _predict(self, obs: dict[str, Any]) -> Any:
+        if not self._history:
+            return self.policy.predict_action_chunk(obs)
+        return self._predict_from_history(obs)
+
+    def _predict_from_history(self, obs: dict[str, Any]) -> Any:
+        """What ``select_action`` does at an episode's first step, without keeping state.
+
+        The policy reads its observation history from ``policy._queues``; a fresh queue
+        filled with the current observation (``populate_queues`` repeats it ``n_obs_steps``
+        times) stands in for it. The lock keeps concurrent calls off the shared queues.
+        """
+        import torch
+        from lerobot.policies.utils import populate_queues
+
+        policy = self.policy
+        obs = {k: v for k, v in obs.items() if k != "action"}
+        image_keys = list(getattr(policy.config, "image_features", None) or [])
+        with self._lock:
+            policy.reset()
+            try:
+                if image_keys and "observation.images" in policy._queues:
+                    obs["observation.images"] = torch.stack([obs[k] for k in image_keys], dim=-4)
+                missing = [k for k in self._history if k not in obs]
+                if missing:
+                    raise KeyError(
+                        f"the policy keeps a history of {missing}, which the batch lacks "
+                        f"(batch keys: {sorted(obs)})"
+                    )
+                policy._queues = populate_queues(policy._queues, obs)
+                return policy.predict_action_chunk(obs)
+            finally:
+                policy.reset()
+
+
+# -- loading ---------------------------------------------------------------------------
+def _looks_like_path(spec: str) -> bool:
+    return spec.startswith(("/", ".", "~")) or spec.count("/") != 1 or spec.endswith("/")
+
+
+def load_policy(path_or_repo: str | Path, *, device: str | None = None) -> tuple[Any, Any, Any]:
+    """``(policy, preprocess, postprocess)`` from a checkpoint folder or a hub id.
+
+    The policy class comes from the config's ``type`` (``get_policy_class``), the weights
+    from ``from_pretrained``, the processors from ``make_pre_post_processors(config,
+    pretrained_path=...)`` with their device step moved to the policy's device.
+    """
+    torch = _import_torch()
+    from lerobot.configs.policies import PreTrainedConfig
+    from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+
+    spec = str(path_or_repo)
+    local = Path(spec).expanduser()
+    if local.exists():
+        if not (local / "config.json").is_file():
+            raise CheckpointError(
+                f"{spec!r} is not a LeRobot checkpoint folder: it has no config.json "
+                "(expected what policy.save_pretrained(folder) writes)"
+            )
+        source, from_hub = str(local), False
+    elif _looks_like_path(spec):
+        raise CheckpointError(f"no LeRobot checkpoint folder at {spec!r}")
+    else:
+        source, from_hub = spec, True  # lerobot downloads it (or reads the hub cache)
+
+    try:
+        config = PreTrainedConfig.from_pretrained(source)
+    except Exception as exc:
+        if from_hub:
+            reason = f"{type(exc).__name__}: {exc}"
+            raise CheckpointError(
+                f"cannot fetch the LeRobot checkpoint {spec!r} from the Hugging Face Hub "
+                f"({reason}). Loading a hub id needs hub access (or the checkpoint in the "
+                "local hub cache); otherwise download it elsewhere and pass its folder",
+                reason=reason,
+            ) from None
+        raise CheckpointError(f"cannot read {spec!r}'s config.json: {exc}") from None
+    if device is not None:
+        config.device = device
+    kind = config.type
+    try:
+        policy_cls = get_policy_class(kind)
+    except ImportError as exc:
+        raise CheckpointError(
+            f"{spec!r} is a {kind!r} policy, whose code needs {exc.name or 'extra packages'} "
+            f"(pip install 'lerobot[{kind}]'): {exc}"
+        ) from None
+    except (ValueError, NotImplementedError) as exc:
+        raise CheckpointError(
+            f"{spec!r} has policy type {kind!r}, unknown to lerobot: {exc}"
+        ) from None
+    try:
+        policy = policy_cls.from_pretrained(source, config=config)
+    except OSError as exc:
+        raise CheckpointError(f"cannot load {spec!r}'s weights: {exc}") from None
+    policy.eval()
+    param = next(iter(policy.parameters()), None)
+    where = str(param.device if param is not None else torch.device(config.device))
+    try:
+        pre, post = make_pre_post_processors(
+            policy.config,
+            pretrained_path=source,
+            preprocessor_overrides={"device_processor": {"device": where}},
+        )
+    except OSError as exc:
+        raise CheckpointError(
+            f"{spec!r} has no usable pre/post-processors ({exc}); checkpoints saved before "
+            "lerobot 0.4 need lerobot.processor.migrate_policy_normalization first"
+        ) from None
+    return policy, pre, post
+
+
+def _default_ensembler(config: Any) -> Ensembler | None:
+    """ACT checkpoints trained with temporal ensembling blend every tick's chunk, as upstream."""
+    coeff = getattr(config, "temporal_ensemble_coeff", None)
+    return Ensembler("temporal", k=float(coeff)) if coeff is not None else None
+
+
+def lerobot_agent(
+    path_or_repo: str | Path,
+    *,
+    device: str | None = None,
+    ensembler: Ensembler | None = None,
+    chunk_size: int | None = None,
+    name: str | None = None,
+) -> RobotAgent:
+    """A RobotAgent for any LeRobot checkpoint (a folder, or a hub id when online).
+
+    The env's cameras map onto the policy's image keys in contract order
+    (``LeRobotAdapter``); ``chunk_size`` defaults to the policy's ``n_action_steps``.
+    """
+    policy, pre, post = load_policy(path_or_repo, device=device)
+    config = policy.config
+    model = LeRobotModel(policy, pre, post, ensembler=ensembler or _default_ensembler(config))
+    adapter = LeRobotAdapter(model_image_keys=list(config.image_features))
+    steps = chunk_size if chunk_size is not None else getattr(config, "n_action_steps", None)
+    return RobotAgent(model, adapter, chunk_size=steps, name=name or f"lerobot:{path_or_repo}")
+
+
+def pi05_agent(arg: str | None = None) -> RobotAgent:
+    """pi0.5 fine-tuned on LIBERO (``--hud-agent=pi05``, or ``pi05:/local/checkpoint``)."""
+    if arg:
+        return lerobot_agent(arg, name=f"pi05:{arg}")
+    try:
+        return lerobot_agent(PI05_CHECKPOINT, name="pi05")
+    except CheckpointError as exc:
+        raise CheckpointError(
+            f"pi05: cannot load the pi0.5 LIBERO checkpoint {PI05_CHECKPOINT!r} "
+            f"({exc.reason or exc}). It needs access to the Hugging Face Hub (or the checkpoint "
+            "already in the local hub cache); without it, pass a local copy: "
+            "--hud-agent=pi05:/path/to/pi05_libero_finetuned",
+            reason=exc.reason,
+        ) from None
