@@ -379,8 +379,14 @@ class HudPlugin:
 
     # -- xdist ---------------------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """A worker finished (rows already arrived with its reports)."""
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """With ``--dist load`` and concurrency > 1, keep each worker's queue at least as
+        deep as the concurrency so its lookahead has items to start."""
+        if config.getoption("dist", "no") != "load" or self.options.concurrency < 2:
+            return None
+        from pytest_hud.pytest.scheduling import HudLoadScheduling
+
+        return HudLoadScheduling(config, log, width=self.options.concurrency)
 
 
 def _validate_agent(spec: str) -> str:

@@ -344,3 +344,26 @@ def test_missing_env_declaration_is_an_error_not_a_failure(pytester: pytest.Pyte
     result = run(pytester, "rows.jsonl", "--hud-agent=zero")
     result.assert_outcomes(errors=1)
     assert "no module declares env 'ghost'" in result.stdout.str()
+
+
+def test_xdist_workers_get_queues_deep_enough_for_their_lookahead(suite) -> None:
+    rows = ", ".join(f"reach.task(goal=0.0, seed={s})" for s in range(12))
+    suite.makepyfile(test_many=f"""
+import pytest
+from line_env import reach
+
+@pytest.mark.hud(tasks=[{rows}])
+def test_many(hud_result):
+    assert hud_result.success
+""")
+    import os
+
+    os.environ["PEAK_DIR"] = str(suite.path)
+    try:
+        result = run(suite, "-n", "2", "--hud-agent=my_agents:counting", "--hud-concurrency=3",
+                     "--hud-shared=4")
+    finally:
+        del os.environ["PEAK_DIR"]
+    result.assert_outcomes(passed=12)
+    peaks = [json.loads(p.read_text()) for p in suite.path.glob("peak-*.json")]
+    assert len(peaks) == 2 and max(peaks) == 3  # each worker ran 3 episodes at once
