@@ -2,8 +2,10 @@
 
 from pytest_hud.runtime import (
     ControlClient,
+    DockerRuntime,
     Environment,
     LocalRuntime,
+    ModalRuntime,
     Provider,
     RolloutResult,
     Run,
@@ -20,8 +22,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ControlClient",
+    "DockerRuntime",
     "Environment",
     "LocalRuntime",
+    "ModalRuntime",
     "Provider",
     "RolloutResult",
     "Run",

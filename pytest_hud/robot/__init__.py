@@ -47,6 +47,7 @@ __all__ = [
 
 _LAZY = {
     "LeRobotModel": "pytest_hud.robot.lerobot",
+    "lerobot_agent": "pytest_hud.robot.lerobot",
     "RemoteModel": "pytest_hud.robot.remote",
     "PolicyServer": "pytest_hud.robot.policy_server",
     "DatasetWriter": "pytest_hud.robot.dataset",

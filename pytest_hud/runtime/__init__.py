@@ -1,8 +1,10 @@
 """Placement: task rows, providers and runtimes, the env server and the scheduler."""
 
 from pytest_hud.runtime.control import ControlClient, ControlError, Run
+from pytest_hud.runtime.docker import DockerRuntime
 from pytest_hud.runtime.environment import Environment, EnvironmentError, Template
 from pytest_hud.runtime.local import LocalRuntime
+from pytest_hud.runtime.modal import ModalRuntime
 from pytest_hud.runtime.provider import Provider, Runtime
 from pytest_hud.runtime.rollout import Agent, RolloutResult, rollout
 from pytest_hud.runtime.scheduler import PlacementError, resolve_placement, run
@@ -15,10 +17,12 @@ __all__ = [
     "Agent",
     "ControlClient",
     "ControlError",
+    "DockerRuntime",
     "EnvServer",
     "Environment",
     "EnvironmentError",
     "LocalRuntime",
+    "ModalRuntime",
     "PlacementError",
     "Provider",
     "RolloutResult",

@@ -66,12 +66,18 @@ class Run:
         return None
 
 
-def rewrite_url(url: str, host: str | None, port_map: dict[str, int] | None) -> str:
-    """Map a url a substrate published (its own host and ports) to one reachable from here."""
+def rewrite_url(url: str, host: str | None, port_map: dict[str, int | str] | None) -> str:
+    """Map a url a substrate published (its own host and ports) to one reachable from here.
+
+    A ``port_map`` value is a port (reached on ``host``) or ``"host:port"`` (its own host).
+    """
     parsed = urlparse(url)
     if parsed.port is None:
         return url
     port = parsed.port
+    mapped = port_map.get(str(port)) if port_map else None
+    if isinstance(mapped, str) and ":" in mapped:
+        return urlunparse(parsed._replace(netloc=mapped))
     if port_map and str(port) in port_map:
         port = int(port_map[str(port)])
     new_host = host or parsed.hostname or "127.0.0.1"
@@ -83,7 +89,9 @@ def rewrite_url(url: str, host: str | None, port_map: dict[str, int] | None) -> 
 class ControlClient:
     """One control connection to an env server (one rollout's sessions)."""
 
-    def __init__(self, rpc: RpcClient, host: str | None, port_map: dict[str, int] | None) -> None:
+    def __init__(
+        self, rpc: RpcClient, host: str | None, port_map: dict[str, int | str] | None
+    ) -> None:
         self._rpc = rpc
         self._host = host
         self._port_map = port_map

@@ -1,0 +1,293 @@
+"""ModalRuntime: a fresh env server in a Modal sandbox for every acquisition.
+
+Each acquisition creates a sandbox running
+``python -m pytest_hud.serve MODULE --host 0.0.0.0 --port 8000 --sim-host 0.0.0.0
+--sim-ports 8001-800N`` with raw-TCP (unencrypted) tunnels on the control port and
+every sim port, waits for a real ``ping`` through the control tunnel, and yields a
+Runtime whose ``port_map`` sends each published sim url to its own tunnel
+(``{"8001": "host:port"}``: Modal may give every tunnel its own host). Exiting
+terminates the sandbox.
+
+The image must contain pytest-hud, its dependencies and the env module, with
+``python`` on PATH, e.g. ``modal.Image.debian_slim().pip_install("pytest-hud")
+.add_local_dir("envs", "/root/envs")`` (or ``.add_local_python_source("my_envs")``);
+a string is a registry tag (``modal.Image.from_registry(tag)``). With
+``module=None`` the image's own CMD must serve the env that way on those ports.
+
+Only the SDK's ``.aio`` calls are used, so booting never blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import re
+from types import ModuleType, TracebackType
+from typing import Any
+
+from pytest_hud.runtime.control import ControlClient, ControlError
+from pytest_hud.runtime.provider import Runtime
+from pytest_hud.runtime.subprocess import SubstrateError
+from pytest_hud.runtime.task import Task
+
+__all__ = ["ModalRuntime"]
+
+CONTROL_PORT = 8000
+_TAIL_LINES = 40
+_IO_TIMEOUT = 10.0  # bound on terminate and on reading a sandbox's output
+
+
+def _import_modal() -> ModuleType:
+    try:
+        import modal
+    except ImportError as exc:
+        raise ImportError(
+            "ModalRuntime needs the Modal SDK: pip install 'pytest-hud[modal]'"
+        ) from exc
+    return modal
+
+
+_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b?)\s*$", re.IGNORECASE)
+_MIB = {"": 1.0, "k": 1 / 1024, "m": 1.0, "g": 1024.0, "t": 1024.0 * 1024}
+
+
+def memory_mib(value: int | float | str | None) -> int | None:
+    """Memory in MiB as Modal wants it: a number is MiB; "512Mi", "4g", "4GB" are binary units."""
+    if value is None:
+        return None
+    if isinstance(value, int | float):
+        return math.ceil(value)
+    match = _MEMORY.match(str(value))
+    if not match:
+        raise ValueError(f"memory must be MiB or like '512Mi' / '4Gi' / '4g', got {value!r}")
+    return math.ceil(float(match.group(1)) * _MIB[match.group(2).lower()])
+
+
+class _Exited(Exception):
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+
+class _ModalSubstrate:
+    def __init__(self, owner: ModalRuntime, task: Task) -> None:
+        self.owner = owner
+        self.task = task
+        self.sandbox: Any = None
+
+    @property
+    def _sandbox_id(self) -> str:
+        return str(getattr(self.sandbox, "object_id", None) or "(not created)")
+
+    async def __aenter__(self) -> Runtime:
+        owner = self.owner
+        try:
+            async with asyncio.timeout(owner.boot_timeout):
+                return await self._boot()
+        except _Exited as exc:
+            tail = await self._output_tail()
+            await self._terminate()
+            raise SubstrateError(
+                f"{self.task.key}: modal sandbox {self._sandbox_id} exited with code "
+                f"{exc.code} before it served; its output:\n{tail}"
+            ) from None
+        except TimeoutError:
+            await self._terminate()
+            tail = await self._output_tail()
+            raise SubstrateError(
+                f"{self.task.key}: modal sandbox {self._sandbox_id} did not answer a control "
+                f"ping within boot_timeout={owner.boot_timeout} s (terminated); its output:\n{tail}"
+            ) from None
+        except BaseException:
+            await self._terminate()
+            raise
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._terminate()
+
+    async def _boot(self) -> Runtime:
+        owner, modal = self.owner, self.owner.modal
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + owner.boot_timeout
+        kwargs = owner.sandbox_kwargs(self.task)
+        try:
+            app = await owner.app()
+            self.sandbox = await modal.Sandbox.create.aio(*owner.command(), app=app, **kwargs)
+        except Exception as exc:
+            raise SubstrateError(
+                f"{self.task.key}: modal Sandbox.create failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        sandbox = self.sandbox
+        try:
+            remaining = max(1, int(deadline - loop.time()))
+            tunnels = await sandbox.tunnels.aio(timeout=remaining)
+        except Exception as exc:
+            code = await sandbox.poll.aio()
+            if code is not None:
+                raise _Exited(code) from None
+            raise SubstrateError(
+                f"{self.task.key}: modal sandbox {self._sandbox_id} gave no tunnels: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        missing = [p for p in owner.ports if p not in tunnels]
+        if missing:
+            raise SubstrateError(
+                f"{self.task.key}: modal sandbox {self._sandbox_id} has no tunnel for "
+                f"port(s) {missing} (it has {sorted(tunnels)})"
+            )
+        host, port = tunnels[CONTROL_PORT].tcp_socket
+        port_map = {}
+        for sim_port in owner.ports[1:]:
+            sim_host, sim_tunnel_port = tunnels[sim_port].tcp_socket
+            port_map[str(sim_port)] = f"{sim_host}:{sim_tunnel_port}"
+        runtime = Runtime(
+            f"tcp://{host}:{port}",
+            {"kind": "modal", "sandbox": self._sandbox_id, "host": host, "port_map": port_map},
+            self.task.runtime_config,
+        )
+        delay = 0.25
+        while True:
+            code = await sandbox.poll.aio()
+            if code is not None:
+                raise _Exited(code)
+            if await _answers_ping(runtime):
+                return runtime
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    async def _terminate(self) -> None:
+        sandbox = self.sandbox
+        if sandbox is None:
+            return
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(_IO_TIMEOUT):
+                await sandbox.terminate.aio()
+
+    async def _output_tail(self) -> str:
+        sandbox = self.sandbox
+        if sandbox is None:
+            return "(no sandbox)"
+        parts = []
+        for stream in ("stdout", "stderr"):
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(_IO_TIMEOUT):
+                    text = await getattr(sandbox, stream).read.aio()
+                    if text:
+                        parts.append(text if isinstance(text, str) else text.decode("replace"))
+        lines = "".join(parts).splitlines()[-_TAIL_LINES:]
+        return "\n".join(lines) or "(no output)"
+
+
+async def _answers_ping(runtime: Runtime) -> bool:
+    """A real reply over the control channel (a tunnel may accept before the server listens)."""
+    try:
+        client = await ControlClient.connect(runtime, timeout=5.0)
+    except (ControlError, OSError):
+        return False
+    try:
+        await client.ping(timeout=5.0)
+        return True
+    except (ControlError, OSError):
+        return False
+    finally:
+        with contextlib.suppress(Exception):
+            await client.close()
+
+
+class ModalRuntime:
+    """Serve an env module in a fresh Modal sandbox per acquisition (see the module docs).
+
+    ``image`` is a ``modal.Image`` or a registry tag. A row's ``runtime_config``
+    (``image``, ``gpu``, ``cpu``, ``memory``, ``timeout``, ``env``) overrides the
+    constructor's values; ``memory`` is MiB or a string like ``"4Gi"``; ``timeout``
+    is the sandbox's lifetime in seconds. ``modal`` injects the SDK module.
+    """
+
+    def __init__(
+        self,
+        image: Any,
+        *,
+        module: str | None = None,
+        app_name: str = "pytest-hud",
+        gpu: str | None = None,
+        cpu: float | None = None,
+        memory: int | str | None = None,
+        timeout: float = 3600,
+        boot_timeout: float = 600,
+        sim_ports: int = 8,
+        secrets: list[Any] | None = None,
+        modal: ModuleType | Any = None,
+    ) -> None:
+        if not isinstance(sim_ports, int) or sim_ports < 0:
+            raise ValueError(f"sim_ports must be a non-negative int, got {sim_ports!r}")
+        self.modal = modal if modal is not None else _import_modal()
+        self.image = image
+        self.module = module
+        self.app_name = app_name
+        self.gpu = gpu
+        self.cpu = cpu
+        self.memory = memory
+        memory_mib(memory)  # fail early on a malformed value
+        self.timeout = timeout
+        self.boot_timeout = boot_timeout
+        self.ports = [CONTROL_PORT, *range(CONTROL_PORT + 1, CONTROL_PORT + 1 + sim_ports)]
+        self.secrets = list(secrets or [])
+        self._app: Any = None
+        self._images: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"ModalRuntime({self.image!r}, module={self.module!r})"
+
+    def __call__(self, task: Task, /) -> _ModalSubstrate:
+        return _ModalSubstrate(self, task)
+
+    def command(self) -> list[str]:
+        """The sandbox's command; empty (the image's CMD) when ``module`` is None."""
+        if self.module is None:
+            return []
+        argv = ["python", "-m", "pytest_hud.serve", self.module, "--host", "0.0.0.0"]
+        argv += ["--port", str(CONTROL_PORT), "--sim-host", "0.0.0.0"]
+        if len(self.ports) > 1:
+            argv += ["--sim-ports", f"{self.ports[1]}-{self.ports[-1]}"]
+        return argv
+
+    async def app(self) -> Any:
+        if self._app is None:
+            self._app = await self.modal.App.lookup.aio(self.app_name, create_if_missing=True)
+        return self._app
+
+    def resolve_image(self, image: Any) -> Any:
+        if not isinstance(image, str):
+            return image
+        if image not in self._images:
+            self._images[image] = self.modal.Image.from_registry(image)
+        return self._images[image]
+
+    def sandbox_kwargs(self, task: Task) -> dict[str, Any]:
+        """Sandbox.create's keyword arguments for ``task`` (its runtime_config wins)."""
+        cfg = task.runtime_config
+
+        def pick(name: str) -> Any:
+            return getattr(cfg, name, None) if cfg is not None else None
+
+        timeout = pick("timeout") or self.timeout
+        kwargs: dict[str, Any] = {
+            "image": self.resolve_image(pick("image") or self.image),
+            "timeout": math.ceil(timeout),
+            "unencrypted_ports": list(self.ports),
+        }
+        gpu, cpu = pick("gpu") or self.gpu, pick("cpu") or self.cpu
+        memory = memory_mib(pick("memory") or self.memory)
+        if gpu is not None:
+            kwargs["gpu"] = gpu
+        if cpu is not None:
+            kwargs["cpu"] = float(cpu)
+        if memory is not None:
+            kwargs["memory"] = memory
+        if self.secrets:
+            kwargs["secrets"] = list(self.secrets)
+        if cfg is not None and cfg.env:
+            kwargs["env"] = dict(cfg.env)
+        return kwargs
