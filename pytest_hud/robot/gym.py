@@ -11,6 +11,7 @@ in info, or from ``success_threshold`` on the episode's total reward.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -133,6 +134,7 @@ class GymBridge(RobotBridge):
             return
         self._close_env()
         kwargs = {**self.make_kwargs, **build_args}
+        env: Any
         if isinstance(self.target, str):
             if self.num_envs > 1:
                 env = gym.make_vec(
@@ -146,10 +148,8 @@ class GymBridge(RobotBridge):
                 kwargs["num_envs"] = self.num_envs
             env = self.target(**kwargs)
             if self.num_envs > 1 and not isinstance(env, gym.vector.VectorEnv):
-                first = env
-                rest = [self.target(**kwargs) for _ in range(self.num_envs - 1)]
-                envs = [first, *rest]
-                env = gym.vector.SyncVectorEnv([(lambda e=e: e) for e in envs])
+                envs = [env, *(self.target(**kwargs) for _ in range(self.num_envs - 1))]
+                env = gym.vector.SyncVectorEnv([functools.partial(_same, e) for e in envs])
         self._vector = isinstance(env, gym.vector.VectorEnv)
         got = int(env.num_envs) if self._vector else 1
         if got != self.num_envs:
@@ -312,6 +312,10 @@ class GymBridge(RobotBridge):
 
     def close(self) -> None:
         self._close_env()
+
+
+def _same(env: Any) -> Any:
+    return env
 
 
 def _signature_names(fn: Callable[..., Any]) -> set[str]:

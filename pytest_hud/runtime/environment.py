@@ -50,8 +50,9 @@ def load_module(target: str | Path, *, fresh: bool = False) -> Any:
     import importlib
 
     module = importlib.import_module(text)
-    if fresh and getattr(module, "__file__", None):
-        return load_module(module.__file__, fresh=True)
+    file = getattr(module, "__file__", None)
+    if fresh and file:
+        return load_module(file, fresh=True)
     return module
 
 
