@@ -73,52 +73,37 @@ def _num(x: float | None, fmt: str = ".2f") -> str:
     return "-" if x is None else format(x, fmt)
 
 
+def _table_line(name: str, st: dict[str, Any]) -> tuple[str, ...]:
+    ci = st["wilson_95"]
+    return (
+        name,
+        str(st["episodes"]),
+        _pct(st["success_rate"]),
+        f"{_pct(ci[0])}-{_pct(ci[1])}" if ci else "-",
+        _num(st["mean_score"]),
+        _num(st["mean_steps"], ".1f"),
+        f"{st['seconds']:.1f}s",
+        str(st["errors"]),
+    )
+
+
 def format_table(rows: list[dict[str, Any]]) -> list[str]:
     """Per env, then each of its tasks: episodes, success and its 95% Wilson interval,
     mean score, mean steps, time."""
     agg = aggregate(rows)
     header = ("task", "episodes", "success", "95% CI", "score", "steps", "time", "errors")
     lines: list[tuple[str, ...]] = [header]
-    envs = sorted(agg["per_env"])
-    for env in envs:
-        for name, st in [(env, agg["per_env"][env])] + [
-            (f"  {k.split('/', 1)[1]}", v)
-            for k, v in sorted(agg["per_task"].items())
-            if k.split("/", 1)[0] == env
-        ]:
-            ci = st["wilson_95"]
-            lines.append(
-                (
-                    name,
-                    str(st["episodes"]),
-                    _pct(st["success_rate"]),
-                    f"{_pct(ci[0])}-{_pct(ci[1])}" if ci else "-",
-                    _num(st["mean_score"]),
-                    _num(st["mean_steps"], ".1f"),
-                    f"{st['seconds']:.1f}s",
-                    str(st["errors"]),
-                )
-            )
-    o = agg["overall"]
-    ci = o["wilson_95"]
-    lines.append(
-        (
-            "overall",
-            str(o["episodes"]),
-            _pct(o["success_rate"]),
-            f"{_pct(ci[0])}-{_pct(ci[1])}" if ci else "-",
-            _num(o["mean_score"]),
-            _num(o["mean_steps"], ".1f"),
-            f"{o['seconds']:.1f}s",
-            str(o["errors"]),
-        )
-    )
+    for env in sorted(agg["per_env"]):
+        lines.append(_table_line(env, agg["per_env"][env]))
+        for key, st in sorted(agg["per_task"].items()):
+            if key.split("/", 1)[0] == env:
+                lines.append(_table_line(f"  {key.split('/', 1)[1]}", st))
+    lines.append(_table_line("overall", agg["overall"]))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     out = []
     for i, line in enumerate(lines):
-        cells = [line[0].ljust(widths[0])] + [
-            c.rjust(w) for c, w in zip(line[1:], widths[1:], strict=True)
-        ]
+        cells = [line[0].ljust(widths[0])]
+        cells += [c.rjust(w) for c, w in zip(line[1:], widths[1:], strict=True)]
         out.append("  ".join(cells))
         if i == 0 or i == len(lines) - 2:
             out.append("-" * len(out[-1]))
