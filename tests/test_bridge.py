@@ -306,3 +306,15 @@ async def test_fuzz_then_a_well_behaved_client_still_works() -> None:
         assert seen[-1]["terminated"] and len(seen) == 5
         grade = await b.release(ep["token"])
         assert grade["total_reward"] == 4.0 and grade["seed"] == 9
+
+
+async def test_client_observation_wait_is_bounded(one: CounterSim) -> None:
+    await one.claim()
+    client = await RobotClient.connect(one.url)
+    await client.get_observation()
+    # no action sent: the bridge never answers, so the wait must end by itself
+    with pytest.raises(RobotError, match="timed out after 0.3 s waiting for an observation"):
+        await client.get_observation(timeout=0.3)
+    seen = await run_episode(client, first={"terminated": False})  # still usable afterwards
+    assert seen[-1]["terminated"]
+    await client.close()

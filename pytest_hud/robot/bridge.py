@@ -36,9 +36,17 @@ from typing import Any
 import numpy as np
 import websockets
 from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
 
 from pytest_hud.robot.contract import Contract
-from pytest_hud.robot.wire import PROTOCOL, WireError, pack, unpack, ws_options
+from pytest_hud.robot.wire import (
+    PROTOCOL,
+    WireError,
+    pack,
+    tune_allocator,
+    unpack,
+    ws_options,
+)
 from pytest_hud.rpc import Connection, serve_rpc
 
 __all__ = ["ANNOUNCE", "BridgeError", "RobotBridge", "serve_bridge"]
@@ -178,7 +186,10 @@ class RobotBridge(ABC):
         contract = getattr(self, "_contract_obj", None)
         if contract is None:
             return None
-        return contract.spaces().action_feature.size
+        cached = getattr(self, "_action_size", None)
+        if cached is None or cached[0] is not contract:  # spaces() + np.prod once, not per step
+            cached = self._action_size = (contract, contract.spaces().action_feature.size)
+        return cached[1]
 
     @property
     def url(self) -> str:
@@ -341,7 +352,7 @@ class RobotBridge(ABC):
                 f"action has {flat.size} values, the contract's action space has {size}; "
                 f"send shape [{size}]"
             )
-        if not np.all(np.isfinite(flat)):
+        if not np.isfinite(flat).all():
             raise BridgeError("action contains NaN or inf")
         return flat
 
@@ -380,7 +391,7 @@ class RobotBridge(ABC):
             msg["reward"] = float(np.asarray(batch[2]).reshape(-1)[i if n > 1 else 0])
         if done and slot.state is SlotState.LIVE:
             slot.state, slot.reason = SlotState.DONE, "terminated"
-        with contextlib.suppress(websockets.ConnectionClosed):
+        with contextlib.suppress(ConnectionClosed):  # not websockets.X: a lazy import per step
             await ws.send(pack(msg))
 
     # -- the barrier -----------------------------------------------------------
@@ -592,6 +603,7 @@ def serve_bridge(
     stdout as ``PYTEST_HUD_SIM {"url": ..., "control": ...}``.
     """
 
+    tune_allocator()
     if lifeline is None:
         lifeline = os.environ.get("PYTEST_HUD_LIFELINE") == "1"
     if host is None:

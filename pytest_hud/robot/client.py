@@ -18,7 +18,7 @@ import websockets
 from websockets.asyncio.client import ClientConnection, connect
 
 from pytest_hud.robot.contract import Contract, Spaces
-from pytest_hud.robot.wire import WireError, pack, unpack, ws_options
+from pytest_hud.robot.wire import WireError, pack, tune_allocator, unpack, ws_options
 
 __all__ = ["RobotClient", "RobotError"]
 
@@ -45,6 +45,12 @@ class RobotClient:
         self._pending = first
         self.timeout = timeout
         self.url = ""
+        # One watchdog per connection instead of a timeout context per receive: each
+        # wait only stamps its deadline; the timer re-arms itself at most once per timeout.
+        self._deadline: float | None = None
+        self._waiter: asyncio.Task[Any] | None = None
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._expired = False
 
     @classmethod
     async def connect(
@@ -60,6 +66,7 @@ class RobotClient:
 
         ``timeout`` bounds each wait for an observation (None: wait indefinitely).
         """
+        tune_allocator()
         url, cap_contract = _target(target)
         contract = contract if contract is not None else cap_contract
         try:
@@ -112,7 +119,7 @@ class RobotClient:
         if self._pending is not None:
             msg, self._pending = self._pending, None
         else:
-            msg = await _recv(self._ws, timeout or self.timeout, "an observation")
+            msg = await self._recv_watched(timeout or self.timeout)
         if not isinstance(msg, dict):
             raise RobotError(f"bridge sent a {type(msg).__name__} where an observation was due")
         data = dict(msg)
@@ -122,6 +129,38 @@ class RobotClient:
         data.pop("meta", None)
         out["data"] = data
         return out
+
+    async def _recv_watched(self, timeout: float | None) -> Any:
+        if timeout is None:
+            return await _recv(self._ws, None, "an observation")
+        loop = asyncio.get_running_loop()
+        self._deadline = loop.time() + timeout
+        self._waiter = asyncio.current_task()
+        if self._watchdog is None:
+            self._watchdog = loop.call_at(self._deadline, self._check_deadline)
+        try:
+            return await _recv(self._ws, None, "an observation")
+        except asyncio.CancelledError:
+            if self._expired and self._waiter is not None and self._waiter.uncancel() == 0:
+                self._expired = False
+                raise RobotError(
+                    f"timed out after {timeout} s waiting for an observation from the bridge"
+                ) from None
+            raise
+        finally:
+            self._deadline = None
+            self._waiter = None
+
+    def _check_deadline(self) -> None:
+        self._watchdog = None
+        if self._deadline is None or self._waiter is None:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() >= self._deadline:
+            self._expired = True
+            self._waiter.cancel()
+        else:
+            self._watchdog = loop.call_at(self._deadline, self._check_deadline)
 
     async def send_action(self, action: Any) -> None:
         """Send one action (shape ``[A]``) under openpi's ``actions`` key."""
@@ -143,6 +182,9 @@ class RobotClient:
             raise RobotError(f"bridge closed the connection: {_closed(exc)}") from None
 
     async def close(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         with contextlib.suppress(Exception):
             await self._ws.close()
 
@@ -171,8 +213,11 @@ def _closed(exc: websockets.ConnectionClosed) -> str:
 
 async def _recv(ws: ClientConnection, timeout: float | None, what: str) -> Any:
     try:
-        async with asyncio.timeout(timeout):
+        if timeout is None:
             frame = await ws.recv()
+        else:
+            async with asyncio.timeout(timeout):
+                frame = await ws.recv()
     except TimeoutError:
         raise RobotError(
             f"timed out after {timeout} s waiting for {what} from the bridge"

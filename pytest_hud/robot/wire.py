@@ -9,12 +9,13 @@ Object, void and complex dtypes are refused: the wire never pickles.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import msgpack
 import numpy as np
 
-__all__ = ["PROTOCOL", "WireError", "pack", "unpack", "ws_options"]
+__all__ = ["PROTOCOL", "WireError", "pack", "tune_allocator", "unpack", "ws_options"]
 
 PROTOCOL = "openpi/0"
 
@@ -40,9 +41,12 @@ def _check_dtype(dtype: np.dtype) -> None:
 def _encode(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         _check_dtype(obj.dtype)
+        # a contiguous array is packed straight from its buffer (no tobytes() copy)
+        contiguous = obj.flags.c_contiguous
+        data = memoryview(obj.reshape(-1).view(np.uint8)) if contiguous else obj.tobytes()
         return {
             _NDARRAY: True,
-            b"data": obj.tobytes(),
+            b"data": data,
             b"dtype": obj.dtype.str,
             b"shape": obj.shape,
         }
@@ -64,10 +68,22 @@ def _decode(obj: dict) -> Any:
     return obj
 
 
+_local = threading.local()
+
+
+def _packer() -> msgpack.Packer:
+    # One Packer per thread: msgpack.packb() builds a fresh 256 KiB buffer per call,
+    # which glibc mmaps and unmaps each time (page faults on every camera frame).
+    packer = getattr(_local, "packer", None)
+    if packer is None:
+        packer = _local.packer = msgpack.Packer(default=_encode)
+    return packer
+
+
 def pack(obj: Any) -> bytes:
     """Encode a frame (dicts, lists, scalars, str, bytes, numpy arrays)."""
     try:
-        return msgpack.packb(obj, default=_encode)
+        return _packer().pack(obj)
     except WireError:
         raise
     except (TypeError, ValueError, OverflowError) as exc:
@@ -90,6 +106,33 @@ def unpack(data: bytes) -> Any:
             f"frame is not openpi/0 msgpack ({type(exc).__name__}: {exc}); "
             "send msgpack-numpy encoded binary frames"
         ) from exc
+
+
+_tuned = False
+
+
+def tune_allocator() -> bool:
+    """Keep camera-sized buffers on glibc's heap instead of a fresh mmap per frame.
+
+    A 150 KB frame is above glibc's default mmap threshold, so every pack and receive
+    maps and unmaps pages (page faults on every step). Raising the mmap and trim
+    thresholds once per process removes that; elsewhere this does nothing. Returns
+    whether it applied.
+    """
+    global _tuned
+    if _tuned:
+        return True
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3
+        ok = libc.mallopt(m_mmap_threshold, 32 * 1024 * 1024) == 1
+        ok = libc.mallopt(m_trim_threshold, 256 * 1024 * 1024) == 1 and ok
+    except (OSError, AttributeError):
+        return False
+    _tuned = ok
+    return ok
 
 
 def ws_options() -> dict[str, Any]:
