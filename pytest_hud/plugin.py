@@ -78,6 +78,113 @@ class HudPlugin:
         self.min_success: dict[str, float] = {}
         self.gates: list[rep.Gate] = []
         self._order: list[str] = []
+        self.record_root: Path | None = None
+        self.writers: dict[str, Any] = {}
+        self.dataset: str | None = None
+        self.recording_error: str | None = None
+        if options.record is not None:
+            self._setup_recording(options.record)
+
+    # -- dataset recording --------------------------------------------------------------
+    def _setup_recording(self, record: str) -> None:
+        """``--hud-record``: lerobot must be there (one clear message, at configure time).
+        One dataset per env (the root itself when the run has one env); each xdist worker
+        records a part that the controller merges at the end."""
+        import importlib.util
+
+        if importlib.util.find_spec("lerobot") is None:
+            raise pytest.UsageError(
+                "--hud-record writes LeRobot v3 datasets and needs lerobot: install it with "
+                "scripts/setup --lerobot (or .ci/install-lerobot .venv), or drop --hud-record"
+            )
+        root = Path(record or os.environ.get("RECORD_DIR") or "data").expanduser().absolute()
+        if root.exists() and not root.is_dir():
+            raise pytest.UsageError(f"--hud-record: {root} is a file; point it at a folder")
+        self.record_root = root
+        self.writers: dict[str, Any] = {}
+        self.evaluator.observers.append(self._record_observer)
+
+    def _dataset_root(self, env: str) -> Path:
+        assert self.record_root is not None
+        envs = {case.row.env for case in self.evaluator.cases.values()}
+        return self.record_root if len(envs) <= 1 else self.record_root / env
+
+    def _record_observer(self, run: Any, spaces: Any) -> Any:
+        env = run.task.env
+        writer = self.writers.get(env)
+        if writer is None:
+            from pytest_hud.robot.dataset import DatasetWriter
+
+            root = self._dataset_root(env)
+            if self.is_worker:
+                root = _parts_dir(root) / self.config.workerinput["workerid"]  # type: ignore[attr-defined]
+            writer = self.writers[env] = DatasetWriter(root)
+        return writer.observer(run, spaces)
+
+    def _finish_recording(self) -> None:
+        if self.record_root is None:
+            return
+        for writer in self.writers.values():
+            writer.finalize()
+        if self.is_worker:
+            return
+        envs = sorted({row["env"] for row in self.rows.values()})
+        finals = {env: self._dataset_root(env) for env in envs} if self.evaluator.cases else {}
+        if not finals:  # the controller under xdist collects nothing: derive from the rows
+            single = len(envs) <= 1
+            finals = {env: self.record_root if single else self.record_root / env for env in envs}
+        done = []
+        for env, final in finals.items():
+            parts_dir = _parts_dir(final)
+            if parts_dir.exists():
+                self._merge_parts(env, parts_dir, final)
+            if (final / "meta" / "info.json").exists():
+                done.append(str(final))
+        if done:
+            self.dataset = done[0] if len(done) == 1 else str(self.record_root)
+
+    def _merge_parts(self, env: str, parts_dir: Path, final: Path) -> None:
+        import shutil
+
+        from pytest_hud.robot.dataset import merge_datasets
+
+        rows = [r for r in self.rows.values() if r["env"] == env]
+        first: dict[str, int] = {}
+        for row in rows:  # parts in the order of each worker's first test
+            ds = row.get("dataset") or {}
+            if ds.get("episode_index") is not None:
+                pos = self._position(row["nodeid"])
+                first[ds["root"]] = min(first.get(ds["root"], pos), pos)
+        parts = sorted(
+            (p for p in parts_dir.iterdir() if p.is_dir()),
+            key=lambda p: (first.get(str(p), 1 << 30), p.name),
+        )
+        offsets: dict[str, int] = {}
+        total = 0
+        for part in parts:
+            info = part / "meta" / "info.json"
+            if info.exists():
+                offsets[str(part)] = total
+                total += int(json.loads(info.read_text()).get("total_episodes") or 0)
+        if total:
+            merge_datasets(parts, final)
+        for row in rows:  # point every row at its episode in the merged dataset
+            ds = row.get("dataset") or {}
+            if ds.get("root") in offsets and ds.get("episode_index") is not None:
+                ds["part"], ds["root"] = ds["root"], str(final)
+                ds["episode_index"] = offsets[ds["part"]] + int(ds["episode_index"])
+        shutil.rmtree(parts_dir, ignore_errors=True)
+
+    def _position(self, nodeid: str) -> int:
+        try:
+            return self._order.index(nodeid)
+        except ValueError:
+            return len(self._order)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        if not self._order:
+            self._order = list(ids)
 
     # -- the session's agent and provider ------------------------------------------------
     @property
@@ -334,10 +441,19 @@ class HudPlugin:
             )
         if self.options.results is not None:
             tr.write_line(f"hud results: {self.options.results}")
+        if self.dataset is not None:
+            tr.write_line(f"hud dataset: {self.dataset}")
+        if self.recording_error is not None:
+            tr.write_line(f"FAILED {self.recording_error}", red=True, bold=True)
 
-    @pytest.hookimpl(trylast=True)
+    @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.evaluator.close()
+        try:
+            self._finish_recording()
+        except Exception as exc:  # a dataset that cannot be written fails the session
+            self.recording_error = f"recording failed: {type(exc).__name__}: {exc}"
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.is_worker:
             return
         rows = list(self.rows.values())
@@ -351,7 +467,7 @@ class HudPlugin:
                     "runtime": self.options.runtime,
                     "group": self.options.group,
                     "seed": self.options.seed,
-                    "dataset": None,
+                    "dataset": self.dataset,
                 },
             )
             self.options.results.parent.mkdir(parents=True, exist_ok=True)
@@ -360,7 +476,11 @@ class HudPlugin:
             return
         if not all(g.passed for g in self.gates):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        elif exitstatus == pytest.ExitCode.TESTS_FAILED and self.other_failures == 0:
+        elif (
+            exitstatus == pytest.ExitCode.TESTS_FAILED
+            and self.other_failures == 0
+            and self.recording_error is None
+        ):
             # every failure was an episode failure and the success gates cleared
             session.exitstatus = pytest.ExitCode.OK
 
@@ -387,6 +507,11 @@ class HudPlugin:
         from pytest_hud.pytest.scheduling import HudLoadScheduling
 
         return HudLoadScheduling(config, log, width=self.options.concurrency)
+
+
+def _parts_dir(root: Path) -> Path:
+    """Where xdist workers record their parts before the controller merges them."""
+    return root.parent / f".{root.name}.parts"
 
 
 def _validate_agent(spec: str) -> str:

@@ -348,22 +348,75 @@ def test_missing_env_declaration_is_an_error_not_a_failure(pytester: pytest.Pyte
 
 def test_xdist_workers_get_queues_deep_enough_for_their_lookahead(suite) -> None:
     rows = ", ".join(f"reach.task(goal=0.0, seed={s})" for s in range(12))
-    suite.makepyfile(test_many=f"""
+    suite.makepyfile(
+        test_many=f"""
 import pytest
 from line_env import reach
 
 @pytest.mark.hud(tasks=[{rows}])
 def test_many(hud_result):
     assert hud_result.success
-""")
+"""
+    )
     import os
 
     os.environ["PEAK_DIR"] = str(suite.path)
     try:
-        result = run(suite, "-n", "2", "--hud-agent=my_agents:counting", "--hud-concurrency=3",
-                     "--hud-shared=4")
+        result = run(
+            suite,
+            "-n",
+            "2",
+            "--hud-agent=my_agents:counting",
+            "--hud-concurrency=3",
+            "--hud-shared=4",
+        )
     finally:
         del os.environ["PEAK_DIR"]
     result.assert_outcomes(passed=12)
     peaks = [json.loads(p.read_text()) for p in suite.path.glob("peak-*.json")]
     assert len(peaks) == 2 and max(peaks) == 3  # each worker ran 3 episodes at once
+
+
+def test_record_one_dataset_across_xdist_workers(suite) -> None:
+    from conftest import require
+
+    require(
+        __import__("importlib").util.find_spec("lerobot"), "lerobot", "run scripts/setup --lerobot"
+    )
+    rows = ", ".join(f"reach.task(goal={g}, seed={s})" for s in range(3) for g in (0.0, 9.0))
+    suite.makepyfile(
+        test_rec=f"""
+import pytest
+from line_env import reach
+
+@pytest.mark.hud(tasks=[{rows}], min_success=0.0)
+def test_rec(hud_result):
+    assert hud_result.dataset["episode_index"] is not None
+"""
+    )
+    result = run(suite, "-n", "2", "--hud-record=ds", "--hud-results=r.json")
+    result.assert_outcomes(passed=6)
+    doc = json.loads((suite.path / "r.json").read_text())
+    root = suite.path / "ds"
+    assert doc["dataset"] == str(root)
+    assert not (suite.path / ".ds.parts").exists()  # the workers' parts were merged away
+    indices = sorted(r["dataset"]["episode_index"] for r in doc["rollouts"])
+    assert indices == list(range(6))  # every item points at its own merged episode
+    info = json.loads((root / "meta" / "info.json").read_text())
+    assert info["total_episodes"] == 6 and info["total_frames"] == 6 * 3 and info["fps"] == 20
+    assert set(info["features"]) >= {"observation.state", "action"}
+
+
+def test_record_without_lerobot_is_one_clear_error(suite) -> None:
+    suite.makepyfile(test_line=TESTS)
+    hidden = suite.path / "hide_lerobot.py"
+    hidden.write_text(
+        "import importlib.util, sys\n"
+        "real = importlib.util.find_spec\n"
+        "def find_spec(name, *a, **k):\n"
+        "    return None if name == 'lerobot' else real(name, *a, **k)\n"
+        "importlib.util.find_spec = find_spec\n"
+    )
+    result = run(suite, "-p", "hide_lerobot", "--hud-record=ds")
+    assert result.ret == 4
+    assert "--hud-record writes LeRobot v3 datasets and needs lerobot" in result.stderr.str()

@@ -98,6 +98,8 @@ class Evaluator:
         self._stack: contextlib.AsyncExitStack | None = None
         self._sem: asyncio.Semaphore | None = None
         self.steps: dict[int, int] = {}  # live step counts by the task sent
+        #: Extra episode observers (dataset recording) for the session's agent.
+        self.observers: list[Any] = []
 
     # -- setup -------------------------------------------------------------------------
     def register(self, nodeid: str, case: HudCase) -> None:
@@ -130,6 +132,7 @@ class Evaluator:
 
             agent.observers.append(video_factory(self.artifacts / "videos"))
             agent.observers.append(self._progress_observer)
+            agent.observers.extend(self.observers)
         self.agent = agent
 
         async def enter() -> None:

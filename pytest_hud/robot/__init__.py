@@ -51,6 +51,7 @@ _LAZY = {
     "RemoteModel": "pytest_hud.robot.remote",
     "PolicyServer": "pytest_hud.robot.policy_server",
     "DatasetWriter": "pytest_hud.robot.dataset",
+    "merge_datasets": "pytest_hud.robot.dataset",
 }
 
 
