@@ -14,10 +14,11 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-__all__ = ["Child", "ChildError", "child_env"]
+__all__ = ["Child", "ChildError", "child_env", "serve_until_stopped"]
 
 
 class ChildError(RuntimeError):
@@ -150,3 +151,42 @@ class Child:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._drain
             self._drain = None
+
+
+def serve_until_stopped(
+    serve: Callable[[], Awaitable[None]], *, lifeline: bool | None = None
+) -> None:
+    """Run ``serve()`` (a child's main coroutine) until SIGTERM, Ctrl-C or, with
+    ``lifeline`` (default ``$PYTEST_HUD_LIFELINE == "1"``), end-of-file on stdin: the
+    parent that spawned us is gone. Cancelling ``serve`` lets it clean up; a teardown
+    that wedges (a sim stuck in C code) still ends the process 15 s later.
+    """
+    if lifeline is None:
+        lifeline = os.environ.get("PYTEST_HUD_LIFELINE") == "1"
+
+    async def main() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, task.cancel)
+        if lifeline:
+            threading.Thread(
+                target=_watch_lifeline, args=(loop, task), name="pytest-hud-lifeline", daemon=True
+            ).start()
+        await serve()
+
+    with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
+        asyncio.run(main())
+
+
+def _watch_lifeline(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
+    with contextlib.suppress(Exception):
+        while sys.stdin.buffer.read(4096):
+            pass
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(task.cancel)
+    timer = threading.Timer(15.0, os._exit, args=(3,))
+    timer.daemon = True
+    timer.start()

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
-import signal
 import sys
-import threading
 
+from pytest_hud.process import serve_until_stopped
 from pytest_hud.runtime.environment import Environment, load_module
 from pytest_hud.runtime.server import ANNOUNCE, EnvServer
 
@@ -43,22 +41,6 @@ async def serve(args: argparse.Namespace) -> None:
     server = EnvServer(
         collect(module), sim_host=args.sim_host, sim_ports=parse_ports(args.sim_ports)
     )
-    task = asyncio.current_task()
-    assert task is not None
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, task.cancel)
-    if args.lifeline or os.environ.get("PYTEST_HUD_LIFELINE") == "1":
-
-        def watch() -> None:
-            with contextlib.suppress(Exception):
-                while sys.stdin.buffer.read(4096):
-                    pass
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(task.cancel)
-
-        threading.Thread(target=watch, daemon=True, name="pytest-hud-lifeline").start()
     try:
         url = await server.start(args.host, args.port)
         print(f"{ANNOUNCE} {json.dumps({'url': url, 'envs': sorted(server.envs)})}", flush=True)
@@ -77,8 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lifeline", action="store_true", help="exit when stdin closes")
     args = parser.parse_args(argv)
     sys.path.insert(0, os.getcwd())
-    with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
-        asyncio.run(serve(args))
+    serve_until_stopped(lambda: serve(args), lifeline=args.lifeline or None)
 
 
 if __name__ == "__main__":

@@ -23,9 +23,6 @@ import functools
 import json
 import os
 import secrets
-import signal
-import sys
-import threading
 import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -38,6 +35,7 @@ import websockets
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
+from pytest_hud.process import serve_until_stopped
 from pytest_hud.robot.contract import Contract
 from pytest_hud.robot.wire import (
     PROTOCOL,
@@ -604,8 +602,6 @@ def serve_bridge(
     """
 
     tune_allocator()
-    if lifeline is None:
-        lifeline = os.environ.get("PYTEST_HUD_LIFELINE") == "1"
     if host is None:
         host = os.environ.get("PYTEST_HUD_SIM_HOST") or "127.0.0.1"
     if port is None:
@@ -614,33 +610,9 @@ def serve_bridge(
     def announce(info: dict[str, Any]) -> None:
         print(f"{ANNOUNCE} {json.dumps(info)}", flush=True)
 
-    async def main() -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, task.cancel)
-        if lifeline:
-            threading.Thread(
-                target=_watch_lifeline, args=(loop, task), name="pytest-hud-lifeline", daemon=True
-            ).start()
-        await run_bridge(bridge, host=host, port=port, control_port=control_port, announce=announce)
-
-    with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
-        asyncio.run(main())
-
-
-def _watch_lifeline(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
-    """Cancel serving when stdin reaches EOF: the parent that spawned us is gone."""
-    with contextlib.suppress(Exception):
-        while sys.stdin.buffer.read(4096):
-            pass
-    with contextlib.suppress(RuntimeError):
-        loop.call_soon_threadsafe(task.cancel)
-    # If teardown itself wedges (a sim stuck in C code), do not outlive the parent.
-    threading.Timer(15.0, lambda: _hard_exit()).start()
-
-
-def _hard_exit() -> None:
-    os._exit(3)
+    serve_until_stopped(
+        lambda: run_bridge(
+            bridge, host=host, port=port, control_port=control_port, announce=announce
+        ),
+        lifeline=lifeline,
+    )
