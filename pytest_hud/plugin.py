@@ -101,7 +101,6 @@ class HudPlugin:
         if root.exists() and not root.is_dir():
             raise pytest.UsageError(f"--hud-record: {root} is a file; point it at a folder")
         self.record_root = root
-        self.writers: dict[str, Any] = {}
         self.evaluator.observers.append(self._record_observer)
 
     def _dataset_root(self, env: str) -> Path:

@@ -232,8 +232,14 @@ def test_importing_pytest_hud_does_not_import_modal_and_a_missing_sdk_is_clear()
 
 def test_fake_matches_the_real_sdk_signatures(fake: FakeModal) -> None:
     """When the real SDK is installed, the fake's calls and ModalRuntime's arguments fit it."""
-    modal = pytest.importorskip("modal")
-    io_streams = pytest.importorskip("modal.io_streams")
+    import importlib
+    import importlib.util
+
+    from conftest import require
+
+    require(importlib.util.find_spec("modal"), "the modal SDK", "pip install -e '.[dev]'")
+    modal = importlib.import_module("modal")
+    io_streams = importlib.import_module("modal.io_streams")
 
     def params(fn: Any) -> dict[str, inspect.Parameter]:
         return {k: v for k, v in inspect.signature(fn).parameters.items() if k != "self"}

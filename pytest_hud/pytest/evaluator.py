@@ -121,11 +121,7 @@ class Evaluator:
         if isinstance(agent, RobotAgent):
             if self.options.max_steps is not None:
                 agent.max_steps = self.options.max_steps
-            batchable = type(agent.model).infer is not getattr(
-                __import__("pytest_hud.robot.remote", fromlist=["RemoteModel"]).RemoteModel,
-                "infer",
-                None,
-            )
+            batchable = getattr(agent.model, "batchable", True)  # RemoteModel is per-row
             if self.options.concurrency > 1 and batchable and not isinstance(agent, BatchedAgent):
                 agent = BatchedAgent(agent)
             from pytest_hud.pytest.video import video_factory

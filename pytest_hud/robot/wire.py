@@ -43,7 +43,7 @@ def _encode(obj: Any) -> Any:
         _check_dtype(obj.dtype)
         # a contiguous array is packed straight from its buffer (no tobytes() copy)
         contiguous = obj.flags.c_contiguous
-        data = memoryview(obj.reshape(-1).view(np.uint8)) if contiguous else obj.tobytes()
+        data: Any = obj.reshape(-1).view(np.uint8).data if contiguous else obj.tobytes()
         return {
             _NDARRAY: True,
             b"data": data,

@@ -1,0 +1,243 @@
+"""RemoteModel: a Model that is a client of an openpi policy server.
+
+The openpi protocol (``openpi_client.WebsocketClientPolicy`` against openpi's
+``WebsocketPolicyServer``, or our :class:`~pytest_hud.robot.policy_server.PolicyServer`):
+after the handshake the server sends one metadata frame (a msgpack map); then every
+binary observation frame is answered by one binary frame ``{"actions": [T, A], ...}``
+(extra keys such as ``server_timing`` are ignored). A text frame is the server's
+traceback; openpi then closes the connection with 1011.
+
+One connection per episode. The protocol has no request ids and no batched request,
+so a connection carries one request at a time. RemoteModel opens one connection per
+asyncio task that calls :meth:`ainfer` (the scheduler runs each rollout in its own
+task, and RobotAgent calls ``ainfer`` from the rollout's task) and closes it when that
+task ends. Rationale:
+
+* it is what openpi does: one ``WebsocketClientPolicy`` per robot/episode, and servers
+  may keep per-connection state (task-lifecycle hooks, real-time chunking);
+* concurrent rollouts keep their requests in flight together, which is what lets a
+  batching server (PolicyServer) run them as one forward; serialising every rollout
+  on one shared connection would make them queue behind each other and the server
+  would only ever see batches of one.
+
+``infer(batch)`` raises: RemoteModel is per-row and cannot back a BatchedModel or
+BatchedAgent. Batch on the server instead (PolicyServer batches across connections).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import weakref
+from typing import Any
+
+import numpy as np
+import websockets
+from websockets.asyncio.client import ClientConnection, connect
+
+from pytest_hud.robot.model import Model, check_chunk
+from pytest_hud.robot.wire import WireError, pack, unpack, ws_options
+
+__all__ = ["RemoteModel", "RemoteModelError"]
+
+
+class RemoteModelError(RuntimeError):
+    """The policy server refused, failed, went silent or went away."""
+
+
+class RemoteModel(Model):
+    """Infer through an openpi policy server at ``url`` (``ws://host:port``).
+
+    ``connect_timeout`` bounds the handshake plus the metadata frame; ``reply_timeout``
+    bounds each wait for an action chunk (a connection that timed out is dropped, so a
+    late reply can never be taken for the next request's). ``api_key`` is sent as
+    ``Authorization: Api-Key <key>``, like openpi-client.
+    """
+
+    #: One request per connection: openpi has no batched request, so BatchedAgent
+    #: cannot wrap it (run one agent per rollout, batching happens server-side).
+    batchable = False
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        connect_timeout: float = 30.0,
+        reply_timeout: float = 120.0,
+        api_key: str | None = None,
+    ) -> None:
+        if not url.startswith(("ws://", "wss://")):
+            url = f"ws://{url}"
+        self.url = url
+        self.connect_timeout = connect_timeout
+        self.reply_timeout = reply_timeout
+        self.api_key = api_key
+        self._metadata: dict[str, Any] | None = None
+        self._conns: weakref.WeakKeyDictionary[asyncio.Task[Any], ClientConnection] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._closing: set[asyncio.Task[None]] = set()
+
+    def __repr__(self) -> str:
+        return f"<RemoteModel {self.url}>"
+
+    @property
+    def metadata(self) -> dict[str, Any] | None:
+        """The server's metadata frame (from the latest connection); None before any."""
+        return self._metadata
+
+    # -- connections -------------------------------------------------------------
+    async def connect(self) -> dict[str, Any]:
+        """Open the calling task's connection now (normally lazy); returns the metadata."""
+        await self._connection()
+        assert self._metadata is not None
+        return self._metadata
+
+    async def _connection(self) -> ClientConnection:
+        task = asyncio.current_task()
+        if task is None:
+            raise RemoteModelError("RemoteModel.ainfer must be called from an asyncio task")
+        ws = self._conns.get(task)
+        if ws is not None:
+            return ws
+        headers = {"Authorization": f"Api-Key {self.api_key}"} if self.api_key else None
+        try:
+            ws = await connect(
+                self.url,
+                open_timeout=self.connect_timeout,
+                ping_interval=None,  # openpi servers may block their loop in a long forward
+                close_timeout=5,
+                additional_headers=headers,
+                **ws_options(),
+            )
+        except TimeoutError:
+            raise RemoteModelError(
+                f"timed out after {self.connect_timeout} s connecting to the policy server at "
+                f"{self.url} (connect_timeout)"
+            ) from None
+        except (OSError, websockets.InvalidURI, websockets.InvalidHandshake) as exc:
+            raise RemoteModelError(
+                f"cannot connect to the policy server at {self.url}: {exc}; is it running "
+                "(python -m pytest_hud.robot.policy_server, or openpi's serve_policy.py)?"
+            ) from None
+        try:
+            meta = await self._recv(ws, self.connect_timeout, "metadata frame")
+            if not isinstance(meta, dict):
+                raise RemoteModelError(
+                    f"the policy server at {self.url} sent a {type(meta).__name__} as its "
+                    "metadata frame; an openpi server sends a map first"
+                )
+        except BaseException:
+            await _close(ws)
+            raise
+        self._metadata = meta
+        self._conns[task] = ws
+        task.add_done_callback(self._task_done)
+        return ws
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        ws = self._conns.pop(task, None)
+        if ws is not None:
+            self._spawn_close(ws)
+
+    def _spawn_close(self, ws: ClientConnection) -> None:
+        try:
+            closer = asyncio.get_running_loop().create_task(_close(ws))
+        except RuntimeError:  # no running loop: drop the socket
+            ws.transport.abort()
+            return
+        self._closing.add(closer)
+        closer.add_done_callback(self._closing.discard)
+
+    def _drop(self, ws: ClientConnection) -> None:
+        """Forget a connection that is broken or out of step, and close it."""
+        for task, conn in list(self._conns.items()):
+            if conn is ws:
+                self._conns.pop(task, None)
+                task.remove_done_callback(self._task_done)
+        self._spawn_close(ws)
+
+    async def aclose(self) -> None:
+        """Close every connection this model holds (they also close as their tasks end)."""
+        conns = list(self._conns.items())
+        self._conns.clear()
+        for task, _ in conns:
+            task.remove_done_callback(self._task_done)
+        await asyncio.gather(*(_close(ws) for _, ws in conns), *list(self._closing))
+
+    async def __aenter__(self) -> RemoteModel:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- inference -----------------------------------------------------------------
+    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+        raise NotImplementedError(
+            "RemoteModel is per-row: the openpi protocol has no batched request, so it "
+            "cannot back a BatchedModel/BatchedAgent. Use RemoteModel in a plain RobotAgent; "
+            "to batch concurrent rollouts, batch on the server (PolicyServer coalesces "
+            "requests from all its connections into one forward)"
+        )
+
+    async def ainfer(self, row: dict[str, Any]) -> np.ndarray:
+        """Send one observation row, return the server's ``[T, A]`` action chunk."""
+        frame = pack(row)  # a bad row fails here, before the connection is touched
+        ws = await self._connection()
+        try:
+            await ws.send(frame)
+        except websockets.ConnectionClosed as exc:
+            self._drop(ws)
+            raise RemoteModelError(
+                f"the policy server connection was lost ({self.url}, {_closed(exc)}) before "
+                "the observation could be sent; the server stopped or crashed"
+            ) from None
+        try:
+            reply = await self._recv(ws, self.reply_timeout, "action chunk")
+        except BaseException:  # an error, a timeout or a cancel: the connection is out of step
+            self._drop(ws)
+            raise
+        if not isinstance(reply, dict) or "actions" not in reply:
+            got = f"keys {sorted(map(str, reply))}" if isinstance(reply, dict) else type(reply)
+            self._drop(ws)
+            raise RemoteModelError(
+                f"the policy server at {self.url} replied without 'actions' ({got}); an "
+                'openpi server answers {"actions": [T, A], ...}'
+            )
+        actions = np.array(reply["actions"], dtype=np.float32)  # a writable copy
+        return check_chunk(actions, 1, None, "RemoteModel")[0]
+
+    async def _recv(self, ws: ClientConnection, timeout: float | None, what: str) -> Any:
+        try:
+            async with asyncio.timeout(timeout):
+                frame = await ws.recv()
+        except TimeoutError:
+            option = "connect_timeout" if what == "metadata frame" else "reply_timeout"
+            raise RemoteModelError(
+                f"the policy server at {self.url} sent no {what} within {timeout} s ({option})"
+            ) from None
+        except websockets.ConnectionClosed as exc:
+            raise RemoteModelError(
+                f"the policy server connection was lost ({self.url}, {_closed(exc)}) while "
+                f"waiting for {what}; the server stopped or crashed"
+            ) from None
+        if isinstance(frame, str):
+            raise RemoteModelError(f"the policy server at {self.url} failed:\n{frame}")
+        try:
+            return unpack(frame)
+        except WireError as exc:
+            raise RemoteModelError(
+                f"bad frame from the policy server at {self.url}: {exc}"
+            ) from None
+
+
+def _closed(exc: websockets.ConnectionClosed) -> str:
+    rcvd = exc.rcvd
+    if rcvd is None:
+        return "closed with no close frame"
+    return f"close code {rcvd.code}" + (f": {rcvd.reason}" if rcvd.reason else "")
+
+
+async def _close(ws: ClientConnection) -> None:
+    with contextlib.suppress(Exception):
+        await ws.close()
