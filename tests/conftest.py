@@ -30,79 +30,57 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-# -- interop: the real HUD SDK in its own venv (scripts/setup --interop) -------------------
-def find_hud_python() -> Path | None:
-    """The HUD venv's python: $PYTEST_HUD_HUD_PYTHON, else .ci/venvs/hud, else /work/venvs/hud."""
-    env = os.environ.get("PYTEST_HUD_HUD_PYTHON")  # when set, it is the only candidate
-    candidates = (
-        [Path(env)]
-        if env
-        else [ROOT / ".ci/venvs/hud/bin/python", Path("/work/venvs/hud/bin/python")]
+# -- interop: third-party packages in their own venvs (scripts/setup --interop) -----------
+def find_venv_python(name: str) -> Path | None:
+    """``$PYTEST_HUD_<NAME>_PYTHON`` if set (then the only candidate), else .ci/venvs/<name>."""
+    env = os.environ.get(f"PYTEST_HUD_{name.upper()}_PYTHON")
+    path = Path(env) if env else ROOT / ".ci" / "venvs" / name / "bin" / "python"
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def venv_python(name: str, what: str, probe_import: str) -> Path:
+    """The venv's python after checking ``probe_import`` works there; skips (fails under
+    PYTEST_HUD_REQUIRE_ALL) when it is absent or broken."""
+    python = find_venv_python(name)
+    require(
+        python,
+        f"a python with {what}",
+        f"run scripts/setup --interop, or point $PYTEST_HUD_{name.upper()}_PYTHON at one",
     )
-    return next((p for p in candidates if p.is_file() and os.access(p, os.X_OK)), None)
+    assert python is not None
+    probe = subprocess.run(
+        [python, "-P", "-c", f"import {probe_import}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    require(
+        probe.returncode == 0,
+        f"{what} in {python} ({probe.stderr.strip().splitlines()[-1:]})",
+        f"re-create it with scripts/setup --interop (rm -rf .ci/venvs/{name} first)",
+    )
+    return python
+
+
+def find_hud_python() -> Path | None:
+    return find_venv_python("hud")
 
 
 @pytest.fixture(scope="session")
 def hud_python() -> Path:
-    """Path to a python with ``hud[robot]==0.6.21``; skips (fails under REQUIRE_ALL) if absent."""
-    python = find_hud_python()
-    require(
-        python,
-        "a python with the HUD SDK (hud[robot]==0.6.21)",
-        "run scripts/setup --interop, or point $PYTEST_HUD_HUD_PYTHON at one",
+    """A python with ``hud[robot]==0.6.21`` (its own venv: it pins numpy<2)."""
+    return venv_python(
+        "hud",
+        "the HUD SDK (hud[robot]==0.6.21)",
+        "hud.capabilities.robot, hud.environment.robot, openpi_client",
     )
-    assert python is not None
-    probe = subprocess.run(
-        [python, "-P", "-c", "import hud.capabilities.robot, hud.environment.robot, openpi_client"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    require(
-        probe.returncode == 0,
-        f"the HUD SDK in {python} ({probe.stderr.strip().splitlines()[-1:]})",
-        "re-create it with scripts/setup --interop (rm -rf .ci/venvs/hud first)",
-    )
-    return python
-
-
-# -- interop: openpi-client in its own venv (scripts/setup --interop) ----------------------
-def find_openpi_python() -> Path | None:
-    """The openpi venv's python: $PYTEST_HUD_OPENPI_PYTHON, else .ci/venvs/openpi, else
-    /work/venvs/openpi."""
-    env = os.environ.get("PYTEST_HUD_OPENPI_PYTHON")  # when set, it is the only candidate
-    candidates = (
-        [Path(env)]
-        if env
-        else [ROOT / ".ci/venvs/openpi/bin/python", Path("/work/venvs/openpi/bin/python")]
-    )
-    return next((p for p in candidates if p.is_file() and os.access(p, os.X_OK)), None)
 
 
 @pytest.fixture(scope="session")
 def openpi_python() -> Path:
-    """Path to a python with ``openpi-client``; skips (fails under REQUIRE_ALL) if absent."""
-    python = find_openpi_python()
-    require(
-        python,
-        "a python with openpi-client",
-        "run scripts/setup --interop, or point $PYTEST_HUD_OPENPI_PYTHON at one",
-    )
-    assert python is not None
-    probe = subprocess.run(
-        [python, "-P", "-c", "import openpi_client.websocket_client_policy"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    require(
-        probe.returncode == 0,
-        f"openpi-client in {python} ({probe.stderr.strip().splitlines()[-1:]})",
-        "re-create it with scripts/setup --interop (rm -rf .ci/venvs/openpi first)",
-    )
-    return python
+    """A python with ``openpi-client`` (its own venv: it pins numpy<2)."""
+    return venv_python("openpi", "openpi-client", "openpi_client.websocket_client_policy")
 
 
 # -- lerobot: torch + lerobot in the project venv (scripts/setup --lerobot) ----------------
