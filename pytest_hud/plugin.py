@@ -174,6 +174,12 @@ class HudPlugin:
                 ds["episode_index"] = offsets[ds["part"]] + int(ds["episode_index"])
         shutil.rmtree(parts_dir, ignore_errors=True)
 
+    def _merged_root(self, row: dict[str, Any]) -> str | None:
+        """In an xdist worker, the dataset its part will be merged into."""
+        if not self.is_worker or self.record_root is None or not row.get("dataset"):
+            return None
+        return str(self._dataset_root(row["env"]))
+
     def _position(self, nodeid: str) -> int:
         try:
             return self._order.index(nodeid)
@@ -370,7 +376,7 @@ class HudPlugin:
                 props.append(("hud.dataset", json.dumps(row["dataset"])))
             item.user_properties.extend(props)
             report.user_properties = list(item.user_properties)
-            extras = _html_extras(row)
+            extras = _html_extras(row, self._merged_root(row))
             if extras:
                 report.extras = [*getattr(report, "extras", []), *extras]
         return report
@@ -499,12 +505,17 @@ class HudPlugin:
     # -- xdist ---------------------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        """With ``--dist load`` and concurrency > 1, keep each worker's queue at least as
-        deep as the concurrency so its lookahead has items to start."""
-        if config.getoption("dist", "no") != "load" or self.options.concurrency < 2:
+        """With ``--dist load``: when recording, contiguous blocks (so the merged dataset
+        follows the test order); with concurrency > 1, queues at least as deep as the
+        concurrency so each worker's lookahead has items to start."""
+        if config.getoption("dist", "no") != "load":
             return None
-        from pytest_hud.pytest.scheduling import HudLoadScheduling
+        from pytest_hud.pytest.scheduling import HudBlockScheduling, HudLoadScheduling
 
+        if self.options.record is not None:  # parts concatenate into test order
+            return HudBlockScheduling(config, log)
+        if self.options.concurrency < 2:
+            return None
         return HudLoadScheduling(config, log, width=self.options.concurrency)
 
 
@@ -544,7 +555,7 @@ def _xdist_upcoming(interactor: Any, session: pytest.Session) -> list[str]:
         return []
 
 
-def _html_extras(row: dict[str, Any]) -> list[dict[str, Any]]:
+def _html_extras(row: dict[str, Any], merged_root: str | None = None) -> list[dict[str, Any]]:
     try:
         from pytest_html import extras
     except ImportError:
@@ -555,12 +566,11 @@ def _html_extras(row: dict[str, Any]) -> list[dict[str, Any]]:
         data = base64.b64encode(Path(video).read_bytes()).decode()
         out.append(extras.image(data, name="episode", mime_type="image/gif", extension="gif"))
     dataset = row.get("dataset")
-    if dataset:
-        out.append(
-            extras.url(
-                str(dataset.get("root", "")), name=f"dataset episode {dataset.get('episode_index')}"
-            )
-        )
+    if dataset and merged_root is not None:  # an xdist worker: the index changes at the merge
+        out.append(extras.url(merged_root, name="dataset (episode index: --hud-results)"))
+    elif dataset:
+        name = f"dataset episode {dataset.get('episode_index')}"
+        out.append(extras.url(str(dataset.get("root", "")), name=name))
     return out
 
 

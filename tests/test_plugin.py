@@ -400,8 +400,14 @@ def test_rec(hud_result):
     root = suite.path / "ds"
     assert doc["dataset"] == str(root)
     assert not (suite.path / ".ds.parts").exists()  # the workers' parts were merged away
-    indices = sorted(r["dataset"]["episode_index"] for r in doc["rollouts"])
-    assert indices == list(range(6))  # every item points at its own merged episode
+    order = [r["nodeid"] for r in doc["rollouts"]]
+    collected = [
+        line.split(" ")[0] for line in run(suite, "--collect-only", "-q").outlines if "::" in line
+    ]
+    by_test_order = sorted(doc["rollouts"], key=lambda r: collected.index(r["nodeid"]))
+    # every item points at its own merged episode, and episodes follow the test order
+    assert [r["dataset"]["episode_index"] for r in by_test_order] == list(range(6))
+    assert len(order) == 6
     info = json.loads((root / "meta" / "info.json").read_text())
     assert info["total_episodes"] == 6 and info["total_frames"] == 6 * 3 and info["fps"] == 20
     assert set(info["features"]) >= {"observation.state", "action"}

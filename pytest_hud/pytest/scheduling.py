@@ -13,7 +13,7 @@ from typing import Any
 
 from xdist.scheduler import LoadScheduling
 
-__all__ = ["HudLoadScheduling"]
+__all__ = ["HudBlockScheduling", "HudLoadScheduling"]
 
 
 class HudLoadScheduling(LoadScheduling):
@@ -37,3 +37,31 @@ class HudLoadScheduling(LoadScheduling):
     def check_schedule(self, node: Any, duration: float = 0) -> None:
         self._top_up(node)
         super().check_schedule(node, duration)
+
+
+class HudBlockScheduling(LoadScheduling):
+    """Each worker gets one contiguous block of the items, in order (used when recording).
+
+    Concatenating the workers' dataset parts in block order then gives episodes in test
+    order. Blocks trade xdist's load balancing for that order.
+    """
+
+    def schedule(self) -> None:
+        assert self.collection_is_completed
+        if self.collection is not None:
+            for node in self.nodes:
+                self.check_schedule(node)
+            return
+        if not self._check_nodes_have_same_collection():
+            self.log("**Different tests collected, aborting run**")
+            return
+        self.collection = next(iter(self.node2collection.values()))
+        self.pending[:] = range(len(self.collection))
+        nodes = list(self.nodes)
+        total = len(self.pending)
+        for i, node in enumerate(nodes):
+            size = total // len(nodes) + (1 if i < total % len(nodes) else 0)
+            if size:
+                self._send_tests(node, size)
+        for node in nodes:
+            node.shutdown()
