@@ -48,15 +48,17 @@ class HudBlockScheduling(LoadScheduling):
 
     def schedule(self) -> None:
         assert self.collection_is_completed
-        if self.collection is not None:
+        state: Any = self
+        if state.collection is not None:
             for node in self.nodes:
                 self.check_schedule(node)
             return
         if not self._check_nodes_have_same_collection():
             self.log("**Different tests collected, aborting run**")
             return
-        self.collection = next(iter(self.node2collection.values()))
-        self.pending[:] = range(len(self.collection))
+        collection = list(next(iter(self.node2collection.values())))
+        state.collection = collection
+        self.pending[:] = range(len(collection))
         nodes = list(self.nodes)
         total = len(self.pending)
         for i, node in enumerate(nodes):
