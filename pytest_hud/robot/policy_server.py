@@ -28,7 +28,6 @@ import contextlib
 import http
 import json
 import logging
-import signal
 import sys
 import time
 import traceback
@@ -38,6 +37,7 @@ import websockets
 from websockets.asyncio.server import Request, Response, Server, ServerConnection, serve
 from websockets.frames import CloseCode
 
+from pytest_hud.process import serve_until_stopped
 from pytest_hud.robot.batching import BatchedModel
 from pytest_hud.robot.model import Model
 from pytest_hud.robot.wire import pack, unpack, ws_options
@@ -204,7 +204,8 @@ def serve_forever(
     max_wait_s: float = 0.005,
     batch_size: int | None = None,
 ) -> None:
-    """Load ``spec``'s model and serve it until SIGTERM or Ctrl-C.
+    """Load ``spec``'s model and serve it until SIGTERM, Ctrl-C or, when spawned with
+    ``$PYTEST_HUD_LIFELINE=1``, the end of its stdin.
 
     Prints ``PYTEST_HUD_POLICY_SERVER {"url": ...}`` on stdout once it listens.
     """
@@ -219,12 +220,6 @@ def serve_forever(
     )
 
     async def main() -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, task.cancel)
         url = await server.start()
         print(f"{ANNOUNCE} {json.dumps({'url': url, 'agent': spec})}", flush=True)
         try:
@@ -241,8 +236,7 @@ def serve_forever(
                     flush=True,
                 )
 
-    with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
-        asyncio.run(main())
+    serve_until_stopped(main)
 
 
 def main(argv: list[str] | None = None) -> None:
