@@ -133,6 +133,31 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=240)
 
 
+def many(pytester: pytest.Pytester, rows: str) -> None:
+    """A test module ``test_many`` over ``rows`` (Python source of task rows)."""
+    pytester.makepyfile(
+        test_many=f"""
+import pytest
+from line_env import reach
+
+@pytest.mark.hud(tasks=[{rows}])
+def test_many(hud_result):
+    assert hud_result.success
+"""
+    )
+
+
+def counted(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """Run with the counting agent, which writes each process's peak concurrency."""
+    import os
+
+    os.environ["PEAK_DIR"] = str(pytester.path)
+    try:
+        return run(pytester, "--hud-agent=my_agents:counting", *args)
+    finally:
+        del os.environ["PEAK_DIR"]
+
+
 def test_rows_become_items_pass_fail_and_error(suite) -> None:
     suite.makepyfile(test_line=TESTS)
     result = run(suite, "-v", "--hud-results=results.json", "--junitxml=junit.xml")
@@ -184,25 +209,8 @@ def test_task_files_collect_and_bad_rows_name_file_and_line(suite) -> None:
 
 def test_concurrency_keeps_rollouts_in_flight(suite) -> None:
     rows = ", ".join(f"reach.task(goal=0.0, seed={s})" for s in range(8))
-    suite.makepyfile(
-        test_many=f"""
-import pytest
-from line_env import reach
-
-@pytest.mark.hud(tasks=[{rows}])
-def test_many(hud_result):
-    assert hud_result.success
-"""
-    )
-    import os
-
-    os.environ["PEAK_DIR"] = str(suite.path)
-    try:
-        result = run(
-            suite, "--hud-agent=my_agents:counting", "--hud-concurrency=4", "--hud-shared=4"
-        )
-    finally:
-        del os.environ["PEAK_DIR"]
+    many(suite, rows)
+    result = counted(suite, "--hud-concurrency=4", "--hud-shared=4")
     result.assert_outcomes(passed=8)
     peaks = [json.loads(p.read_text()) for p in suite.path.glob("peak-*.json")]
     assert max(peaks) == 4  # four episodes at once in one process
@@ -210,16 +218,7 @@ def test_many(hud_result):
 
 def test_xdist_aggregates_results_across_workers(suite) -> None:
     rows = ", ".join(f"reach.task(goal={g}, seed={s})" for s in range(3) for g in (0.0, 9.0))
-    suite.makepyfile(
-        test_many=f"""
-import pytest
-from line_env import reach
-
-@pytest.mark.hud(tasks=[{rows}])
-def test_many(hud_result):
-    assert hud_result.success
-"""
-    )
+    many(suite, rows)
     result = run(
         suite, "-n", "2", "--hud-results=x.json", "--html=report.html", "--self-contained-html"
     )
@@ -348,30 +347,8 @@ def test_missing_env_declaration_is_an_error_not_a_failure(pytester: pytest.Pyte
 
 def test_xdist_workers_get_queues_deep_enough_for_their_lookahead(suite) -> None:
     rows = ", ".join(f"reach.task(goal=0.0, seed={s})" for s in range(12))
-    suite.makepyfile(
-        test_many=f"""
-import pytest
-from line_env import reach
-
-@pytest.mark.hud(tasks=[{rows}])
-def test_many(hud_result):
-    assert hud_result.success
-"""
-    )
-    import os
-
-    os.environ["PEAK_DIR"] = str(suite.path)
-    try:
-        result = run(
-            suite,
-            "-n",
-            "2",
-            "--hud-agent=my_agents:counting",
-            "--hud-concurrency=3",
-            "--hud-shared=4",
-        )
-    finally:
-        del os.environ["PEAK_DIR"]
+    many(suite, rows)
+    result = counted(suite, "-n", "2", "--hud-concurrency=3", "--hud-shared=4")
     result.assert_outcomes(passed=12)
     peaks = [json.loads(p.read_text()) for p in suite.path.glob("peak-*.json")]
     assert len(peaks) == 2 and max(peaks) == 3  # each worker ran 3 episodes at once
