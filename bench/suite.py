@@ -23,9 +23,15 @@ substrate: ``--collect-only`` time, full run time, per-item overhead, and with
 ``--hud-results`` and ``--html``; a plain parametrized test of 1,000 items is the
 pytest baseline.
 
+On a shared machine, other processes' load swings these figures a lot (each row shows
+the cores others used during it): ``--pusht-reps R`` keeps the fastest of R interleaved
+runs, ``--quiet-wait S`` waits for other load to settle before each run, and
+``--threads 1`` (OMP_NUM_THREADS for both sides) makes torch far less sensitive to it.
+
     python bench/suite.py [--episodes N] [--max-steps M] [--widths 4 1 10]
-        [--policy diffusion|tiny-diffusion|tiny-act] [--no-xdist] [--no-novideo]
-        [--only pusht|overhead] [--items 1000] [--reps 3] [--keep DIR] [--json PATH]
+        [--policy diffusion|tiny-diffusion|tiny-act] [--threads T] [--pusht-reps R]
+        [--quiet-wait S] [--no-xdist] [--no-novideo] [--only pusht|overhead]
+        [--items 1000] [--reps 3] [--keep DIR] [--json PATH]
 """
 
 from __future__ import annotations

@@ -86,7 +86,8 @@ class Template:
     def task(self, **args: Any) -> Task:
         """A Task row for this template with ``args`` bound; recorded on the environment."""
         task = Task(self.env.name, self.id, self.bind(args))
-        if all(t.key != task.key for t in self.env.tasks):
+        if task.key not in self.env.task_keys:  # a set: declaring n tasks stays O(n)
+            self.env.task_keys.add(task.key)
             self.env.tasks.append(task)
         return task
 
@@ -106,6 +107,7 @@ class Environment:
         self.name = name
         self.templates: dict[str, Template] = {}
         self.tasks: list[Task] = []
+        self.task_keys: set[str] = set()
         self.capabilities: dict[str, RobotEndpoint | dict[str, Any]] = {}
         self._initializers: list[Callable[[], Awaitable[None]]] = []
         self._shutdowns: list[Callable[[], Awaitable[None]]] = []

@@ -7,6 +7,7 @@ stable name used in test ids, results and expectations.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -87,7 +88,7 @@ class Task:
         object.__setattr__(self, "runtime_config", RuntimeConfig.from_dict(self.runtime_config))
         object.__setattr__(self, "metadata", dict(self.metadata))
 
-    @property
+    @functools.cached_property
     def slug(self) -> str:
         """``id`` alone for a row without args, else ``id-<8 hex of the args' hash>``."""
         if not self.args:
