@@ -37,10 +37,12 @@ from websockets.exceptions import ConnectionClosed
 
 from pytest_hud.process import serve_until_stopped
 from pytest_hud.robot.contract import Contract
+from pytest_hud.robot.vectored import send_chunks
 from pytest_hud.robot.wire import (
     PROTOCOL,
     WireError,
     pack,
+    pack_chunks,
     tune_allocator,
     unpack,
     ws_options,
@@ -390,7 +392,7 @@ class RobotBridge(ABC):
         if done and slot.state is SlotState.LIVE:
             slot.state, slot.reason = SlotState.DONE, "terminated"
         with contextlib.suppress(ConnectionClosed):  # not websockets.X: a lazy import per step
-            await ws.send(pack(msg))
+            await send_chunks(ws, pack_chunks(msg))
 
     # -- the barrier -----------------------------------------------------------
     async def _maybe_step(self) -> None:

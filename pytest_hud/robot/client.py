@@ -14,11 +14,10 @@ import contextlib
 from typing import Any
 
 import numpy as np
-import websockets
-from websockets.asyncio.client import ClientConnection, connect
 
 from pytest_hud.robot.contract import Contract, Spaces
-from pytest_hud.robot.wire import WireError, pack, tune_allocator, unpack, ws_options
+from pytest_hud.robot.transport import ConnectError, Transport, TransportClosed, connect
+from pytest_hud.robot.wire import WireError, pack, tune_allocator, unpack
 
 __all__ = ["RobotClient", "RobotError"]
 
@@ -32,7 +31,7 @@ class RobotClient:
 
     def __init__(
         self,
-        ws: ClientConnection,
+        ws: Transport,
         metadata: dict[str, Any],
         contract: Contract | None,
         first: dict[str, Any] | None,
@@ -61,20 +60,20 @@ class RobotClient:
         contract: Contract | dict[str, Any] | None = None,
         open_timeout: float = 30.0,
         timeout: float | None = 300.0,
+        websocket: str | None = None,
     ) -> RobotClient:
         """Dial ``target`` (a ``ws://`` url or a capability dict) and claim a slot.
 
-        ``timeout`` bounds each wait for an observation (None: wait indefinitely).
+        ``timeout`` bounds each wait for an observation (None: wait indefinitely);
+        ``websocket`` picks the implementation (see :func:`pytest_hud.robot.transport.connect`).
         """
         tune_allocator()
         url, cap_contract = _target(target)
         contract = contract if contract is not None else cap_contract
         try:
-            ws = await connect(
-                url, open_timeout=open_timeout, ping_interval=None, close_timeout=5, **ws_options()
-            )
-        except (OSError, TimeoutError, websockets.InvalidURI, websockets.InvalidHandshake) as exc:
-            raise RobotError(f"cannot connect to robot bridge at {url}: {exc}") from exc
+            ws = await connect(url, open_timeout=open_timeout, impl=websocket)
+        except ConnectError as exc:
+            raise RobotError(f"cannot connect to robot bridge at {url}: {exc}") from None
         try:
             meta = await _recv(ws, open_timeout, "the metadata frame")
             if not isinstance(meta, dict):
@@ -178,8 +177,8 @@ class RobotClient:
     async def _send(self, msg: dict[str, Any]) -> None:
         try:
             await self._ws.send(pack(msg))
-        except websockets.ConnectionClosed as exc:
-            raise RobotError(f"bridge closed the connection: {_closed(exc)}") from None
+        except TransportClosed as exc:
+            raise RobotError(f"bridge closed the connection: {exc}") from None
 
     async def close(self) -> None:
         if self._watchdog is not None:
@@ -204,14 +203,7 @@ def _target(target: str | dict[str, Any]) -> tuple[str, Any]:
     raise RobotError(f"connect() takes a ws:// url or a capability dict with a url, got {target!r}")
 
 
-def _closed(exc: websockets.ConnectionClosed) -> str:
-    rcvd = exc.rcvd
-    if rcvd is None:
-        return "no close frame"
-    return f"code {rcvd.code}" + (f" ({rcvd.reason})" if rcvd.reason else "")
-
-
-async def _recv(ws: ClientConnection, timeout: float | None, what: str) -> Any:
+async def _recv(ws: Transport, timeout: float | None, what: str) -> Any:
     try:
         if timeout is None:
             frame = await ws.recv()
@@ -222,9 +214,9 @@ async def _recv(ws: ClientConnection, timeout: float | None, what: str) -> Any:
         raise RobotError(
             f"timed out after {timeout} s waiting for {what} from the bridge"
         ) from None
-    except websockets.ConnectionClosed as exc:
+    except TransportClosed as exc:
         raise RobotError(
-            f"bridge closed the connection while we waited for {what}: {_closed(exc)}"
+            f"bridge closed the connection while we waited for {what}: {exc}"
         ) from None
     if isinstance(frame, str):
         raise RobotError(frame)

@@ -32,11 +32,16 @@ import weakref
 from typing import Any
 
 import numpy as np
-import websockets
-from websockets.asyncio.client import ClientConnection, connect
 
 from pytest_hud.robot.model import Model, check_chunk
-from pytest_hud.robot.wire import WireError, pack, unpack, ws_options
+from pytest_hud.robot.transport import (
+    ConnectError,
+    ConnectTimeout,
+    Transport,
+    TransportClosed,
+    connect,
+)
+from pytest_hud.robot.wire import WireError, pack, unpack
 
 __all__ = ["RemoteModel", "RemoteModelError"]
 
@@ -73,7 +78,7 @@ class RemoteModel(Model):
         self.reply_timeout = reply_timeout
         self.api_key = api_key
         self._metadata: dict[str, Any] | None = None
-        self._conns: weakref.WeakKeyDictionary[asyncio.Task[Any], ClientConnection] = (
+        self._conns: weakref.WeakKeyDictionary[asyncio.Task[Any], Transport] = (
             weakref.WeakKeyDictionary()
         )
         self._closing: set[asyncio.Task[None]] = set()
@@ -93,7 +98,7 @@ class RemoteModel(Model):
         assert self._metadata is not None
         return self._metadata
 
-    async def _connection(self) -> ClientConnection:
+    async def _connection(self) -> Transport:
         task = asyncio.current_task()
         if task is None:
             raise RemoteModelError("RemoteModel.ainfer must be called from an asyncio task")
@@ -102,20 +107,13 @@ class RemoteModel(Model):
             return ws
         headers = {"Authorization": f"Api-Key {self.api_key}"} if self.api_key else None
         try:
-            ws = await connect(
-                self.url,
-                open_timeout=self.connect_timeout,
-                ping_interval=None,  # openpi servers may block their loop in a long forward
-                close_timeout=5,
-                additional_headers=headers,
-                **ws_options(),
-            )
-        except TimeoutError:
+            ws = await connect(self.url, open_timeout=self.connect_timeout, headers=headers)
+        except ConnectTimeout:
             raise RemoteModelError(
-                f"timed out after {self.connect_timeout} s connecting to the policy server at "
-                f"{self.url} (connect_timeout)"
+                f"timed out after {self.connect_timeout} s connecting to the policy server "
+                f"at {self.url} (connect_timeout)"
             ) from None
-        except (OSError, websockets.InvalidURI, websockets.InvalidHandshake) as exc:
+        except ConnectError as exc:
             raise RemoteModelError(
                 f"cannot connect to the policy server at {self.url}: {exc}; is it running "
                 "(python -m pytest_hud.robot.policy_server, or openpi's serve_policy.py)?"
@@ -140,16 +138,16 @@ class RemoteModel(Model):
         if ws is not None:
             self._spawn_close(ws)
 
-    def _spawn_close(self, ws: ClientConnection) -> None:
+    def _spawn_close(self, ws: Transport) -> None:
         try:
             closer = asyncio.get_running_loop().create_task(_close(ws))
         except RuntimeError:  # no running loop: drop the socket
-            ws.transport.abort()
+            ws.abort()
             return
         self._closing.add(closer)
         closer.add_done_callback(self._closing.discard)
 
-    def _drop(self, ws: ClientConnection) -> None:
+    def _drop(self, ws: Transport) -> None:
         """Forget a connection that is broken or out of step, and close it."""
         for task, conn in list(self._conns.items()):
             if conn is ws:
@@ -186,7 +184,7 @@ class RemoteModel(Model):
         ws = await self._connection()
         try:
             await ws.send(frame)
-        except websockets.ConnectionClosed as exc:
+        except TransportClosed as exc:
             self._drop(ws)
             raise RemoteModelError(
                 f"the policy server connection was lost ({self.url}, {_closed(exc)}) before "
@@ -207,7 +205,7 @@ class RemoteModel(Model):
         actions = np.array(reply["actions"], dtype=np.float32)  # a writable copy
         return check_chunk(actions, 1, None, "RemoteModel")[0]
 
-    async def _recv(self, ws: ClientConnection, timeout: float | None, what: str) -> Any:
+    async def _recv(self, ws: Transport, timeout: float | None, what: str) -> Any:
         try:
             async with asyncio.timeout(timeout):
                 frame = await ws.recv()
@@ -216,7 +214,7 @@ class RemoteModel(Model):
             raise RemoteModelError(
                 f"the policy server at {self.url} sent no {what} within {timeout} s ({option})"
             ) from None
-        except websockets.ConnectionClosed as exc:
+        except TransportClosed as exc:
             raise RemoteModelError(
                 f"the policy server connection was lost ({self.url}, {_closed(exc)}) while "
                 f"waiting for {what}; the server stopped or crashed"
@@ -231,13 +229,10 @@ class RemoteModel(Model):
             ) from None
 
 
-def _closed(exc: websockets.ConnectionClosed) -> str:
-    rcvd = exc.rcvd
-    if rcvd is None:
-        return "closed with no close frame"
-    return f"close code {rcvd.code}" + (f": {rcvd.reason}" if rcvd.reason else "")
+def _closed(exc: TransportClosed) -> str:
+    return f"close {exc.describe()}"
 
 
-async def _close(ws: ClientConnection) -> None:
+async def _close(ws: Transport) -> None:
     with contextlib.suppress(Exception):
         await ws.close()

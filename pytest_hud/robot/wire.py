@@ -15,7 +15,15 @@ from typing import Any
 import msgpack
 import numpy as np
 
-__all__ = ["PROTOCOL", "WireError", "pack", "tune_allocator", "unpack", "ws_options"]
+__all__ = [
+    "PROTOCOL",
+    "WireError",
+    "pack",
+    "pack_chunks",
+    "tune_allocator",
+    "unpack",
+    "ws_options",
+]
 
 PROTOCOL = "openpi/0"
 
@@ -88,6 +96,58 @@ def pack(obj: Any) -> bytes:
         raise
     except (TypeError, ValueError, OverflowError) as exc:
         raise WireError(f"cannot encode frame over openpi/0: {exc}") from exc
+
+
+#: Arrays at least this large are referenced by :func:`pack_chunks`, not copied.
+CHUNK_BYTES = 4096
+_ND_HEAD = b"\x84" + msgpack.packb(_NDARRAY) + msgpack.packb(True) + msgpack.packb(b"data")
+
+
+def pack_chunks(obj: Any) -> list[Any]:
+    """Encode like :func:`pack`, as buffers whose concatenation is ``pack(obj)``.
+
+    Large contiguous arrays are referenced in place rather than copied, so a
+    vectored write can send a camera frame with no copy in user space. The
+    buffers are only valid while the arrays they reference are unchanged.
+    """
+    try:
+        chunks: list[Any] = []
+        small = _scatter(obj, _packer(), [], chunks)
+    except WireError:
+        raise
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise WireError(f"cannot encode frame over openpi/0: {exc}") from exc
+    if small:
+        chunks.append(b"".join(small))
+    return chunks
+
+
+def _scatter(
+    obj: Any, packer: msgpack.Packer, small: list[bytes], chunks: list[Any]
+) -> list[bytes]:
+    """Append ``obj``'s encoding: small pieces to ``small``, big arrays as chunks of their own."""
+    if isinstance(obj, dict):
+        small.append(packer.pack_map_header(len(obj)))
+        for key, value in obj.items():
+            small.append(packer.pack(key))
+            small = _scatter(value, packer, small, chunks)
+    elif isinstance(obj, list | tuple):
+        small.append(packer.pack_array_header(len(obj)))
+        for value in obj:
+            small = _scatter(value, packer, small, chunks)
+    elif isinstance(obj, np.ndarray) and obj.nbytes >= CHUNK_BYTES and obj.flags.c_contiguous:
+        _check_dtype(obj.dtype)
+        n = obj.nbytes
+        head = b"\xc6" + n.to_bytes(4, "big") if n > 0xFFFF else b"\xc5" + n.to_bytes(2, "big")
+        small.append(_ND_HEAD)
+        small.append(head)
+        chunks.append(b"".join(small))
+        chunks.append(obj.reshape(-1).view(np.uint8).data)
+        # the rest of the array's map, without its own map header byte
+        return [packer.pack({b"dtype": obj.dtype.str, b"shape": obj.shape})[1:]]
+    else:
+        small.append(packer.pack(obj))
+    return small
 
 
 def unpack(data: bytes) -> Any:
