@@ -4,7 +4,9 @@ One round trip = the agent sends one action and receives one observation.
 Payloads: state only (8 float32), one 224x224x3 uint8 camera + state, two cameras
 + state. For each payload:
 
-* ours, 1 client: a RobotClient against a one-slot RobotBridge (spawned by RobotEndpoint);
+* ours, 1 client: a RobotClient against a one-slot RobotBridge (spawned by RobotEndpoint),
+  on its default WebSocket client (``--client frames``) or on websockets' (``--client
+  websockets``);
 * ours, 8 clients: 8 RobotClients against a ``num_envs=8`` bridge, all in one
   asyncio process (``gather``) and split over 2 client processes x 4 (``2x4``);
 * bare: a plain ``websockets`` server (own process, compression off) that answers
@@ -156,7 +158,8 @@ async def run_clients(
     """Connect len(tokens) clients, run them concurrently in this process."""
     drivers = []
     if kind == "ours":
-        clients = [await RobotClient.connect(url, token=t) for t in tokens]
+        impl = os.environ.get("PYTEST_HUD_WEBSOCKET")  # --client, passed to client processes
+        clients = [await RobotClient.connect(url, token=t, websocket=impl) for t in tokens]
         action = np.zeros(ACTION_SIZE, np.float32)
         for c in clients:
             await c.get_observation()  # the first observation, delivered at connect
@@ -411,6 +414,12 @@ if __name__ == "__main__":
     parser.add_argument("--reps", type=int, help="repetitions, median reported (default 3)")
     parser.add_argument("--cap", type=float, default=15.0, help="time cap per measurement, s")
     parser.add_argument(
+        "--client",
+        choices=["frames", "websockets"],
+        default="frames",
+        help="our RobotClient's WebSocket implementation (default: frames, its default)",
+    )
+    parser.add_argument(
         "--payload",
         action="append",
         choices=list(PAYLOADS),
@@ -424,6 +433,7 @@ if __name__ == "__main__":
     if quick:
         args.cap = min(args.cap, 3.0)
 
+    os.environ["PYTEST_HUD_WEBSOCKET"] = args.client
     t = time.perf_counter()
     load0 = os.getloadavg()[0]
     out = asyncio.run(main(args))
@@ -431,6 +441,7 @@ if __name__ == "__main__":
     print(
         f"\nrobot wire round trips (1 action + 1 observation), {os.cpu_count()} cores, "
         f"{args.steps} steps/client after {args.warmup} warm-up, median of {args.reps}, "
+        f"our client on {args.client}, "
         f"load avg {load0:.1f} -> {os.getloadavg()[0]:.1f}"
     )
     print_table(rows)
@@ -446,6 +457,7 @@ if __name__ == "__main__":
             cap_s=args.cap,
             cpus=os.cpu_count(),
             websockets=websockets.__version__,
+            client=args.client,
             python=sys.version.split()[0],
             loadavg=os.getloadavg(),
         )

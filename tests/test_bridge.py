@@ -13,6 +13,7 @@ import websockets
 from sims import CounterSim, SlotResetCounterSim
 
 from pytest_hud.robot import BridgeError, RobotClient, RobotError
+from pytest_hud.robot.transport import IMPLEMENTATIONS
 from pytest_hud.robot.wire import pack, unpack
 
 pytestmark = pytest.mark.anyio
@@ -134,10 +135,11 @@ async def test_slot_reset_lets_each_slot_run_its_own_args() -> None:
         await cb.close()
 
 
-async def test_dropped_agent_does_not_stall_its_peers(four: CounterSim) -> None:
+@pytest.mark.parametrize("websocket", IMPLEMENTATIONS)
+async def test_dropped_agent_does_not_stall_its_peers(four: CounterSim, websocket: str) -> None:
     eps = [await four.claim() for _ in range(2)]
-    a = await RobotClient.connect(four.url, token=eps[0]["token"])
-    b = await RobotClient.connect(four.url, token=eps[1]["token"])
+    a = await RobotClient.connect(four.url, token=eps[0]["token"], websocket=websocket)
+    b = await RobotClient.connect(four.url, token=eps[1]["token"], websocket=websocket)
     await a.get_observation()
     await b.get_observation()
     await a.send_action([1, 0])  # a is waiting on b for the barrier ... and b drops
@@ -150,10 +152,11 @@ async def test_dropped_agent_does_not_stall_its_peers(four: CounterSim) -> None:
     await a.close()
 
 
-async def test_silent_agent_times_out_while_a_peer_waits(four: CounterSim) -> None:
+@pytest.mark.parametrize("websocket", IMPLEMENTATIONS)
+async def test_silent_agent_times_out_while_a_peer_waits(four: CounterSim, websocket: str) -> None:
     eps = [await four.claim() for _ in range(2)]
-    active = await RobotClient.connect(four.url, token=eps[0]["token"])
-    silent = await RobotClient.connect(four.url, token=eps[1]["token"])
+    active = await RobotClient.connect(four.url, token=eps[0]["token"], websocket=websocket)
+    silent = await RobotClient.connect(four.url, token=eps[1]["token"], websocket=websocket)
     await silent.get_observation()
     seen = await run_episode(active)
     assert seen[-1]["terminated"]

@@ -11,7 +11,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from pytest_hud.robot.wire import WireError, pack, unpack, ws_options
+from pytest_hud.robot.wire import WireError, pack, pack_chunks, unpack, ws_options
 
 VECTORS = Path(__file__).parent / "data" / "wire_vectors"
 CASES = json.loads((VECTORS / "cases.json").read_text())
@@ -74,10 +74,33 @@ def check_decoded(got: Any, spec: dict[str, Any]) -> None:
         assert got == build(spec)
 
 
+def pack_joined(obj: Any) -> bytes:
+    """pack_chunks' buffers concatenated: what a vectored send puts on the wire."""
+    return b"".join(pack_chunks(obj))
+
+
+ENCODERS = pytest.mark.parametrize("encode", [pack, pack_joined], ids=["pack", "pack_chunks"])
+
+
+@ENCODERS
 @pytest.mark.parametrize("case", CASES["cases"], ids=lambda c: c["name"])
-def test_pack_is_byte_identical_to_openpi_client(case: dict[str, Any]) -> None:
+def test_pack_is_byte_identical_to_openpi_client(case: dict[str, Any], encode: Any) -> None:
     expected = (VECTORS / case["file"]).read_bytes()
-    assert pack(build(case["input"])) == expected
+    assert encode(build(case["input"])) == expected
+
+
+def test_pack_chunks_references_large_arrays_instead_of_copying() -> None:
+    image = np.arange(224 * 224 * 3, dtype=np.uint8).reshape(224, 224, 3)
+    state = np.ones(8, np.float32)
+    chunks = pack_chunks({"image": image, "state": state, "nested": [{"b": image[1:20]}]})
+    big = [c for c in chunks if isinstance(c, memoryview)]
+    assert len(big) == 2  # the image, and the contiguous row slice; the state is inline
+    assert np.shares_memory(np.frombuffer(big[0], np.uint8), image)
+    assert big[0].nbytes == image.nbytes and big[1].nbytes == image[1:20].nbytes
+    # a non-contiguous array is copied like pack() copies it
+    strided = image[:, ::2]
+    assert len(pack_chunks({"x": strided})) == 1
+    assert pack_joined({"x": strided}) == pack({"x": strided})
 
 
 @pytest.mark.parametrize("case", CASES["cases"], ids=lambda c: c["name"])
@@ -96,9 +119,12 @@ def test_unpack_matches_openpi_client(case: dict[str, Any]) -> None:
     ],
     ids=["complex-array", "complex-scalar", "object", "void", "structured"],
 )
-def test_refuses_object_void_complex(value: Any) -> None:
+@ENCODERS
+def test_refuses_object_void_complex(value: Any, encode: Any) -> None:
     with pytest.raises(WireError, match="over openpi/0"):
-        pack({"x": value})
+        encode({"x": value})
+    with pytest.raises(WireError, match="over openpi/0"):  # also when big enough to be a chunk
+        encode({"x": np.resize(value, 4096) if isinstance(value, np.ndarray) else value})
 
 
 def test_openpi_client_refuses_the_same_dtypes() -> None:

@@ -51,9 +51,8 @@ class TransportClosed(ConnectionError):
         super().__init__(self.describe())
 
     def describe(self) -> str:
-        if self.code is None:
-            return "no close frame"
-        return f"code {self.code}" + (f" ({self.reason})" if self.reason else "")
+        what = "no close frame" if self.code is None else f"code {self.code}"
+        return what + (f" ({self.reason})" if self.reason else "")
 
 
 class Transport(Protocol):
@@ -62,8 +61,9 @@ class Transport(Protocol):
     async def send(self, data: bytes | str) -> None:
         """Send one message (binary for bytes, text for str); raises TransportClosed."""
 
-    async def recv(self) -> bytes | bytearray | str:
-        """The next message (text as str); raises TransportClosed once closed."""
+    async def recv(self) -> bytes | memoryview | str:
+        """The next message: text as str, binary as a bytes-like (bytes, or a memoryview
+        on a buffer of its own for large messages); raises TransportClosed once closed."""
 
     async def close(self) -> None:
         """Close with code 1000 (bounded wait for the peer's close frame)."""
@@ -84,7 +84,7 @@ class WebsocketsTransport:
         except websockets.ConnectionClosed as exc:
             raise _closed(exc) from None
 
-    async def recv(self) -> bytes | bytearray | str:
+    async def recv(self) -> bytes | memoryview | str:
         try:
             return await self.ws.recv()
         except websockets.ConnectionClosed as exc:

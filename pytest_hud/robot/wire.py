@@ -150,7 +150,7 @@ def _scatter(
     return small
 
 
-def unpack(data: bytes) -> Any:
+def unpack(data: bytes | bytearray | memoryview) -> Any:
     """Decode a binary frame; a frame that is not openpi/0 msgpack raises WireError.
 
     Decoded arrays are read-only views on the frame's buffer (no copy).

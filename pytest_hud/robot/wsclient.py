@@ -87,15 +87,15 @@ class _Protocol(asyncio.BufferedProtocol):
         self._stage = bytearray(STAGE_BYTES)
         self._view = memoryview(self._stage)
         self._fill = 0
-        self._big: bytearray | None = None  # the frame being received into its own buffer
+        self._big: memoryview | None = None  # the frame being received into its own buffer
         self._big_fill = 0
         self._big_head = 0
         self._upgraded = False
         self.response: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self._messages: collections.deque[bytes | bytearray | str] = collections.deque()
+        self._messages: collections.deque[bytes | memoryview | str] = collections.deque()
         self._waiter: asyncio.Future[None] | None = None
         self._frag_op: int | None = None
-        self._frag_parts: list[bytes | bytearray] = []
+        self._frag_parts: list[bytes | memoryview] = []
         self.closed: TransportClosed | None = None
         self.close_sent = False
         self.lost = asyncio.get_running_loop().create_future()
@@ -109,14 +109,14 @@ class _Protocol(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._big is not None:
-            return memoryview(self._big)[self._big_fill :]
+            return self._big[self._big_fill :]
         return self._view[self._fill :]
 
     def buffer_updated(self, nbytes: int) -> None:
         try:
             if self._big is not None:
                 self._big_fill += nbytes
-                if self._big_fill == len(self._big):
+                if self._big_fill == self._big.nbytes:
                     payload, self._big = self._big, None
                     self._frame(self._big_head, payload)
                 return
@@ -186,7 +186,7 @@ class _Protocol(asyncio.BufferedProtocol):
                 pos = start + size
                 continue
             if head + size > STAGE_BYTES:  # receive the rest straight into its own buffer
-                big = bytearray(size)
+                big = np.empty(size, np.uint8).data  # no zero-fill: the kernel fills it
                 big[: end - start] = self._view[start:end]
                 self._big, self._big_fill, self._big_head = big, end - start, b0
                 pos = end
@@ -196,7 +196,7 @@ class _Protocol(asyncio.BufferedProtocol):
             self._view[:rest] = bytes(self._view[pos:end])
             self._fill = rest
 
-    def _frame(self, b0: int, payload: bytes | bytearray) -> None:
+    def _frame(self, b0: int, payload: bytes | memoryview) -> None:
         fin, op = b0 & 0x80, b0 & 0x0F
         if op >= 0x8:
             if not fin or len(payload) > 125:
@@ -233,7 +233,7 @@ class _Protocol(asyncio.BufferedProtocol):
         else:
             self._deliver(payload)
 
-    def _on_close(self, payload: bytes | bytearray) -> None:
+    def _on_close(self, payload: bytes | memoryview) -> None:
         code, reason = 1005, ""
         if len(payload) >= 2:
             code = int.from_bytes(payload[:2], "big")
@@ -258,7 +258,7 @@ class _Protocol(asyncio.BufferedProtocol):
         self._wake()
 
     # -- delivery ---------------------------------------------------------------------
-    def _deliver(self, message: bytes | bytearray | str) -> None:
+    def _deliver(self, message: bytes | memoryview | str) -> None:
         self._messages.append(message)
         if len(self._messages) > _QUEUE_HIGH and self.transport is not None:
             self.transport.pause_reading()
@@ -269,7 +269,7 @@ class _Protocol(asyncio.BufferedProtocol):
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
-    async def next_message(self) -> bytes | bytearray | str:
+    async def next_message(self) -> bytes | memoryview | str:
         while not self._messages:
             if self.closed is not None:
                 raise self.closed
@@ -360,7 +360,7 @@ class FrameTransport:
             p._write(_client_frame(OP_BINARY, data))
         await p.drain()
 
-    async def recv(self) -> bytes | bytearray | str:
+    async def recv(self) -> bytes | memoryview | str:
         return await self._p.next_message()
 
     async def close(self) -> None:
