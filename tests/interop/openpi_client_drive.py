@@ -26,28 +26,8 @@ import threading
 from typing import Any
 
 import numpy as np
+from frames_json import describe
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
-
-
-def describe(value: Any) -> Any:
-    """A JSON view of a decoded frame that keeps numpy types visible."""
-    if isinstance(value, np.ndarray):
-        return {
-            "__ndarray__": {
-                "dtype": value.dtype.str,
-                "shape": list(value.shape),
-                "values": value.tolist(),
-            }
-        }
-    if isinstance(value, np.generic):
-        return {"__npgeneric__": {"dtype": value.dtype.str, "value": value.item()}}
-    if isinstance(value, bytes):
-        return {"__bytes__": value.hex()}
-    if isinstance(value, dict):
-        return {str(k): describe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [describe(v) for v in value]
-    return value
 
 
 def observation(seed: int, client: int, request: int, size: int, boom: bool) -> dict[str, Any]:
