@@ -6,6 +6,7 @@ The checkpoints are tiny random policies saved like real ones (tests/lerobot_fix
 from __future__ import annotations
 
 import math
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -143,9 +144,28 @@ class ActionLog:
         return {}
 
 
+def record_threads(obj: Any, name: str) -> set[str]:
+    """Wrap ``obj.name`` to collect the names of the threads that call it."""
+    seen: set[str] = set()
+    original = getattr(obj, name)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        seen.add(threading.current_thread().name)
+        return original(*args, **kwargs)
+
+    setattr(obj, name, wrapper)
+    return seen
+
+
 @pytest.mark.anyio
-async def test_lerobot_agent_on_pusht(tiny_act_path: Path) -> None:
+async def test_lerobot_agent_on_pusht(tiny_act_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pytest_hud.robot.lerobot as lerobot_module
+
+    # monkeypatch first, so teardown restores the original over the recording wrapper
+    monkeypatch.setattr(lerobot_module, "_load_policy", lerobot_module._load_policy)
+    loaded_on = record_threads(lerobot_module, "_load_policy")
     agent = load_agent(f"lerobot:{tiny_act_path}")
+    ran_on = record_threads(agent.model.policy, "predict_action_chunk")
     assert agent.chunk_size == 8  # the policy's n_action_steps (its chunk is 10)
     agent.max_steps = MAX_STEPS
     actions: list[np.ndarray] = []
@@ -161,6 +181,9 @@ async def test_lerobot_agent_on_pusht(tiny_act_path: Path) -> None:
     assert executed.shape == (MAX_STEPS, 2) and shapes == {(96, 96, 3)}
     assert ((executed >= 0) & (executed <= 512)).all()  # PushT's action box
     assert len({tuple(a) for a in executed}) > 1
+    # all torch work on one thread: the load and every forward (see torch_thread)
+    assert len(loaded_on) == 1 and loaded_on == ran_on
+    assert next(iter(ran_on)).startswith("pytest-hud-torch")
 
 
 # -- (c) batched rollouts ----------------------------------------------------------------------
@@ -173,6 +196,7 @@ def pusht4(task: Task):
 async def test_batched_agent_four_pusht_rollouts(tiny_act_path: Path) -> None:
     inner = load_agent(f"lerobot:{tiny_act_path}")
     inner.max_steps = MAX_STEPS
+    ran_on = record_threads(inner.model.policy, "predict_action_chunk")
     agent = BatchedAgent(inner, max_wait_s=2.0)
     tasks = [Task("pusht", "push", {"seed": s}) for s in range(4)]
     results = await run(tasks, agent, Shared(LocalRuntime(pusht4), width=4), max_concurrent=4)
@@ -181,6 +205,7 @@ async def test_batched_agent_four_pusht_rollouts(tiny_act_path: Path) -> None:
     widths = agent.batched.batches
     assert sum(widths) == sum(r.agent_info["inferences"] for r in results) == 4 * 4
     assert max(widths) == 4 and len(widths) < 16  # real batched forwards happened
+    assert len(ran_on) == 1 and next(iter(ran_on)).startswith("pytest-hud-torch")
 
 
 # -- (d) cameras that do not match the policy --------------------------------------------------

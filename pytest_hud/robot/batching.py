@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from concurrent.futures import Executor
 from typing import Any
 
 import numpy as np
 
 from pytest_hud.robot.agent import EpisodeReport, RobotAgent
 from pytest_hud.robot.contract import Spaces
-from pytest_hud.robot.model import Model, check_chunk, stack_rows
+from pytest_hud.robot.model import Model, check_chunk, run_infer, stack_rows
 
 __all__ = ["BatchedAgent", "BatchedModel"]
 
@@ -51,6 +52,9 @@ class BatchedModel(Model):
 
     def infer(self, batch: dict[str, Any]) -> np.ndarray:
         return self.model.infer(batch)
+
+    def executor(self) -> Executor | None:
+        return self.model.executor()
 
     @contextlib.contextmanager
     def session(self) -> Any:
@@ -93,7 +97,7 @@ class BatchedModel(Model):
         try:
             start = time.monotonic()
             batch = stack_rows([row for row, _ in rows])
-            out = await asyncio.to_thread(self.model.infer, batch)
+            out = await run_infer(self.model, batch)
             chunks = check_chunk(out, len(rows), None, type(self.model).__name__)
             self.forward_s += time.monotonic() - start
             self.batches.append(len(rows))

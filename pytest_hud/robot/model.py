@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor
 from typing import Any
 
 import numpy as np
@@ -79,10 +80,20 @@ class Model:
     def infer(self, batch: dict[str, Any]) -> np.ndarray:
         raise NotImplementedError(f"{type(self).__name__} must implement infer(batch)")
 
+    def executor(self) -> Executor | None:
+        """Where :meth:`infer` runs off the event loop; None is asyncio's worker threads.
+        Models whose framework wants one thread (torch) return a one-thread executor."""
+        return None
+
     async def ainfer(self, row: dict[str, Any]) -> np.ndarray:
-        """One row in, one ``[T, A]`` chunk out; the forward runs in a worker thread."""
-        out = await asyncio.to_thread(self.infer, stack_rows([row]))
+        """One row in, one ``[T, A]`` chunk out; the forward runs off the event loop."""
+        out = await run_infer(self, stack_rows([row]))
         return check_chunk(out, 1, None, type(self).__name__)[0]
+
+
+async def run_infer(model: Model, batch: dict[str, Any]) -> Any:
+    """``model.infer(batch)`` on the model's executor, awaited from the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(model.executor(), model.infer, batch)
 
 
 class _ActionSpaceModel(Model):
