@@ -158,6 +158,28 @@ async def test_batched_model_caps_width_and_a_failing_batch_fails_only_its_calle
     assert all(isinstance(r, RuntimeError) for r in results[2:])
 
 
+@pytest.mark.anyio
+async def test_batched_model_stacks_only_rows_of_one_layout() -> None:
+    class Sum(Model):
+        def __init__(self) -> None:
+            self.layouts: list[tuple[int, ...]] = []
+
+        def infer(self, batch):
+            state = np.asarray(batch["state"])  # stacking mixed shapes would fail here
+            self.layouts.append(state.shape)
+            return state.sum(axis=1)[:, None, None].astype(np.float32)
+
+    inner = Sum()
+    model = BatchedModel(inner, max_wait_s=0.01)
+    model.live = 5  # rollouts on two envs: states of size 2 and of size 3, interleaved
+    sizes = [2, 3, 2, 3, 2]
+    results = await asyncio.gather(
+        *(model.ainfer({"state": np.full(n, i, np.float32)}) for i, n in enumerate(sizes))
+    )
+    assert [float(r[0, 0]) for r in results] == [i * n for i, n in enumerate(sizes)]
+    assert inner.layouts == [(3, 2), (2, 3)]  # the oldest row's layout goes first
+
+
 def test_registry_builtins_and_unknown_names(tmp_path: Path) -> None:
     assert isinstance(load_agent("zero"), RobotAgent)
     agent = load_agent("random:3")

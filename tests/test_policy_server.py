@@ -33,7 +33,7 @@ from policy_models import StateModel
 from websockets.asyncio.server import serve as ws_serve
 
 from pytest_hud import Runtime, Task, run
-from pytest_hud.robot import BatchedAgent, RobotAgent, load_agent
+from pytest_hud.robot import BatchedAgent, Contract, RobotAgent, load_agent
 from pytest_hud.robot.policy_server import ANNOUNCE, PolicyServer
 from pytest_hud.robot.remote import RemoteModel, RemoteModelError
 from pytest_hud.robot.wire import pack, unpack, ws_options
@@ -493,3 +493,29 @@ async def test_policy_server_rejects_garbage_frames() -> None:
         # and it keeps serving
         out = await RemoteModel(server.url).ainfer({"observation/state": np.ones(3, np.float32)})
         assert out.shape == (3, 2)
+
+
+async def test_contract_binds_models_that_size_actions_from_the_action_space(
+    tmp_path: Path,
+) -> None:
+    # the openpi protocol carries no contract: without one, random answers with size 1
+    contract = Contract.from_dict(
+        {
+            "features": {
+                "observation/state": {"role": "observation", "shape": [2]},
+                "action": {"role": "action", "shape": [3]},
+            }
+        }
+    )
+    path = contract.save(tmp_path / "contract.json")
+    row = {"observation/state": np.zeros(2, np.float32)}
+    async with PolicyServer(load_agent("random:0").model) as server:
+        remote = RemoteModel(server.url)
+        assert (await remote.ainfer(row)).shape[-1] == 1
+        await remote.aclose()
+    for given in (path, contract, contract.to_dict()):
+        async with PolicyServer(load_agent("random:0").model, contract=given) as server:
+            remote = RemoteModel(server.url)
+            chunk = await remote.ainfer(row)
+            assert chunk.shape[-1] == 3 and np.abs(chunk).max() <= 1.0
+            await remote.aclose()

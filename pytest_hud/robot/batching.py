@@ -86,8 +86,15 @@ class BatchedModel(Model):
             self._timer = None
         if not self._pending or self._busy:
             return
+        # One forward stacks rows of one layout (keys, shapes, dtypes): the oldest row's.
+        # Rows of another layout (a rollout on another env) wait for the next forward.
         take = self.batch_size or len(self._pending)
-        rows, self._pending = self._pending[:take], self._pending[take:]
+        first = _layout(self._pending[0][0])
+        rows: list[tuple[dict[str, Any], asyncio.Future[np.ndarray]]] = []
+        rest: list[tuple[dict[str, Any], asyncio.Future[np.ndarray]]] = []
+        for item in self._pending:
+            (rows if len(rows) < take and _layout(item[0]) == first else rest).append(item)
+        self._pending = rest
         self._busy = True
         task = asyncio.ensure_future(self._forward(rows))
         self._tasks.add(task)
@@ -118,6 +125,14 @@ class BatchedModel(Model):
                 elif self._timer is None:
                     loop = asyncio.get_running_loop()
                     self._timer = loop.call_later(self.max_wait_s, self._flush_now)
+
+
+def _layout(row: dict[str, Any]) -> tuple[Any, ...]:
+    """What must match for rows to stack: keys in order, and each array's shape and dtype."""
+    return tuple(
+        (k, v.shape, v.dtype.str) if isinstance(v, np.ndarray) else (k, type(v))
+        for k, v in row.items()
+    )
 
 
 class BatchedAgent(RobotAgent):

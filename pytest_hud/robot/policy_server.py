@@ -8,6 +8,10 @@ observation frame is answered with ``{"actions": [T, A], "server_timing": {"infe
 connection is closed with 1011, as openpi does; other connections carry on.
 ``GET /healthz`` answers 200 ``OK``.
 
+The openpi protocol carries no contract, so a model that sizes its actions from the
+env's action space (``zero``, ``random``) needs one given to the server
+(``contract=``, ``--contract contract.json``): the server binds the model to it once.
+
 Unlike openpi's server it batches: every connection is a live rollout of one
 :class:`~pytest_hud.robot.batching.BatchedModel` (``session()`` per connection), so
 requests that arrive together from many connections run as one ``model.infer``
@@ -31,6 +35,7 @@ import logging
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 import websockets
@@ -39,6 +44,7 @@ from websockets.frames import CloseCode
 
 from pytest_hud.process import serve_until_stopped
 from pytest_hud.robot.batching import BatchedModel
+from pytest_hud.robot.contract import Contract
 from pytest_hud.robot.model import Model
 from pytest_hud.robot.wire import pack, unpack, ws_options
 
@@ -56,6 +62,8 @@ class PolicyServer:
 
     ``model`` may already be a BatchedModel (then ``max_wait_s``/``batch_size`` are its
     own). ``metadata`` is the map sent on connect (default ``{}``, like openpi).
+    ``contract`` (a Contract, its dict, or a contract.json path) binds the model to the
+    env's spaces once, as an agent does per episode.
     ``batched.batches`` lists the width of every forward run so far.
     """
 
@@ -68,7 +76,14 @@ class PolicyServer:
         max_wait_s: float = 0.005,
         batch_size: int | None = None,
         metadata: dict[str, Any] | None = None,
+        contract: Contract | dict[str, Any] | str | Path | None = None,
     ) -> None:
+        if contract is not None:
+            if isinstance(contract, str | Path):
+                contract = Contract.load(contract)
+            elif not isinstance(contract, Contract):
+                contract = Contract.from_dict(contract)
+            model.bind(contract.spaces())
         if not isinstance(model, BatchedModel):
             model = BatchedModel(model, max_wait_s=max_wait_s, batch_size=batch_size)
         self.batched: BatchedModel = model
@@ -203,6 +218,7 @@ def serve_forever(
     port: int = 8000,
     max_wait_s: float = 0.005,
     batch_size: int | None = None,
+    contract: str | Path | None = None,
 ) -> None:
     """Load ``spec``'s model and serve it until SIGTERM, Ctrl-C or, when spawned with
     ``$PYTEST_HUD_LIFELINE=1``, the end of its stdin.
@@ -217,6 +233,7 @@ def serve_forever(
         max_wait_s=max_wait_s,
         batch_size=batch_size,
         metadata={"agent": spec, "model": type(model).__name__},
+        contract=contract,
     )
 
     async def main() -> None:
@@ -256,6 +273,12 @@ def main(argv: list[str] | None = None) -> None:
         help="longest a request waits for others to join its forward (default 5)",
     )
     parser.add_argument("--batch-size", type=int, default=None, help="cap on a forward's width")
+    parser.add_argument(
+        "--contract",
+        metavar="PATH",
+        help="the env's contract.json: binds models that size actions from the action "
+        "space (zero, random); the openpi protocol carries no contract",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     serve_forever(
@@ -264,6 +287,7 @@ def main(argv: list[str] | None = None) -> None:
         port=args.port,
         max_wait_s=args.max_wait_ms / 1000,
         batch_size=args.batch_size,
+        contract=args.contract,
     )
 
 

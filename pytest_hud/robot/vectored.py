@@ -86,5 +86,7 @@ async def send_chunks(ws: Any, chunks: Sequence[Any]) -> bool:
         rest.append(v[sent:])
         sent = 0
     ws.transport.write(b"".join(rest))
-    await ws.drain()
+    drain = getattr(ws, "drain", None)  # websockets' flow control (pauses past its high mark)
+    if drain is not None:
+        await drain()
     return False

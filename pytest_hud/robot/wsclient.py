@@ -323,6 +323,7 @@ class FrameTransport:
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         loop = asyncio.get_running_loop()
         transport: asyncio.BaseTransport | None = None
+        protocol: _Protocol | None = None
         try:
             async with asyncio.timeout(open_timeout):
                 transport, protocol = await loop.create_connection(_Protocol, host, port)
@@ -340,14 +341,15 @@ class FrameTransport:
                 protocol._write(("\r\n".join(lines) + "\r\n\r\n").encode())
                 response = await protocol.response
             _check_response(response, key)
-        except TimeoutError:
+        except BaseException as exc:  # a failure or a cancel: the socket goes with it
+            if protocol is not None:
+                protocol.response.cancel()  # nobody will read it any more
             _abort(transport)
-            raise ConnectTimeout(f"timed out after {open_timeout} s opening {url}") from None
-        except OSError as exc:  # refused, unreachable, reset; ConnectError is one too
-            _abort(transport)
-            if isinstance(exc, ConnectError):
-                raise
-            raise ConnectError(f"cannot open {url}: {exc}") from None
+            if isinstance(exc, TimeoutError):
+                raise ConnectTimeout(f"timed out after {open_timeout} s opening {url}") from None
+            if isinstance(exc, OSError) and not isinstance(exc, ConnectError):
+                raise ConnectError(f"cannot open {url}: {exc}") from None  # refused, reset
+            raise
         return cls(protocol, close_timeout)
 
     async def send(self, data: bytes | str) -> None:
