@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -344,3 +345,87 @@ def test_frame_header_length_classes() -> None:
     assert frame_header(5) == b"\x82\x05"
     assert frame_header(126) == b"\x82\x7e\x00\x7e"
     assert frame_header(70_000) == b"\x82\x7f" + (70_000).to_bytes(8, "big")
+
+
+# -- the frame parser against a reference encoder, with arbitrary read boundaries ----------
+def reference_stream(seed: int) -> tuple[bytes, list[bytes | str], int]:
+    """Server frames serialized by websockets' own encoder: random messages of every
+    length class, some fragmented, with pings between frames. Returns the bytes, the
+    messages a client must deliver, and how many pings it must answer."""
+    from websockets.frames import Frame, Opcode
+
+    rng = np.random.default_rng(seed)
+    out, messages, pings = bytearray(), [], 0
+    for _ in range(40):
+        size = int(rng.choice([0, 5, 125, 126, 300, 65_535, 65_536, STAGE_BYTES, 200_000]))
+        text = bool(rng.random() < 0.2)
+        body = rng.integers(97, 123, size, dtype=np.uint8).tobytes()
+        messages.append(body.decode() if text else body)
+        cuts = sorted(rng.choice(size + 1, int(rng.integers(0, 3)), replace=True).tolist())
+        pieces = [body[a:b] for a, b in zip([0, *cuts], [*cuts, size], strict=True)]
+        for i, piece in enumerate(pieces):
+            op = (Opcode.TEXT if text else Opcode.BINARY) if i == 0 else Opcode.CONT
+            out += Frame(op, piece, fin=i == len(pieces) - 1).serialize(mask=False, extensions=[])
+            if rng.random() < 0.3:  # control frames may come between fragments
+                out += Frame(Opcode.PING, b"p%d" % pings).serialize(mask=False, extensions=[])
+                pings += 1
+    return bytes(out), messages, pings
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_parser_matches_the_reference_encoder_at_any_read_boundary(seed: int) -> None:
+    stream, messages, pings = reference_stream(seed)
+    pongs: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(upgrade(await reader.readuntil(b"\r\n\r\n")))
+        rng = np.random.default_rng(seed + 100)
+        pos = 0
+        while pos < len(stream):  # arbitrary write sizes: headers split across reads
+            n = int(rng.choice([1, 2, 3, 7, 100, 4096, 70_000]))
+            writer.write(stream[pos : pos + n])
+            pos += n
+            if rng.random() < 0.2:
+                await writer.drain()
+                await asyncio.sleep(0)
+        await writer.drain()
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while len(pongs) < pings:  # the client's pongs: masked frames
+                head = await reader.readexactly(2)
+                size = head[1] & 0x7F
+                key = await reader.readexactly(4)
+                pongs.append(mask(await reader.readexactly(size), key))
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    async with server:
+        url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        t = await connect(url, impl="frames", open_timeout=5)
+        async with asyncio.timeout(30):
+            got = [await t.recv() for _ in messages]
+            while len(pongs) < pings:
+                await asyncio.sleep(0.01)
+        t.abort()
+    assert [m if isinstance(m, str) else bytes(m) for m in got] == messages
+    assert pongs == [b"p%d" % i for i in range(pings)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+async def test_random_bytes_after_the_handshake_end_in_a_clean_close(seed: int) -> None:
+    junk = np.random.default_rng(seed).integers(0, 256, 3000, dtype=np.uint8).tobytes()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(upgrade(await reader.readuntil(b"\r\n\r\n")) + junk)
+        await writer.drain()
+        writer.close()  # then the stream ends, maybe inside a frame the junk announced
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    async with server:
+        url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        t = await connect(url, impl="frames", open_timeout=5)
+        async with asyncio.timeout(5):  # garbage never hangs the client
+            with pytest.raises(TransportClosed):
+                while True:  # junk may parse as frames, but it ends in TransportClosed
+                    msg = await t.recv()
+                    assert isinstance(msg, bytes | memoryview | str)
+        await t.close()
