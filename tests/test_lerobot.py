@@ -108,6 +108,58 @@ def test_history_policy_repeats_the_observation_like_an_episode_start(tmp_path: 
     assert all(len(q) == 0 for q in policy._queues.values())  # no state left behind
 
 
+class EpisodeLog:
+    """An episode observer keeping every observation the agent acted on, and the action."""
+
+    def __init__(self, seen: list[tuple[dict[str, np.ndarray], np.ndarray]]) -> None:
+        self.seen = seen
+
+    def step(self, data: dict[str, Any], action: np.ndarray) -> None:
+        self.seen.append(({k: np.array(v) for k, v in data.items()}, np.array(action)))
+
+    def end(self, ok: bool) -> dict[str, Any]:
+        return {}
+
+
+@pytest.mark.anyio
+async def test_history_policy_sees_the_episodes_history_like_lerobot_eval(
+    tmp_path: Path,
+) -> None:
+    """A Diffusion policy (n_obs_steps=2) driven by the agent over PushT acts exactly as
+    select_action does on the same observations: the agent sends each inference the last
+    two observations, so the policy's queues hold what they would hold upstream."""
+    import torch
+    from lerobot_fixtures import make_tiny_diffusion
+
+    from pytest_hud.robot.lerobot import load_policy
+
+    path = make_tiny_diffusion(tmp_path / "dp")
+    agent = load_agent(f"lerobot:{path}")
+    assert agent.model.n_obs_steps == 2 and agent.chunk_size == 8
+    agent.max_steps = 24  # three inferences, at ticks 0, 8 and 16
+    seen: list[tuple[dict[str, np.ndarray], np.ndarray]] = []
+    agent.observers.append(lambda run, spaces: EpisodeLog(seen))
+    torch.manual_seed(11)  # the diffusion noise: drawn once per inference on both sides
+    [res] = await run([Task("pusht", "push", {"seed": 2})], agent, LocalRuntime(PUSHT_ENV))
+    assert res.error is None and res.agent_info["inferences"] == 3 and len(seen) == 24
+    # upstream, replayed on the observations the agent saw, one select_action per tick
+    from lerobot.envs.utils import preprocess_observation
+
+    policy, pre, post = load_policy(path)
+    torch.manual_seed(11)
+    policy.reset()
+    theirs = []
+    with torch.inference_mode():
+        for data, _ in seen:
+            obs = preprocess_observation({k: v[None] for k, v in data.items()})
+            obs["task"] = [res.prompt]
+            theirs.append(post(policy.select_action(pre(obs)))[0].numpy())
+    ours = np.stack([action for _, action in seen])
+    np.testing.assert_allclose(ours, np.stack(theirs), rtol=1e-5, atol=1e-5)
+    # the observations really changed between ticks, so the history mattered
+    assert not np.array_equal(seen[7][0]["agent_pos"], seen[8][0]["agent_pos"])
+
+
 def test_loading_errors_name_the_checkpoint(
     tmp_path: Path, tiny_act_path: Path, monkeypatch
 ) -> None:

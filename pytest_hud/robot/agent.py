@@ -130,16 +130,19 @@ class RobotAgent:
             base = self.ensembler or getattr(self.model, "ensembler", None)
             ensembler = base.fresh() if base is not None else None
             queue: deque[np.ndarray] = deque()
+            history = max(1, int(getattr(self.model, "n_obs_steps", 1) or 1))
+            recent: deque[dict[str, Any]] = deque(maxlen=history)
             obs = await client.get_observation()
             total = 0.0
             while not obs["terminated"]:
                 if self.max_steps is not None and report.steps >= self.max_steps:
                     report.truncated_by_agent = True
                     break
+                recent.append(obs["data"])
                 need = ensembler.wants_chunk if ensembler is not None else not queue
                 if need:
                     t0 = time.monotonic()
-                    row = adapter.observation(obs["data"], prompt)
+                    row = _row(adapter, recent, history, prompt)
                     raw = await self.model.ainfer(row)
                     chunk = adapter.action(check_chunk(raw, 1, size, type(self.model).__name__)[0])
                     report.infer_s += time.monotonic() - t0
@@ -166,3 +169,19 @@ class RobotAgent:
             await client.close()
             report.wall_s = time.monotonic() - start
         return report
+
+
+def _row(
+    adapter: Adapter, recent: deque[dict[str, Any]], history: int, prompt: str
+) -> dict[str, Any]:
+    """The model's row: the latest observation, or with ``history > 1`` the last
+    ``history`` ones stacked per array (the episode's first repeated until there are
+    enough), each through the adapter; other values (the prompt) from the latest."""
+    if history == 1:
+        return adapter.observation(recent[-1], prompt)
+    steps = [recent[0]] * (history - len(recent)) + list(recent)
+    rows = [adapter.observation(data, prompt) for data in steps]
+    return {
+        key: np.stack([r[key] for r in rows]) if isinstance(value, np.ndarray) else value
+        for key, value in rows[-1].items()
+    }

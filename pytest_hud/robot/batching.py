@@ -38,6 +38,7 @@ class BatchedModel(Model):
         self.batch_size = batch_size
         self.ensembler = getattr(model, "ensembler", None)
         self.n_action_steps = getattr(model, "n_action_steps", None)
+        self.n_obs_steps = getattr(model, "n_obs_steps", 1)
         self.live = 0  # rollouts that may still queue a row
         self._pending: list[tuple[dict[str, Any], asyncio.Future[np.ndarray]]] = []
         self._timer: asyncio.TimerHandle | None = None

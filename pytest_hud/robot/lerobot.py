@@ -10,9 +10,11 @@ Models are stateless (one forward per call, any rows from any rollouts), which s
 two things:
 
 - Policies that condition on an observation history (Diffusion, VQ-BeT: ``n_obs_steps >
-  1``) see the current observation repeated ``n_obs_steps`` times, which is what LeRobot
-  feeds them at the first step of an episode. Later steps upstream would also see the
-  previous ``n_obs_steps - 1`` observations; here they do not.
+  1``) get it from the agent: each row carries the episode's last ``n_obs_steps``
+  observations (``Model.n_obs_steps``), each goes through the preprocessor and into the
+  policy's queues in order, as ``select_action`` would have put them there. A row
+  without that axis (a plain call, a remote openpi client) is the current observation
+  repeated, which is what LeRobot feeds a policy at the first step of an episode.
 - The chunk returned is the policy's whole predicted chunk (e.g. ACT's ``chunk_size``);
   the agent keeps the first ``n_action_steps`` of it, as ``select_action`` does
   (``lerobot_agent`` sets ``chunk_size`` to that), or blends chunks with an Ensembler.
@@ -148,6 +150,11 @@ class LeRobotModel(Model):
         #: Observation keys the policy reads from its history queues (Diffusion, VQ-BeT).
         queues = getattr(policy, "_queues", None)
         self._history = [k for k in queues if k != "action"] if isinstance(queues, dict) else []
+        #: Observations per row the agent should send (the policy's own history length).
+        self.n_obs_steps = int(getattr(config, "n_obs_steps", 1) or 1) if self._history else 1
+        #: Dimensions of each input feature, to tell a row with a history axis from one without.
+        features = getattr(config, "input_features", None) or {}
+        self._feature_dims = {k: len(getattr(f, "shape", ()) or ()) for k, f in features.items()}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -166,8 +173,16 @@ class LeRobotModel(Model):
             for key, value in batch.items()
         }
         with torch.inference_mode():
-            obs = self.preprocess(tensors)
-            chunk = self._predict(obs)  # [N, T, A], normalized
+            steps = self._history_length(tensors)
+            if steps:  # rows carry [N, H, ...]: each step preprocessed, as upstream per tick
+                history = [
+                    self.preprocess({k: self._at(k, v, h) for k, v in tensors.items()})
+                    for h in range(steps)
+                ]
+                chunk = self._predict_from_history(history)
+            else:
+                obs = self.preprocess(tensors)
+                chunk = self._predict(obs)  # [N, T, A], normalized
             n, t, a = chunk.shape
             # Postprocessors are written for [B, A] actions (LeRobot's policy server runs
             # them per time step); folding T into B is the same elementwise computation.
@@ -175,36 +190,59 @@ class LeRobotModel(Model):
             actions = actions.reshape(n, t, -1)
         return actions.detach().to("cpu", torch.float32).numpy()
 
+    def _history_length(self, tensors: dict[str, Any]) -> int:
+        """H when the batch's features carry a history axis ``[N, H, ...]``, else 0."""
+        if not self._history:
+            return 0
+        found = {
+            int(v.shape[1])
+            for k, v in tensors.items()
+            if k in self._feature_dims
+            and hasattr(v, "ndim")
+            and v.ndim == self._feature_dims[k] + 2
+        }
+        if len(found) > 1:
+            raise ValueError(f"history lengths differ between the batch's features: {found}")
+        return found.pop() if found else 0
+
+    def _at(self, key: str, value: Any, h: int) -> Any:
+        has_axis = key in self._feature_dims and hasattr(value, "ndim")
+        return value[:, h] if has_axis and value.ndim == self._feature_dims[key] + 2 else value
+
     def _predict(self, obs: dict[str, Any]) -> Any:
         if not self._history:
             return self.policy.predict_action_chunk(obs)
-        return self._predict_from_history(obs)
+        return self._predict_from_history([obs])
 
-    def _predict_from_history(self, obs: dict[str, Any]) -> Any:
-        """What ``select_action`` does at an episode's first step, without keeping state.
+    def _predict_from_history(self, history: list[dict[str, Any]]) -> Any:
+        """What ``select_action`` does when its action queue runs dry, without keeping state.
 
-        The policy reads its observation history from ``policy._queues``; a fresh queue
-        filled with the current observation (``populate_queues`` repeats it ``n_obs_steps``
-        times) stands in for it. The lock keeps concurrent calls off the shared queues.
+        The policy reads its observation history from ``policy._queues``; fresh queues
+        are filled with ``history`` in order (``populate_queues`` repeats the first one
+        until the queue is full, as at an episode's first step), then the chunk is
+        predicted. The lock keeps concurrent calls off the shared queues.
         """
         import torch
         from lerobot.policies.utils import populate_queues
 
         policy = self.policy
-        obs = {k: v for k, v in obs.items() if k != "action"}
         image_keys = list(getattr(policy.config, "image_features", None) or [])
         with self._lock:
             policy.reset()
             try:
-                if image_keys and "observation.images" in policy._queues:
-                    obs["observation.images"] = torch.stack([obs[k] for k in image_keys], dim=-4)
-                missing = [k for k in self._history if k not in obs]
-                if missing:
-                    raise KeyError(
-                        f"the policy keeps a history of {missing}, which the batch lacks "
-                        f"(batch keys: {sorted(obs)})"
-                    )
-                policy._queues = populate_queues(policy._queues, obs)
+                for step in history:
+                    obs = {k: v for k, v in step.items() if k != "action"}
+                    if image_keys and "observation.images" in policy._queues:
+                        obs["observation.images"] = torch.stack(
+                            [obs[k] for k in image_keys], dim=-4
+                        )
+                    missing = [k for k in self._history if k not in obs]
+                    if missing:
+                        raise KeyError(
+                            f"the policy keeps a history of {missing}, which the batch lacks "
+                            f"(batch keys: {sorted(obs)})"
+                        )
+                    policy._queues = populate_queues(policy._queues, obs)
                 return policy.predict_action_chunk(obs)
             finally:
                 policy.reset()

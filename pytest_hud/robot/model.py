@@ -73,6 +73,10 @@ class Model:
     ensembler: Any = None
     #: Whether ``infer`` runs a whole [N, ...] batch in one forward (BatchedModel can wrap it).
     batchable: bool = True
+    #: Consecutive observations per row. Above 1, the agent sends the episode's last
+    #: ``n_obs_steps`` observations stacked on a new leading axis (``[H, ...]`` per array,
+    #: the first observation repeated at the episode's start, as LeRobot fills its queues).
+    n_obs_steps: int = 1
 
     def bind(self, spaces: Spaces) -> None:
         """Called once per episode with the env's spaces (models that need the action space)."""
