@@ -292,7 +292,7 @@ class HudPlugin:
             item.stash[CASE] = case
             self._apply_expectations(item, case)
             if item.get_closest_marker("skip") is None:
-                self.evaluator.register(item.nodeid, case)
+                self.evaluator.register(item.nodeid, case, binding_key(item))
             if self.options.shared:  # keep a shared substrate's items on one xdist worker
                 item.add_marker(pytest.mark.xdist_group(name=f"hud-{case.row.env}"))
         if self.baseline is not None:
@@ -553,6 +553,30 @@ def _xdist_upcoming(interactor: Any, session: pytest.Session) -> list[str]:
         return [session.items[i].nodeid for i in indices if isinstance(i, int)]
     except Exception:  # xdist internals moved: no lookahead, still correct
         return []
+
+
+def binding_key(item: pytest.Item) -> tuple[Any, ...]:
+    """Equal for items whose ``hud_provider`` and ``hud_agent`` fixtures resolve to the
+    same objects: the same fixture definitions, cached in the same scope instance."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = getattr(info, "name2fixturedefs", {}) if info is not None else {}
+    module = item.nodeid.split("::")[0]
+    klass = item.getparent(pytest.Class)
+    scopes = {
+        "session": "",
+        "package": str(item.path.parent),
+        "module": module,
+        "class": klass.nodeid if klass is not None else module,
+    }
+    key: list[Any] = []
+    for name in ("hud_provider", "hud_agent"):
+        chain = defs.get(name) or ()
+        if not chain:
+            key.append(None)
+            continue
+        fixturedef = chain[-1]
+        key.append((id(fixturedef), scopes.get(fixturedef.scope, item.nodeid)))
+    return tuple(key)
 
 
 def _html_extras(row: dict[str, Any], merged_root: str | None = None) -> list[dict[str, Any]]:

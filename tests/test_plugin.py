@@ -216,6 +216,52 @@ def test_concurrency_keeps_rollouts_in_flight(suite) -> None:
     assert max(peaks) == 4  # four episodes at once in one process
 
 
+PLUS_MODULE = """
+import numpy as np
+import pytest
+from line_env import reach
+from pytest_hud.robot import Model, RobotAgent
+
+
+class Plus(Model):
+    def infer(self, batch):
+        return np.ones((len(batch["observation/state"]), 1, 1), np.float32)
+
+
+@pytest.fixture(scope="module")
+def hud_agent():  # this module's policy: walks forward, so it reaches goal 2
+    return RobotAgent(Plus(), name="plus")
+
+
+@pytest.mark.hud(tasks=[reach.task(goal=2.0, seed=s) for s in range(3)])
+def test_plus(hud_result):
+    assert hud_result.success
+"""
+
+
+ZERO_MODULE = """
+import pytest
+from line_env import reach
+
+@pytest.mark.hud(tasks=[reach.task(goal=2.0, seed=s) for s in range(3)])
+def test_zero(hud_result):
+    assert hud_result.success
+"""
+
+
+@pytest.mark.parametrize("plus_first", [True, False], ids=["override-first", "override-last"])
+def test_a_module_overriding_hud_agent_gets_its_own_agent(suite, plus_first: bool) -> None:
+    # with lookahead (concurrency 4), rollouts of the next module must not start with
+    # this module's agent, nor this module's with the session's
+    a, b = (PLUS_MODULE, ZERO_MODULE) if plus_first else (ZERO_MODULE, PLUS_MODULE)
+    suite.makepyfile(test_a=a, test_b=b)
+    result = run(suite, "--hud-concurrency=4", "-v")
+    result.assert_outcomes(passed=3, failed=3)
+    out = result.stdout.str()
+    assert len(re.findall(r"test_plus\[.*PASSED", out)) == 3
+    assert len(re.findall(r"test_zero\[.*FAILED", out)) == 3
+
+
 def test_xdist_aggregates_results_across_workers(suite) -> None:
     rows = ", ".join(f"reach.task(goal={g}, seed={s})" for s in range(3) for g in (0.0, 9.0))
     many(suite, rows)

@@ -4,7 +4,10 @@ Each hud item is a registered case. When an item asks for its result, the
 evaluator starts that rollout and the next ``concurrency - 1`` cases this process
 will run (its own schedule, or the queue xdist handed this worker), so a batched
 agent sees several observations per tick; each item still reports its own result
-in order. The provider and agent come from the session fixtures on first use.
+in order. Each item's provider and agent are what its ``hud_provider`` and
+``hud_agent`` fixtures give; lookahead starts only items whose fixtures resolve to
+the same objects (same fixture definitions, same scope instance), so a conftest or
+module that overrides either fixture gets its own.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
@@ -88,22 +91,27 @@ class Evaluator:
         self.options = options
         self.artifacts = artifacts
         self.cases: dict[str, HudCase] = {}
+        #: Items with equal keys resolve hud_provider and hud_agent to the same objects.
+        self.keys: dict[str, Hashable] = {}
         self.futures: dict[str, concurrent.futures.Future[RolloutResult]] = {}
         self.results: list[RolloutResult] = []
-        self.provider: Provider | None = None
-        self.agent: Any = None
         self.agent_name = options.agent
         self.schedule: Callable[[str], list[str]] = lambda nodeid: [nodeid]
         self._loop: LoopThread | None = None
         self._stack: contextlib.AsyncExitStack | None = None
         self._sem: asyncio.Semaphore | None = None
+        self._providers: dict[int, Provider] = {}  # by id, entered once each
+        self._agents: dict[int, tuple[Any, Any]] = {}  # id -> (as given, as prepared)
         self.steps: dict[int, int] = {}  # live step counts by the task sent
         #: Extra episode observers (dataset recording) for the session's agent.
         self.observers: list[Any] = []
 
     # -- setup -------------------------------------------------------------------------
-    def register(self, nodeid: str, case: HudCase) -> None:
+    def register(self, nodeid: str, case: HudCase, key: Hashable = None) -> None:
+        """Add an item; ``key`` groups items whose fixtures give the same provider and agent
+        (only those may start each other's rollouts ahead of time)."""
         self.cases[nodeid] = case
+        self.keys[nodeid] = key
 
     @property
     def loop(self) -> LoopThread:
@@ -111,54 +119,68 @@ class Evaluator:
             self._loop = LoopThread()
         return self._loop
 
-    def bind(self, provider: Provider, agent: Any) -> None:
-        """Take the session's provider and agent (once); enter Shared scopes on the loop."""
-        if self.provider is not None:
-            return
+    def _bind(self, provider: Provider, agent: Any) -> tuple[Provider, Any]:
+        """The provider (its Shared scope entered on first use) and the agent as rollouts
+        use it (batched for --hud-concurrency, with the plugin's observers), once each."""
+        if self._stack is None:
+
+            async def open_scope() -> None:
+                self._stack = contextlib.AsyncExitStack()
+                self._sem = asyncio.Semaphore(self.options.concurrency)
+
+            self.loop.run(open_scope(), timeout=60)
+        if id(provider) not in self._providers:
+            if isinstance(provider, Shared):
+                assert self._stack is not None
+                self.loop.run(self._stack.enter_async_context(provider), timeout=60)
+            self._providers[id(provider)] = provider
+        known = self._agents.get(id(agent))
+        if known is None or known[0] is not agent:
+            known = self._agents[id(agent)] = (agent, self._prepare(agent))
+        return provider, known[1]
+
+    def _prepare(self, agent: Any) -> Any:
         from pytest_hud.robot.agent import RobotAgent
         from pytest_hud.robot.batching import BatchedAgent
 
-        if isinstance(agent, RobotAgent):
-            if self.options.max_steps is not None:
-                agent.max_steps = self.options.max_steps
-            batchable = getattr(agent.model, "batchable", True)  # RemoteModel is per-row
-            if self.options.concurrency > 1 and batchable and not isinstance(agent, BatchedAgent):
-                agent = BatchedAgent(agent)
-            from pytest_hud.pytest.video import video_factory
+        if not isinstance(agent, RobotAgent):
+            return agent
+        if self.options.max_steps is not None:
+            agent.max_steps = self.options.max_steps
+        batchable = getattr(agent.model, "batchable", True)  # RemoteModel is per-row
+        if self.options.concurrency > 1 and batchable and not isinstance(agent, BatchedAgent):
+            agent = BatchedAgent(agent)
+        from pytest_hud.pytest.video import video_factory
 
-            agent.observers.append(video_factory(self.artifacts / "videos"))
-            agent.observers.append(self._progress_observer)
-            agent.observers.extend(self.observers)
-        self.agent = agent
-
-        async def enter() -> None:
-            self._stack = contextlib.AsyncExitStack()
-            if isinstance(provider, Shared):
-                await self._stack.enter_async_context(provider)
-            self._sem = asyncio.Semaphore(self.options.concurrency)
-
-        self.loop.run(enter(), timeout=60)
-        self.provider = provider
+        agent.observers.append(video_factory(self.artifacts / "videos"))
+        agent.observers.append(self._progress_observer)
+        agent.observers.extend(self.observers)
+        return agent
 
     # -- running -----------------------------------------------------------------------
     def _progress_observer(self, run: Any, spaces: Any) -> Any:
         return _StepCounter(self.steps, id(run.task) if run is not None else 0)
 
     def result(
-        self, nodeid: str, progress: Callable[[int, float], None] | None = None
+        self,
+        nodeid: str,
+        provider: Provider,
+        agent: Any,
+        progress: Callable[[int, float], None] | None = None,
     ) -> RolloutResult:
-        """This item's rollout result, starting its lookahead first; bounded wait.
+        """This item's rollout result with this item's provider and agent, starting the
+        lookahead (later items of the same key) first; bounded wait.
 
         ``progress(steps, seconds)`` is called from this (the test's) thread about once a
         second while the episode runs, so a live line never interleaves with pytest's output.
         """
-        if self.provider is None:
-            raise RuntimeError("the evaluator has no provider yet (hud fixtures not set up)")
-        upcoming = [n for n in self.schedule(nodeid) if n in self.cases]
+        binding = self._bind(provider, agent)
+        key = self.keys.get(nodeid)
+        upcoming = [n for n in self.schedule(nodeid) if n in self.cases and self.keys[n] == key]
         for nid in [nodeid, *upcoming][: max(self.options.concurrency, 1)]:
-            self._start(nid)
+            self._start(nid, binding)
         fut = self.futures.pop(nodeid)
-        key = id(self.cases[nodeid].task)
+        task_key = id(self.cases[nodeid].task)
         deadline = time.monotonic() + self.options.timeout + 120
         start = time.monotonic()
         try:
@@ -170,27 +192,26 @@ class Evaluator:
                     if time.monotonic() >= deadline:
                         raise
                     if progress is not None:
-                        progress(self.steps.get(key, 0), time.monotonic() - start)
+                        progress(self.steps.get(task_key, 0), time.monotonic() - start)
         except concurrent.futures.TimeoutError:
             fut.cancel()
             result = RolloutResult(self.cases[nodeid].task, self.cases[nodeid].rep)
             result.error = f"no result within {self.options.timeout + 120} s"
             result.error_type, result.phase = "TimeoutError", "wait"
-        self.steps.pop(key, None)
+        self.steps.pop(task_key, None)
         self.results.append(result)
         return result
 
-    def _start(self, nodeid: str) -> None:
+    def _start(self, nodeid: str, binding: tuple[Provider, Any]) -> None:
         if nodeid in self.futures or nodeid not in self.cases:
             return
-        case = self.cases[nodeid]
-        self.futures[nodeid] = self.loop.submit(self._rollout(case))
+        self.futures[nodeid] = self.loop.submit(self._rollout(self.cases[nodeid], *binding))
 
-    async def _rollout(self, case: HudCase) -> RolloutResult:
-        assert self._sem is not None and self.provider is not None
+    async def _rollout(self, case: HudCase, provider: Provider, agent: Any) -> RolloutResult:
+        assert self._sem is not None
         async with self._sem:
             return await rollout(
-                case.task, self.agent, self.provider, index=case.rep, timeout=self.options.timeout
+                case.task, agent, provider, index=case.rep, timeout=self.options.timeout
             )
 
     def close(self) -> None:
