@@ -44,9 +44,12 @@ from pytest_hud.runtime import Environment
 PUSHT = "gym_pusht:gym_pusht/PushT-v0"
 
 
-def pendulum(num_envs: int) -> Environment:
-    env = Environment("bench_pendulum")
-    sim = env.gym("Pendulum-v1", num_envs=num_envs, prompt="Swing up.")
+def episode_env(
+    name: str, target: Any, num_envs: int, prompt: str, **gym_kwargs: Any
+) -> Environment:
+    """An env of one gym sim and one template that runs an episode and returns its grade."""
+    env = Environment(name)
+    sim = env.gym(target, num_envs=num_envs, prompt=prompt, **gym_kwargs)
 
     @env.template()
     async def swing(seed: int = 0):
@@ -55,21 +58,20 @@ def pendulum(num_envs: int) -> Environment:
         yield await sim.result(token=ep["token"])
 
     return env
+
+
+def pendulum(num_envs: int) -> Environment:
+    return episode_env("bench_pendulum", "Pendulum-v1", num_envs, "Swing up.")
 
 
 def pusht(num_envs: int) -> Environment:
-    env = Environment("bench_pusht")
-    sim = env.gym(
-        PUSHT, num_envs=num_envs, prompt="Push the T.", make_kwargs={"obs_type": "pixels_agent_pos"}
+    return episode_env(
+        "bench_pusht",
+        PUSHT,
+        num_envs,
+        "Push the T.",
+        make_kwargs={"obs_type": "pixels_agent_pos"},
     )
-
-    @env.template()
-    async def swing(seed: int = 0):
-        ep = await sim.reset(seed=seed)
-        yield {"prompt": ep["prompt"], "robot": {"token": ep["token"]}}
-        yield await sim.result(token=ep["token"])
-
-    return env
 
 
 class Window:

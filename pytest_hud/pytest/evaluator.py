@@ -98,10 +98,11 @@ class Evaluator:
         self.agent_name = options.agent
         self.schedule: Callable[[str], list[str]] = lambda nodeid: [nodeid]
         self._loop: LoopThread | None = None
-        self._stack: contextlib.AsyncExitStack | None = None
-        self._sem: asyncio.Semaphore | None = None
+        self._stack = contextlib.AsyncExitStack()  # Shared scopes, left at close()
+        self._sem = asyncio.Semaphore(options.concurrency)  # binds to the loop on first use
         self._providers: dict[int, Provider] = {}  # by id, entered once each
-        self._agents: dict[int, tuple[Any, Any]] = {}  # id -> (as given, as prepared)
+        #: Agents as rollouts use them, by the id of the agent given (which they keep alive).
+        self._agents: dict[int, Any] = {}
         self.steps: dict[int, int] = {}  # live step counts by the task sent
         #: Extra episode observers (dataset recording) for the session's agent.
         self.observers: list[Any] = []
@@ -122,22 +123,13 @@ class Evaluator:
     def _bind(self, provider: Provider, agent: Any) -> tuple[Provider, Any]:
         """The provider (its Shared scope entered on first use) and the agent as rollouts
         use it (batched for --hud-concurrency, with the plugin's observers), once each."""
-        if self._stack is None:
-
-            async def open_scope() -> None:
-                self._stack = contextlib.AsyncExitStack()
-                self._sem = asyncio.Semaphore(self.options.concurrency)
-
-            self.loop.run(open_scope(), timeout=60)
         if id(provider) not in self._providers:
             if isinstance(provider, Shared):
-                assert self._stack is not None
                 self.loop.run(self._stack.enter_async_context(provider), timeout=60)
             self._providers[id(provider)] = provider
-        known = self._agents.get(id(agent))
-        if known is None or known[0] is not agent:
-            known = self._agents[id(agent)] = (agent, self._prepare(agent))
-        return provider, known[1]
+        if id(agent) not in self._agents:
+            self._agents[id(agent)] = self._prepare(agent)
+        return provider, self._agents[id(agent)]
 
     def _prepare(self, agent: Any) -> Any:
         from pytest_hud.robot.agent import RobotAgent
@@ -208,7 +200,6 @@ class Evaluator:
         self.futures[nodeid] = self.loop.submit(self._rollout(self.cases[nodeid], *binding))
 
     async def _rollout(self, case: HudCase, provider: Provider, agent: Any) -> RolloutResult:
-        assert self._sem is not None
         async with self._sem:
             return await rollout(
                 case.task, agent, provider, index=case.rep, timeout=self.options.timeout
@@ -221,10 +212,8 @@ class Evaluator:
         self.futures.clear()
         if self._loop is None:
             return
-        stack = self._stack
-        if stack is not None:
-            with contextlib.suppress(Exception):
-                self._loop.run(stack.aclose(), timeout=120)
+        with contextlib.suppress(Exception):
+            self._loop.run(self._stack.aclose(), timeout=120)
         self._loop.close()
         self._loop = None
 

@@ -194,20 +194,18 @@ class LeRobotModel(Model):
         """H when the batch's features carry a history axis ``[N, H, ...]``, else 0."""
         if not self._history:
             return 0
-        found = {
-            int(v.shape[1])
-            for k, v in tensors.items()
-            if k in self._feature_dims
-            and hasattr(v, "ndim")
-            and v.ndim == self._feature_dims[k] + 2
-        }
+        found = {int(v.shape[1]) for k, v in tensors.items() if self._has_history_axis(k, v)}
         if len(found) > 1:
             raise ValueError(f"history lengths differ between the batch's features: {found}")
         return found.pop() if found else 0
 
+    def _has_history_axis(self, key: str, value: Any) -> bool:
+        """Whether ``value`` is feature ``key`` with a history axis: ``[N, H, ...]``."""
+        dims = self._feature_dims.get(key)
+        return dims is not None and getattr(value, "ndim", None) == dims + 2
+
     def _at(self, key: str, value: Any, h: int) -> Any:
-        has_axis = key in self._feature_dims and hasattr(value, "ndim")
-        return value[:, h] if has_axis and value.ndim == self._feature_dims[key] + 2 else value
+        return value[:, h] if self._has_history_axis(key, value) else value
 
     def _predict(self, obs: dict[str, Any]) -> Any:
         if not self._history:

@@ -81,9 +81,7 @@ class PolicyServer:
         if contract is not None:
             if isinstance(contract, str | Path):
                 contract = Contract.load(contract)
-            elif not isinstance(contract, Contract):
-                contract = Contract.from_dict(contract)
-            model.bind(contract.spaces())
+            model.bind(Contract.from_dict(contract).spaces())  # from_dict passes a Contract
         if not isinstance(model, BatchedModel):
             model = BatchedModel(model, max_wait_s=max_wait_s, batch_size=batch_size)
         self.batched: BatchedModel = model

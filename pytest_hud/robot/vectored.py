@@ -66,7 +66,8 @@ async def send_chunks(ws: Any, chunks: Sequence[Any]) -> bool:
         return False
     views = [memoryview(c).cast("B") for c in chunks]
     size = sum(v.nbytes for v in views)
-    views[0] = memoryview(frame_header(size) + bytes(views[0]))
+    head = frame_header(size)
+    views[0] = memoryview(head + bytes(views[0]))
     try:
         sent = os.writev(fd, views)
     except BlockingIOError:
@@ -74,7 +75,7 @@ async def send_chunks(ws: Any, chunks: Sequence[Any]) -> bool:
     except OSError:  # nothing was written; let websockets report the broken connection
         await ws.send(b"".join(chunks))
         return False
-    if sent == sum(v.nbytes for v in views):
+    if sent == len(head) + size:
         return True
     # The socket took part of it: queue the rest (a copy of the rest only) behind it on
     # the transport, which flushes it in order, and respect its flow control.
