@@ -193,7 +193,7 @@ def test_rewrite_url_accepts_host_port_values() -> None:
     port_map: dict[str, int | str] = {"8001": "r7.tunnel.test:40001", "8002": 40002}
     assert rewrite_url("ws://0.0.0.0:8001", "r1.test", port_map) == "ws://r7.tunnel.test:40001"
     assert rewrite_url("ws://0.0.0.0:8002", "r1.test", port_map) == "ws://r1.test:40002"
-    assert rewrite_url("ws://10.0.0.5:8001/x", None, port_map) == "ws://r7.tunnel.test:40001/x"
+    assert rewrite_url("ws://sandbox.test:8001/x", None, port_map) == "ws://r7.tunnel.test:40001/x"
 
 
 def test_memory_units() -> None:
