@@ -43,9 +43,9 @@ from typing import Any
 import numpy as np
 
 from pytest_hud.robot import BatchedAgent, RobotAgent, RobotBridge, RobotEndpoint
-from pytest_hud.robot.model import Model
-from pytest_hud.robot.policy_server import PolicyServer
-from pytest_hud.robot.remote import RemoteModel
+from pytest_hud.robot.agent.model import Model
+from pytest_hud.robot.agent.policy_server import PolicyServer
+from pytest_hud.robot.agent.remote import RemoteModel
 
 IMAGE_SHAPE = (96, 96, 3)
 STATE_SIZE = 8

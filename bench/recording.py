@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pytest_hud import LocalRuntime, Shared, Task, run
 from pytest_hud.robot import RandomModel, RobotAgent
-from pytest_hud.robot.dataset import DatasetWriter
+from pytest_hud.robot.record.writer import DatasetWriter
 from pytest_hud.runtime import Environment
 
 PUSHT = "gym_pusht:gym_pusht/PushT-v0"

@@ -39,7 +39,7 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.asyncio.server import serve as ws_serve
 
 from pytest_hud.robot import RobotBridge, RobotClient, RobotEndpoint
-from pytest_hud.robot.wire import pack
+from pytest_hud.robot.wire.codec import pack
 
 ACTION_SIZE = 8
 STATE_SIZE = 8

@@ -112,7 +112,7 @@ class HudPlugin:
         env = run.task.env
         writer = self.writers.get(env)
         if writer is None:
-            from pytest_hud.robot.dataset import DatasetWriter
+            from pytest_hud.robot.record.writer import DatasetWriter
 
             root = self._dataset_root(env)
             if self.is_worker:
@@ -145,7 +145,7 @@ class HudPlugin:
     def _merge_parts(self, env: str, parts_dir: Path, final: Path) -> None:
         import shutil
 
-        from pytest_hud.robot.dataset import merge_datasets
+        from pytest_hud.robot.record.merge import merge_datasets
 
         rows = [r for r in self.rows.values() if r["env"] == env]
         first: dict[str, int] = {}
@@ -195,7 +195,7 @@ class HudPlugin:
     @property
     def agent(self) -> Any:
         if self._agent is None:
-            from pytest_hud.robot.registry import AgentSpecError, load_agent
+            from pytest_hud.robot.agent.registry import AgentSpecError, load_agent
 
             spec = self.options.agent
             if spec == "random" and self.options.seed is not None:
@@ -525,7 +525,7 @@ def _parts_dir(root: Path) -> Path:
 
 
 def _validate_agent(spec: str) -> str:
-    from pytest_hud.robot.registry import BUILTINS, _entry_points, available_agents
+    from pytest_hud.robot.agent.registry import BUILTINS, _entry_points, available_agents
 
     name = spec.partition(":")[0]
     if name in BUILTINS or spec in _entry_points() or ":" in spec:

@@ -13,8 +13,10 @@ import json
 import os
 import sys
 
+from pytest_hud.loader import load_module
 from pytest_hud.process import serve_until_stopped
-from pytest_hud.runtime.environment import Environment, load_module
+from pytest_hud.runtime.environment import Environment
+from pytest_hud.runtime.modules import module_environments
 from pytest_hud.runtime.server import ANNOUNCE, EnvServer
 
 
@@ -30,10 +32,10 @@ def parse_ports(text: str | None) -> list[int]:
 
 
 def collect(module: object) -> list[Environment]:
-    envs = [v for v in vars(module).values() if isinstance(v, Environment)]
-    if not envs:
-        raise SystemExit(f"{getattr(module, '__file__', module)} declares no Environment")
-    return envs
+    try:
+        return module_environments(module)
+    except LookupError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 async def serve(args: argparse.Namespace) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from pytest_hud.robot import RobotAgent
-from pytest_hud.robot.model import Model
+from pytest_hud.robot.agent.model import Model
 
 
 class StateModel(Model):

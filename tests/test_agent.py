@@ -21,7 +21,7 @@ from pytest_hud.robot import (
     RobotAgent,
     load_agent,
 )
-from pytest_hud.robot.adapter import AdapterError
+from pytest_hud.robot.agent.adapter import AdapterError
 from pytest_hud.robot.contract import Contract
 from pytest_hud.runtime import LocalRuntime
 

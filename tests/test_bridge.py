@@ -13,8 +13,8 @@ import websockets
 from sims import CounterSim, SlotResetCounterSim
 
 from pytest_hud.robot import BridgeError, RobotClient, RobotError
-from pytest_hud.robot.transport import IMPLEMENTATIONS
-from pytest_hud.robot.wire import pack, unpack
+from pytest_hud.robot.wire.codec import pack, unpack
+from pytest_hud.robot.wire.transport import IMPLEMENTATIONS
 
 pytestmark = pytest.mark.anyio
 

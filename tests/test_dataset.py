@@ -19,16 +19,16 @@ import pytest
 from conftest import require, require_lerobot
 
 from pytest_hud import LocalRuntime, Shared, Task, run
+from pytest_hud.loader import load_module
 from pytest_hud.robot import BatchedAgent, Contract, Model, RobotAgent
-from pytest_hud.robot.dataset import (
+from pytest_hud.robot.record.merge import merge_datasets
+from pytest_hud.robot.record.schema import (
     MIN_VIDEO_HEIGHT,
     MIN_VIDEO_WIDTH,
     DatasetError,
-    DatasetWriter,
     camera_key,
-    merge_datasets,
 )
-from pytest_hud.runtime.environment import load_module
+from pytest_hud.robot.record.writer import DatasetWriter
 
 HERE = Path(__file__).parent
 RECORD_ENV = HERE / "envs" / "record_env.py"
@@ -481,7 +481,7 @@ import os, signal, sys
 import numpy as np
 sys.path.insert(0, {tests!r})
 from test_dataset import CAMERA_CONTRACT, synthetic_episode
-from pytest_hud.robot.dataset import DatasetWriter
+from pytest_hud.robot.record.writer import DatasetWriter
 writer = DatasetWriter({root!r})
 for seed in (1, 2):
     synthetic_episode(writer, CAMERA_CONTRACT, 6 + seed, seed)  # no loop: committed on return

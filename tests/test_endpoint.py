@@ -15,7 +15,7 @@ import pytest
 from sims import CounterSim
 
 from pytest_hud.robot import RobotClient, RobotEndpoint, RobotError, SimError
-from pytest_hud.robot.bridge import ANNOUNCE
+from pytest_hud.robot.sim.bridge import ANNOUNCE
 
 HERE = Path(__file__).parent
 pytestmark = pytest.mark.anyio

@@ -11,7 +11,7 @@ import pytest
 from sims import make_pendulum, make_succeed_at
 
 from pytest_hud.robot import Contract, GymBridge, RobotClient, RobotEndpoint
-from pytest_hud.robot.gym import gym_target
+from pytest_hud.robot.sim.gym import gym_target
 
 PUSHT = "gym_pusht:gym_pusht/PushT-v0"
 

@@ -33,7 +33,7 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.asyncio.server import serve as ws_serve
 
 from pytest_hud.robot import Contract, GymBridge, RobotClient, RobotEndpoint
-from pytest_hud.robot.wire import pack, unpack
+from pytest_hud.robot.wire.codec import pack, unpack
 
 pytestmark = [pytest.mark.interop, pytest.mark.anyio]
 

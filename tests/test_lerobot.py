@@ -15,9 +15,9 @@ import pytest
 from conftest import require_lerobot
 
 from pytest_hud import LocalRuntime, Shared, Task, run
+from pytest_hud.loader import load_module
 from pytest_hud.robot import BatchedAgent, Contract, LeRobotAdapter, load_agent
-from pytest_hud.robot.model import stack_rows
-from pytest_hud.runtime.environment import load_module
+from pytest_hud.robot.agent.model import stack_rows
 
 HERE = Path(__file__).parent
 PUSHT_ENV = HERE / "envs" / "pusht_env.py"
@@ -73,7 +73,7 @@ def model_actions(model, observations, prompt: str, image_keys: list[str]) -> np
 # -- (a) parity with upstream ------------------------------------------------------------------
 def test_act_chunk_matches_upstream_select_action(tiny_act_path: Path) -> None:
     from pytest_hud.robot import LeRobotModel
-    from pytest_hud.robot.lerobot import load_policy
+    from pytest_hud.robot.agent.lerobot import load_policy
 
     policy, pre, post = load_policy(tiny_act_path)
     model = LeRobotModel(policy, pre, post)
@@ -94,7 +94,7 @@ def test_history_policy_repeats_the_observation_like_an_episode_start(tmp_path: 
     import torch
     from lerobot_fixtures import make_tiny_diffusion
 
-    from pytest_hud.robot.lerobot import LeRobotModel, load_policy
+    from pytest_hud.robot.agent.lerobot import LeRobotModel, load_policy
 
     policy, pre, post = load_policy(make_tiny_diffusion(tmp_path / "dp"))
     model = LeRobotModel(policy, pre, post)
@@ -131,7 +131,7 @@ async def test_history_policy_sees_the_episodes_history_like_lerobot_eval(
     import torch
     from lerobot_fixtures import make_tiny_diffusion
 
-    from pytest_hud.robot.lerobot import load_policy
+    from pytest_hud.robot.agent.lerobot import load_policy
 
     path = make_tiny_diffusion(tmp_path / "dp")
     agent = load_agent(f"lerobot:{path}")
@@ -166,7 +166,7 @@ def test_loading_errors_name_the_checkpoint(
     import huggingface_hub.constants
 
     from pytest_hud.robot import AgentSpecError
-    from pytest_hud.robot.lerobot import CheckpointError
+    from pytest_hud.robot.agent.lerobot import CheckpointError
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # no retries
     with pytest.raises(CheckpointError, match=r"no LeRobot checkpoint folder at '/nonexistent/x'"):
@@ -211,7 +211,7 @@ def record_threads(obj: Any, name: str) -> set[str]:
 
 @pytest.mark.anyio
 async def test_lerobot_agent_on_pusht(tiny_act_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pytest_hud.robot.lerobot as lerobot_module
+    import pytest_hud.robot.agent.lerobot as lerobot_module
 
     # monkeypatch first, so teardown restores the original over the recording wrapper
     monkeypatch.setattr(lerobot_module, "_load_policy", lerobot_module._load_policy)

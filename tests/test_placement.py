@@ -13,6 +13,7 @@ import pytest
 from agents import walk_away_agent, zero_agent
 
 from pytest_hud import LocalRuntime, Runtime, Shared, SubprocessRuntime, Task, Taskset, run
+from pytest_hud.loader import load_module
 from pytest_hud.runtime import (
     ControlClient,
     ControlError,
@@ -21,8 +22,7 @@ from pytest_hud.runtime import (
     SharedScopeError,
     rollout,
 )
-from pytest_hud.runtime.environment import load_module
-from pytest_hud.runtime.local import module_environments
+from pytest_hud.runtime.modules import module_environments
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent

@@ -33,13 +33,13 @@ from policy_models import StateModel
 from websockets.asyncio.server import serve as ws_serve
 
 from pytest_hud import Runtime, Task, run
+from pytest_hud.loader import load_module
 from pytest_hud.robot import BatchedAgent, Contract, RobotAgent, load_agent
-from pytest_hud.robot.policy_server import ANNOUNCE, PolicyServer
-from pytest_hud.robot.remote import RemoteModel, RemoteModelError
-from pytest_hud.robot.wire import pack, unpack, ws_options
+from pytest_hud.robot.agent.policy_server import ANNOUNCE, PolicyServer
+from pytest_hud.robot.agent.remote import RemoteModel, RemoteModelError
+from pytest_hud.robot.wire.codec import pack, unpack, ws_options
 from pytest_hud.runtime import EnvServer
-from pytest_hud.runtime.environment import load_module
-from pytest_hud.runtime.local import module_environments
+from pytest_hud.runtime.modules import module_environments
 
 pytestmark = pytest.mark.anyio
 
@@ -410,7 +410,7 @@ async def test_policy_server_process_killed_mid_episode() -> None:
     cmd = [
         sys.executable,
         "-m",
-        "pytest_hud.robot.policy_server",
+        "pytest_hud.robot.agent.policy_server",
         "--agent",
         f"{MODELS}:state_agent",
         "--port",

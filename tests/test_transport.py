@@ -15,16 +15,16 @@ import pytest
 from websockets.asyncio.client import connect as ws_connect
 from websockets.asyncio.server import ServerConnection, serve
 
-from pytest_hud.robot.transport import (
+from pytest_hud.robot.wire.codec import pack, pack_chunks, unpack, ws_options
+from pytest_hud.robot.wire.transport import (
     IMPLEMENTATIONS,
     ConnectError,
     ConnectTimeout,
     TransportClosed,
     connect,
 )
-from pytest_hud.robot.vectored import frame_header, send_chunks
-from pytest_hud.robot.wire import pack, pack_chunks, unpack, ws_options
-from pytest_hud.robot.wsclient import STAGE_BYTES, mask
+from pytest_hud.robot.wire.vectored import frame_header, send_chunks
+from pytest_hud.robot.wire.wsclient import STAGE_BYTES, mask
 
 pytestmark = pytest.mark.anyio
 IMPLS = pytest.mark.parametrize("impl", IMPLEMENTATIONS)

@@ -11,7 +11,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from pytest_hud.robot.wire import WireError, pack, pack_chunks, unpack, ws_options
+from pytest_hud.robot.wire.codec import WireError, pack, pack_chunks, unpack, ws_options
 
 VECTORS = Path(__file__).parent / "data" / "wire_vectors"
 CASES = json.loads((VECTORS / "cases.json").read_text())

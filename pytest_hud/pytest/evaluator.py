@@ -25,7 +25,7 @@ import pytest
 from pytest_hud.pytest.cases import HudCase
 from pytest_hud.pytest.loop import LoopThread
 from pytest_hud.pytest.options import HudOptions
-from pytest_hud.runtime.environment import declared_environments
+from pytest_hud.runtime.modules import declared_environments
 from pytest_hud.runtime.provider import Provider, Runtime
 from pytest_hud.runtime.rollout import RolloutResult, rollout
 from pytest_hud.runtime.scheduler import PlacementError
@@ -132,8 +132,8 @@ class Evaluator:
         return provider, self._agents[id(agent)]
 
     def _prepare(self, agent: Any) -> Any:
-        from pytest_hud.robot.agent import RobotAgent
-        from pytest_hud.robot.batching import BatchedAgent
+        from pytest_hud.robot.agent.agent import RobotAgent
+        from pytest_hud.robot.agent.batching import BatchedAgent
 
         if not isinstance(agent, RobotAgent):
             return agent

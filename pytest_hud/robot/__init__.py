@@ -1,17 +1,18 @@
 """The robot capability: the openpi/0 wire, env-side bridges, the agent stack."""
 
-from pytest_hud.robot.adapter import Adapter, AdapterError, LeRobotAdapter, OpenPIAdapter
-from pytest_hud.robot.agent import EpisodeReport, RobotAgent
-from pytest_hud.robot.batching import BatchedAgent, BatchedModel
-from pytest_hud.robot.bridge import BridgeError, RobotBridge, serve_bridge
-from pytest_hud.robot.client import RobotClient, RobotError
+from pytest_hud.robot.agent.adapter import Adapter, AdapterError, LeRobotAdapter, OpenPIAdapter
+from pytest_hud.robot.agent.agent import EpisodeReport, RobotAgent
+from pytest_hud.robot.agent.batching import BatchedAgent, BatchedModel
+from pytest_hud.robot.agent.ensembler import Ensembler
+from pytest_hud.robot.agent.model import Model, ModelOutputError, RandomModel, ZeroModel
+from pytest_hud.robot.agent.registry import AgentSpecError, load_agent
 from pytest_hud.robot.contract import Contract, ContractError, Feature, Spaces
-from pytest_hud.robot.endpoint import RobotEndpoint, SimError
-from pytest_hud.robot.ensembler import Ensembler
-from pytest_hud.robot.gym import GymBridge
-from pytest_hud.robot.model import Model, ModelOutputError, RandomModel, ZeroModel
-from pytest_hud.robot.registry import AgentSpecError, load_agent
-from pytest_hud.robot.wire import PROTOCOL, WireError
+from pytest_hud.robot.sim.bridge import BridgeError, RobotBridge
+from pytest_hud.robot.sim.endpoint import RobotEndpoint, SimError
+from pytest_hud.robot.sim.gym import GymBridge
+from pytest_hud.robot.sim.program import serve_bridge
+from pytest_hud.robot.wire.client import RobotClient, RobotError
+from pytest_hud.robot.wire.codec import PROTOCOL, WireError
 
 __all__ = [
     "PROTOCOL",
@@ -46,12 +47,12 @@ __all__ = [
 ]
 
 _LAZY = {
-    "LeRobotModel": "pytest_hud.robot.lerobot",
-    "lerobot_agent": "pytest_hud.robot.lerobot",
-    "RemoteModel": "pytest_hud.robot.remote",
-    "PolicyServer": "pytest_hud.robot.policy_server",
-    "DatasetWriter": "pytest_hud.robot.dataset",
-    "merge_datasets": "pytest_hud.robot.dataset",
+    "LeRobotModel": "pytest_hud.robot.agent.lerobot",
+    "lerobot_agent": "pytest_hud.robot.agent.lerobot",
+    "RemoteModel": "pytest_hud.robot.agent.remote",
+    "PolicyServer": "pytest_hud.robot.agent.policy_server",
+    "DatasetWriter": "pytest_hud.robot.record.writer",
+    "merge_datasets": "pytest_hud.robot.record.merge",
 }
 
 

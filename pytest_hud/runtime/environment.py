@@ -10,50 +10,19 @@ environments list the tasks they declare.
 from __future__ import annotations
 
 import inspect
-import itertools
-import sys
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_hud.robot.endpoint import RobotEndpoint
-from pytest_hud.robot.sim import load_path
+from pytest_hud.robot.sim.endpoint import RobotEndpoint
+from pytest_hud.runtime.modules import declare
 from pytest_hud.runtime.task import Task, TaskError
 
-__all__ = ["Environment", "EnvironmentError", "Template", "declared_environments", "load_module"]
-
-_DECLARED: list[tuple[Environment, str | None]] = []
-_FRESH = itertools.count(1)
+__all__ = ["Environment", "EnvironmentError", "Template"]
 
 
 class EnvironmentError(LookupError):
     """An unknown env or template, or a template that breaks the two-yield protocol."""
-
-
-def declared_environments() -> list[tuple[Environment, str | None]]:
-    """Every Environment constructed in this process, with the file that declared it."""
-    return list(_DECLARED)
-
-
-def load_module(target: str | Path, *, fresh: bool = False) -> Any:
-    """Import an env module by file path or dotted name; ``fresh`` imports a new copy."""
-    text = str(target)
-    if text.endswith(".py") or "/" in text or Path(text).exists():
-        path = Path(text).resolve()
-        if not path.exists():
-            raise FileNotFoundError(f"env module {path} does not exist")
-        name = f"pytest_hud_env_{next(_FRESH)}_{path.stem}" if fresh else path.stem
-        known = sys.modules.get(name) if not fresh else None
-        if known is not None and Path(getattr(known, "__file__", "") or "").resolve() == path:
-            return known
-        return load_path(path, name)
-    import importlib
-
-    module = importlib.import_module(text)
-    file = getattr(module, "__file__", None)
-    if fresh and file:
-        return load_module(file, fresh=True)
-    return module
 
 
 class Template:
@@ -115,7 +84,7 @@ class Environment:
         frame = inspect.currentframe()
         caller = frame.f_back if frame is not None else None
         self.declared_in = caller.f_globals.get("__file__") if caller is not None else None
-        _DECLARED.append((self, self.declared_in))
+        declare(self, self.declared_in)
 
     def __repr__(self) -> str:
         return f"<Environment {self.name!r} templates={list(self.templates)}>"
@@ -164,7 +133,7 @@ class Environment:
         start_timeout: float = 300.0,
     ) -> RobotEndpoint:
         """Serve a gym-style env as this environment's robot capability; returns its endpoint."""
-        from pytest_hud.robot.gym import GymBridge, gym_target
+        from pytest_hud.robot.sim.gym import GymBridge, gym_target
 
         target, extra = gym_target(target)
         kwargs = {

@@ -12,20 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from pytest_hud.runtime.environment import Environment, load_module
+from pytest_hud.loader import load_module
+from pytest_hud.runtime.environment import Environment
+from pytest_hud.runtime.modules import module_environments
 from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.server import EnvServer
 from pytest_hud.runtime.task import Task
 
-__all__ = ["LocalRuntime", "module_environments"]
-
-
-def module_environments(module: object) -> list[Environment]:
-    envs = [v for v in vars(module).values() if isinstance(v, Environment)]
-    if not envs:
-        where = getattr(module, "__file__", None) or getattr(module, "__name__", module)
-        raise LookupError(f"{where} declares no Environment (expected `env = Environment(...)`)")
-    return envs
+__all__ = ["LocalRuntime"]
 
 
 class _LocalSubstrate:

@@ -13,8 +13,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pytest_hud.runtime.environment import declared_environments
+from pytest_hud.loader import load_module
 from pytest_hud.runtime.local import LocalRuntime
+from pytest_hud.runtime.modules import declared_environments, environments_in
 from pytest_hud.runtime.provider import Provider
 from pytest_hud.runtime.rollout import Agent, RolloutResult, rollout
 from pytest_hud.runtime.shared import Shared
@@ -38,9 +39,7 @@ def resolve_placement(tasks: Iterable[Task], runtime: Provider | None = None) ->
     source = getattr(tasks, "source", None)
     envs = {t.env for t in tasks}
     if source and str(source).endswith(".py") and Path(source).exists():
-        from pytest_hud.runtime.environment import load_module
-
-        declared = {v.name for v in vars(load_module(source)).values() if hasattr(v, "templates")}
+        declared = {env.name for env in environments_in(load_module(source))}
         if envs <= declared:
             return LocalRuntime(source)
     files: dict[str, str] = {}

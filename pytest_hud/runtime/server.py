@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from pytest_hud.robot.endpoint import RobotEndpoint, release_claims, track_claims
+from pytest_hud.robot.sim.endpoint import RobotEndpoint, release_claims, track_claims
 from pytest_hud.rpc import Connection, serve_rpc
 from pytest_hud.runtime.environment import Environment, EnvironmentError
 

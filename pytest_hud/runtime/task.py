@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from pytest_hud.runtime.modules import module_tasks
+
 __all__ = ["RuntimeConfig", "Task", "TaskError", "Taskset"]
 
 _ROW_KEYS = {"env", "id", "args", "runtime_config", "metadata"}
@@ -209,12 +211,7 @@ class Taskset(Sequence[Task]):
     @classmethod
     def from_module(cls, module: Any) -> Taskset:
         """Every task the module's Environments declare (``template.task(...)`` calls)."""
-        from pytest_hud.runtime.environment import Environment, load_module
-
-        mod = load_module(module) if isinstance(module, str | Path) else module
-        envs = [v for v in vars(mod).values() if isinstance(v, Environment)]
-        tasks = [t for env in envs for t in env.tasks]
-        source = getattr(mod, "__file__", None) or getattr(mod, "__name__", None)
+        tasks, source = module_tasks(module)
         return cls(tasks, source=source)
 
     def write(self, path: str | Path) -> Path:

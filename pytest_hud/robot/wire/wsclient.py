@@ -15,20 +15,30 @@ import asyncio
 import base64
 import collections
 import contextlib
-import hashlib
 import os
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 import numpy as np
 
-from pytest_hud.robot.transport import ConnectError, ConnectTimeout, TransportClosed
+from pytest_hud.robot.wire.errors import ConnectError, ConnectTimeout, TransportClosed
+from pytest_hud.robot.wire.frames import (
+    _DATA_OPS,
+    OP_BINARY,
+    OP_CLOSE,
+    OP_CONT,
+    OP_PING,
+    OP_PONG,
+    OP_TEXT,
+    _check_response,
+    _client_frame,
+    _close_payload,
+    _ProtocolViolation,
+    mask,
+)
 
 __all__ = ["FrameTransport", "mask"]
 
-_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-OP_CONT, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
-_DATA_OPS = (OP_CONT, OP_TEXT, OP_BINARY)
 #: Frames up to this size (with their header) are parsed in the staging buffer.
 STAGE_BYTES = 64 * 1024
 #: The opening handshake's response headers may not exceed this.
@@ -37,46 +47,6 @@ MAX_HANDSHAKE_BYTES = 16 * 1024
 MAX_MESSAGE_BYTES = 1 << 30
 #: Queued messages beyond this pause reading until the caller catches up.
 _QUEUE_HIGH = 16
-
-
-class _ProtocolViolation(Exception):
-    def __init__(self, code: int, reason: str) -> None:
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
-
-
-def mask(data: bytes | bytearray | memoryview, key: bytes) -> bytes:
-    """XOR ``data`` with the 4-byte masking ``key`` (RFC 6455 section 5.3)."""
-    n = len(data)
-    if n <= 1024:  # small frames (actions, control frames): one big-int XOR
-        pad = (key * (n // 4 + 1))[:n]
-        value = int.from_bytes(data, "little") ^ int.from_bytes(pad, "little")
-        return value.to_bytes(n, "little")
-    arr = np.frombuffer(data, np.uint8)
-    out = np.empty(n, np.uint8)
-    words = n // 4
-    np.bitwise_xor(
-        arr[: words * 4].view("<u4"), np.frombuffer(key, "<u4")[0], out=out[: words * 4].view("<u4")
-    )
-    out[words * 4 :] = arr[words * 4 :] ^ np.frombuffer(key, np.uint8)[: n - words * 4]
-    return out.tobytes()
-
-
-def _client_frame(opcode: int, payload: bytes | bytearray | memoryview) -> bytes:
-    n = len(payload)
-    key = os.urandom(4)
-    if n < 126:
-        head = bytes((0x80 | opcode, 0x80 | n))
-    elif n < 1 << 16:
-        head = bytes((0x80 | opcode, 0xFE)) + n.to_bytes(2, "big")
-    else:
-        head = bytes((0x80 | opcode, 0xFF)) + n.to_bytes(8, "big")
-    return head + key + mask(payload, key)
-
-
-def _close_payload(code: int, reason: str = "") -> bytes:
-    return code.to_bytes(2, "big") + reason.encode()[:120]
 
 
 class _Protocol(asyncio.BufferedProtocol):
@@ -296,7 +266,7 @@ class _Protocol(asyncio.BufferedProtocol):
 
 
 class FrameTransport:
-    """:class:`~pytest_hud.robot.transport.Transport` over :class:`_Protocol`."""
+    """:class:`~pytest_hud.robot.wire.transport.Transport` over :class:`_Protocol`."""
 
     def __init__(self, protocol: _Protocol, close_timeout: float) -> None:
         self._p = protocol
@@ -392,32 +362,3 @@ def _abort(transport: asyncio.BaseTransport | None) -> None:
     if transport is not None:
         with contextlib.suppress(Exception):
             transport.abort()  # type: ignore[attr-defined]
-
-
-def _check_response(response: bytes, key: bytes) -> None:
-    """Validate the server's answer to the opening handshake."""
-    lines = response.decode("latin-1").split("\r\n")
-    status = lines[0]
-    fields = status.split(" ", 2)
-    if len(fields) < 2 or not fields[0].startswith("HTTP/1.") or fields[1] != "101":
-        raise ConnectError(
-            f"the server did not switch to WebSocket: {status!r} (is this a ws:// "
-            "endpoint of a robot bridge or policy server?)"
-        )
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if sep:
-            headers[name.strip().lower()] = value.strip()
-    if headers.get("upgrade", "").lower() != "websocket":
-        raise ConnectError(f"bad handshake: Upgrade is {headers.get('upgrade')!r}")
-    if "upgrade" not in headers.get("connection", "").lower():
-        raise ConnectError(f"bad handshake: Connection is {headers.get('connection')!r}")
-    accept = base64.b64encode(hashlib.sha1(key + _GUID).digest()).decode()
-    if headers.get("sec-websocket-accept") != accept:
-        raise ConnectError("bad handshake: Sec-WebSocket-Accept does not match our key")
-    if headers.get("sec-websocket-extensions"):
-        raise ConnectError(
-            f"bad handshake: the server imposed extensions we did not offer "
-            f"({headers['sec-websocket-extensions']})"
-        )

@@ -1,7 +1,7 @@
 """RemoteModel: a Model that is a client of an openpi policy server.
 
 The openpi protocol (``openpi_client.WebsocketClientPolicy`` against openpi's
-``WebsocketPolicyServer``, or our :class:`~pytest_hud.robot.policy_server.PolicyServer`):
+``WebsocketPolicyServer``, or our :class:`~pytest_hud.robot.agent.policy_server.PolicyServer`):
 after the handshake the server sends one metadata frame (a msgpack map); then every
 binary observation frame is answered by one binary frame ``{"actions": [T, A], ...}``
 (extra keys such as ``server_timing`` are ignored). A text frame is the server's
@@ -33,15 +33,15 @@ from typing import Any
 
 import numpy as np
 
-from pytest_hud.robot.model import Model, check_chunk
-from pytest_hud.robot.transport import (
+from pytest_hud.robot.agent.model import Model, check_chunk
+from pytest_hud.robot.wire.codec import WireError, pack, unpack
+from pytest_hud.robot.wire.transport import (
     ConnectError,
     ConnectTimeout,
     Transport,
     TransportClosed,
     connect,
 )
-from pytest_hud.robot.wire import WireError, pack, unpack
 
 __all__ = ["RemoteModel", "RemoteModelError"]
 

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from pytest_hud.robot.contract import Contract, Spaces
-from pytest_hud.robot.transport import ConnectError, Transport, TransportClosed, connect
-from pytest_hud.robot.wire import WireError, pack, tune_allocator, unpack
+from pytest_hud.robot.wire.codec import WireError, pack, tune_allocator, unpack
+from pytest_hud.robot.wire.transport import ConnectError, Transport, TransportClosed, connect
 
 __all__ = ["RobotClient", "RobotError"]
 
@@ -65,7 +65,8 @@ class RobotClient:
         """Dial ``target`` (a ``ws://`` url or a capability dict) and claim a slot.
 
         ``timeout`` bounds each wait for an observation (None: wait indefinitely);
-        ``websocket`` picks the implementation (see :func:`pytest_hud.robot.transport.connect`).
+        ``websocket`` picks the implementation (see
+        :func:`pytest_hud.robot.wire.transport.connect`).
         """
         tune_allocator()
         url, cap_contract = _target(target)

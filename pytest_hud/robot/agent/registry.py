@@ -14,16 +14,13 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
-from pytest_hud.robot.agent import RobotAgent
-from pytest_hud.robot.model import RandomModel, ZeroModel
+from pytest_hud.robot.agent.agent import RobotAgent
+from pytest_hud.robot.agent.errors import AgentSpecError
+from pytest_hud.robot.agent.model import RandomModel, ZeroModel
 
 __all__ = ["AgentSpecError", "available_agents", "load_agent"]
 
 ENTRY_POINT_GROUP = "pytest_hud.agents"
-
-
-class AgentSpecError(LookupError):
-    """An agent name that names nothing; the message lists the valid forms."""
 
 
 def _zero(arg: str | None = None) -> RobotAgent:
@@ -38,13 +35,13 @@ def _random(arg: str | None = None) -> RobotAgent:
 def _lerobot(arg: str | None = None) -> RobotAgent:
     if not arg:
         raise AgentSpecError("lerobot: needs a checkpoint, e.g. --hud-agent=lerobot:path/to/ckpt")
-    from pytest_hud.robot.lerobot import lerobot_agent
+    from pytest_hud.robot.agent.lerobot import lerobot_agent
 
     return lerobot_agent(arg)
 
 
 def _pi05(arg: str | None = None) -> RobotAgent:
-    from pytest_hud.robot.lerobot import pi05_agent
+    from pytest_hud.robot.agent.lerobot import pi05_agent
 
     return pi05_agent(arg)
 
@@ -55,7 +52,7 @@ def _openpi(arg: str | None = None) -> RobotAgent:
         raise AgentSpecError(
             f"openpi: needs HOST:PORT, e.g. --hud-agent=openpi:127.0.0.1:8000, got {arg!r}"
         )
-    from pytest_hud.robot.remote import RemoteModel
+    from pytest_hud.robot.agent.remote import RemoteModel
 
     return RobotAgent(RemoteModel(f"ws://{host}:{port}"), name=f"openpi:{host}:{port}")
 
@@ -106,7 +103,7 @@ def load_agent(spec: str) -> Any:
     if spec in eps:
         return _as_agent(eps[spec].load(), spec)
     if ":" in spec:
-        from pytest_hud.robot.sim import load_object
+        from pytest_hud.loader import load_object
 
         try:
             obj = load_object(spec)

@@ -34,11 +34,11 @@ from typing import Any
 
 import numpy as np
 
-from pytest_hud.robot.adapter import LeRobotAdapter
-from pytest_hud.robot.agent import RobotAgent
-from pytest_hud.robot.ensembler import Ensembler
-from pytest_hud.robot.model import Model
-from pytest_hud.robot.registry import AgentSpecError
+from pytest_hud.robot.agent.adapter import LeRobotAdapter
+from pytest_hud.robot.agent.agent import RobotAgent
+from pytest_hud.robot.agent.ensembler import Ensembler
+from pytest_hud.robot.agent.errors import AgentSpecError
+from pytest_hud.robot.agent.model import Model
 
 __all__ = [
     "PI05_CHECKPOINT",

@@ -3,7 +3,7 @@
 websockets copies every message into a frame before writing it, and the codec copies
 each array into its output before that; at thousands of 150 KB camera frames per
 second those copies cost more than the socket itself. :func:`send_chunks` writes the
-frame header and the codec's chunks (:func:`~pytest_hud.robot.wire.pack_chunks`) with
+frame header and the codec's chunks (:func:`~pytest_hud.robot.wire.codec.pack_chunks`) with
 one ``os.writev`` on the connection's socket, so array memory goes straight to the
 kernel. It takes that path only when nothing else is queued on the connection (no
 buffered bytes, no fragmented message, no extensions, no TLS, a server-side frame that

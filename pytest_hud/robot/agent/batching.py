@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from pytest_hud.robot.agent import EpisodeReport, RobotAgent
+from pytest_hud.robot.agent.agent import EpisodeReport, RobotAgent
+from pytest_hud.robot.agent.model import Model, check_chunk, run_infer, stack_rows
 from pytest_hud.robot.contract import Spaces
-from pytest_hud.robot.model import Model, check_chunk, run_infer, stack_rows
 
 __all__ = ["BatchedAgent", "BatchedModel"]
 

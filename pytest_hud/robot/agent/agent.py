@@ -19,11 +19,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from pytest_hud.robot.adapter import Adapter
-from pytest_hud.robot.client import RobotClient
+from pytest_hud.robot.agent.adapter import Adapter
+from pytest_hud.robot.agent.ensembler import Ensembler
+from pytest_hud.robot.agent.model import Model, check_chunk
 from pytest_hud.robot.contract import Spaces
-from pytest_hud.robot.ensembler import Ensembler
-from pytest_hud.robot.model import Model, check_chunk
+from pytest_hud.robot.wire.client import RobotClient
 
 __all__ = ["EpisodeObserver", "EpisodeReport", "RobotAgent"]
 

@@ -20,8 +20,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from pytest_hud.robot.bridge import BridgeError, RobotBridge
 from pytest_hud.robot.contract import Contract, load_or_derive
+from pytest_hud.robot.sim.bridge import BridgeError, RobotBridge
 
 __all__ = ["SUCCESS_KEYS", "GymBridge", "flatten_observation", "gym_target"]
 

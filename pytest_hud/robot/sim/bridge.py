@@ -18,16 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import functools
-import json
-import os
 import secrets
 import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,55 +31,29 @@ import websockets
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from pytest_hud.process import serve_until_stopped
 from pytest_hud.robot.contract import Contract
-from pytest_hud.robot.vectored import send_chunks
-from pytest_hud.robot.wire import (
+from pytest_hud.robot.sim.errors import BridgeError
+from pytest_hud.robot.sim.messages import (
+    _describe,
+    _send_error,
+    decode_action,
+    decode_frame,
+    slot_row,
+)
+from pytest_hud.robot.sim.slots import SlotState, _Slot, resolve_slot
+from pytest_hud.robot.wire.codec import (
     PROTOCOL,
-    WireError,
     pack,
     pack_chunks,
-    tune_allocator,
-    unpack,
     ws_options,
 )
-from pytest_hud.rpc import Connection, serve_rpc
+from pytest_hud.robot.wire.vectored import send_chunks
+from pytest_hud.rpc import Connection
 
-__all__ = ["ANNOUNCE", "BridgeError", "RobotBridge", "serve_bridge"]
+__all__ = ["ANNOUNCE", "BridgeError", "RobotBridge"]
 
 #: Prefix of the line a sim process prints on stdout once it serves: ``ANNOUNCE {json}``.
 ANNOUNCE = "PYTEST_HUD_SIM"
-
-
-class BridgeError(RuntimeError):
-    """A protocol or episode error the bridge reports to an agent or the endpoint."""
-
-
-class SlotState(enum.Enum):
-    FREE = "free"  # no episode; may be claimed by a reset
-    CLAIMED = "claimed"  # token issued, waiting for its agent to connect
-    LIVE = "live"  # agent connected, a barrier participant
-    DONE = "done"  # terminated, dropped or timed out; held until result() releases it
-
-
-@dataclass(eq=False)
-class _Slot:
-    index: int
-    state: SlotState = SlotState.FREE
-    token: str | None = None
-    ws: ServerConnection | None = None
-    action: np.ndarray | None = None
-    used: bool = False  # claimed since the last whole-sim reset
-    prompt: str = ""
-    reason: str = ""
-
-    @property
-    def participant(self) -> bool:
-        return self.state in (SlotState.CLAIMED, SlotState.LIVE)
-
-    @property
-    def ready(self) -> bool:
-        return self.state is SlotState.LIVE and self.action is not None
 
 
 class RobotBridge(ABC):
@@ -266,13 +236,13 @@ class RobotBridge(ABC):
                     f"no claim frame within {self.claim_timeout} s: after the metadata frame "
                     'send {"claim": <token from reset()>} (or {"claim": None} on a one-slot sim)'
                 ) from None
-            claim = self._decode(raw)
+            claim = decode_frame(raw)
             if not isinstance(claim, dict) or "claim" not in claim:
                 raise BridgeError(
                     'the first frame must be {"claim": <token>}, got '
                     f"{_describe(claim)}; claim the slot token returned by reset()"
                 )
-            slot = self._resolve(claim["claim"])
+            slot = resolve_slot(self._slots, claim["claim"])
             if slot.ws is not None:
                 slot = None
                 raise BridgeError(
@@ -299,7 +269,7 @@ class RobotBridge(ABC):
                         raise BridgeError(
                             f"no action within {self.idle_timeout} s; the slot is released"
                         ) from None
-                action = self._decode_action(frame)
+                action = decode_action(frame, self.action_size)
                 if slot.state is not SlotState.LIVE:
                     raise BridgeError(
                         f"action after the episode ended ({slot.reason}); stop when "
@@ -321,57 +291,6 @@ class RobotBridge(ABC):
                     slot.state, slot.reason = SlotState.DONE, "agent disconnected"
                 await self._maybe_step()
 
-    def _decode(self, frame: Any) -> Any:
-        if isinstance(frame, str):
-            raise BridgeError(
-                f"got a text frame ({frame[:80]!r}); text frames are errors on openpi/0, "
-                "send msgpack binary frames"
-            )
-        try:
-            return unpack(frame)
-        except WireError as exc:
-            raise BridgeError(str(exc)) from None
-
-    def _decode_action(self, frame: Any) -> np.ndarray:
-        msg = self._decode(frame)
-        if not isinstance(msg, dict) or "actions" not in msg:
-            raise BridgeError(f'expected {{"actions": array}}, got {_describe(msg)}')
-        try:
-            action = np.asarray(msg["actions"], dtype=np.float32)
-        except (TypeError, ValueError) as exc:
-            raise BridgeError(f"actions must be numeric: {exc}") from None
-        size = self.action_size
-        flat = action.reshape(-1)
-        if action.ndim > 2 or (action.ndim == 2 and action.shape[0] != 1):
-            raise BridgeError(
-                f"got an action of shape {action.shape}; this bridge steps one action per "
-                f"tick: send shape [{size or 'A'}] (use an agent-side chunk queue for chunks)"
-            )
-        if size is not None and flat.size != size:
-            raise BridgeError(
-                f"action has {flat.size} values, the contract's action space has {size}; "
-                f"send shape [{size}]"
-            )
-        if not np.isfinite(flat).all():
-            raise BridgeError("action contains NaN or inf")
-        return flat
-
-    def _resolve(self, token: Any) -> _Slot:
-        claimed = [s for s in self._slots if s.token is not None]
-        if token is None:
-            if len(self._slots) == 1 and len(claimed) == 1:
-                return claimed[0]
-            raise BridgeError(
-                f"a claim without a token needs a one-slot sim with one episode; this sim has "
-                f"{self.num_envs} slots and {len(claimed)} claimed: pass the token from reset()"
-            )
-        if not isinstance(token, str):
-            raise BridgeError(f"claim token must be a string, got {type(token).__name__}")
-        for s in claimed:
-            if secrets.compare_digest(s.token or "", token):
-                return s
-        raise BridgeError("unknown or expired slot token; call reset() and claim the new token")
-
     async def _send_row(self, slot: _Slot, batch: tuple[Any, ...] | None) -> None:
         """Send one slot's row of a batched observation; a terminated slot leaves the barrier."""
         ws = slot.ws
@@ -379,16 +298,7 @@ class RobotBridge(ABC):
             return
         if batch is None:
             raise BridgeError("get_observation() returned None: the sim has no observation yet")
-        data, terminated = batch[0], batch[1]
-        i, n = slot.index, self.num_envs
-        msg: dict[str, Any] = {}
-        for key, value in data.items():
-            arr = np.asarray(value)
-            msg[key] = arr[i] if arr.ndim >= 1 and arr.shape[0] == n else arr
-        done = bool(np.asarray(terminated).reshape(-1)[i if n > 1 else 0])
-        msg["terminated"] = done
-        if len(batch) > 2 and batch[2] is not None:
-            msg["reward"] = float(np.asarray(batch[2]).reshape(-1)[i if n > 1 else 0])
+        msg, done = slot_row(batch, slot.index, self.num_envs)
         if done and slot.state is SlotState.LIVE:
             slot.state, slot.reason = SlotState.DONE, "terminated"
         with contextlib.suppress(ConnectionClosed):  # not websockets.X: a lazy import per step
@@ -522,7 +432,7 @@ class RobotBridge(ABC):
     async def release(self, token: str | None = None) -> dict[str, Any]:
         """Grade a slot's episode and free the slot."""
         async with self._lock:
-            slot = self._resolve(token)
+            slot = resolve_slot(self._slots, token)
             grades = await self._sim(self.result_slots)
             grade = dict(grades[slot.index])
             ws = slot.ws
@@ -551,70 +461,3 @@ class RobotBridge(ABC):
                 {"index": s.index, "state": s.state.value, "reason": s.reason} for s in self._slots
             ]
         raise BridgeError(f"unknown control method {method!r}; known: info, reset, result, slots")
-
-
-def _describe(obj: Any) -> str:
-    if isinstance(obj, dict):
-        return f"a map with keys {sorted(map(str, obj))[:8]}"
-    return f"a {type(obj).__name__}"
-
-
-async def _send_error(ws: ServerConnection, message: str) -> None:
-    with contextlib.suppress(Exception):
-        async with asyncio.timeout(5):
-            await ws.send(message)
-
-
-# -- the sim program -------------------------------------------------------------
-async def run_bridge(
-    bridge: RobotBridge,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    control_host: str = "127.0.0.1",
-    control_port: int = 0,
-    announce: Callable[[dict[str, Any]], None] | None = None,
-) -> None:
-    """Serve ``bridge`` and its control channel until cancelled."""
-    url = await bridge.start(host, port)
-    server = await serve_rpc(bridge.control, control_host, control_port)
-    try:
-        cport = next(iter(server.sockets)).getsockname()[1]
-        if announce is not None:
-            announce({"url": url, "control": f"tcp://{control_host}:{cport}"})
-        await asyncio.Event().wait()
-    finally:
-        server.close()
-        await bridge.stop()
-
-
-def serve_bridge(
-    bridge: RobotBridge,
-    *,
-    host: str | None = None,
-    port: int | None = None,
-    control_port: int = 0,
-    lifeline: bool | None = None,
-) -> None:
-    """Serve ``bridge`` from this (main) thread until SIGTERM, Ctrl-C or, with
-    ``lifeline`` (default: ``$PYTEST_HUD_LIFELINE == "1"``, set by RobotEndpoint, as are
-    ``$PYTEST_HUD_SIM_HOST`` and ``$PYTEST_HUD_SIM_PORT``, the defaults of host and port),
-    end-of-file on stdin (the parent died). Announces its addresses on
-    stdout as ``PYTEST_HUD_SIM {"url": ..., "control": ...}``.
-    """
-
-    tune_allocator()
-    if host is None:
-        host = os.environ.get("PYTEST_HUD_SIM_HOST") or "127.0.0.1"
-    if port is None:
-        port = int(os.environ.get("PYTEST_HUD_SIM_PORT") or 0)
-
-    def announce(info: dict[str, Any]) -> None:
-        print(f"{ANNOUNCE} {json.dumps(info)}", flush=True)
-
-    serve_until_stopped(
-        lambda: run_bridge(
-            bridge, host=host, port=port, control_port=control_port, announce=announce
-        ),
-        lifeline=lifeline,
-    )

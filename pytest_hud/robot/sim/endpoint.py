@@ -19,10 +19,10 @@ from typing import Any
 from urllib.parse import urlparse
 
 from pytest_hud.process import Child, ChildError, child_env
-from pytest_hud.robot.bridge import ANNOUNCE, RobotBridge
 from pytest_hud.robot.contract import Contract
-from pytest_hud.robot.sim import encode_spec
-from pytest_hud.robot.wire import PROTOCOL
+from pytest_hud.robot.sim.bridge import ANNOUNCE, RobotBridge
+from pytest_hud.robot.sim.program import encode_spec
+from pytest_hud.robot.wire.codec import PROTOCOL
 from pytest_hud.rpc import RemoteError, RpcClient, RpcClosed
 
 __all__ = ["RobotEndpoint", "SimError", "track_claims"]
@@ -120,7 +120,13 @@ class RobotEndpoint:
                 raise
 
     async def _spawn(self) -> str:
-        argv = self._argv or [sys.executable, "-m", "pytest_hud.robot.sim", "--stdin", "--lifeline"]
+        argv = self._argv or [
+            sys.executable,
+            "-m",
+            "pytest_hud.robot.sim.program",
+            "--stdin",
+            "--lifeline",
+        ]
         env = child_env(PYTEST_HUD_SIM_HOST=self.sim_host, PYTEST_HUD_SIM_PORT=str(self.sim_port))
         try:
             self._child = await Child.spawn(

@@ -10,58 +10,78 @@ exits when stdin closes, so it never outlives the process that spawned it.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
-import importlib
 import importlib.util
 import json
+import os
 import pickle
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_hud.robot.bridge import RobotBridge, serve_bridge
+from pytest_hud.loader import PATH_MODULES, load_object, load_path
+from pytest_hud.process import serve_until_stopped
+from pytest_hud.robot.sim.bridge import ANNOUNCE, RobotBridge
+from pytest_hud.robot.wire.codec import tune_allocator
+from pytest_hud.rpc import serve_rpc
 
-__all__ = ["PATH_MODULES", "build_bridge", "encode_spec", "load_object", "load_path", "main"]
-
-#: Modules imported from a file path under a name sys.path cannot resolve; a sim
-#: process loads these files under the same names before unpickling its spec.
-PATH_MODULES: dict[str, str] = {}
+__all__ = ["build_bridge", "encode_spec", "main", "run_bridge", "serve_bridge"]
 
 
-def load_path(path: str | Path, name: str | None = None) -> Any:
-    """Import a Python file as module ``name`` (default: its stem) and remember the mapping."""
-    path = Path(path).resolve()
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist")
-    name = name or path.stem
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    PATH_MODULES[name] = str(path)
+async def run_bridge(
+    bridge: RobotBridge,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    control_host: str = "127.0.0.1",
+    control_port: int = 0,
+    announce: Callable[[dict[str, Any]], None] | None = None,
+) -> None:
+    """Serve ``bridge`` and its control channel until cancelled."""
+    url = await bridge.start(host, port)
+    server = await serve_rpc(bridge.control, control_host, control_port)
     try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        PATH_MODULES.pop(name, None)
-        raise
-    return module
+        cport = next(iter(server.sockets)).getsockname()[1]
+        if announce is not None:
+            announce({"url": url, "control": f"tcp://{control_host}:{cport}"})
+        await asyncio.Event().wait()
+    finally:
+        server.close()
+        await bridge.stop()
 
 
-def load_object(ref: str) -> Any:
-    """Import ``module:attr`` or ``path/file.py:attr``."""
-    modname, sep, attr = ref.rpartition(":")
-    if not sep or not modname or not attr:
-        raise ValueError(f"expected MODULE:NAME or FILE.py:NAME, got {ref!r}")
-    if modname.endswith(".py") or "/" in modname:
-        module = load_path(modname)
-    else:
-        module = importlib.import_module(modname)
-    obj: Any = module
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
+def serve_bridge(
+    bridge: RobotBridge,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    control_port: int = 0,
+    lifeline: bool | None = None,
+) -> None:
+    """Serve ``bridge`` from this (main) thread until SIGTERM, Ctrl-C or, with
+    ``lifeline`` (default: ``$PYTEST_HUD_LIFELINE == "1"``, set by RobotEndpoint, as are
+    ``$PYTEST_HUD_SIM_HOST`` and ``$PYTEST_HUD_SIM_PORT``, the defaults of host and port),
+    end-of-file on stdin (the parent died). Announces its addresses on
+    stdout as ``PYTEST_HUD_SIM {"url": ..., "control": ...}``.
+    """
+
+    tune_allocator()
+    if host is None:
+        host = os.environ.get("PYTEST_HUD_SIM_HOST") or "127.0.0.1"
+    if port is None:
+        port = int(os.environ.get("PYTEST_HUD_SIM_PORT") or 0)
+
+    def announce(info: dict[str, Any]) -> None:
+        print(f"{ANNOUNCE} {json.dumps(info)}", flush=True)
+
+    serve_until_stopped(
+        lambda: run_bridge(
+            bridge, host=host, port=port, control_port=control_port, announce=announce
+        ),
+        lifeline=lifeline,
+    )
 
 
 def encode_spec(target: Any, kwargs: dict[str, Any] | None = None) -> bytes:
@@ -110,7 +130,7 @@ def _read_spec() -> tuple[Any, dict[str, Any]]:
     header_line = sys.stdin.buffer.readline()
     data_line = sys.stdin.buffer.readline()
     if not data_line.strip():
-        raise SystemExit("pytest_hud.robot.sim --stdin: no bridge spec on stdin")
+        raise SystemExit("pytest_hud.robot.sim.program --stdin: no bridge spec on stdin")
     data = base64.b64decode(data_line)
     header = json.loads(header_line)
     main_path = header.get("main_path")

@@ -1,0 +1,293 @@
+"""PolicyServer: serve any in-process Model on the openpi policy-server protocol.
+
+Wire-compatible with openpi's ``WebsocketPolicyServer``, so ``openpi_client``'s
+``WebsocketClientPolicy`` and our :class:`~pytest_hud.robot.agent.remote.RemoteModel` both
+drive it: on connect the server sends the packed metadata map; every binary
+observation frame is answered with ``{"actions": [T, A], "server_timing": {"infer_ms",
+"prev_total_ms"}}``. A request that fails gets the traceback as a text frame and its
+connection is closed with 1011, as openpi does; other connections carry on.
+``GET /healthz`` answers 200 ``OK``.
+
+The openpi protocol carries no contract, so a model that sizes its actions from the
+env's action space (``zero``, ``random``) needs one given to the server
+(``contract=``, ``--contract contract.json``): the server binds the model to it once.
+
+Unlike openpi's server it batches: every connection is a live rollout of one
+:class:`~pytest_hud.robot.agent.batching.BatchedModel` (``session()`` per connection), so
+requests that arrive together from many connections run as one ``model.infer``
+forward (once every connection has a request queued, or ``max_wait_s`` after the
+first, or at ``batch_size``). A forward that raises fails only the requests in it.
+
+Sharing one set of weights across ``pytest -n 8`` workers::
+
+    python -m pytest_hud.robot.policy_server --agent lerobot:ckpt --port 8000
+    pytest -n 8 --hud-agent=openpi:127.0.0.1:8000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import http
+import json
+import logging
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import websockets
+from websockets.asyncio.server import Request, Response, Server, ServerConnection, serve
+from websockets.frames import CloseCode
+
+from pytest_hud.process import serve_until_stopped
+from pytest_hud.robot.agent.batching import BatchedModel
+from pytest_hud.robot.agent.model import Model
+from pytest_hud.robot.contract import Contract
+from pytest_hud.robot.wire.codec import pack, unpack, ws_options
+
+__all__ = ["ANNOUNCE", "PolicyServer", "serve_forever"]
+
+#: Prefix of the line the CLI prints once it serves: ``PYTEST_HUD_POLICY_SERVER {"url": ...}``.
+ANNOUNCE = "PYTEST_HUD_POLICY_SERVER"
+INTERNAL_ERROR_REASON = "Internal server error. Traceback included in previous frame."
+
+log = logging.getLogger(__name__)
+
+
+class PolicyServer:
+    """Serve ``model`` to openpi clients, batching requests across connections.
+
+    ``model`` may already be a BatchedModel (then ``max_wait_s``/``batch_size`` are its
+    own). ``metadata`` is the map sent on connect (default ``{}``, like openpi).
+    ``contract`` (a Contract, its dict, or a contract.json path) binds the model to the
+    env's spaces once, as an agent does per episode.
+    ``batched.batches`` lists the width of every forward run so far.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        max_wait_s: float = 0.005,
+        batch_size: int | None = None,
+        metadata: dict[str, Any] | None = None,
+        contract: Contract | dict[str, Any] | str | Path | None = None,
+    ) -> None:
+        if contract is not None:
+            if isinstance(contract, str | Path):
+                contract = Contract.load(contract)
+            model.bind(Contract.from_dict(contract).spaces())  # from_dict passes a Contract
+        if not isinstance(model, BatchedModel):
+            model = BatchedModel(model, max_wait_s=max_wait_s, batch_size=batch_size)
+        self.batched: BatchedModel = model
+        self.model = model.model
+        self.host = host
+        self.port = port
+        self.metadata = dict(metadata or {})
+        self._metadata_frame = pack(self.metadata)  # fails here, not at the first connect
+        self._server: Server | None = None
+        self._handlers: set[asyncio.Task[Any]] = set()
+
+    def __repr__(self) -> str:
+        where = self.url if self._server is not None else "not serving"
+        return f"<PolicyServer {type(self.model).__name__} {where}>"
+
+    @property
+    def url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the policy server is not serving yet; await start() first")
+        return f"ws://{self.host}:{self.port}"
+
+    async def start(self) -> str:
+        """Bind and serve; returns the ``ws://`` url (the bound port if ``port=0``)."""
+        if self._server is not None:
+            return self.url
+        self._server = await serve(
+            self._handler, self.host, self.port, process_request=_health_check, **ws_options()
+        )
+        self.port = next(iter(self._server.sockets)).getsockname()[1]
+        return self.url
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Close every connection (1001 going away) and stop serving."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close()
+        try:
+            async with asyncio.timeout(timeout):
+                await server.wait_closed()
+        except TimeoutError:  # a handler stuck behind a long forward
+            for task in list(self._handlers):
+                task.cancel()
+
+    async def __aenter__(self) -> PolicyServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def serve_forever(self) -> None:
+        """Serve until cancelled."""
+        await self.start()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await self.stop()
+
+    # -- one connection ------------------------------------------------------------
+    async def _handler(self, ws: ServerConnection) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        try:
+            with self.batched.session():
+                await self._serve(ws)
+        except websockets.ConnectionClosed:
+            pass
+        finally:
+            self._handlers.discard(task)
+
+    async def _serve(self, ws: ServerConnection) -> None:
+        await ws.send(self._metadata_frame)
+        prev_total: float | None = None
+        while True:
+            frame = await ws.recv()  # ConnectionClosed ends the connection quietly
+            start = time.monotonic()
+            try:
+                if isinstance(frame, str):
+                    raise ValueError(
+                        f"got a text frame ({frame[:80]!r}); send the observation as a "
+                        "msgpack-numpy binary frame"
+                    )
+                obs = unpack(frame)
+                if not isinstance(obs, dict):
+                    raise ValueError(f"the observation must be a map, got {type(obs).__name__}")
+                t0 = time.monotonic()
+                chunk = await self.batched.ainfer(obs)
+                timing = {"infer_ms": (time.monotonic() - t0) * 1000}
+                if prev_total is not None:
+                    timing["prev_total_ms"] = prev_total * 1000
+                reply = pack({"actions": chunk, "server_timing": timing})
+            except Exception:
+                log.exception("policy server: request from %s failed", ws.remote_address)
+                with contextlib.suppress(websockets.ConnectionClosed):
+                    await ws.send(traceback.format_exc())
+                    await ws.close(CloseCode.INTERNAL_ERROR, INTERNAL_ERROR_REASON)
+                return
+            await ws.send(reply)
+            prev_total = time.monotonic() - start
+
+
+def _health_check(connection: ServerConnection, request: Request) -> Response | None:
+    """``GET /healthz`` answers 200 OK (like openpi's server); anything else upgrades."""
+    if request.path == "/healthz":
+        return connection.respond(http.HTTPStatus.OK, "OK\n")
+    return None
+
+
+# -- the CLI ---------------------------------------------------------------------------
+def load_model(spec: str) -> Model:
+    """The Model behind an agent spec (``--hud-agent`` syntax)."""
+    from pytest_hud.robot.agent.registry import AgentSpecError, load_agent
+
+    agent = load_agent(spec)
+    model = getattr(agent, "model", None)
+    if not isinstance(model, Model):
+        raise AgentSpecError(
+            f"agent {spec!r} ({agent!r}) has no Model to serve: the policy server serves a "
+            "RobotAgent's .model"
+        )
+    if isinstance(model, BatchedModel):
+        model = model.model
+    return model
+
+
+def serve_forever(
+    spec: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    max_wait_s: float = 0.005,
+    batch_size: int | None = None,
+    contract: str | Path | None = None,
+) -> None:
+    """Load ``spec``'s model and serve it until SIGTERM, Ctrl-C or, when spawned with
+    ``$PYTEST_HUD_LIFELINE=1``, the end of its stdin.
+
+    Prints ``PYTEST_HUD_POLICY_SERVER {"url": ...}`` on stdout once it listens.
+    """
+    model = load_model(spec)
+    server = PolicyServer(
+        model,
+        host=host,
+        port=port,
+        max_wait_s=max_wait_s,
+        batch_size=batch_size,
+        metadata={"agent": spec, "model": type(model).__name__},
+        contract=contract,
+    )
+
+    async def main() -> None:
+        url = await server.start()
+        print(f"{ANNOUNCE} {json.dumps({'url': url, 'agent': spec})}", flush=True)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await server.stop()
+            widths = server.batched.batches
+            if widths:
+                mean = sum(widths) / len(widths)
+                print(
+                    f"policy server: {sum(widths)} requests in {len(widths)} forwards "
+                    f"(mean width {mean:.2f})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+    serve_until_stopped(main)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_hud.robot.policy_server",
+        description="Serve an agent's model on the openpi policy-server protocol, batching "
+        "requests from all connections (clients: --hud-agent=openpi:HOST:PORT, or "
+        "openpi_client.WebsocketClientPolicy).",
+    )
+    parser.add_argument("--agent", required=True, help="agent spec, as for --hud-agent")
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (0: any free port)")
+    parser.add_argument(
+        "--max-wait-ms",
+        type=float,
+        default=5.0,
+        help="longest a request waits for others to join its forward (default 5)",
+    )
+    parser.add_argument("--batch-size", type=int, default=None, help="cap on a forward's width")
+    parser.add_argument(
+        "--contract",
+        metavar="PATH",
+        help="the env's contract.json: binds models that size actions from the action "
+        "space (zero, random); the openpi protocol carries no contract",
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    serve_forever(
+        args.agent,
+        host=args.host,
+        port=args.port,
+        max_wait_s=args.max_wait_ms / 1000,
+        batch_size=args.batch_size,
+        contract=args.contract,
+    )
+
+
+if __name__ == "__main__":
+    main()

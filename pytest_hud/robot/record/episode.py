@@ -1,0 +1,79 @@
+"""One episode on its way into the dataset: frames buffered until the episode ends, then
+committed through the writer (or discarded when the episode errored)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pytest_hud.robot.contract import Contract
+from pytest_hud.robot.record.schema import _ERRORED, _Schema
+
+if TYPE_CHECKING:
+    from pytest_hud.robot.record.writer import DatasetWriter
+
+__all__: list[str] = []
+
+
+def _scalarize(ds: Any, frame: Mapping[str, np.ndarray]) -> None:
+    """Hand lerobot one-element features as 0-d arrays.
+
+    lerobot 0.4.4 stores a ``(1,)`` feature as a scalar column and encodes each value
+    with ``float(value)``, which NumPy >= 2.4 refuses for a ``(1,)`` array; add_frame
+    validates ``(1,)``, so the buffered values are reshaped between the two."""
+    for key, value in frame.items():
+        if value.dtype != np.uint8 and value.shape == (1,):
+            ds.episode_buffer[key] = [np.asarray(v).reshape(()) for v in ds.episode_buffer[key]]
+
+
+class _EpisodeRecorder:
+    """One episode's frames, buffered until the episode ends."""
+
+    def __init__(self, writer: DatasetWriter, schema: _Schema, task: str) -> None:
+        self.writer = writer
+        self.schema = schema
+        self.task = task
+        self.frames: list[dict[str, np.ndarray]] = []
+        self._checked = False
+
+    def step(self, data: dict[str, Any], action: np.ndarray) -> None:
+        if not self._checked:
+            self.schema = self.schema.resolve(data, action)
+            self.writer._resolved(self.schema)
+            self._checked = True
+        self.frames.append(self.schema.frame(data, action))
+
+    def end(self, ok: bool) -> dict[str, Any]:
+        root = str(self.writer.root)
+        if not ok:
+            self.frames = []
+            return {"dataset": {"root": root, "episode_index": None, "discarded": _ERRORED}}
+        if not self.frames:
+            return {"dataset": {"root": root, "episode_index": None, "discarded": "no frames"}}
+        frames, self.frames = self.frames, []
+        return self.writer._commit(self.schema, frames, self.task)
+
+
+def _run_contract(run: Any) -> tuple[float | None, str | None]:
+    """control_rate and robot_type of the contract the run's robot capability carries."""
+    try:
+        cap = run.robot if run is not None else None
+    except Exception:
+        cap = None
+    if not isinstance(cap, Mapping):
+        return None, None
+    raw = (cap.get("params") or {}).get("contract") or cap.get("contract")
+    if not raw:
+        return None, None
+    contract = Contract.from_dict(raw)
+    return contract.control_rate, contract.robot_type
+
+
+def _task_text(run: Any) -> str:
+    prompt = getattr(run, "prompt", "") or ""
+    if prompt:
+        return str(prompt)
+    task = getattr(run, "task", None)
+    return str(getattr(task, "key", "") or "") if task is not None else ""

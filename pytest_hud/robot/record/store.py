@@ -1,0 +1,101 @@
+"""Where a dataset lives: reading an existing one's info, probing the folder, importing
+lerobot's dataset class quietly, and the Hugging Face token a push needs.
+
+Destination (constructor arguments win over the environment):
+
+* ``RECORD_DIR``: the dataset root (default ``./data``, resolved against the working
+  directory when the writer is made). A folder holding ``meta/info.json`` is an
+  existing dataset: new episodes are APPENDED to it (lerobot's resume path) when its
+  fps, robot type and features match, else it is refused. Any other non-empty folder
+  is refused; pick another with ``--hud-record=OTHER_DIR`` / ``RECORD_DIR``.
+* ``HF_REPO``: push the finalized dataset there (``user/name``; a bare namespace
+  gets the root folder's name); needs a token (``HF_TOKEN``). ``HF_PRIVATE=1``:
+  push it private.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_hud.robot.record.schema import DatasetError
+
+__all__: list[str] = []
+
+
+def _read_info(root: Path) -> dict[str, Any] | None:
+    """``meta/info.json`` of an existing dataset at ``root`` (None: no dataset there)."""
+    info = root / "meta" / "info.json"
+    if not info.is_file():
+        return None
+    try:
+        data = json.loads(info.read_text())
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"{info} is not readable JSON ({exc}); record elsewhere") from exc
+    if not isinstance(data, dict) or "features" not in data:
+        raise DatasetError(f"{info} is not a LeRobot dataset's info.json; record elsewhere")
+    return data
+
+
+def _is_empty_dataset(root: Path, info: Mapping[str, Any]) -> bool:
+    """Created but nothing committed (a crash before the first episode)."""
+    if info.get("total_episodes"):
+        return False
+    return not any((root / "data").glob("*/*.parquet"))
+
+
+def _probe_writable(root: Path, flag: str) -> bool:
+    """Make sure ``root`` can hold a dataset; returns whether this call created it."""
+    created = not root.exists()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=root):
+            pass
+    except OSError as exc:
+        raise DatasetError(
+            f"the dataset folder {root} is not writable ({exc.strerror or exc}); "
+            f"point {flag} at a writable folder"
+        ) from None
+    return created
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.") or "dataset"
+
+
+def _require_token(repo: str) -> None:
+    try:
+        from huggingface_hub import get_token
+    except ImportError as exc:  # pragma: no cover - lerobot depends on it
+        raise DatasetError(f"pushing to {repo} needs huggingface_hub ({exc})") from exc
+    if not get_token():
+        raise DatasetError(
+            f"HF_REPO={repo} asks to push the dataset but there is no Hugging Face token: "
+            "set HF_TOKEN (or unset HF_REPO)"
+        )
+
+
+def _lerobot_dataset() -> Any:
+    """``LeRobotDataset`` (imported on first use), with SVT-AV1's banner silenced."""
+    os.environ.setdefault("SVT_LOG", "1")  # SVT-AV1 prints its config per video otherwise
+    try:
+        from lerobot.datasets.lerobot_dataset import LeRobotDataset
+    except ImportError as exc:
+        raise DatasetError(
+            f"recording datasets needs lerobot ({exc}); pip install 'lerobot[dataset]'"
+        ) from exc
+    return LeRobotDataset
+
+
+def _quiet() -> Any:
+    try:
+        from lerobot.utils.utils import SuppressProgressBars
+    except ImportError:  # pragma: no cover - other lerobot versions
+        return contextlib.nullcontext()
+    return SuppressProgressBars()

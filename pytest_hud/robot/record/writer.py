@@ -1,0 +1,416 @@
+"""Record rollouts into one LeRobot v3 dataset (merging per-worker datasets: :mod:`.merge`).
+
+``DatasetWriter`` turns every executed tick of every rollout (the observation the
+agent acted on, the action it sent) into a frame of ONE LeRobot v3 dataset, written
+by lerobot itself (``LeRobotDataset.create`` / ``add_frame`` / ``save_episode`` /
+``finalize``). Append ``writer.observer`` to ``RobotAgent.observers``; lerobot is
+imported on first use.
+
+Where the dataset goes: :mod:`.store`; its schema: :mod:`.schema`.
+
+Episodes are committed whole: each rollout buffers its own frames in memory, so
+concurrent rollouts (BatchedAgent) never interleave. ``end(ok=True)`` assigns the
+next episode index and queues the episode on ONE writer thread (add_frame for each
+frame, save_episode, finalize), so the event loop never waits on PNG/AV1 encoding;
+called outside an event loop it waits for the commit. It returns
+``{"dataset": {"root", "episode_index", "frames"}}`` (the index is final; the episode
+is on disk once ``flush()`` / ``finalize()`` returns). An errored episode is discarded
+(``episode_index: None``). A failed commit stops the writer: the next ``end()``,
+``flush()`` or ``finalize()`` raises it. ``finalize()`` (idempotent; also run at exit)
+waits for queued commits and pushes.
+
+Crash safety: lerobot 0.4.4 writes parquet files whose footer only lands on
+``finalize()``; an unfinalized dataset does not read back. The writer therefore
+finalizes after EVERY episode, with lerobot's file-size limits set tiny
+(``update_chunk_settings``) so the next episode starts new data / episode-metadata /
+video files instead of overwriting the closed ones: every committed episode is
+readable even if the process is killed. ``finalize()`` restores lerobot's default
+limits in ``meta/info.json``; ``merge_datasets`` repacks files to the usual sizes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import contextlib
+import os
+import shutil
+import sys
+import threading
+import warnings
+import weakref
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_hud.robot.contract import Contract, Spaces
+from pytest_hud.robot.record.episode import _EpisodeRecorder, _run_contract, _scalarize, _task_text
+from pytest_hud.robot.record.schema import (
+    _PER_EPISODE_FILES_MB,
+    _TRUE,
+    DatasetError,
+    _build_schema,
+    _comparable,
+    _describe,
+    _Schema,
+)
+from pytest_hud.robot.record.store import (
+    _is_empty_dataset,
+    _lerobot_dataset,
+    _probe_writable,
+    _quiet,
+    _read_info,
+    _require_token,
+    _safe_name,
+)
+
+__all__ = ["DatasetWriter"]
+
+
+def _running_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+class DatasetWriter:
+    """One LeRobot v3 dataset fed by every rollout of this process (see the module doc)."""
+
+    #: Named in errors: how users point recording elsewhere.
+    flag = "--hud-record=OTHER_DIR (or RECORD_DIR)"
+
+    def __init__(
+        self,
+        root: str | Path | None = None,
+        *,
+        repo_id: str | None = None,
+        fps: float | None = None,
+        video: bool = True,
+        push: str | bool | None = None,
+        camera_keys: Mapping[str, str] | None = None,
+    ) -> None:
+        base = root if root is not None else os.environ.get("RECORD_DIR") or "data"
+        self.root = Path(base).expanduser().absolute()
+        self.fps = fps
+        self.video = video
+        self.camera_keys = dict(camera_keys or {})
+        if push is None or push is True:
+            target = os.environ.get("HF_REPO") or None
+            if push is True and not target:
+                raise DatasetError("push=True needs a target: set HF_REPO (user/name)")
+        else:
+            target = push or None
+        if target and "/" not in target:
+            target = f"{target}/{_safe_name(self.root.name)}"
+        self.push_repo: str | None = target
+        self.private = os.environ.get("HF_PRIVATE", "").strip().lower() in _TRUE
+        self.repo_id = target or repo_id or f"local/{_safe_name(self.root.name)}"
+
+        self._lock = threading.Lock()
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pending: list[concurrent.futures.Future[None]] = []
+        self._prepared = False
+        self._created_root = False
+        self._restart = False
+        self._existing: dict[str, Any] | None = None  # info.json of a dataset to append to
+        self._fixed: _Schema | None = None  # the schema every episode must match
+        self._next_index = 0
+        self._ds: Any = None  # the LeRobotDataset (writer thread only)
+        self._error: BaseException | None = None
+        self._finalized = False
+        self._result: Path | None = None
+        self._default_fps: float | None = None
+        self._default_robot_type: str | None = None
+        self._warned: set[str] = set()
+        self.episodes = 0  # committed so far (on disk)
+        atexit.register(_finalize_at_exit, weakref.ref(self))
+
+    def __repr__(self) -> str:
+        return f"<DatasetWriter {self.root} episodes={self._next_index}>"
+
+    # -- before the run ------------------------------------------------------------
+    def check(self, contract: Contract | Mapping[str, Any]) -> None:
+        """Everything that can be refused before a run starts: lerobot present, the
+        schema (camera keys, sizes, fps), the folder, appending, the push token."""
+        contract = Contract.from_dict(contract)
+        self._default_fps = contract.control_rate
+        self._default_robot_type = contract.robot_type
+        schema = self._schema(contract.spaces(), contract.control_rate, contract.robot_type)
+        with self._lock:
+            self._prepare(schema)
+
+    def _schema(self, spaces: Spaces, rate: float | None, robot_type: str | None) -> _Schema:
+        return _build_schema(
+            spaces,
+            fps=self.fps if self.fps is not None else rate,
+            robot_type=robot_type,
+            video=self.video,
+            camera_keys=self.camera_keys,
+            warn=self._warn_depth,
+        )
+
+    def _warn_depth(self, name: str) -> None:
+        if name not in self._warned:
+            self._warned.add(name)
+            warnings.warn(
+                f"DatasetWriter: depth camera {name!r} is not recorded "
+                "(LeRobot videos are 8-bit RGB)",
+                stacklevel=4,
+            )
+
+    def _prepare(self, schema: _Schema) -> None:
+        """Check the folder once, then this schema against the dataset's (under the lock)."""
+        if self._error is not None:
+            raise self._error
+        if self._finalized:
+            raise DatasetError(f"the dataset writer for {self.root} is already finalized")
+        if not self._prepared:
+            _lerobot_dataset()  # fail early without lerobot; import it before steps run
+            if self.push_repo:
+                _require_token(self.push_repo)
+            if self.root.exists() and not self.root.is_dir():
+                raise DatasetError(
+                    f"the dataset folder {self.root} is a file; point {self.flag} at a folder"
+                )
+            info = _read_info(self.root) if self.root.is_dir() else None
+            if info is not None and _is_empty_dataset(self.root, info):
+                if {p.name for p in self.root.iterdir()} - {"meta", "images"}:
+                    raise DatasetError(
+                        f"{self.root} holds a LeRobot dataset without episodes next to other "
+                        f"files; record elsewhere with {self.flag}"
+                    )
+                info = None  # created, nothing committed (a crashed run): start over in place
+                self._restart = True
+            elif info is None and self.root.is_dir() and any(self.root.iterdir()):
+                raise DatasetError(
+                    f"the dataset folder {self.root} exists, is not empty and is not a LeRobot "
+                    f"dataset (no meta/info.json); record elsewhere with {self.flag}"
+                )
+            if info is not None:
+                if info.get("codebase_version") != "v3.0":
+                    raise DatasetError(
+                        f"{self.root} holds a LeRobot {info.get('codebase_version')} dataset; "
+                        f"only v3.0 can be appended to: record elsewhere with {self.flag}"
+                    )
+                if not os.access(self.root, os.W_OK | os.X_OK):
+                    raise DatasetError(f"the dataset folder {self.root} is not writable")
+                self._next_index = int(info.get("total_episodes") or 0)
+            else:
+                self._created_root = _probe_writable(self.root, self.flag)
+            self._existing = info
+            self._prepared = True
+        self._match(schema)
+
+    def _match(self, schema: _Schema) -> None:
+        """Refuse a schema that cannot go into this dataset."""
+        if self._existing is not None:
+            info = self._existing
+            diff: dict[str, Any] = {}
+            if info.get("fps") != schema.fps:
+                diff["fps"] = f"{info.get('fps')} (dataset) vs {schema.fps} (contract)"
+            if info.get("robot_type") != schema.robot_type:
+                diff["robot_type"] = f"{info.get('robot_type')!r} vs {schema.robot_type!r}"
+            theirs = _comparable(info["features"])
+            ours = _comparable(schema.features())
+            if sorted(theirs) != sorted(ours):
+                diff["features"] = f"{sorted(theirs)} vs {sorted(ours)}"
+            elif schema.resolved:
+                changed = [k for k in ours if ours[k] != theirs[k]]
+                if changed:
+                    diff["features"] = "; ".join(f"{k}: {theirs[k]} vs {ours[k]}" for k in changed)
+            if diff:
+                raise DatasetError(
+                    f"cannot append to the existing dataset at {self.root}: {_describe(diff)}; "
+                    f"record elsewhere with {self.flag}"
+                )
+        elif self._fixed is not None:
+            fixed = self._fixed
+            if (fixed.fps, fixed.robot_type, fixed.keys()) != (
+                schema.fps,
+                schema.robot_type,
+                schema.keys(),
+            ) or (schema.resolved and fixed.features() != schema.features()):
+                raise DatasetError(
+                    f"this rollout's contract does not match the dataset being recorded at "
+                    f"{self.root} (fps {fixed.fps}, features {fixed.keys()}; this one: fps "
+                    f"{schema.fps}, {schema.keys()}); record different envs into different "
+                    "folders"
+                )
+
+    # -- the observer --------------------------------------------------------------
+    def observer(self, run: Any, spaces: Spaces) -> _EpisodeRecorder:
+        """An ``ObserverFactory``: ``agent.observers.append(writer.observer)``."""
+        rate, robot_type = _run_contract(run)
+        if rate is None:
+            rate = self._default_fps
+        if robot_type is None:
+            robot_type = self._default_robot_type
+        schema = self._schema(spaces, rate, robot_type)
+        with self._lock:
+            self._prepare(schema)
+        return _EpisodeRecorder(self, schema, _task_text(run))
+
+    def _resolved(self, schema: _Schema) -> None:
+        with self._lock:
+            self._match(schema)
+
+    def _commit(self, schema: _Schema, frames: list[dict[str, np.ndarray]], task: str) -> dict:
+        count = len(frames)  # the writer thread empties the list once written
+        with self._lock:
+            if self._error is not None:
+                raise self._error
+            if self._finalized:
+                raise DatasetError(f"the dataset at {self.root} was finalized mid-episode")
+            self._match(schema)
+            if self._fixed is None:
+                self._fixed = schema
+            index = self._next_index
+            self._next_index += 1
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    1, thread_name_prefix="hud-dataset"
+                )
+            future = self._executor.submit(self._write, schema, frames, task, index)
+            self._pending = [f for f in self._pending if not f.done()] + [future]
+        if not _running_loop():
+            future.result()
+        return {"dataset": {"root": str(self.root), "episode_index": index, "frames": count}}
+
+    def _write(
+        self, schema: _Schema, frames: list[dict[str, np.ndarray]], task: str, index: int
+    ) -> None:
+        """Writer thread: one whole episode, then finalize so it reads back after a crash."""
+        ds = None
+        if self._error is not None:  # an earlier commit failed: the indices no longer hold
+            frames.clear()
+            raise self._error
+        try:
+            ds = self._dataset(schema)
+            with _quiet():
+                for frame in frames:
+                    ds.add_frame({**frame, "task": task})
+                _scalarize(ds, frames[0])
+                ds.save_episode()
+                ds.finalize()
+            if ds.meta.total_episodes != index + 1:
+                raise DatasetError(
+                    f"lerobot committed episode {ds.meta.total_episodes - 1}, expected {index}"
+                )
+            self.episodes += 1
+        except BaseException as exc:
+            error = exc if isinstance(exc, DatasetError) else None
+            self._error = error or DatasetError(
+                f"recording episode {index} into {self.root} failed: {type(exc).__name__}: {exc}"
+            )
+            if ds is not None:
+                with contextlib.suppress(Exception):
+                    ds.clear_episode_buffer()
+            raise self._error from exc
+        finally:
+            frames.clear()
+
+    def _dataset(self, schema: _Schema) -> Any:
+        if self._ds is not None:
+            return self._ds
+        dataset = _lerobot_dataset()
+        if self._existing is not None:
+            try:
+                ds = dataset(self.repo_id, root=self.root)
+            except Exception as exc:
+                raise DatasetError(
+                    f"cannot reopen the existing dataset at {self.root} to append "
+                    f"({type(exc).__name__}: {exc}); record elsewhere with {self.flag}"
+                ) from exc
+        else:
+            if self._restart:
+                for leftover in ("meta", "images"):  # an empty dataset from a crashed run
+                    shutil.rmtree(self.root / leftover, ignore_errors=True)
+            if self.root.is_dir() and not any(self.root.iterdir()):
+                self.root.rmdir()  # lerobot creates the root itself
+            ds = dataset.create(
+                repo_id=self.repo_id,
+                fps=schema.fps,
+                features=schema.features(),
+                root=self.root,
+                robot_type=schema.robot_type,
+                use_videos=self.video and bool(schema.cameras),
+            )
+        ds.meta.update_chunk_settings(
+            data_files_size_in_mb=_PER_EPISODE_FILES_MB,
+            video_files_size_in_mb=_PER_EPISODE_FILES_MB,
+        )
+        self._ds = ds
+        return ds
+
+    # -- the end -------------------------------------------------------------------
+    def flush(self) -> None:
+        """Wait for every queued episode to be on disk (re-raises a failed commit)."""
+        with self._lock:
+            pending = list(self._pending)
+        concurrent.futures.wait(pending)
+        if self._error is not None:
+            raise self._error
+
+    def finalize(self) -> Path | None:
+        """Wait for queued commits, close the dataset, push it if asked. Idempotent.
+
+        Returns the dataset root, or None when nothing was recorded."""
+        with self._lock:
+            if self._finalized:
+                if self._error is not None:
+                    raise self._error
+                return self._result
+            self._finalized = True
+            pending = list(self._pending)
+            executor, self._executor = self._executor, None
+        concurrent.futures.wait(pending)
+        if executor is not None:
+            executor.shutdown(wait=True)
+        if self._error is not None:
+            raise self._error
+        ds = self._ds
+        if ds is None:
+            if self._created_root:
+                with contextlib.suppress(OSError):
+                    self.root.rmdir()  # only if still empty
+            return None
+        from lerobot.datasets.utils import (
+            DEFAULT_DATA_FILE_SIZE_IN_MB,
+            DEFAULT_VIDEO_FILE_SIZE_IN_MB,
+        )
+
+        ds.meta.update_chunk_settings(
+            data_files_size_in_mb=DEFAULT_DATA_FILE_SIZE_IN_MB,
+            video_files_size_in_mb=DEFAULT_VIDEO_FILE_SIZE_IN_MB,
+        )
+        ds.finalize()
+        self._result = self.root
+        if self.push_repo:
+            try:
+                ds.push_to_hub(private=self.private)
+            except Exception as exc:
+                self._error = DatasetError(
+                    f"pushing {self.root} to the Hugging Face Hub as {self.push_repo} failed "
+                    f"({type(exc).__name__}: {exc}); the local dataset is complete"
+                )
+                raise self._error from exc
+        return self._result
+
+    async def afinalize(self) -> Path | None:
+        """``finalize`` off the event loop."""
+        return await asyncio.to_thread(self.finalize)
+
+
+def _finalize_at_exit(ref: weakref.ReferenceType[DatasetWriter]) -> None:
+    writer = ref()
+    if writer is None or writer._finalized:
+        return
+    try:
+        writer.finalize()
+    except Exception as exc:  # at exit there is no one left to raise to
+        print(f"pytest-hud: finalizing the dataset at {writer.root} failed: {exc}", file=sys.stderr)

@@ -1,0 +1,60 @@
+"""A vectorized sim's slots: one per copy of the sim, each with its own episode state."""
+
+from __future__ import annotations
+
+import enum
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from websockets.asyncio.server import ServerConnection
+
+from pytest_hud.robot.sim.errors import BridgeError
+
+__all__ = ["SlotState"]
+
+
+class SlotState(enum.Enum):
+    FREE = "free"  # no episode; may be claimed by a reset
+    CLAIMED = "claimed"  # token issued, waiting for its agent to connect
+    LIVE = "live"  # agent connected, a barrier participant
+    DONE = "done"  # terminated, dropped or timed out; held until result() releases it
+
+
+@dataclass(eq=False)
+class _Slot:
+    index: int
+    state: SlotState = SlotState.FREE
+    token: str | None = None
+    ws: ServerConnection | None = None
+    action: np.ndarray | None = None
+    used: bool = False  # claimed since the last whole-sim reset
+    prompt: str = ""
+    reason: str = ""
+
+    @property
+    def participant(self) -> bool:
+        return self.state in (SlotState.CLAIMED, SlotState.LIVE)
+
+    @property
+    def ready(self) -> bool:
+        return self.state is SlotState.LIVE and self.action is not None
+
+
+def resolve_slot(slots: list[_Slot], token: Any) -> _Slot:
+    """The claimed slot a claim token names (None: the one slot of a one-slot sim)."""
+    claimed = [s for s in slots if s.token is not None]
+    if token is None:
+        if len(slots) == 1 and len(claimed) == 1:
+            return claimed[0]
+        raise BridgeError(
+            f"a claim without a token needs a one-slot sim with one episode; this sim has "
+            f"{len(slots)} slots and {len(claimed)} claimed: pass the token from reset()"
+        )
+    if not isinstance(token, str):
+        raise BridgeError(f"claim token must be a string, got {type(token).__name__}")
+    for s in claimed:
+        if secrets.compare_digest(s.token or "", token):
+            return s
+    raise BridgeError("unknown or expired slot token; call reset() and claim the new token")

@@ -1,0 +1,78 @@
+"""The agent side's WebSocket seam: one small interface, two implementations.
+
+:class:`Transport` is all a client of the robot wire needs: send a message, receive
+one, close. :func:`connect` picks the implementation: our own RFC 6455 client
+(:mod:`pytest_hud.robot.wire.wsclient`, ``"frames"``) for ``ws://`` urls, because it receives
+a camera frame with no copy in user space, and the ``websockets`` library
+(``"websockets"``) for ``wss://`` or when asked (``impl=``, or
+``$PYTEST_HUD_WEBSOCKET=websockets``). Both raise the same errors.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Protocol
+
+from pytest_hud.robot.wire.errors import ConnectError, ConnectTimeout, TransportClosed
+from pytest_hud.robot.wire.websockets_client import WebsocketsTransport
+from pytest_hud.robot.wire.wsclient import FrameTransport
+
+__all__ = [
+    "IMPLEMENTATIONS",
+    "ConnectError",
+    "ConnectTimeout",
+    "Transport",
+    "TransportClosed",
+    "WebsocketsTransport",
+    "connect",
+]
+
+#: Names :func:`connect` accepts for ``impl``.
+IMPLEMENTATIONS = ("frames", "websockets")
+
+
+class Transport(Protocol):
+    """One open WebSocket connection as the robot wire uses it."""
+
+    async def send(self, data: bytes | str) -> None:
+        """Send one message (binary for bytes, text for str); raises TransportClosed."""
+
+    async def recv(self) -> bytes | memoryview | str:
+        """The next message: text as str, binary as a bytes-like (bytes, or a memoryview
+        on a buffer of its own for large messages); raises TransportClosed once closed."""
+
+    async def close(self) -> None:
+        """Close with code 1000 (bounded wait for the peer's close frame)."""
+
+    def abort(self) -> None:
+        """Drop the connection at once, without a closing handshake."""
+
+
+async def connect(
+    url: str,
+    *,
+    open_timeout: float | None = 30.0,
+    close_timeout: float = 5.0,
+    headers: Mapping[str, str] | None = None,
+    impl: str | None = None,
+) -> Transport:
+    """Open a WebSocket to ``url`` without compression; raises ConnectError.
+
+    ``open_timeout`` bounds the TCP connect plus the opening handshake.
+    """
+    impl = impl or os.environ.get("PYTEST_HUD_WEBSOCKET") or None
+    if impl is None:
+        impl = "websockets" if url.startswith("wss://") else "frames"
+    if impl not in IMPLEMENTATIONS:
+        raise ValueError(
+            f"unknown WebSocket implementation {impl!r} (from impl= or "
+            f"$PYTEST_HUD_WEBSOCKET); use one of {', '.join(IMPLEMENTATIONS)}"
+        )
+    if impl == "frames":
+        return await FrameTransport.connect(
+            url, open_timeout=open_timeout, close_timeout=close_timeout, headers=headers
+        )
+    return await WebsocketsTransport.connect(
+        url, open_timeout=open_timeout, close_timeout=close_timeout, headers=headers
+    )
