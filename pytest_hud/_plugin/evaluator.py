@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from pytest_hud.pytest.cases import HudCase
-from pytest_hud.pytest.loop import LoopThread
-from pytest_hud.pytest.options import HudOptions
+from pytest_hud._plugin.cases import HudCase
+from pytest_hud._plugin.loop import LoopThread
+from pytest_hud._plugin.options import HudOptions
 from pytest_hud.runtime.modules import declared_environments
 from pytest_hud.runtime.provider import Provider, Runtime
 from pytest_hud.runtime.rollout import RolloutResult, rollout
@@ -142,7 +142,7 @@ class Evaluator:
         batchable = getattr(agent.model, "batchable", True)  # RemoteModel is per-row
         if self.options.concurrency > 1 and batchable and not isinstance(agent, BatchedAgent):
             agent = BatchedAgent(agent)
-        from pytest_hud.pytest.video import video_factory
+        from pytest_hud._plugin.video import video_factory
 
         agent.observers.append(video_factory(self.artifacts / "videos"))
         agent.observers.append(self._progress_observer)

@@ -1,0 +1,116 @@
+"""Collection: task files and ``@pytest.mark.hud`` rows become items; expectations mark
+them xfail/skip; the evaluator learns each item's case and what comes next."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_hud._plugin.cases import HudCase, expand, task_rows
+from pytest_hud._plugin.expect import Expectations
+from pytest_hud._plugin.internals import binding_key, xdist_interactor, xdist_upcoming
+from pytest_hud._plugin.items import TaskFile, is_task_file
+from pytest_hud._plugin.state import CASE, SessionState
+
+__all__ = ["CollectMixin"]
+
+
+class CollectMixin(SessionState):
+    """The session's collection hooks' work."""
+
+    def collect_file(self, file_path: Path, parent: pytest.Collector) -> Any:
+        if is_task_file(file_path):
+            return TaskFile.from_parent(parent, path=file_path)
+        return None
+
+    def generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        marker = metafunc.definition.get_closest_marker("hud")
+        if marker is None:
+            return
+        source = marker.kwargs.get("tasks", marker.args[0] if marker.args else None)
+        if source is None:
+            raise pytest.UsageError(f"{metafunc.definition.nodeid}: @pytest.mark.hud needs tasks=")
+        base = Path(str(metafunc.definition.path)).parent
+        try:
+            rows = task_rows(source, base)
+        except (ValueError, OSError) as exc:
+            raise pytest.UsageError(f"{metafunc.definition.nodeid}: {exc}") from None
+        group = int(marker.kwargs.get("group") or self.options.group)
+        cases = expand(rows, group, self.options.seed)
+        if "min_success" in marker.kwargs and marker.kwargs["min_success"] is not None:
+            self.min_success[metafunc.definition.nodeid] = float(marker.kwargs["min_success"])
+        metafunc.parametrize("hud_task", cases, ids=[c.id for c in cases])
+
+    def collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            callspec = getattr(item, "callspec", None)
+            case = callspec.params.get("hud_task") if callspec is not None else None
+            if not isinstance(case, HudCase):
+                continue
+            item.stash[CASE] = case
+            self._apply_expectations(item, case)
+            if item.get_closest_marker("skip") is None:
+                self.evaluator.register(item.nodeid, case, binding_key(item))
+            if self.options.shared:  # keep a shared substrate's items on one xdist worker
+                item.add_marker(pytest.mark.xdist_group(name=f"hud-{case.row.env}"))
+        if self.baseline is not None:
+            self._check_baseline_covers([item.stash[CASE] for item in items if CASE in item.stash])
+
+    def _apply_expectations(self, item: pytest.Item, case: HudCase) -> None:
+        rules = Expectations()
+        rules.xfail.update(self.expect.xfail)
+        rules.skip.update(self.expect.skip)
+        for mark in item.iter_markers("hud_expect"):
+            agent = mark.kwargs.get("agent")
+            if agent in (None, "*", self.agent_label, self._agent_name):
+                rules.merge(
+                    {k: v for k, v in mark.kwargs.items() if k in ("xfail", "skip")},
+                    f"{item.nodeid} @hud_expect",
+                )
+        hit = rules.match(case.row.env, case.row.slug, case.row.id)
+        if hit is None:
+            return
+        kind, reason = hit
+        if kind == "skip":
+            item.add_marker(pytest.mark.skip(reason=f"[{self.agent_label}] {reason}"))
+        else:
+            item.add_marker(
+                pytest.mark.xfail(
+                    reason=f"[{self.agent_label}] {reason}", strict=True, raises=AssertionError
+                )
+            )
+
+    def _check_baseline_covers(self, cases: list[HudCase]) -> None:
+        assert self.baseline is not None
+        have = {c.row.key for c in cases}
+        missing = sorted(set(self.baseline.get("per_task") or {}) - have)
+        if have and missing and not have & set(self.baseline.get("per_task") or {}):
+            raise pytest.UsageError(
+                f"--hud-baseline {self.options.baseline} is from another taskset: none of its "
+                f"tasks were collected; it has e.g. {missing[:5]}"
+            )
+        if missing and not self.config.option.keyword and not self.config.option.markexpr:
+            raise pytest.UsageError(
+                f"--hud-baseline {self.options.baseline} has tasks this run does not collect: "
+                f"{missing[:10]}{' ...' if len(missing) > 10 else ''}; compare against a "
+                "baseline of the same taskset (or select with -k)"
+            )
+
+    def collection_finish(self, session: pytest.Session) -> None:
+        self._order = [item.nodeid for item in session.items]
+        index = {nid: i for i, nid in enumerate(self._order)}
+        interactor = xdist_interactor(self.config)
+
+        def upcoming(nodeid: str) -> list[str]:
+            if interactor is not None:
+                return xdist_upcoming(interactor, session)
+            i = index.get(nodeid)
+            return [] if i is None else self._order[i + 1 :]
+
+        self.evaluator.schedule = upcoming
+
+    def node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        if not self._order:
+            self._order = list(ids)

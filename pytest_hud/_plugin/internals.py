@@ -1,0 +1,162 @@
+"""Every read of pytest's and xdist's private attributes, in one module.
+
+pytest-hud needs a few things neither project exposes as API: whether this process is
+an xdist worker and its id (``config.workerinput``), the items a worker has been handed
+but not started (xdist's ``WorkerInteractor.torun`` / ``nextitem_index``), which fixture
+definitions an item resolves (``item._fixtureinfo``), the terminal writer
+(``terminalreporter._tw``) and, for the schedulers below, ``LoadScheduling``'s private
+state (``node2pending``, ``pending``, ``_send_tests``, ...). Each read is here and
+nowhere else, and ``tests/test_internals_guard.py`` exercises every one of them against
+the installed pytest and xdist, naming the attribute that moved.
+
+The schedulers: xdist's load scheduling tops a worker up to about two pending items; a
+worker's rollout lookahead can only reach items it has been handed, so
+:class:`HudLoadScheduling` keeps at least ``width`` queued per worker (while items
+remain) and otherwise defers to xdist's own heuristics. ``--dist loadgroup`` needs none
+of this: it sends a whole group (a Shared substrate's items) to one worker at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from xdist.scheduler import LoadScheduling
+
+__all__ = [
+    "XDIST_SCHEDULER_ATTRS",
+    "HudBlockScheduling",
+    "HudLoadScheduling",
+    "binding_key",
+    "is_worker",
+    "terminal_writer",
+    "worker_id",
+    "xdist_interactor",
+    "xdist_upcoming",
+]
+
+#: LoadScheduling's private state the schedulers below read or call (the guard test
+#: checks each on a real LoadScheduling).
+XDIST_SCHEDULER_ATTRS = (
+    "node2pending",
+    "node2collection",
+    "pending",
+    "collection",
+    "nodes",
+    "collection_is_completed",
+    "_send_tests",
+    "_check_nodes_have_same_collection",
+)
+
+
+def is_worker(config: pytest.Config) -> bool:
+    """Whether this process is an xdist worker (xdist sets ``config.workerinput``)."""
+    return hasattr(config, "workerinput")
+
+
+def worker_id(config: pytest.Config) -> str:
+    """This xdist worker's id (``gw0``, ...)."""
+    return str(config.workerinput["workerid"])  # type: ignore[attr-defined]
+
+
+def terminal_writer(terminalreporter: Any) -> Any:
+    """The terminal reporter's TerminalWriter (``_tw``), for the live progress line."""
+    return terminalreporter._tw
+
+
+def xdist_interactor(config: pytest.Config) -> Any:
+    """xdist's WorkerInteractor plugin in a worker (None elsewhere)."""
+    if not is_worker(config):
+        return None
+    for plugin in config.pluginmanager.get_plugins():
+        if type(plugin).__name__ == "WorkerInteractor" and hasattr(plugin, "torun"):
+            return plugin
+    return None
+
+
+def xdist_upcoming(interactor: Any, session: pytest.Session) -> list[str]:
+    """Items this worker has been handed but not started (xdist's queue, read-only)."""
+    try:
+        indices = [interactor.nextitem_index]
+        with interactor.torun.lock() as queued:
+            indices.extend(queued)
+        return [session.items[i].nodeid for i in indices if isinstance(i, int)]
+    except Exception:  # xdist internals moved: no lookahead, still correct
+        return []
+
+
+def binding_key(item: pytest.Item) -> tuple[Any, ...]:
+    """Equal for items whose ``hud_provider`` and ``hud_agent`` fixtures resolve to the
+    same objects: the same fixture definitions, cached in the same scope instance."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = getattr(info, "name2fixturedefs", {}) if info is not None else {}
+    module = item.nodeid.split("::")[0]
+    klass = item.getparent(pytest.Class)
+    scopes = {
+        "session": "",
+        "package": str(item.path.parent),
+        "module": module,
+        "class": klass.nodeid if klass is not None else module,
+    }
+    key: list[Any] = []
+    for name in ("hud_provider", "hud_agent"):
+        chain = defs.get(name) or ()
+        if not chain:
+            key.append(None)
+            continue
+        fixturedef = chain[-1]
+        key.append((id(fixturedef), scopes.get(fixturedef.scope, item.nodeid)))
+    return tuple(key)
+
+
+class HudLoadScheduling(LoadScheduling):
+    def __init__(self, config: Any, log: Any = None, *, width: int = 1) -> None:
+        super().__init__(config, log)
+        self.width = width
+
+    def _top_up(self, node: Any) -> None:
+        pending = self.node2pending.get(node)
+        if pending is None or node.shutting_down or not self.pending:
+            return
+        missing = self.width - len(pending)
+        if missing > 0:
+            self._send_tests(node, min(missing, len(self.pending)))
+
+    def schedule(self) -> None:
+        super().schedule()
+        for node in list(self.node2pending):
+            self._top_up(node)
+
+    def check_schedule(self, node: Any, duration: float = 0) -> None:
+        self._top_up(node)
+        super().check_schedule(node, duration)
+
+
+class HudBlockScheduling(LoadScheduling):
+    """Each worker gets one contiguous block of the items, in order (used when recording).
+
+    Concatenating the workers' dataset parts in block order then gives episodes in test
+    order. Blocks trade xdist's load balancing for that order.
+    """
+
+    def schedule(self) -> None:
+        assert self.collection_is_completed
+        state: Any = self
+        if state.collection is not None:
+            for node in self.nodes:
+                self.check_schedule(node)
+            return
+        if not self._check_nodes_have_same_collection():
+            self.log("**Different tests collected, aborting run**")
+            return
+        collection = list(next(iter(self.node2collection.values())))
+        state.collection = collection
+        self.pending[:] = range(len(collection))
+        nodes = list(self.nodes)
+        total = len(self.pending)
+        for i, node in enumerate(nodes):
+            size = total // len(nodes) + (1 if i < total % len(nodes) else 0)
+            if size:
+                self._send_tests(node, size)
+        for node in nodes:
+            node.shutdown()

@@ -1,0 +1,145 @@
+"""The pytest-hud session: one per pytest run (controller or xdist worker).
+
+It holds the options, the evaluator and the rows, loads the agent and the
+expectations, and mixes in the work behind each hook: collection
+(:mod:`.collect`), dataset recording (:mod:`.recording`) and reporting
+(:mod:`.reporting`). ``pytest_hud.plugin`` holds the hooks, each a one-line call here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_hud._plugin import report as rep
+from pytest_hud._plugin.collect import CollectMixin
+from pytest_hud._plugin.evaluator import Evaluator, make_provider
+from pytest_hud._plugin.expect import Expectations, ExpectError
+from pytest_hud._plugin.internals import is_worker, terminal_writer
+from pytest_hud._plugin.options import HudOptions
+from pytest_hud._plugin.recording import RecordingMixin
+from pytest_hud._plugin.reporting import ReportMixin
+from pytest_hud._plugin.state import RESULT
+from pytest_hud.runtime.rollout import RolloutResult
+
+__all__ = ["HudSession"]
+
+
+class HudSession(CollectMixin, RecordingMixin, ReportMixin):
+    """Per-session state and the work behind the hooks."""
+
+    def __init__(self, config: pytest.Config, options: HudOptions) -> None:
+        self.config = config
+        self.options = options
+        self.is_worker = is_worker(config)
+        root = Path(str(config.rootpath))
+        self.artifacts = root / ".hud"
+        self.evaluator = Evaluator(options, self.artifacts)
+        self._agent: Any = None
+        self._agent_name = _validate_agent(options.agent)
+        self.expect = self._load_expectations()
+        self.baseline = self._load_baseline()
+        self.rows: dict[str, dict[str, Any]] = {}
+        self.other_failures = 0
+        self.min_success: dict[str, float] = {}
+        self.gates: list[rep.Gate] = []
+        self._order: list[str] = []
+        self.record_root: Path | None = None
+        self.writers: dict[str, Any] = {}
+        self.dataset: str | None = None
+        self.recording_error: str | None = None
+        if options.record is not None:
+            self._setup_recording(options.record)
+
+    # -- the session's agent and provider ------------------------------------------------
+    @property
+    def agent(self) -> Any:
+        if self._agent is None:
+            from pytest_hud.robot.agent.registry import AgentSpecError, load_agent
+
+            spec = self.options.agent
+            if spec == "random" and self.options.seed is not None:
+                spec = f"random:{self.options.seed}"  # reproducible with --hud-seed
+            try:
+                self._agent = load_agent(spec)
+            except AgentSpecError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        return self._agent
+
+    def progress_line(self) -> Any:
+        """A live ``[123 steps, 4.2s]`` after the test id, in ``-v`` on a terminal only;
+        erased before pytest writes the outcome, so its output stays intact."""
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is None or self.is_worker or self.config.option.verbose < 1:
+            return None
+        tw = terminal_writer(tr)
+        if not getattr(tr, "isatty", False):
+            return None
+        shown = [0]
+
+        def show(steps: int, seconds: float) -> None:
+            text = f" [{steps} steps, {seconds:.0f}s]"
+            tw.write("\b" * shown[0] + text + " " * max(0, shown[0] - len(text)))
+            pad = max(0, shown[0] - len(text))
+            tw.write("\b" * pad)
+            shown[0] = len(text)
+            tw.flush()
+
+        def erase() -> None:
+            if shown[0]:
+                tw.write("\b" * shown[0] + " " * shown[0] + "\b" * shown[0])
+                shown[0] = 0
+
+        show.erase = erase  # type: ignore[attr-defined]
+        return show
+
+    def default_provider(self) -> Any:
+        return make_provider(self.options.runtime, self.options.shared)
+
+    def _load_expectations(self) -> Expectations:
+        if self.options.expect is None:
+            return Expectations()
+        try:
+            return Expectations.load(
+                self.options.expect, [self.options.checkpoint or "", self._agent_name]
+            )
+        except ExpectError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    def _load_baseline(self) -> dict[str, Any] | None:
+        if self.options.baseline is None:
+            return None
+        try:
+            return rep.load_baseline(self.options.baseline)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    def attach(self, item: pytest.Item, result: RolloutResult) -> None:
+        item.stash[RESULT] = result
+
+    def make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """With ``--dist load``: when recording, contiguous blocks (so the merged dataset
+        follows the test order); with concurrency > 1, queues at least as deep as the
+        concurrency so each worker's lookahead has items to start."""
+        if config.getoption("dist", "no") != "load":
+            return None
+        from pytest_hud._plugin.internals import HudBlockScheduling, HudLoadScheduling
+
+        if self.options.record is not None:  # parts concatenate into test order
+            return HudBlockScheduling(config, log)
+        if self.options.concurrency < 2:
+            return None
+        return HudLoadScheduling(config, log, width=self.options.concurrency)
+
+
+def _validate_agent(spec: str) -> str:
+    from pytest_hud.robot.agent.registry import BUILTINS, _entry_points, available_agents
+
+    name = spec.partition(":")[0]
+    if name in BUILTINS or spec in _entry_points() or ":" in spec:
+        return spec
+    raise pytest.UsageError(
+        f"unknown --hud-agent {spec!r}; valid forms: {', '.join(available_agents())}"
+    )

@@ -1,0 +1,70 @@
+"""The session's state: stash keys, and the attributes every part of the session reads.
+
+:class:`SessionState` only declares; :class:`~pytest_hud._plugin.session.HudSession`
+sets them and mixes in the parts (recording, collection, reporting) that use them, so
+each part is a module of its own and reads the same state.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_hud._plugin.cases import HudCase
+from pytest_hud.runtime.rollout import RolloutResult
+
+if TYPE_CHECKING:
+    from pytest_hud._plugin.evaluator import Evaluator
+    from pytest_hud._plugin.expect import Expectations
+    from pytest_hud._plugin.options import HudOptions
+    from pytest_hud._plugin.report import Gate
+    from pytest_hud._plugin.session import HudSession
+
+__all__ = ["CASE", "PLUGIN", "RESULT", "SessionState", "session_of"]
+
+PLUGIN = pytest.StashKey["HudSession"]()
+RESULT = pytest.StashKey[RolloutResult]()
+CASE = pytest.StashKey[HudCase]()
+
+
+def session_of(config: pytest.Config) -> HudSession:
+    """The pytest-hud session of this pytest run."""
+    return config.stash[PLUGIN]
+
+
+class SessionState:
+    """What a pytest-hud session holds (set by HudSession.__init__)."""
+
+    config: pytest.Config
+    options: HudOptions
+    is_worker: bool
+    artifacts: Path
+    evaluator: Evaluator
+    expect: Expectations
+    baseline: dict[str, Any] | None
+    rows: dict[str, dict[str, Any]]
+    other_failures: int
+    min_success: dict[str, float]
+    gates: list[Gate]
+    _order: list[str]
+    _agent_name: str
+    record_root: Path | None
+    writers: dict[str, Any]
+    dataset: str | None
+    recording_error: str | None
+
+    @property
+    def agent_label(self) -> str:
+        return self.options.checkpoint or self._agent_name
+
+    # parts call each other through these (the mixin that defines each wins)
+    def _merged_root(self, row: dict[str, Any]) -> str | None:
+        raise NotImplementedError
+
+    def _position(self, nodeid: str) -> int:
+        raise NotImplementedError
+
+    def _finish_recording(self) -> None:
+        raise NotImplementedError

@@ -1,0 +1,78 @@
+"""Every pytest/xdist private attribute pytest-hud reads, exercised against the installed
+versions (all reads live in ``pytest_hud._plugin.internals``). A failure names the
+attribute that moved; fix ``internals.py``, nothing else reads them."""
+
+from __future__ import annotations
+
+import pytest
+from _pytest.terminal import TerminalReporter
+
+from pytest_hud._plugin import internals
+
+WORKER_PROBE = """
+import pytest
+from pytest_hud._plugin import internals
+
+
+def missing(obj, names):
+    return [n for n in names if not hasattr(obj, n)]
+
+
+def test_worker_reads(request):
+    config = request.config
+    assert internals.is_worker(config), "config.workerinput: xdist no longer sets it on workers"
+    assert internals.worker_id(config).startswith("gw"), "config.workerinput['workerid'] moved"
+    interactor = internals.xdist_interactor(config)
+    assert interactor is not None, "xdist's WorkerInteractor plugin (with .torun) not found"
+    gone = missing(interactor, ["torun", "nextitem_index"])
+    assert not gone, f"WorkerInteractor lost {gone}"
+    with interactor.torun.lock() as queued:
+        list(queued)
+    assert isinstance(internals.xdist_upcoming(interactor, request.session), list)
+"""
+
+SCHEDULER_PROBE = """
+import json, os
+from xdist.scheduler import LoadScheduling
+from pytest_hud._plugin import internals
+
+
+def pytest_xdist_make_scheduler(config, log):
+    sched = LoadScheduling(config, log)
+    gone = [n for n in internals.XDIST_SCHEDULER_ATTRS if not hasattr(sched, n)]
+    with open(os.path.join(str(config.rootpath), "sched.json"), "w") as f:
+        json.dump(gone, f)
+    return sched
+"""
+
+
+def test_worker_internals_against_installed_xdist(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_probe=WORKER_PROBE)
+    pytester.makeconftest(SCHEDULER_PROBE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-n", "1", "--dist", "load", timeout=120
+    )
+    out = result.stdout.str()
+    assert result.ret == 0, f"an xdist internal pytest-hud reads moved:\n{out}"
+    gone = (pytester.path / "sched.json").read_text()
+    assert gone == "[]", f"xdist LoadScheduling lost {gone} (used by internals' schedulers)"
+
+
+def test_fixtureinfo_read_by_binding_key(request: pytest.FixtureRequest) -> None:
+    info = getattr(request.node, "_fixtureinfo", None)
+    assert info is not None, "pytest Item._fixtureinfo moved (read by internals.binding_key)"
+    assert hasattr(info, "name2fixturedefs"), "FuncFixtureInfo.name2fixturedefs moved"
+    key = internals.binding_key(request.node)
+    assert key == (None, None)  # this item uses neither hud_provider nor hud_agent
+
+
+def test_binding_key_sees_the_hud_fixtures(tmp_path, request: pytest.FixtureRequest) -> None:
+    defs = request.node._fixtureinfo.name2fixturedefs
+    assert "tmp_path" in defs, "name2fixturedefs no longer maps a used fixture to its defs"
+    assert defs["tmp_path"][-1].scope == "function", "FixtureDef.scope moved"
+
+
+def test_terminal_writer(pytestconfig: pytest.Config) -> None:
+    reporter = TerminalReporter(pytestconfig)
+    assert hasattr(reporter, "_tw"), "TerminalReporter._tw moved (internals.terminal_writer)"
+    assert hasattr(internals.terminal_writer(reporter), "write")
