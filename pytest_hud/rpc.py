@@ -16,10 +16,20 @@ import json
 import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlparse
 
 __all__ = ["Connection", "RemoteError", "RpcClient", "RpcClosed", "serve_rpc"]
 
 _LIMIT = 64 * 1024 * 1024
+
+
+def tcp_address(url: str, schemes: tuple[str, ...] = ("tcp",)) -> tuple[str, int] | None:
+    """``(host, port)`` of a ``tcp://HOST:PORT`` url (or another of ``schemes``); None when
+    the url is not one, so each caller raises its own error naming the expected form."""
+    parsed = urlparse(url)
+    if parsed.scheme not in schemes or not parsed.hostname or not parsed.port:
+        return None
+    return parsed.hostname, parsed.port
 
 
 class RemoteError(RuntimeError):

@@ -19,8 +19,7 @@ from agents import zero_agent
 from conftest import require
 
 from pytest_hud import DockerRuntime, Shared, Task, run
-from pytest_hud.runtime import ControlClient
-from pytest_hud.runtime import docker as dockermod
+from pytest_hud.runtime import ControlClient, docker_engine, docker_image
 from pytest_hud.runtime.docker import DEFAULT_BASE, build_image, reap_containers, session_id
 
 HERE = Path(__file__).parent
@@ -135,7 +134,7 @@ async def test_containers_carry_owner_labels_and_are_removed_on_exit(
     client, image, mark, monkeypatch
 ) -> None:
     monkeypatch.setenv("PYTEST_HUD_SESSION", "sess-" + mark["pytest-hud.test"])
-    monkeypatch.setattr(dockermod, "_session", None)  # made once per process: remake it
+    monkeypatch.setattr(docker_engine, "_session", None)  # made once per process: remake it
     async with DockerRuntime(image, labels=mark)(PENDULUM) as runtime:
         container = client.containers.get(runtime.params["container"])
         labels = container.labels
@@ -180,7 +179,7 @@ def test_reap_removes_only_labelled_containers_of_dead_owners(client, image, mar
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
     dead = str(proc.pid)  # reaped: this pid names no process now
-    mine = dockermod.owner_labels()
+    mine = docker_engine.owner_labels()
     host = mine["pytest-hud.host"]
 
     def make(labels: dict[str, str]):
@@ -251,7 +250,7 @@ def test_build_image_skips_unchanged_content_and_rebuilds_on_change(
     assert env["PYTHONPATH"].split(":") == ["/opt/site", "/app"]
 
     # a frozen copy of the project, so edits to the checkout meanwhile cannot interfere
-    _, parts = dockermod._project()
+    _, parts = docker_image._project()
     frozen = tmp_path / "src"
     frozen.mkdir()
     for part in parts:
@@ -259,7 +258,9 @@ def test_build_image_skips_unchanged_content_and_rebuilds_on_change(
             shutil.copytree(part, frozen / part.name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(part, frozen / part.name)
-    monkeypatch.setattr(dockermod, "_project", lambda: (frozen, [frozen / p.name for p in parts]))
+    monkeypatch.setattr(
+        docker_image, "_project", lambda: (frozen, [frozen / p.name for p in parts])
+    )
     tag = f"pytest-hud-test-frozen:{uuid.uuid4().hex[:8]}"
     try:
         first = client.images.get(build_image(tag))

@@ -20,68 +20,14 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from pytest_hud._plugin.cases import HudCase
 from pytest_hud._plugin.loop import LoopThread
 from pytest_hud._plugin.options import HudOptions
-from pytest_hud.runtime.modules import declared_environments
-from pytest_hud.runtime.provider import Provider, Runtime
+from pytest_hud.runtime.provider import Provider
 from pytest_hud.runtime.rollout import RolloutResult, rollout
-from pytest_hud.runtime.scheduler import PlacementError
 from pytest_hud.runtime.shared import Shared
-from pytest_hud.runtime.task import Task
 
-__all__ = ["Evaluator", "make_provider"]
-
-
-def _env_file(task: Task) -> str:
-    """The file declaring ``task.env``: a ``module`` column on the row, else an
-    Environment declared by an already-imported module (a conftest, a test module)."""
-    module = task.metadata.get("module")
-    if module:
-        return str(module)
-    for env, path in reversed(declared_environments()):
-        if env.name == task.env and path:
-            return path
-    raise PlacementError(
-        f"no module declares env {task.env!r}: import it from a conftest.py or a test "
-        "module, add a 'module' column to the row, or pass --hud-runtime=docker:IMAGE / "
-        "tcp://HOST:PORT"
-    )
-
-
-def make_provider(runtime: str, shared: int | None = None) -> Provider:
-    """The provider an ``--hud-runtime`` value names (wrapped in Shared for ``--hud-shared``)."""
-    kind, _, arg = runtime.partition(":")
-    provider: Any
-    if kind in ("tcp", "ws"):
-        provider = Runtime(runtime)
-    elif kind in ("local", "subprocess"):
-        from pytest_hud.runtime.local import LocalRuntime
-        from pytest_hud.runtime.subprocess import SubprocessRuntime
-
-        cls: Any = LocalRuntime if kind == "local" else SubprocessRuntime
-        cache: dict[str, Any] = {}
-
-        def route(task: Task) -> Any:
-            path = _env_file(task)
-            if path not in cache:
-                cache[path] = cls(path)
-            return cache[path](task)
-
-        provider = route
-    elif kind == "docker":
-        from pytest_hud.runtime.docker import DockerRuntime
-
-        provider = DockerRuntime(arg or None)
-    elif kind == "modal":
-        from pytest_hud.runtime.modal import ModalRuntime
-
-        provider = ModalRuntime(arg or None)
-    else:  # pragma: no cover - validated at configure time
-        raise pytest.UsageError(f"unknown --hud-runtime {runtime!r}")
-    return Shared(provider, width=shared) if shared else provider
+__all__ = ["Evaluator"]
 
 
 class Evaluator:

@@ -53,7 +53,6 @@ class ReportMixin(SessionState):
             outcome = "xfailed" if report.skipped else "xpassed"
         else:
             outcome = report.outcome
-        info = result.agent_info
         return {
             "nodeid": item.nodeid,
             "group": item.nodeid.split("[", 1)[0],
@@ -66,19 +65,7 @@ class ReportMixin(SessionState):
             "seed": case.seed,
             "agent": self.agent_label,
             "outcome": outcome,
-            "score": result.score,
-            "success": result.success,
-            "total_reward": result.total_reward,
-            "steps": result.steps,
-            "duration": round(result.duration, 3),
-            "prompt": result.prompt,
-            "error": result.error.splitlines()[0] if result.error else None,
-            "error_type": result.error_type,
-            "phase": result.phase,
-            "infer_s": info.get("infer_s"),
-            "env_s": info.get("env_s"),
-            "video": info.get("video"),
-            "dataset": info.get("dataset"),
+            **result.report_fields(),
         }
 
     def logreport(self, report: pytest.TestReport) -> None:

@@ -15,13 +15,14 @@ import pytest
 
 from pytest_hud._plugin import report as rep
 from pytest_hud._plugin.collect import CollectMixin
-from pytest_hud._plugin.evaluator import Evaluator, make_provider
+from pytest_hud._plugin.evaluator import Evaluator
 from pytest_hud._plugin.expect import Expectations, ExpectError
 from pytest_hud._plugin.internals import is_worker, terminal_writer
 from pytest_hud._plugin.options import HudOptions
 from pytest_hud._plugin.recording import RecordingMixin
 from pytest_hud._plugin.reporting import ReportMixin
 from pytest_hud._plugin.state import RESULT
+from pytest_hud.runtime.placement import provider_for
 from pytest_hud.runtime.rollout import RolloutResult
 
 __all__ = ["HudSession"]
@@ -96,7 +97,7 @@ class HudSession(CollectMixin, RecordingMixin, ReportMixin):
         return show
 
     def default_provider(self) -> Any:
-        return make_provider(self.options.runtime, self.options.shared)
+        return provider_for(self.options.runtime, self.options.shared)
 
     def _load_expectations(self) -> Expectations:
         if self.options.expect is None:

@@ -5,9 +5,10 @@ from pytest_hud.runtime.docker import DockerRuntime
 from pytest_hud.runtime.environment import Environment, EnvironmentError, Template
 from pytest_hud.runtime.local import LocalRuntime
 from pytest_hud.runtime.modal import ModalRuntime
+from pytest_hud.runtime.placement import PlacementError, resolve_placement
 from pytest_hud.runtime.provider import Provider, Runtime
 from pytest_hud.runtime.rollout import Agent, RolloutResult, rollout
-from pytest_hud.runtime.scheduler import PlacementError, resolve_placement, run
+from pytest_hud.runtime.scheduler import run
 from pytest_hud.runtime.server import EnvServer
 from pytest_hud.runtime.shared import Shared, SharedScopeError
 from pytest_hud.runtime.subprocess import SubprocessRuntime, SubstrateError

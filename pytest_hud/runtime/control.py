@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
-from pytest_hud.rpc import RemoteError, RpcClient, RpcClosed
+from pytest_hud.rpc import RemoteError, RpcClient, RpcClosed, tcp_address
 from pytest_hud.runtime.task import Task
 
 __all__ = ["ControlClient", "ControlError", "Run", "rewrite_url"]
@@ -101,14 +101,14 @@ class ControlClient:
         """Dial a Runtime (or a ``tcp://`` url string)."""
         url = runtime if isinstance(runtime, str) else runtime.url
         params = {} if isinstance(runtime, str) else dict(runtime.params or {})
-        parsed = urlparse(url)
-        if parsed.scheme not in ("tcp", "ws") or not parsed.hostname or not parsed.port:
+        address = tcp_address(url, ("tcp", "ws"))
+        if address is None:
             raise ControlError(f"a runtime url looks like tcp://HOST:PORT, got {url!r}")
         try:
-            rpc = await RpcClient.connect(parsed.hostname, parsed.port, timeout=timeout)
+            rpc = await RpcClient.connect(*address, timeout=timeout)
         except OSError as exc:
             raise ControlError(f"cannot reach the env server at {url}: {exc}") from exc
-        return cls(rpc, params.get("host") or parsed.hostname, params.get("port_map"))
+        return cls(rpc, params.get("host") or address[0], params.get("port_map"))
 
     async def call(self, method: str, timeout: float | None = 600.0, **params: Any) -> Any:
         try:

@@ -26,8 +26,8 @@ import re
 from types import ModuleType, TracebackType
 from typing import Any
 
-from pytest_hud.runtime.control import ControlClient, ControlError
 from pytest_hud.runtime.provider import Runtime
+from pytest_hud.runtime.readiness import wait_until_ping
 from pytest_hud.runtime.subprocess import SubstrateError
 from pytest_hud.runtime.task import Task
 
@@ -147,15 +147,15 @@ class _ModalSubstrate:
             {"kind": "modal", "sandbox": self._sandbox_id, "host": host, "port_map": port_map},
             self.task.runtime_config,
         )
-        delay = 0.25
-        while True:
+
+        async def probe() -> Runtime:
             code = await sandbox.poll.aio()
             if code is not None:
                 raise _Exited(code)
-            if await _answers_ping(runtime):
-                return runtime
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
+            return runtime
+
+        # bounded by boot_timeout around _boot; a tunnel may accept before the server listens
+        return await wait_until_ping(probe, delay=0.25, max_delay=2.0, factor=2.0, attempt=10.0)
 
     async def _terminate(self) -> None:
         sandbox = self.sandbox
@@ -178,22 +178,6 @@ class _ModalSubstrate:
                         parts.append(text if isinstance(text, str) else text.decode("replace"))
         lines = "".join(parts).splitlines()[-_TAIL_LINES:]
         return "\n".join(lines) or "(no output)"
-
-
-async def _answers_ping(runtime: Runtime) -> bool:
-    """A real reply over the control channel (a tunnel may accept before the server listens)."""
-    try:
-        client = await ControlClient.connect(runtime, timeout=5.0)
-    except (ControlError, OSError):
-        return False
-    try:
-        await client.ping(timeout=5.0)
-        return True
-    except (ControlError, OSError):
-        return False
-    finally:
-        with contextlib.suppress(Exception):
-            await client.close()
 
 
 class ModalRuntime:

@@ -70,7 +70,28 @@ class RolloutResult:
             f"steps={self.steps} reward={self.total_reward} in {self.duration:.2f}s"
         )
 
+    def report_fields(self) -> dict[str, Any]:
+        """The result as reports show it (the plugin's rows, the results JSON): the grade,
+        the error's first line, the agent's timings, video and dataset episode."""
+        info = self.agent_info
+        return {
+            "score": self.score,
+            "success": self.success,
+            "total_reward": self.total_reward,
+            "steps": self.steps,
+            "duration": round(self.duration, 3),
+            "prompt": self.prompt,
+            "error": self.error.splitlines()[0] if self.error else None,
+            "error_type": self.error_type,
+            "phase": self.phase,
+            "infer_s": info.get("infer_s"),
+            "env_s": info.get("env_s"),
+            "video": info.get("video"),
+            "dataset": info.get("dataset"),
+        }
+
     def to_dict(self) -> dict[str, Any]:
+        """Everything, for a full record (``asdict`` plus the task's row, key and slug)."""
         out = asdict(self)
         out["task"] = self.task.to_row()
         out["key"] = self.task.key

@@ -10,53 +10,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
-from pytest_hud.loader import load_module
-from pytest_hud.runtime.local import LocalRuntime
-from pytest_hud.runtime.modules import declared_environments, environments_in
+from pytest_hud.runtime.placement import PlacementError, resolve_placement
 from pytest_hud.runtime.provider import Provider
 from pytest_hud.runtime.rollout import Agent, RolloutResult, rollout
 from pytest_hud.runtime.shared import Shared
 from pytest_hud.runtime.task import Task, Taskset
 
 __all__ = ["PlacementError", "resolve_placement", "run"]
-
-
-class PlacementError(LookupError):
-    """No runtime was given and none could be inferred for some rows."""
-
-
-def resolve_placement(tasks: Iterable[Task], runtime: Provider | None = None) -> Provider:
-    """The provider for a batch: the given one, else one inferred from where envs are declared.
-
-    Rows from a ``.py`` taskset are served fresh from that file; rows whose envs are
-    declared in already-imported modules are served from their declaring files.
-    """
-    if runtime is not None:
-        return runtime
-    source = getattr(tasks, "source", None)
-    envs = {t.env for t in tasks}
-    if source and str(source).endswith(".py") and Path(source).exists():
-        declared = {env.name for env in environments_in(load_module(source))}
-        if envs <= declared:
-            return LocalRuntime(source)
-    files: dict[str, str] = {}
-    for env, path in declared_environments():
-        if path and env.name in envs:
-            files.setdefault(env.name, path)
-    missing = envs - set(files)
-    if missing:
-        raise PlacementError(
-            f"no runtime given and no declaration found for env(s) {sorted(missing)}. Pass "
-            "runtime= one of: LocalRuntime('envs.py') or LocalRuntime(build), "
-            "SubprocessRuntime('envs.py'), DockerRuntime('image'), ModalRuntime('image'), "
-            "Runtime('tcp://host:port') for a running server, Shared(provider, width=N), or "
-            "a callable (task) -> provider(task); or import the module that declares the env"
-        )
-    providers = {name: LocalRuntime(path) for name, path in files.items()}
-    return lambda task: providers[task.env](task)
 
 
 async def run(

@@ -16,14 +16,13 @@ import contextvars
 import sys
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlparse
 
 from pytest_hud.process import Child, ChildError, child_env
 from pytest_hud.robot.contract import Contract
 from pytest_hud.robot.sim.bridge import ANNOUNCE, RobotBridge
 from pytest_hud.robot.sim.program import encode_spec
 from pytest_hud.robot.wire.codec import PROTOCOL
-from pytest_hud.rpc import RemoteError, RpcClient, RpcClosed
+from pytest_hud.rpc import RemoteError, RpcClient, RpcClosed, tcp_address
 
 __all__ = ["RobotEndpoint", "SimError", "track_claims"]
 
@@ -106,14 +105,12 @@ class RobotEndpoint:
                 return
             try:
                 control = self._control or await self._spawn()
-                parsed = urlparse(control)
-                if parsed.scheme != "tcp" or not parsed.hostname or not parsed.port:
+                address = tcp_address(control)
+                if address is None:
                     raise SimError(
                         f"control address must look like tcp://HOST:PORT, got {control!r}"
                     )
-                self._rpc = await RpcClient.connect(
-                    parsed.hostname, parsed.port, timeout=self.start_timeout
-                )
+                self._rpc = await RpcClient.connect(*address, timeout=self.start_timeout)
                 self._info = await self._call("info", timeout=self.start_timeout)
             except BaseException:
                 await self.stop()

@@ -1,0 +1,203 @@
+"""The docker engine as DockerRuntime and build_image use it: the SDK (imported lazily,
+``pip install 'pytest-hud[docker]'``), a client, worker threads for its blocking calls,
+and ownership labels: every container carries its owner (session, pid, host), so
+``reap_containers()`` can remove the leftovers of crashed sessions, and does once per
+process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pytest_hud.runtime.subprocess import SubstrateError
+
+__all__ = ["DEFAULT_BASE", "owner_labels", "reap_containers", "session_id"]
+
+log = logging.getLogger(__name__)
+
+#: Every container DockerRuntime starts carries ``pytest-hud=1`` and ``pytest-hud.*`` labels.
+LABEL = "pytest-hud"
+#: The image env var (or ``pytest-hud.module`` label) naming the env module to serve.
+MODULE_ENV = "PYTEST_HUD_MODULE"
+DEFAULT_BASE = "pytest-hud-python:3.11"
+CONTROL_PORT = 8000
+#: The project's dependencies a container needs (not pytest, pytest-html, xdist, docker).
+RUNTIME_DEPS = ("numpy", "msgpack", "websockets", "gymnasium")
+REMOVE_TIMEOUT = 60.0
+LOG_TAIL = 40
+
+T = TypeVar("T")
+
+
+# -- the SDK, a client, worker threads ------------------------------------------------------
+def _sdk() -> Any:
+    try:
+        import docker
+    except ImportError:
+        raise ImportError(
+            "DockerRuntime needs the docker SDK: pip install 'pytest-hud[docker]'"
+        ) from None
+    return docker
+
+
+def _client(client: Any = None) -> Any:
+    """``client`` as given, else one from the environment (DOCKER_HOST, the local socket)."""
+    if client is not None:
+        return client
+    docker = _sdk()
+    try:
+        return docker.from_env(max_pool_size=32)
+    except docker.errors.DockerException as exc:
+        raise SubstrateError(
+            f"cannot reach a Docker engine ({exc}); start one (e.g. .ci/docker-up) "
+            "or point DOCKER_HOST at one"
+        ) from None
+
+
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+async def _blocking(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """Run a blocking (docker SDK) call in a worker thread."""
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            # own pool: many containers booting at once must not starve the default one
+            _executor = ThreadPoolExecutor(32, thread_name_prefix="pytest-hud-docker")
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_executor, functools.partial(fn, *args, **kwargs))
+
+
+async def _settled(
+    fn: Callable[..., T], /, *args: Any, undo: Callable[[T], Any] | None = None
+) -> T:
+    """Like _blocking, but a cancelled caller still waits for the call, then ``undo``es it."""
+    fut = asyncio.ensure_future(_blocking(fn, *args))
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            result = await asyncio.shield(fut)
+            if undo is not None:
+                await asyncio.shield(asyncio.ensure_future(_blocking(undo, result)))
+        raise
+
+
+# -- ownership labels and reaping -----------------------------------------------------------
+_session: str | None = None
+
+
+def session_id() -> str:
+    """This process's session id: $PYTEST_HUD_SESSION, else a uuid made once per process."""
+    global _session
+    if _session is None:
+        _session = os.environ.get("PYTEST_HUD_SESSION") or uuid.uuid4().hex[:12]
+    return _session
+
+
+def _proc_start(pid: int) -> str | None:
+    """The start time (clock ticks since boot) of a process, to tell a reused pid apart."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def owner_labels() -> dict[str, str]:
+    labels = {
+        LABEL: "1",
+        f"{LABEL}.session": session_id(),
+        f"{LABEL}.pid": str(os.getpid()),
+        f"{LABEL}.host": socket.gethostname(),
+    }
+    start = _proc_start(os.getpid())
+    if start is not None:
+        labels[f"{LABEL}.pidstart"] = start
+    return labels
+
+
+def _owner_alive(labels: Mapping[str, str]) -> bool:
+    """Whether the process named by a container's labels still runs (unknown counts as alive)."""
+    try:
+        pid = int(labels.get(f"{LABEL}.pid", ""))
+    except ValueError:
+        return True
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    started = labels.get(f"{LABEL}.pidstart")
+    now = _proc_start(pid)
+    return not (started and now is not None and now != started)  # else: the pid was reused
+
+
+def _force_remove(container: Any) -> None:
+    docker = _sdk()
+    try:
+        container.remove(force=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        if exc.status_code != 409:  # 409: its removal is already in progress
+            raise
+
+
+def reap_containers(client: Any = None) -> list[str]:
+    """Remove pytest-hud containers of this host whose owner process is gone; their ids.
+
+    Only containers labelled ``pytest-hud=1`` and ``pytest-hud.host=<this host>`` are
+    looked at; one is removed when the pid in its ``pytest-hud.pid`` label no longer
+    runs (or was reused by another process).
+    """
+    client = _client(client)
+    docker = _sdk()
+    host = socket.gethostname()
+    filters = {"label": [f"{LABEL}=1", f"{LABEL}.host={host}"]}
+    removed: list[str] = []
+    for container in client.containers.list(all=True, filters=filters):
+        labels = container.labels or {}
+        if labels.get(LABEL) != "1" or labels.get(f"{LABEL}.host") != host:
+            continue
+        if _owner_alive(labels):
+            continue
+        try:
+            _force_remove(container)
+        except docker.errors.APIError as exc:
+            log.warning("could not reap container %s: %s", container.short_id, exc)
+            continue
+        removed.append(container.id)
+    if removed:
+        log.info("reaped %d container(s) of dead pytest-hud sessions", len(removed))
+    return removed
+
+
+_reaped_in: int | None = None
+_reap_lock = threading.Lock()
+
+
+def _reap_once(client: Any) -> None:
+    global _reaped_in
+    with _reap_lock:
+        if _reaped_in == os.getpid():
+            return
+        _reaped_in = os.getpid()
+    try:
+        reap_containers(client)
+    except Exception as exc:  # reaping is hygiene: never fail a rollout for it
+        log.warning("could not reap leftover pytest-hud containers: %s", exc)

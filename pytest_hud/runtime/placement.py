@@ -1,0 +1,120 @@
+"""Placement by declaration, written once: which provider serves a row.
+
+A row is served from the file that declares its env: a ``module`` column on the row,
+else the most recent Environment of that name declared by an already-imported module
+(a conftest, a test module, a taskset file). ``run()`` (:mod:`.scheduler`) and the
+plugin's ``--hud-runtime=local|subprocess`` both route through :func:`by_declaration`;
+:func:`provider_for` turns an ``--hud-runtime`` value into a provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from pytest_hud.loader import load_module
+from pytest_hud.runtime.local import LocalRuntime
+from pytest_hud.runtime.modules import declared_environments, environments_in
+from pytest_hud.runtime.provider import Provider, Runtime
+from pytest_hud.runtime.shared import Shared
+from pytest_hud.runtime.task import Task
+
+__all__ = [
+    "PlacementError",
+    "by_declaration",
+    "declaring_file",
+    "provider_for",
+    "resolve_placement",
+]
+
+
+class PlacementError(LookupError):
+    """No runtime was given and none could be inferred for some rows."""
+
+
+def declaring_file(task: Task) -> str | None:
+    """The file declaring ``task.env``: the row's ``module`` column, else the most recent
+    declaration by an already-imported module; None when nothing declares it."""
+    module = task.metadata.get("module")
+    if module:
+        return str(module)
+    for env, path in reversed(declared_environments()):
+        if env.name == task.env and path:
+            return path
+    return None
+
+
+def by_declaration(factory: Callable[[str], Any], missing: Callable[[Task], Exception]) -> Provider:
+    """A provider that serves each row with ``factory(file)`` for its declaring file (one
+    per file); ``missing(task)`` is raised for a row nothing declares."""
+    cache: dict[str, Any] = {}
+
+    def route(task: Task) -> Any:
+        path = declaring_file(task)
+        if path is None:
+            raise missing(task)
+        if path not in cache:
+            cache[path] = factory(path)
+        return cache[path](task)
+
+    return route
+
+
+def _undeclared(task: Task) -> PlacementError:
+    return PlacementError(
+        f"no module declares env {task.env!r}: import it from a conftest.py or a test "
+        "module, add a 'module' column to the row, or pass --hud-runtime=docker:IMAGE / "
+        "tcp://HOST:PORT"
+    )
+
+
+def resolve_placement(tasks: Iterable[Task], runtime: Provider | None = None) -> Provider:
+    """The provider for a batch: the given one, else one inferred from where envs are declared.
+
+    Rows from a ``.py`` taskset are served fresh from that file; rows whose envs are
+    declared in already-imported modules are served from their declaring files.
+    """
+    if runtime is not None:
+        return runtime
+    source = getattr(tasks, "source", None)
+    envs = {t.env for t in tasks}
+    if source and str(source).endswith(".py") and Path(source).exists():
+        declared = {env.name for env in environments_in(load_module(source))}
+        if envs <= declared:
+            return LocalRuntime(source)
+    missing = {t.env for t in tasks if declaring_file(t) is None}
+    if missing:
+        raise PlacementError(
+            f"no runtime given and no declaration found for env(s) {sorted(missing)}. Pass "
+            "runtime= one of: LocalRuntime('envs.py') or LocalRuntime(build), "
+            "SubprocessRuntime('envs.py'), DockerRuntime('image'), ModalRuntime('image'), "
+            "Runtime('tcp://host:port') for a running server, Shared(provider, width=N), or "
+            "a callable (task) -> provider(task); or import the module that declares the env"
+        )
+    return by_declaration(LocalRuntime, _undeclared)
+
+
+def provider_for(runtime: str, shared: int | None = None) -> Provider:
+    """The provider an ``--hud-runtime`` value names (wrapped in Shared for ``--hud-shared``)."""
+    kind, _, arg = runtime.partition(":")
+    provider: Any
+    if kind in ("tcp", "ws"):
+        provider = Runtime(runtime)
+    elif kind in ("local", "subprocess"):
+        from pytest_hud.runtime.subprocess import SubprocessRuntime
+
+        provider = by_declaration(
+            LocalRuntime if kind == "local" else SubprocessRuntime, _undeclared
+        )
+    elif kind == "docker":
+        from pytest_hud.runtime.docker import DockerRuntime
+
+        provider = DockerRuntime(arg or None)
+    elif kind == "modal":
+        from pytest_hud.runtime.modal import ModalRuntime
+
+        provider = ModalRuntime(arg or None)
+    else:  # validated at configure time
+        raise ValueError(f"unknown --hud-runtime {runtime!r}")
+    return Shared(provider, width=shared) if shared else provider
