@@ -449,3 +449,55 @@ def test_record_without_lerobot_is_one_clear_error(suite) -> None:
     result = run(suite, "-p", "hide_lerobot", "--hud-record=ds")
     assert result.ret == 4
     assert "--hud-record writes LeRobot v3 datasets and needs lerobot" in result.stderr.str()
+
+
+UNCHANGED = """
+import pytest
+from line_env import reach
+from pytest_hud.robot import RobotAgent, ZeroModel
+
+
+class Mark:
+    def step(self, data, action):
+        pass
+
+    def end(self, ok):
+        return {"marked": True}
+
+
+def mark(run, spaces):
+    return Mark()
+
+
+AGENT = RobotAgent(ZeroModel(), name="mine")
+AGENT.observers.append(mark)
+MODEL, OBSERVERS = AGENT.model, AGENT.observers
+BEFORE = dict(vars(AGENT))
+BEFORE_OBSERVERS = list(AGENT.observers)
+
+
+@pytest.fixture(scope="module")
+def hud_agent():
+    return AGENT
+
+
+@pytest.mark.hud(tasks=[reach.task(goal=0.0, seed=s) for s in range(4)])
+def test_reach(hud_result):
+    assert hud_result.success, hud_result.summary()
+    assert hud_result.steps == 2  # --hud-max-steps reached this rollout
+
+
+def test_zz_the_agent_is_as_the_user_made_it():
+    assert vars(AGENT) == BEFORE, (BEFORE, vars(AGENT))
+    assert AGENT.model is MODEL and type(AGENT.model) is ZeroModel
+    assert AGENT.observers is OBSERVERS and AGENT.observers == BEFORE_OBSERVERS
+    assert AGENT.max_steps is None
+"""
+
+
+def test_a_user_agent_comes_back_unchanged(suite) -> None:
+    """Max steps, video, progress, recording and batching travel with each rollout; the
+    fixture's agent object keeps its attributes, its model and its observers list."""
+    suite.makepyfile(test_unchanged=UNCHANGED)
+    result = run(suite, "-p", "no:randomly", "--hud-max-steps=2", "--hud-concurrency=2", "-q")
+    result.assert_outcomes(passed=5)

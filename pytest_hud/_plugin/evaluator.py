@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Hashable
 from pathlib import Path
@@ -47,8 +48,8 @@ class Evaluator:
         self._stack = contextlib.AsyncExitStack()  # Shared scopes, left at close()
         self._sem = asyncio.Semaphore(options.concurrency)  # binds to the loop on first use
         self._providers: dict[int, Provider] = {}  # by id, entered once each
-        #: Agents as rollouts use them, by the id of the agent given (which they keep alive).
-        self._agents: dict[int, Any] = {}
+        #: (agent given, agent as rollouts call it) by the id of the agent given.
+        self._agents: dict[int, tuple[Any, Any]] = {}
         self.steps: dict[int, int] = {}  # live step counts by the task sent
         #: Extra episode observers (dataset recording) for the session's agent.
         self.observers: list[Any] = []
@@ -73,27 +74,31 @@ class Evaluator:
             if isinstance(provider, Shared):
                 self.loop.run(self._stack.enter_async_context(provider), timeout=60)
             self._providers[id(provider)] = provider
-        if id(agent) not in self._agents:
-            self._agents[id(agent)] = self._prepare(agent)
-        return provider, self._agents[id(agent)]
+        if id(agent) not in self._agents:  # the agent is kept too, so its id stays unique
+            self._agents[id(agent)] = (agent, self._prepare(agent))
+        return provider, self._agents[id(agent)][1]
 
     def _prepare(self, agent: Any) -> Any:
-        from pytest_hud.robot.agent.agent import RobotAgent
+        """The agent as rollouts call it: the session's settings (max steps, video,
+        progress, recording) travel with each call; the agent given is never changed."""
+        from pytest_hud._plugin.video import video_factory
+        from pytest_hud.robot.agent.agent import RobotAgent, RunSettings
         from pytest_hud.robot.agent.batching import BatchedAgent
 
         if not isinstance(agent, RobotAgent):
             return agent
-        if self.options.max_steps is not None:
-            agent.max_steps = self.options.max_steps
+        settings = RunSettings(
+            max_steps=self.options.max_steps,
+            observers=(
+                video_factory(self.artifacts / "videos"),
+                self._progress_observer,
+                *self.observers,
+            ),
+        )
         batchable = getattr(agent.model, "batchable", True)  # RemoteModel is per-row
         if self.options.concurrency > 1 and batchable and not isinstance(agent, BatchedAgent):
             agent = BatchedAgent(agent)
-        from pytest_hud._plugin.video import video_factory
-
-        agent.observers.append(video_factory(self.artifacts / "videos"))
-        agent.observers.append(self._progress_observer)
-        agent.observers.extend(self.observers)
-        return agent
+        return functools.partial(agent, settings=settings)
 
     # -- running -----------------------------------------------------------------------
     def _progress_observer(self, run: Any, spaces: Any) -> Any:

@@ -1,7 +1,7 @@
 """The robot capability: the openpi/0 wire, env-side bridges, the agent stack."""
 
 from pytest_hud.robot.agent.adapter import Adapter, AdapterError, LeRobotAdapter, OpenPIAdapter
-from pytest_hud.robot.agent.agent import EpisodeReport, RobotAgent
+from pytest_hud.robot.agent.agent import EpisodeReport, RobotAgent, RunSettings
 from pytest_hud.robot.agent.batching import BatchedAgent, BatchedModel
 from pytest_hud.robot.agent.ensembler import Ensembler
 from pytest_hud.robot.agent.model import Model, ModelOutputError, RandomModel, ZeroModel
@@ -38,6 +38,7 @@ __all__ = [
     "RobotClient",
     "RobotEndpoint",
     "RobotError",
+    "RunSettings",
     "SimError",
     "Spaces",
     "WireError",

@@ -25,7 +25,7 @@ from pytest_hud.robot.agent.model import Model, check_chunk
 from pytest_hud.robot.contract import Spaces
 from pytest_hud.robot.wire.client import RobotClient
 
-__all__ = ["EpisodeObserver", "EpisodeReport", "RobotAgent"]
+__all__ = ["EpisodeObserver", "EpisodeReport", "RobotAgent", "RunSettings"]
 
 
 class EpisodeObserver(Protocol):
@@ -38,6 +38,18 @@ class EpisodeObserver(Protocol):
 
 #: Makes an observer for one episode from the run and the env's spaces.
 ObserverFactory = Callable[[Any, Spaces], EpisodeObserver]
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Settings of one rollout, chosen by whoever runs it (the plugin: ``--hud-max-steps``,
+    the episode video, the progress line, dataset recording). They travel with the call
+    (``agent(run, settings)``), so the user's agent object comes back as it was made."""
+
+    #: Overrides the agent's ``max_steps`` when set.
+    max_steps: int | None = None
+    #: Observer factories run in addition to the agent's own ``observers``.
+    observers: tuple[ObserverFactory, ...] = ()
 
 
 @dataclass
@@ -101,10 +113,11 @@ class RobotAgent:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} model={type(self.model).__name__}>"
 
-    async def __call__(self, run: Any) -> dict[str, Any]:
+    async def __call__(self, run: Any, settings: RunSettings | None = None) -> dict[str, Any]:
         """The Agent protocol of the scheduler: drive one started Run."""
+        kwargs: dict[str, Any] = {} if settings is None else {"settings": settings}
         report = await self.run_episode(
-            run.robot, token=run.robot_token, prompt=run.prompt, run=run
+            run.robot, token=run.robot_token, prompt=run.prompt, run=run, **kwargs
         )
         return report.to_dict()
 
@@ -115,7 +128,10 @@ class RobotAgent:
         token: str | None = None,
         prompt: str = "",
         run: Any = None,
+        settings: RunSettings | None = None,
     ) -> EpisodeReport:
+        settings = settings or RunSettings()
+        max_steps = self.max_steps if settings.max_steps is None else settings.max_steps
         report = EpisodeReport()
         start = time.monotonic()
         client = await RobotClient.connect(capability, token=token, timeout=self.step_timeout)
@@ -126,7 +142,8 @@ class RobotAgent:
             adapter = (self.adapter or Adapter()).bind(spaces)
             self.model.bind(spaces)
             size = spaces.action_feature.size
-            observers = [factory(run, spaces) for factory in self.observers]
+            factories = [*self.observers, *settings.observers]
+            observers = [factory(run, spaces) for factory in factories]
             base = self.ensembler or getattr(self.model, "ensembler", None)
             ensembler = base.fresh() if base is not None else None
             queue: deque[np.ndarray] = deque()
@@ -135,7 +152,7 @@ class RobotAgent:
             obs = await client.get_observation()
             total = 0.0
             while not obs["terminated"]:
-                if self.max_steps is not None and report.steps >= self.max_steps:
+                if max_steps is not None and report.steps >= max_steps:
                     report.truncated_by_agent = True
                     break
                 recent.append(obs["data"])

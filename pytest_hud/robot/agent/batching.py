@@ -3,8 +3,8 @@
 ``BatchedModel`` queues concurrent ``ainfer`` rows and runs them as one ``[N, ...]``
 forward once every live rollout has queued (or ``max_wait_s`` after the first row,
 or at ``batch_size``), then scatters the rows back. A failing forward fails only
-the callers whose rows were in it. ``BatchedAgent`` wraps a RobotAgent: it swaps
-in the batched model and tells it how many rollouts are live, so the batch is as
+the callers whose rows were in it. ``BatchedAgent`` wraps a RobotAgent: it runs it
+with the batched model and tells that how many rollouts are live, so the batch is as
 wide as whatever is in flight and the tail of a suite never waits for stragglers.
 """
 
@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import time
 from concurrent.futures import Executor
 from typing import Any
 
 import numpy as np
 
-from pytest_hud.robot.agent.agent import EpisodeReport, RobotAgent
+from pytest_hud.robot.agent.agent import EpisodeReport, RobotAgent, RunSettings
 from pytest_hud.robot.agent.model import Model, check_chunk, run_infer, stack_rows
 from pytest_hud.robot.contract import Spaces
 
@@ -139,7 +140,8 @@ def _layout(row: dict[str, Any]) -> tuple[Any, ...]:
 class BatchedAgent(RobotAgent):
     """Many concurrent rollouts of one RobotAgent around one shared BatchedModel.
 
-    Takes ownership of ``agent``: its model is swapped for the batched one in place.
+    Wraps ``agent`` without changing it: episodes run on a shallow copy of it whose model
+    is the batched one (the copy shares the agent's observers list and settings).
     """
 
     def __init__(
@@ -148,10 +150,9 @@ class BatchedAgent(RobotAgent):
         model = agent.model
         if not isinstance(model, BatchedModel):
             model = BatchedModel(model, max_wait_s=max_wait_s, batch_size=batch_size)
-        agent.model = model
-        self.agent = agent
-        self.model = model
-        self.name = agent.name
+        super().__init__(model, name=agent.name)
+        self.agent = copy.copy(agent)
+        self.agent.model = model
         self.observers = agent.observers
 
     @property
@@ -160,7 +161,16 @@ class BatchedAgent(RobotAgent):
         return self.model
 
     async def run_episode(
-        self, capability: Any, *, token: str | None = None, prompt: str = "", run: Any = None
+        self,
+        capability: Any,
+        *,
+        token: str | None = None,
+        prompt: str = "",
+        run: Any = None,
+        settings: RunSettings | None = None,
     ) -> EpisodeReport:
+        kwargs: dict[str, Any] = {} if settings is None else {"settings": settings}
         with self.batched.session():
-            return await self.agent.run_episode(capability, token=token, prompt=prompt, run=run)
+            return await self.agent.run_episode(
+                capability, token=token, prompt=prompt, run=run, **kwargs
+            )
