@@ -1,5 +1,6 @@
 """pytest-hud: policy evaluation as pytest tests."""
 
+from pytest_hud.errors import HudError
 from pytest_hud.runtime import (
     ControlClient,
     DockerRuntime,
@@ -24,6 +25,7 @@ __all__ = [
     "ControlClient",
     "DockerRuntime",
     "Environment",
+    "HudError",
     "LocalRuntime",
     "ModalRuntime",
     "Provider",

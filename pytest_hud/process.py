@@ -18,10 +18,12 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from pytest_hud.errors import HudError
+
 __all__ = ["Child", "ChildError", "child_env", "serve_until_stopped"]
 
 
-class ChildError(RuntimeError):
+class ChildError(HudError, RuntimeError):
     """A child would not start: it exited first, or never announced itself in time."""
 
 

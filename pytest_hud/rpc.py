@@ -18,6 +18,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlparse
 
+from pytest_hud.errors import HudError
+
 __all__ = ["Connection", "RemoteError", "RpcClient", "RpcClosed", "serve_rpc"]
 
 _LIMIT = 64 * 1024 * 1024
@@ -32,7 +34,7 @@ def tcp_address(url: str, schemes: tuple[str, ...] = ("tcp",)) -> tuple[str, int
     return parsed.hostname, parsed.port
 
 
-class RemoteError(RuntimeError):
+class RemoteError(HudError, RuntimeError):
     """The remote handler raised; carries its exception type name and traceback."""
 
     def __init__(self, type_name: str, message: str, remote_traceback: str = "") -> None:
@@ -41,7 +43,7 @@ class RemoteError(RuntimeError):
         self.remote_traceback = remote_traceback
 
 
-class RpcClosed(ConnectionError):
+class RpcClosed(HudError, ConnectionError):
     """The control connection closed before the reply came back."""
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["EpisodeFailed", "RolloutError"]
+from pytest_hud.errors import HudError
+
+__all__ = ["EpisodeFailed", "ExpectError", "RolloutError"]
 
 
-class EpisodeFailed(AssertionError):
+class EpisodeFailed(HudError, AssertionError):
     """The policy did not succeed at the task: a test failure."""
 
     def __init__(self, result: Any) -> None:
@@ -16,9 +18,13 @@ class EpisodeFailed(AssertionError):
         self.result = result
 
 
-class RolloutError(RuntimeError):
+class RolloutError(HudError, RuntimeError):
     """Infrastructure failed (substrate, bridge, timeout, agent crash): a test error."""
 
     def __init__(self, result: Any) -> None:
         super().__init__(f"rollout could not be graded ({result.phase}): {result.error}")
         self.result = result
+
+
+class ExpectError(HudError, ValueError):
+    """A malformed expectations file (names the file and the table)."""

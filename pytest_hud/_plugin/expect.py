@@ -17,11 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_hud._plugin.errors import ExpectError
+
 __all__ = ["ExpectError", "Expectations"]
-
-
-class ExpectError(ValueError):
-    """A malformed expectations file (names the file and the table)."""
 
 
 @dataclass

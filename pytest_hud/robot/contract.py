@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from pytest_hud.errors import HudError
+
 __all__ = [
     "IMAGE_TYPES",
     "ROLES",
@@ -32,7 +34,7 @@ IMAGE_TYPES = ("rgb", "bgr", "gray", "depth")
 _KNOWN_KEYS = {"role", "type", "names", "dtype", "shape", "stats"}
 
 
-class ContractError(ValueError):
+class ContractError(HudError, ValueError):
     """A contract that does not follow schema v0; the message names the feature and the fix."""
 
 

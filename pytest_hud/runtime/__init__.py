@@ -2,7 +2,8 @@
 
 from pytest_hud.runtime.control import ControlClient, ControlError, Run
 from pytest_hud.runtime.docker import DockerRuntime
-from pytest_hud.runtime.environment import Environment, EnvironmentError, Template
+from pytest_hud.runtime.environment import Environment, Template
+from pytest_hud.runtime.errors import EnvError
 from pytest_hud.runtime.local import LocalRuntime
 from pytest_hud.runtime.modal import ModalRuntime
 from pytest_hud.runtime.placement import PlacementError, resolve_placement
@@ -19,9 +20,9 @@ __all__ = [
     "ControlClient",
     "ControlError",
     "DockerRuntime",
+    "EnvError",
     "EnvServer",
     "Environment",
-    "EnvironmentError",
     "LocalRuntime",
     "ModalRuntime",
     "PlacementError",
@@ -42,3 +43,6 @@ __all__ = [
     "rollout",
     "run",
 ]
+
+#: The old name of :class:`EnvError` (it shadowed the builtin); importable, not exported.
+EnvironmentError = EnvError

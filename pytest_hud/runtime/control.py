@@ -27,13 +27,10 @@ from typing import Any
 from urllib.parse import urlparse, urlunparse
 
 from pytest_hud.rpc import RemoteError, RpcClient, RpcClosed, tcp_address
+from pytest_hud.runtime.errors import ControlError
 from pytest_hud.runtime.task import Task
 
 __all__ = ["ControlClient", "ControlError", "Run", "rewrite_url"]
-
-
-class ControlError(RuntimeError):
-    """The env server refused or failed a control call (the message says which and why)."""
 
 
 @dataclass

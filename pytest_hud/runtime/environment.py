@@ -15,14 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hud.robot.sim.endpoint import RobotEndpoint
+from pytest_hud.runtime.errors import EnvError
 from pytest_hud.runtime.modules import declare
 from pytest_hud.runtime.task import Task, TaskError
 
-__all__ = ["Environment", "EnvironmentError", "Template"]
-
-
-class EnvironmentError(LookupError):
-    """An unknown env or template, or a template that breaks the two-yield protocol."""
+__all__ = ["EnvError", "Environment", "Template"]
 
 
 class Template:
@@ -156,7 +153,7 @@ class Environment:
             return self.templates[id]
         except KeyError:
             known = ", ".join(sorted(self.templates)) or "none"
-            raise EnvironmentError(
+            raise EnvError(
                 f"environment {self.name!r} has no template {id!r}; known templates: {known}"
             ) from None
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hud.loader import load_module
+from pytest_hud.runtime.errors import PlacementError
 from pytest_hud.runtime.local import LocalRuntime
 from pytest_hud.runtime.modules import declared_environments, environments_in
 from pytest_hud.runtime.provider import Provider, Runtime
@@ -27,10 +28,6 @@ __all__ = [
     "provider_for",
     "resolve_placement",
 ]
-
-
-class PlacementError(LookupError):
-    """No runtime was given and none could be inferred for some rows."""
 
 
 def declaring_file(task: Task) -> str | None:

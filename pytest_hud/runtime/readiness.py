@@ -13,13 +13,14 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
+from pytest_hud.errors import HudError
 from pytest_hud.runtime.control import ControlClient, ControlError
 from pytest_hud.runtime.provider import Runtime
 
 __all__ = ["NotReady", "ping", "wait_until_ping"]
 
 
-class NotReady(TimeoutError):
+class NotReady(HudError, TimeoutError):
     """No ping answered before the deadline; ``last`` says what the last attempt got."""
 
     def __init__(self, last: str) -> None:

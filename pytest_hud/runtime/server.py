@@ -15,7 +15,7 @@ from typing import Any
 
 from pytest_hud.robot.sim.endpoint import RobotEndpoint, release_claims, track_claims
 from pytest_hud.rpc import Connection, serve_rpc
-from pytest_hud.runtime.environment import Environment, EnvironmentError
+from pytest_hud.runtime.environment import EnvError, Environment
 
 __all__ = ["ANNOUNCE", "EnvServer"]
 
@@ -113,7 +113,7 @@ class EnvServer:
         env = self.envs.get(name)
         if env is None:
             known = ", ".join(sorted(self.envs)) or "none"
-            raise EnvironmentError(f"this server has no env {name!r}; it serves: {known}")
+            raise EnvError(f"this server has no env {name!r}; it serves: {known}")
         return env
 
     async def _handle(self, conn: Connection, method: str, params: dict[str, Any]) -> Any:
@@ -152,7 +152,7 @@ class EnvServer:
         except BaseException as exc:
             await self._drop(conn, session)
             if isinstance(exc, StopAsyncIteration):
-                raise EnvironmentError(
+                raise EnvError(
                     f"template {env.name}/{template.id} returned before its first yield; "
                     "yield the prompt first, then the grade"
                 ) from None
@@ -161,7 +161,7 @@ class EnvServer:
             first = {"prompt": first}
         if not isinstance(first, dict) or "prompt" not in first:
             await self._drop(conn, session)
-            raise EnvironmentError(
+            raise EnvError(
                 f"template {env.name}/{template.id}: the first yield must be a dict with a "
                 f"'prompt' (and bindings such as 'robot': {{'token': ...}}), got {first!r}"
             )
@@ -188,7 +188,7 @@ class EnvServer:
                 try:
                     grade = await session.step()
                 except StopAsyncIteration:
-                    raise EnvironmentError(
+                    raise EnvError(
                         f"template {session.env.name}/{session.template_id} ended after one "
                         "yield; yield the grade (a dict with score/success) second"
                     ) from None
@@ -197,7 +197,7 @@ class EnvServer:
         if isinstance(grade, bool | int | float):
             grade = {"score": float(grade), "success": bool(grade)}
         if not isinstance(grade, dict):
-            raise EnvironmentError(
+            raise EnvError(
                 f"template {session.env.name}/{session.template_id}: the second yield must be "
                 f"a grade dict, got {grade!r}"
             )

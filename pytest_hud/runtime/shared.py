@@ -17,14 +17,11 @@ from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any
 
+from pytest_hud.runtime.errors import SharedScopeError
 from pytest_hud.runtime.provider import Provider, Runtime
 from pytest_hud.runtime.task import Task
 
 __all__ = ["Shared", "SharedScopeError"]
-
-
-class SharedScopeError(RuntimeError):
-    """A Shared provider was used outside ``async with shared:``."""
 
 
 class _Substrate:

@@ -7,15 +7,12 @@ from pathlib import Path
 from types import TracebackType
 
 from pytest_hud.process import Child, ChildError
+from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.server import ANNOUNCE
 from pytest_hud.runtime.task import Task
 
 __all__ = ["SubprocessRuntime", "SubstrateError"]
-
-
-class SubstrateError(RuntimeError):
-    """A substrate would not come up (the message carries its output or logs)."""
 
 
 class _ChildSubstrate:

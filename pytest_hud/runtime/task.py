@@ -15,15 +15,12 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from pytest_hud.runtime.errors import TaskError
 from pytest_hud.runtime.modules import module_tasks
 
 __all__ = ["RuntimeConfig", "Task", "TaskError", "Taskset"]
 
 _ROW_KEYS = {"env", "id", "args", "runtime_config", "metadata"}
-
-
-class TaskError(ValueError):
-    """A malformed task row; the message names the row and the field."""
 
 
 @dataclass(frozen=True)

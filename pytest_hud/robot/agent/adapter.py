@@ -13,13 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from pytest_hud.robot.agent.errors import AdapterError
 from pytest_hud.robot.contract import Spaces
 
 __all__ = ["Adapter", "AdapterError", "LeRobotAdapter", "OpenPIAdapter"]
-
-
-class AdapterError(ValueError):
-    """The env's spaces cannot be wired onto the model's inputs (names both sides)."""
 
 
 class Adapter:

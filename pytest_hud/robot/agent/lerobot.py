@@ -37,7 +37,7 @@ import numpy as np
 from pytest_hud.robot.agent.adapter import LeRobotAdapter
 from pytest_hud.robot.agent.agent import RobotAgent
 from pytest_hud.robot.agent.ensembler import Ensembler
-from pytest_hud.robot.agent.errors import AgentSpecError
+from pytest_hud.robot.agent.errors import CheckpointError
 from pytest_hud.robot.agent.model import Model
 
 __all__ = [
@@ -61,15 +61,6 @@ _UNSUPPORTED = {
     "tdmpc": "a planner that keeps per-episode state",
     "reward_classifier": "a reward model, not a policy",
 }
-
-
-class CheckpointError(AgentSpecError):
-    """A LeRobot checkpoint that cannot be loaded (names the checkpoint and the way out)."""
-
-    def __init__(self, message: str, *, reason: str | None = None) -> None:
-        super().__init__(message)
-        #: The underlying failure, when another error caused this one.
-        self.reason = reason
 
 
 def _import_torch() -> Any:

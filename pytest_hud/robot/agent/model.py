@@ -15,13 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from pytest_hud.robot.agent.errors import ModelOutputError
 from pytest_hud.robot.contract import Spaces
 
 __all__ = ["Model", "ModelOutputError", "RandomModel", "ZeroModel", "check_chunk", "stack_rows"]
-
-
-class ModelOutputError(ValueError):
-    """A model returned something that is not an action chunk of the expected size."""
 
 
 def stack_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

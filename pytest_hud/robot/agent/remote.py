@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_hud.robot.agent.errors import RemoteModelError
 from pytest_hud.robot.agent.model import Model, check_chunk
 from pytest_hud.robot.wire.codec import WireError, pack, unpack
 from pytest_hud.robot.wire.transport import (
@@ -44,10 +45,6 @@ from pytest_hud.robot.wire.transport import (
 )
 
 __all__ = ["RemoteModel", "RemoteModelError"]
-
-
-class RemoteModelError(RuntimeError):
-    """The policy server refused, failed, went silent or went away."""
 
 
 class RemoteModel(Model):

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from pytest_hud.robot.contract import Feature, Spaces
+from pytest_hud.robot.record.errors import DatasetError
 
 __all__ = ["MIN_VIDEO_HEIGHT", "MIN_VIDEO_WIDTH", "DatasetError", "camera_key"]
 
@@ -47,10 +48,6 @@ MIN_VIDEO_HEIGHT = 4
 _PER_EPISODE_FILES_MB = 1e-6
 _TRUE = {"1", "true", "yes", "on"}
 _ERRORED = "the episode errored"
-
-
-class DatasetError(ValueError):
-    """Recording cannot start or continue; the message names the feature or folder."""
 
 
 def camera_key(name: str) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 from pytest_hud.process import Child, ChildError, child_env
 from pytest_hud.robot.contract import Contract
 from pytest_hud.robot.sim.bridge import ANNOUNCE, RobotBridge
+from pytest_hud.robot.sim.errors import SimError
 from pytest_hud.robot.sim.program import encode_spec
 from pytest_hud.robot.wire.codec import PROTOCOL
 from pytest_hud.rpc import RemoteError, RpcClient, RpcClosed, tcp_address
@@ -44,10 +45,6 @@ async def release_claims(claims: list[tuple[RobotEndpoint, str]]) -> None:
         endpoint, token = claims.pop()
         with contextlib.suppress(Exception):
             await endpoint.result(token)
-
-
-class SimError(RuntimeError):
-    """The sim process failed: it would not start, it crashed, or a control call failed."""
 
 
 class RobotEndpoint:

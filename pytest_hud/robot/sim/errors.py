@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["BridgeError"]
+from pytest_hud.errors import HudError
+
+__all__ = ["BridgeError", "SimError"]
 
 
-class BridgeError(RuntimeError):
+class BridgeError(HudError, RuntimeError):
     """A protocol or episode error the bridge reports to an agent or the endpoint."""
+
+
+class SimError(HudError, RuntimeError):
+    """The sim process failed: it would not start, it crashed, or a control call failed."""

@@ -17,13 +17,10 @@ import numpy as np
 
 from pytest_hud.robot.contract import Contract, Spaces
 from pytest_hud.robot.wire.codec import WireError, pack, tune_allocator, unpack
+from pytest_hud.robot.wire.errors import RobotError
 from pytest_hud.robot.wire.transport import ConnectError, Transport, TransportClosed, connect
 
 __all__ = ["RobotClient", "RobotError"]
-
-
-class RobotError(RuntimeError):
-    """The bridge reported an error, closed the connection, or did not answer in time."""
 
 
 class RobotClient:

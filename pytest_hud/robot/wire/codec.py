@@ -15,6 +15,8 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from pytest_hud.robot.wire.errors import WireError
+
 __all__ = [
     "PROTOCOL",
     "WireError",
@@ -30,10 +32,6 @@ PROTOCOL = "openpi/0"
 _NDARRAY = b"__ndarray__"
 _NPGENERIC = b"__npgeneric__"
 _REFUSED_KINDS = {"O": "object", "V": "void/structured", "c": "complex"}
-
-
-class WireError(ValueError):
-    """A frame that cannot be encoded or decoded as openpi/0."""
 
 
 def _check_dtype(dtype: np.dtype) -> None:
