@@ -21,22 +21,27 @@ from pytest_hud.runtime import (
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ControlClient",
-    "DockerRuntime",
-    "Environment",
-    "HudError",
-    "LocalRuntime",
-    "ModalRuntime",
-    "Provider",
-    "RolloutResult",
-    "Run",
-    "Runtime",
-    "RuntimeConfig",
-    "Shared",
-    "SubprocessRuntime",
+__all__ = [  # noqa: RUF022 - grouped by what a user reaches for, not sorted
+    # task rows
     "Task",
     "Taskset",
-    "__version__",
+    "RuntimeConfig",
+    # where rollouts run
+    "Provider",
+    "Runtime",
+    "LocalRuntime",
+    "SubprocessRuntime",
+    "DockerRuntime",
+    "ModalRuntime",
+    "Shared",
+    # what an env module declares
+    "Environment",
+    # running rows
     "run",
+    "RolloutResult",
+    "ControlClient",
+    "Run",
+    # the root of every error
+    "HudError",
+    "__version__",
 ]

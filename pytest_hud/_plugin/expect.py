@@ -36,13 +36,13 @@ class Expectations:
         text = path.read_text()
         try:
             if path.suffix in (".yaml", ".yml"):
-                import yaml
-
-                data = yaml.safe_load(text) or {}
+                data = _yaml().safe_load(text) or {}
             else:
                 import tomllib
 
                 data = tomllib.loads(text)
+        except ExpectError:
+            raise
         except Exception as exc:
             raise ExpectError(f"--hud-expect: cannot parse {path}: {exc}") from None
         if not isinstance(data, dict):
@@ -77,3 +77,15 @@ class Expectations:
                 if any(fnmatch.fnmatchcase(n, glob) for n in names):
                     return kind, reason
         return None
+
+
+def _yaml() -> Any:
+    """PyYAML, declared as the ``yaml`` extra; TOML needs nothing (tomllib)."""
+    try:
+        import yaml
+    except ImportError:
+        raise ExpectError(
+            "--hud-expect: a .yaml/.yml expectations file needs PyYAML: pip install "
+            "'pytest-hud[yaml]' (or pyyaml), or write the expectations as TOML"
+        ) from None
+    return yaml

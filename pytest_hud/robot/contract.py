@@ -293,6 +293,14 @@ def _observation_feature(name: str, arr: np.ndarray) -> Feature:
     )
 
 
+def _discrete_action(
+    name: str, low: list[float], high: list[float], extra: dict[str, Any] | None = None
+) -> Feature:
+    """An int64 action feature of ``len(low)`` discrete values within ``low..high``."""
+    stats = {"min": low, "max": high}
+    return Feature(name, "action", "discrete", None, "int64", (len(low),), stats, extra or {})
+
+
 def _action_feature(name: str, space: Any) -> Feature:
     import gymnasium as gym
 
@@ -305,27 +313,11 @@ def _action_feature(name: str, space: Any) -> Feature:
             stats = {"min": low.tolist(), "max": high.tolist()}
         return Feature(name, "action", None, None, str(np.dtype(space.dtype)), shape, stats)
     if isinstance(space, gym.spaces.Discrete):
-        return Feature(
-            name,
-            "action",
-            "discrete",
-            None,
-            "int64",
-            (1,),
-            {"min": [float(space.start)], "max": [float(space.start + space.n - 1)]},
-            {"n": int(space.n)},
-        )
+        first, last = [float(space.start)], [float(space.start + space.n - 1)]
+        return _discrete_action(name, first, last, {"n": int(space.n)})
     if isinstance(space, gym.spaces.MultiDiscrete):
         nvec = np.asarray(space.nvec).reshape(-1)
-        return Feature(
-            name,
-            "action",
-            "discrete",
-            None,
-            "int64",
-            (len(nvec),),
-            {"min": [0.0] * len(nvec), "max": (nvec - 1).astype(float).tolist()},
-        )
+        return _discrete_action(name, [0.0] * len(nvec), (nvec - 1).astype(float).tolist())
     if isinstance(space, gym.spaces.MultiBinary):
         n = int(np.prod(space.shape))
         return Feature(

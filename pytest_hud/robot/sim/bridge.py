@@ -21,7 +21,6 @@ import contextlib
 import functools
 import secrets
 import traceback
-from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -33,6 +32,7 @@ from websockets.exceptions import ConnectionClosed
 
 from pytest_hud.robot.contract import Contract
 from pytest_hud.robot.sim.errors import BridgeError
+from pytest_hud.robot.sim.hooks import SimHooks
 from pytest_hud.robot.sim.messages import (
     _describe,
     _send_error,
@@ -56,7 +56,7 @@ __all__ = ["ANNOUNCE", "BridgeError", "RobotBridge"]
 ANNOUNCE = "PYTEST_HUD_SIM"
 
 
-class RobotBridge(ABC):
+class RobotBridge(SimHooks):
     """Serve a sim over openpi/0. Implement ``reset``, ``step`` and ``get_observation``.
 
     ``reset(**task_args) -> prompt`` starts an episode (all slots); ``step(actions)``
@@ -80,57 +80,6 @@ class RobotBridge(ABC):
 
     contract: Contract | dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
-
-    # -- hooks users implement ----------------------------------------------
-    @abstractmethod
-    def reset(self, **task_args: Any) -> str:
-        """Start a new episode on every slot; return the task prompt."""
-
-    @abstractmethod
-    def step(self, actions: np.ndarray) -> None:
-        """Advance the sim one control tick with a ``[num_envs, A]`` action batch."""
-
-    @abstractmethod
-    def get_observation(self) -> tuple[Any, ...] | None:
-        """``(data{name: [N, ...]}, terminated[N])``, optionally ``reward[N]`` third."""
-
-    def reset_slot(self, index: int, **task_args: Any) -> str:
-        """Reset one slot of a vectorized sim alone (optional)."""
-        raise NotImplementedError
-
-    def can_reset_slot(self) -> bool:
-        """Whether :meth:`reset_slot` works here (default: the subclass overrides it)."""
-        return type(self).reset_slot is not RobotBridge.reset_slot
-
-    def result_slots(self) -> list[dict[str, Any]]:
-        """One grade dict per slot; default broadcasts :meth:`result`."""
-        grade = self.result()
-        return [dict(grade) for _ in range(self.num_envs)]
-
-    def result(self) -> dict[str, Any]:
-        """The episode's grade: ``score``, ``success``, ``total_reward``."""
-        success = bool(getattr(self, "success", False))
-        return {
-            "score": 1.0 if success else 0.0,
-            "success": success,
-            "total_reward": float(getattr(self, "total_reward", 0.0)),
-        }
-
-    def hold_action(self) -> np.ndarray:
-        """The action an idle slot gets at a barrier step (zeros)."""
-        return np.zeros(self.action_size or 1, np.float32)
-
-    def close(self) -> None:  # noqa: B027 - optional hook
-        """Release the sim (called once, on the sim thread, when serving stops)."""
-
-    def ensure_contract(self) -> Contract:
-        """The contract to publish; subclasses may derive it lazily (on the sim thread)."""
-        if self.contract is None:
-            raise BridgeError(
-                f"{type(self).__name__} has no contract: set self.contract to a Contract or "
-                "a contract v0 dict before serving"
-            )
-        return Contract.from_dict(self.contract)
 
     # -- serving ---------------------------------------------------------------
     def _init_serving(self) -> None:

@@ -24,10 +24,37 @@ from typing import Any
 from pytest_hud.loader import PATH_MODULES, load_object, load_path
 from pytest_hud.process import serve_until_stopped
 from pytest_hud.robot.sim.bridge import ANNOUNCE, RobotBridge
-from pytest_hud.robot.wire.codec import tune_allocator
 from pytest_hud.rpc import serve_rpc
 
 __all__ = ["build_bridge", "encode_spec", "main", "run_bridge", "serve_bridge"]
+
+
+_tuned = False
+
+
+def tune_allocator() -> bool:
+    """Keep camera-sized buffers on glibc's heap instead of a fresh mmap per frame.
+
+    A 150 KB frame is above glibc's default mmap threshold, so every pack and receive
+    maps and unmaps pages (page faults on every step). Raising the mmap and trim
+    thresholds once per process removes that; elsewhere this does nothing. Returns
+    whether it applied. Called only here, in a sim process: the pytest process (torch's
+    allocator, the user's code) keeps the allocator settings it started with.
+    """
+    global _tuned
+    if _tuned:
+        return True
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3
+        ok = libc.mallopt(m_mmap_threshold, 32 * 1024 * 1024) == 1
+        ok = libc.mallopt(m_trim_threshold, 256 * 1024 * 1024) == 1 and ok
+    except (OSError, AttributeError):
+        return False
+    _tuned = ok
+    return ok
 
 
 async def run_bridge(

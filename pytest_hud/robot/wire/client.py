@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from pytest_hud.robot.contract import Contract, Spaces
-from pytest_hud.robot.wire.codec import WireError, pack, tune_allocator, unpack
+from pytest_hud.robot.wire.codec import WireError, pack, unpack
 from pytest_hud.robot.wire.errors import RobotError
 from pytest_hud.robot.wire.transport import ConnectError, Transport, TransportClosed, connect
 
@@ -65,7 +65,6 @@ class RobotClient:
         ``websocket`` picks the implementation (see
         :func:`pytest_hud.robot.wire.transport.connect`).
         """
-        tune_allocator()
         url, cap_contract = _target(target)
         contract = contract if contract is not None else cap_contract
         try:

@@ -22,7 +22,6 @@ __all__ = [
     "WireError",
     "pack",
     "pack_chunks",
-    "tune_allocator",
     "unpack",
     "ws_options",
 ]
@@ -164,33 +163,6 @@ def unpack(data: bytes | bytearray | memoryview) -> Any:
             f"frame is not openpi/0 msgpack ({type(exc).__name__}: {exc}); "
             "send msgpack-numpy encoded binary frames"
         ) from exc
-
-
-_tuned = False
-
-
-def tune_allocator() -> bool:
-    """Keep camera-sized buffers on glibc's heap instead of a fresh mmap per frame.
-
-    A 150 KB frame is above glibc's default mmap threshold, so every pack and receive
-    maps and unmaps pages (page faults on every step). Raising the mmap and trim
-    thresholds once per process removes that; elsewhere this does nothing. Returns
-    whether it applied.
-    """
-    global _tuned
-    if _tuned:
-        return True
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-        m_trim_threshold, m_mmap_threshold = -1, -3
-        ok = libc.mallopt(m_mmap_threshold, 32 * 1024 * 1024) == 1
-        ok = libc.mallopt(m_trim_threshold, 256 * 1024 * 1024) == 1 and ok
-    except (OSError, AttributeError):
-        return False
-    _tuned = ok
-    return ok
 
 
 def ws_options() -> dict[str, Any]:

@@ -1,0 +1,78 @@
+"""What a sim implements for :class:`~pytest_hud.robot.sim.bridge.RobotBridge`: the hooks
+(``reset``, ``step``, ``get_observation``; optionally per-slot resets, results, a hold
+action, ``close``) and the contract it publishes. The bridge adds the serving."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from pytest_hud.robot.contract import Contract
+from pytest_hud.robot.sim.errors import BridgeError
+
+__all__ = ["SimHooks"]
+
+
+class SimHooks(ABC):
+    """The sim side of a bridge (see RobotBridge for the protocol around it)."""
+
+    num_envs: int = 1
+    contract: Contract | dict[str, Any] | None = None
+
+    @property
+    def action_size(self) -> int | None:
+        """The contract's action size once serving (the bridge knows it)."""
+        return None
+
+    # -- hooks users implement ----------------------------------------------
+    @abstractmethod
+    def reset(self, **task_args: Any) -> str:
+        """Start a new episode on every slot; return the task prompt."""
+
+    @abstractmethod
+    def step(self, actions: np.ndarray) -> None:
+        """Advance the sim one control tick with a ``[num_envs, A]`` action batch."""
+
+    @abstractmethod
+    def get_observation(self) -> tuple[Any, ...] | None:
+        """``(data{name: [N, ...]}, terminated[N])``, optionally ``reward[N]`` third."""
+
+    def reset_slot(self, index: int, **task_args: Any) -> str:
+        """Reset one slot of a vectorized sim alone (optional)."""
+        raise NotImplementedError
+
+    def can_reset_slot(self) -> bool:
+        """Whether :meth:`reset_slot` works here (default: the subclass overrides it)."""
+        return type(self).reset_slot is not SimHooks.reset_slot
+
+    def result_slots(self) -> list[dict[str, Any]]:
+        """One grade dict per slot; default broadcasts :meth:`result`."""
+        grade = self.result()
+        return [dict(grade) for _ in range(self.num_envs)]
+
+    def result(self) -> dict[str, Any]:
+        """The episode's grade: ``score``, ``success``, ``total_reward``."""
+        success = bool(getattr(self, "success", False))
+        return {
+            "score": 1.0 if success else 0.0,
+            "success": success,
+            "total_reward": float(getattr(self, "total_reward", 0.0)),
+        }
+
+    def hold_action(self) -> np.ndarray:
+        """The action an idle slot gets at a barrier step (zeros)."""
+        return np.zeros(self.action_size or 1, np.float32)
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the sim (called once, on the sim thread, when serving stops)."""
+
+    def ensure_contract(self) -> Contract:
+        """The contract to publish; subclasses may derive it lazily (on the sim thread)."""
+        if self.contract is None:
+            raise BridgeError(
+                f"{type(self).__name__} has no contract: set self.contract to a Contract or "
+                "a contract v0 dict before serving"
+            )
+        return Contract.from_dict(self.contract)
