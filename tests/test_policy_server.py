@@ -410,7 +410,7 @@ async def test_policy_server_process_killed_mid_episode() -> None:
     cmd = [
         sys.executable,
         "-m",
-        "pytest_hud.robot.agent.policy_server",
+        "pytest_hud.robot.policy_server",
         "--agent",
         f"{MODELS}:state_agent",
         "--port",

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_hud.runtime.task import Task, TaskError, Taskset
+from pytest_hud.runtime.errors import TaskError
+from pytest_hud.runtime.task import Task, Taskset
 
 __all__ = ["HudCase", "derive_seed", "expand", "task_rows"]
 

@@ -15,8 +15,9 @@ import pytest
 
 from pytest_hud._plugin import report as rep
 from pytest_hud._plugin.collect import CollectMixin
+from pytest_hud._plugin.errors import ExpectError
 from pytest_hud._plugin.evaluator import Evaluator
-from pytest_hud._plugin.expect import Expectations, ExpectError
+from pytest_hud._plugin.expect import Expectations
 from pytest_hud._plugin.internals import is_worker, terminal_writer
 from pytest_hud._plugin.options import HudOptions
 from pytest_hud._plugin.recording import RecordingMixin
@@ -58,7 +59,8 @@ class HudSession(CollectMixin, RecordingMixin, ReportMixin):
     @property
     def agent(self) -> Any:
         if self._agent is None:
-            from pytest_hud.robot.agent.registry import AgentSpecError, load_agent
+            from pytest_hud.robot.agent.errors import AgentSpecError
+            from pytest_hud.robot.agent.registry import load_agent
 
             spec = self.options.agent
             if spec == "random" and self.options.seed is not None:

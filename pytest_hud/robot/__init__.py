@@ -1,18 +1,21 @@
 """The robot capability: the openpi/0 wire, env-side bridges, the agent stack."""
 
-from pytest_hud.robot.agent.adapter import Adapter, AdapterError, LeRobotAdapter, OpenPIAdapter
+from pytest_hud.robot.agent.adapter import Adapter, LeRobotAdapter, OpenPIAdapter
 from pytest_hud.robot.agent.agent import EpisodeReport, RobotAgent, RunSettings
 from pytest_hud.robot.agent.batching import BatchedAgent, BatchedModel
 from pytest_hud.robot.agent.ensembler import Ensembler
-from pytest_hud.robot.agent.model import Model, ModelOutputError, RandomModel, ZeroModel
-from pytest_hud.robot.agent.registry import AgentSpecError, load_agent
+from pytest_hud.robot.agent.errors import AdapterError, AgentSpecError, ModelOutputError
+from pytest_hud.robot.agent.model import Model, RandomModel, ZeroModel
+from pytest_hud.robot.agent.registry import load_agent
 from pytest_hud.robot.contract import Contract, ContractError, Feature, Spaces
-from pytest_hud.robot.sim.bridge import BridgeError, RobotBridge
-from pytest_hud.robot.sim.endpoint import RobotEndpoint, SimError
+from pytest_hud.robot.sim.bridge import RobotBridge
+from pytest_hud.robot.sim.endpoint import RobotEndpoint
+from pytest_hud.robot.sim.errors import BridgeError, SimError
 from pytest_hud.robot.sim.gym import GymBridge
 from pytest_hud.robot.sim.program import serve_bridge
-from pytest_hud.robot.wire.client import RobotClient, RobotError
-from pytest_hud.robot.wire.codec import PROTOCOL, WireError
+from pytest_hud.robot.wire.client import RobotClient
+from pytest_hud.robot.wire.codec import PROTOCOL
+from pytest_hud.robot.wire.errors import RobotError, WireError
 
 __all__ = [
     "PROTOCOL",

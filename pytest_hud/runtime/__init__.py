@@ -1,19 +1,26 @@
 """Placement: task rows, providers and runtimes, the env server and the scheduler."""
 
-from pytest_hud.runtime.control import ControlClient, ControlError, Run
+from pytest_hud.runtime.control import ControlClient, Run
 from pytest_hud.runtime.docker import DockerRuntime
 from pytest_hud.runtime.environment import Environment, Template
-from pytest_hud.runtime.errors import EnvError
+from pytest_hud.runtime.errors import (
+    ControlError,
+    EnvError,
+    PlacementError,
+    SharedScopeError,
+    SubstrateError,
+    TaskError,
+)
 from pytest_hud.runtime.local import LocalRuntime
 from pytest_hud.runtime.modal import ModalRuntime
-from pytest_hud.runtime.placement import PlacementError, resolve_placement
+from pytest_hud.runtime.placement import resolve_placement
 from pytest_hud.runtime.provider import Provider, Runtime
 from pytest_hud.runtime.rollout import Agent, RolloutResult, rollout
 from pytest_hud.runtime.scheduler import run
 from pytest_hud.runtime.server import EnvServer
-from pytest_hud.runtime.shared import Shared, SharedScopeError
-from pytest_hud.runtime.subprocess import SubprocessRuntime, SubstrateError
-from pytest_hud.runtime.task import RuntimeConfig, Task, TaskError, Taskset
+from pytest_hud.runtime.shared import Shared
+from pytest_hud.runtime.subprocess import SubprocessRuntime
+from pytest_hud.runtime.task import RuntimeConfig, Task, Taskset
 
 __all__ = [
     "Agent",

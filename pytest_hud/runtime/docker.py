@@ -46,9 +46,9 @@ from pytest_hud.runtime.docker_engine import (
     session_id,
 )
 from pytest_hud.runtime.docker_image import build_image
+from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.readiness import NotReady, wait_until_ping
-from pytest_hud.runtime.subprocess import SubstrateError
 from pytest_hud.runtime.task import Task
 
 __all__ = ["DEFAULT_BASE", "DockerRuntime", "build_image", "reap_containers", "session_id"]

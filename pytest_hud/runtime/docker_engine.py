@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pytest_hud.runtime.subprocess import SubstrateError
+from pytest_hud.runtime.errors import SubstrateError
 
 __all__ = ["DEFAULT_BASE", "owner_labels", "reap_containers", "session_id"]
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hud.robot.sim.endpoint import RobotEndpoint
-from pytest_hud.runtime.errors import EnvError
+from pytest_hud.runtime.errors import EnvError, TaskError
 from pytest_hud.runtime.modules import declare
-from pytest_hud.runtime.task import Task, TaskError
+from pytest_hud.runtime.task import Task
 
 __all__ = ["EnvError", "Environment", "Template"]
 

@@ -26,9 +26,9 @@ import re
 from types import ModuleType, TracebackType
 from typing import Any
 
+from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.readiness import wait_until_ping
-from pytest_hud.runtime.subprocess import SubstrateError
 from pytest_hud.runtime.task import Task
 
 __all__ = ["ModalRuntime"]

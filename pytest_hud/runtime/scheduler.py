@@ -12,7 +12,8 @@ import contextlib
 from collections.abc import Iterable
 from typing import Any
 
-from pytest_hud.runtime.placement import PlacementError, resolve_placement
+from pytest_hud.runtime.errors import PlacementError
+from pytest_hud.runtime.placement import resolve_placement
 from pytest_hud.runtime.provider import Provider
 from pytest_hud.runtime.rollout import Agent, RolloutResult, rollout
 from pytest_hud.runtime.shared import Shared

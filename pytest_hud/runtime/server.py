@@ -15,7 +15,8 @@ from typing import Any
 
 from pytest_hud.robot.sim.endpoint import RobotEndpoint, release_claims, track_claims
 from pytest_hud.rpc import Connection, serve_rpc
-from pytest_hud.runtime.environment import EnvError, Environment
+from pytest_hud.runtime.environment import Environment
+from pytest_hud.runtime.errors import EnvError
 
 __all__ = ["ANNOUNCE", "EnvServer"]
 

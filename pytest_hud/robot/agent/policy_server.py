@@ -195,7 +195,8 @@ def _health_check(connection: ServerConnection, request: Request) -> Response | 
 # -- the CLI ---------------------------------------------------------------------------
 def load_model(spec: str) -> Model:
     """The Model behind an agent spec (``--hud-agent`` syntax)."""
-    from pytest_hud.robot.agent.registry import AgentSpecError, load_agent
+    from pytest_hud.robot.agent.errors import AgentSpecError
+    from pytest_hud.robot.agent.registry import load_agent
 
     agent = load_agent(spec)
     model = getattr(agent, "model", None)

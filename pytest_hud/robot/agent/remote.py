@@ -35,14 +35,9 @@ import numpy as np
 
 from pytest_hud.robot.agent.errors import RemoteModelError
 from pytest_hud.robot.agent.model import Model, check_chunk
-from pytest_hud.robot.wire.codec import WireError, pack, unpack
-from pytest_hud.robot.wire.transport import (
-    ConnectError,
-    ConnectTimeout,
-    Transport,
-    TransportClosed,
-    connect,
-)
+from pytest_hud.robot.wire.codec import pack, unpack
+from pytest_hud.robot.wire.errors import ConnectError, ConnectTimeout, TransportClosed, WireError
+from pytest_hud.robot.wire.transport import Transport, connect
 
 __all__ = ["RemoteModel", "RemoteModelError"]
 

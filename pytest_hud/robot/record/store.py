@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_hud.robot.record.schema import DatasetError
+from pytest_hud.robot.record.errors import DatasetError
 
 __all__: list[str] = []
 

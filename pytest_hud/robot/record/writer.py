@@ -48,10 +48,10 @@ import numpy as np
 
 from pytest_hud.robot.contract import Contract, Spaces
 from pytest_hud.robot.record.episode import _EpisodeRecorder, _run_contract, _scalarize, _task_text
+from pytest_hud.robot.record.errors import DatasetError
 from pytest_hud.robot.record.schema import (
     _PER_EPISODE_FILES_MB,
     _TRUE,
-    DatasetError,
     _build_schema,
     _comparable,
     _describe,

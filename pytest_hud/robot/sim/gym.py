@@ -21,7 +21,8 @@ import gymnasium as gym
 import numpy as np
 
 from pytest_hud.robot.contract import Contract, load_or_derive
-from pytest_hud.robot.sim.bridge import BridgeError, RobotBridge
+from pytest_hud.robot.sim.bridge import RobotBridge
+from pytest_hud.robot.sim.errors import BridgeError
 
 __all__ = ["SUCCESS_KEYS", "GymBridge", "flatten_observation", "gym_target"]
 

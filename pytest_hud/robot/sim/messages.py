@@ -12,7 +12,8 @@ import numpy as np
 from websockets.asyncio.server import ServerConnection
 
 from pytest_hud.robot.sim.errors import BridgeError
-from pytest_hud.robot.wire.codec import WireError, unpack
+from pytest_hud.robot.wire.codec import unpack
+from pytest_hud.robot.wire.errors import WireError
 
 __all__ = ["decode_action", "decode_frame", "slot_row"]
 

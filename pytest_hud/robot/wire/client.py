@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from pytest_hud.robot.contract import Contract, Spaces
-from pytest_hud.robot.wire.codec import WireError, pack, unpack
-from pytest_hud.robot.wire.errors import RobotError
-from pytest_hud.robot.wire.transport import ConnectError, Transport, TransportClosed, connect
+from pytest_hud.robot.wire.codec import pack, unpack
+from pytest_hud.robot.wire.errors import ConnectError, RobotError, TransportClosed, WireError
+from pytest_hud.robot.wire.transport import Transport, connect
 
 __all__ = ["RobotClient", "RobotError"]
 
