@@ -26,7 +26,7 @@ from typing import Any
 
 from pytest_hud.robot.record.errors import DatasetError
 
-__all__: list[str] = []
+__all__ = ["inspect_root"]
 
 
 def _read_info(root: Path) -> dict[str, Any] | None:
@@ -99,3 +99,35 @@ def _quiet() -> Any:
     except ImportError:  # pragma: no cover - other lerobot versions
         return contextlib.nullcontext()
     return SuppressProgressBars()
+
+
+def inspect_root(root: Path, flag: str) -> tuple[dict[str, Any] | None, bool]:
+    """The info of the dataset already at ``root`` (None: a new one goes there) and whether
+    an episode-less leftover (a crashed run) is started over in place; anything else at
+    ``root`` that cannot take new episodes is refused, naming ``flag``."""
+    restart = False
+    if root.exists() and not root.is_dir():
+        raise DatasetError(f"the dataset folder {root} is a file; point {flag} at a folder")
+    info = _read_info(root) if root.is_dir() else None
+    if info is not None and _is_empty_dataset(root, info):
+        if {p.name for p in root.iterdir()} - {"meta", "images"}:
+            raise DatasetError(
+                f"{root} holds a LeRobot dataset without episodes next to other "
+                f"files; record elsewhere with {flag}"
+            )
+        info = None  # created, nothing committed (a crashed run): start over in place
+        restart = True
+    elif info is None and root.is_dir() and any(root.iterdir()):
+        raise DatasetError(
+            f"the dataset folder {root} exists, is not empty and is not a LeRobot "
+            f"dataset (no meta/info.json); record elsewhere with {flag}"
+        )
+    if info is not None:
+        if info.get("codebase_version") != "v3.0":
+            raise DatasetError(
+                f"{root} holds a LeRobot {info.get('codebase_version')} dataset; "
+                f"only v3.0 can be appended to: record elsewhere with {flag}"
+            )
+        if not os.access(root, os.W_OK | os.X_OK):
+            raise DatasetError(f"the dataset folder {root} is not writable")
+    return info, restart

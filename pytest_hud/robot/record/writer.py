@@ -58,13 +58,12 @@ from pytest_hud.robot.record.schema import (
     _Schema,
 )
 from pytest_hud.robot.record.store import (
-    _is_empty_dataset,
     _lerobot_dataset,
     _probe_writable,
     _quiet,
-    _read_info,
     _require_token,
     _safe_name,
+    inspect_root,
 )
 
 __all__ = ["DatasetWriter"]
@@ -173,32 +172,10 @@ class DatasetWriter:
             _lerobot_dataset()  # fail early without lerobot; import it before steps run
             if self.push_repo:
                 _require_token(self.push_repo)
-            if self.root.exists() and not self.root.is_dir():
-                raise DatasetError(
-                    f"the dataset folder {self.root} is a file; point {self.flag} at a folder"
-                )
-            info = _read_info(self.root) if self.root.is_dir() else None
-            if info is not None and _is_empty_dataset(self.root, info):
-                if {p.name for p in self.root.iterdir()} - {"meta", "images"}:
-                    raise DatasetError(
-                        f"{self.root} holds a LeRobot dataset without episodes next to other "
-                        f"files; record elsewhere with {self.flag}"
-                    )
-                info = None  # created, nothing committed (a crashed run): start over in place
+            info, restart = inspect_root(self.root, self.flag)
+            if restart:
                 self._restart = True
-            elif info is None and self.root.is_dir() and any(self.root.iterdir()):
-                raise DatasetError(
-                    f"the dataset folder {self.root} exists, is not empty and is not a LeRobot "
-                    f"dataset (no meta/info.json); record elsewhere with {self.flag}"
-                )
             if info is not None:
-                if info.get("codebase_version") != "v3.0":
-                    raise DatasetError(
-                        f"{self.root} holds a LeRobot {info.get('codebase_version')} dataset; "
-                        f"only v3.0 can be appended to: record elsewhere with {self.flag}"
-                    )
-                if not os.access(self.root, os.W_OK | os.X_OK):
-                    raise DatasetError(f"the dataset folder {self.root} is not writable")
                 self._next_index = int(info.get("total_episodes") or 0)
             else:
                 self._created_root = _probe_writable(self.root, self.flag)

@@ -40,7 +40,7 @@ from pytest_hud.robot.sim.messages import (
     decode_frame,
     slot_row,
 )
-from pytest_hud.robot.sim.slots import SlotState, _Slot, resolve_slot
+from pytest_hud.robot.sim.slots import SlotState, _Slot, next_free, resolve_slot
 from pytest_hud.robot.wire.codec import (
     PROTOCOL,
     pack,
@@ -345,7 +345,7 @@ class RobotBridge(SimHooks):
                 self._batch_prompt = str(prompt or "")
                 slot = self._slots[0]
             else:
-                slot = self._next_free()
+                slot = next_free(self._slots, self.can_reset_slot())
                 if self.can_reset_slot():
                     prompt = await self._sim(self.reset_slot, slot.index, **task_args)
                 elif task_args != self._batch_args:
@@ -360,23 +360,6 @@ class RobotBridge(SimHooks):
             slot.state, slot.used, slot.action, slot.reason = SlotState.CLAIMED, True, None, ""
             slot.prompt = str(prompt or "")
             return {"prompt": slot.prompt, "token": slot.token, "slot": slot.index}
-
-    def _next_free(self) -> _Slot:
-        reusable = self.can_reset_slot()
-        for s in self._slots:
-            if s.token is None and (reusable or not s.used):
-                return s
-        busy = sum(s.token is not None for s in self._slots)
-        if busy == self.num_envs:
-            raise BridgeError(
-                f"all {self.num_envs} slots are claimed: a reset past the last slot fails; "
-                "grade a finished episode with result() first, or serve more num_envs"
-            )
-        raise BridgeError(
-            f"no free slot: {busy} of {self.num_envs} are claimed and the rest finished "
-            "episodes of this batch; this sim resets all slots together, so a new episode "
-            "starts once every slot is released (or implement reset_slot())"
-        )
 
     async def release(self, token: str | None = None) -> dict[str, Any]:
         """Grade a slot's episode and free the slot."""

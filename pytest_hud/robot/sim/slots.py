@@ -58,3 +58,22 @@ def resolve_slot(slots: list[_Slot], token: Any) -> _Slot:
         if secrets.compare_digest(s.token or "", token):
             return s
     raise BridgeError("unknown or expired slot token; call reset() and claim the new token")
+
+
+def next_free(slots: list[_Slot], reusable: bool) -> _Slot:
+    """The slot a new episode claims: free, and unused since the whole-sim reset unless
+    slots can be reset one by one (``reusable``)."""
+    for s in slots:
+        if s.token is None and (reusable or not s.used):
+            return s
+    busy = sum(s.token is not None for s in slots)
+    if busy == len(slots):
+        raise BridgeError(
+            f"all {len(slots)} slots are claimed: a reset past the last slot fails; "
+            "grade a finished episode with result() first, or serve more num_envs"
+        )
+    raise BridgeError(
+        f"no free slot: {busy} of {len(slots)} are claimed and the rest finished "
+        "episodes of this batch; this sim resets all slots together, so a new episode "
+        "starts once every slot is released (or implement reset_slot())"
+    )
