@@ -1,0 +1,296 @@
+"""Anytime-valid sequential gates: decide after each episode, stop once the answer is known.
+
+Two gates, each with the fixed-n test it replaces:
+
+* :class:`ThresholdGate` -- "is this task's success rate above or below the bar?"
+  One-sided beta-mixture likelihood ratios (Robbins 1970, "Statistical methods related
+  to the law of the iterated logarithm", Ann. Math. Statist. 41(5); the beta-binomial
+  mixture boundary of Howard, Ramdas, McAuliffe & Sekhon 2021, "Time-uniform,
+  nonparametric, nonasymptotic confidence sequences", Ann. Statist. 49(2)). For
+  H0: p <= bar the mixture over p in (bar, 1] (uniform prior) of the likelihood ratio
+  p vs bar is a nonnegative supermartingale under every p <= bar, so by Ville's
+  inequality it ever reaches 2/alpha with probability at most alpha/2; the mirror
+  image tests H0: p >= bar. Either side deciding at p == bar is an error, so the gate
+  errs there with probability at most alpha, whenever it is looked at. No PyPI
+  package fits: ``confseq`` is a C++ sdist last released 2023, ``expectation`` needs
+  Python 3.12, ``savvi`` tests multinomial point nulls and pulls cvxpy.
+* :class:`BaselineGate` -- "is the candidate worse than the baseline?" on paired
+  outcomes (same seed, both checkpoints), with TRI's STEP test (Snyder et al., RSS 2025,
+  arXiv:2503.10966) from ``sequentialized-barnard-tests``, mirrored so a significantly
+  better candidate stops early too.
+
+:class:`FixedThresholdGate` is the exact binomial test at the same alpha (split the
+same way), the yardstick in ``bench/stats.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "BaselineGate",
+    "Decision",
+    "FixedThresholdGate",
+    "ThresholdGate",
+    "Verdict",
+    "fixed_n_for_power",
+]
+
+
+class Verdict(StrEnum):
+    UNDECIDED = "undecided"
+    ABOVE = "above"  # threshold gate: rate above the bar
+    BELOW = "below"  # threshold gate: rate below the bar
+    WORSE = "worse"  # baseline gate: candidate worse than baseline
+    BETTER = "better"  # baseline gate: candidate better than baseline
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A gate's state after ``episodes`` of ``n_max``: ``successes`` counts the candidate's."""
+
+    verdict: Verdict
+    successes: int
+    episodes: int
+    n_max: int
+    decided_at: int | None = None
+
+    @property
+    def decided(self) -> bool:
+        return self.verdict is not Verdict.UNDECIDED
+
+    @property
+    def exhausted(self) -> bool:
+        """``n_max`` episodes spent without a decision: not distinguishable at alpha."""
+        return not self.decided and self.episodes >= self.n_max
+
+    @property
+    def reason(self) -> str:
+        """The skip reason for the remaining repeats, e.g. "decided after 9 of 200 episodes"."""
+        if self.decided:
+            return (
+                f"decided after {self.decided_at} of {self.n_max} episodes: "
+                f"{self.verdict.value} ({self.successes}/{self.episodes} successes)"
+            )
+        return f"undecided after {self.episodes} of {self.n_max} episodes"
+
+
+def _check(alpha: float, n_max: int) -> None:
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha: expected a level in (0, 1), got {alpha!r}")
+    if isinstance(n_max, bool) or not isinstance(n_max, int | np.integer) or n_max < 1:
+        raise ValueError(f"n_max: expected a positive int of episodes, got {n_max!r}")
+
+
+def _check_bar(bar: float) -> None:
+    if not 0.0 < bar < 1.0:
+        raise ValueError(f"bar: expected a success rate strictly in (0, 1), got {bar!r}")
+
+
+def log_mixture(
+    k: NDArray[np.float64], n: NDArray[np.float64], bar: float, above: bool
+) -> NDArray[np.float64]:
+    """log of the one-sided uniform-mixture likelihood ratio after ``k`` of ``n`` successes.
+
+    ``above``: mixture over p in (bar, 1], a test supermartingale for H0: p <= bar;
+    else over [0, bar), for H0: p >= bar.
+    """
+    from scipy.special import betainc, betaincc, betaln
+
+    a, b = k + 1.0, n - k + 1.0
+    tail = betaincc(a, b, bar) if above else betainc(a, b, bar)
+    width = (1.0 - bar) if above else bar
+    with np.errstate(divide="ignore"):
+        log_tail = np.log(tail)
+    return np.asarray(
+        betaln(a, b) + log_tail - math.log(width) - k * math.log(bar) - (n - k) * math.log1p(-bar)
+    )
+
+
+@lru_cache(maxsize=32)
+def _boundaries(bar: float, alpha: float, n_max: int) -> tuple[NDArray[np.int64], ...]:
+    """Per n in 0..n_max: the least k that decides ABOVE (n + 1: none), the greatest
+    k that decides BELOW (-1: none). Both ratios are monotone in k, so one grid pass."""
+    n = np.arange(n_max + 1, dtype=np.float64)[:, None]
+    k = np.arange(n_max + 1, dtype=np.float64)[None, :]
+    valid = k <= n
+    level = math.log(2.0 / alpha)
+    kk, nn = np.broadcast_arrays(np.minimum(k, n), n)
+    up = (log_mixture(kk, nn, bar, True) >= level) & valid
+    down = (log_mixture(kk, nn, bar, False) >= level) & valid
+    idx = np.arange(n_max + 1)
+    hi = np.where(up.any(axis=1), np.argmax(up, axis=1), idx + 1)
+    lo = np.where(down.any(axis=1), n_max - np.argmax(down[:, ::-1], axis=1), -1)
+    hi[0], lo[0] = 1, -1
+    return hi.astype(np.int64), lo.astype(np.int64)
+
+
+class ThresholdGate:
+    """Anytime-valid test of one task's success rate against ``bar`` (see the module doc).
+
+    ``update`` after each episode; the verdict is sticky once reached (episodes already
+    in flight still count toward ``successes``/``episodes``).
+    """
+
+    def __init__(self, bar: float, alpha: float = 0.05, n_max: int = 200) -> None:
+        _check_bar(bar)
+        _check(alpha, n_max)
+        self.bar, self.alpha, self.n_max = float(bar), float(alpha), int(n_max)
+        self.upper, self.lower = _boundaries(self.bar, self.alpha, self.n_max)
+        self.successes = self.episodes = 0
+        self._verdict: Verdict = Verdict.UNDECIDED
+        self._at: int | None = None
+
+    @property
+    def decision(self) -> Decision:
+        return Decision(self._verdict, self.successes, self.episodes, self.n_max, self._at)
+
+    def update(self, success: bool) -> Decision:
+        if self.episodes >= self.n_max:
+            raise ValueError(
+                f"threshold gate: expected at most n_max={self.n_max} episodes, got one more; "
+                "fix: stop scheduling once decision.exhausted or raise n_max"
+            )
+        self.episodes += 1
+        self.successes += bool(success)
+        if self._verdict is Verdict.UNDECIDED:
+            n, k = self.episodes, self.successes
+            if k >= self.upper[n]:
+                self._verdict, self._at = Verdict.ABOVE, n
+            elif k <= self.lower[n]:
+                self._verdict, self._at = Verdict.BELOW, n
+        return self.decision
+
+    def run(self, outcomes: NDArray[np.bool_]) -> tuple[NDArray[np.int8], NDArray[np.int64]]:
+        """Vectorised: for each row of ``outcomes`` (runs x n_max), the verdict
+        (+1 above, -1 below, 0 undecided) and the episodes spent to reach it."""
+        runs = np.asarray(outcomes, dtype=bool)
+        if runs.ndim != 2 or runs.shape[1] != self.n_max:
+            raise ValueError(f"outcomes: expected shape (runs, {self.n_max}), got {runs.shape}")
+        k = np.cumsum(runs, axis=1)
+        up = k >= self.upper[1:]
+        down = k <= self.lower[1:]
+        hit = up | down
+        stop = np.where(hit.any(axis=1), np.argmax(hit, axis=1), self.n_max - 1)
+        rows = np.arange(len(runs))
+        verdict = np.where(up[rows, stop], 1, np.where(down[rows, stop], -1, 0)).astype(np.int8)
+        return verdict, (stop + 1).astype(np.int64)
+
+
+class FixedThresholdGate:
+    """The fixed-n exact binomial test at the same alpha: after exactly ``n`` episodes,
+    ABOVE if P(X >= k | bar) <= alpha/2, BELOW if P(X <= k | bar) <= alpha/2."""
+
+    def __init__(self, bar: float, alpha: float, n: int) -> None:
+        _check_bar(bar)
+        _check(alpha, n)
+        from scipy.stats import binom
+
+        self.bar, self.alpha, self.n = float(bar), float(alpha), int(n)
+        ks = np.arange(n + 1)
+        above = binom.sf(ks - 1, n, bar) <= alpha / 2
+        below = binom.cdf(ks, n, bar) <= alpha / 2
+        self.k_above = int(np.argmax(above)) if above.any() else n + 1
+        self.k_below = int(n - np.argmax(below[::-1])) if below.any() else -1
+
+    def decide(self, successes: int) -> Decision:
+        if not 0 <= successes <= self.n:
+            raise ValueError(f"successes: expected 0..{self.n}, got {successes}")
+        verdict = Verdict.UNDECIDED
+        if successes >= self.k_above:
+            verdict = Verdict.ABOVE
+        elif successes <= self.k_below:
+            verdict = Verdict.BELOW
+        at = self.n if verdict is not Verdict.UNDECIDED else None
+        return Decision(verdict, successes, self.n, self.n, at)
+
+    def power(self, p: float) -> float:
+        """Probability of the right decision when the true rate is ``p`` (the error
+        rate, either side, when ``p == bar``)."""
+        from scipy.stats import binom
+
+        up = float(binom.sf(self.k_above - 1, self.n, p))
+        down = float(binom.cdf(self.k_below, self.n, p))
+        if p > self.bar:
+            return up
+        if p < self.bar:
+            return down
+        return up + down
+
+
+def fixed_n_for_power(bar: float, alpha: float, p: float, power: float, n_limit: int = 5000) -> int:
+    """The least n whose exact test decides correctly at true rate ``p`` with at least
+    ``power`` (exact power is saw-toothed in n; this is the first n that reaches it)."""
+    if p == bar:
+        raise ValueError("p: expected an alternative different from the bar, got the bar")
+    for n in range(1, n_limit + 1):
+        if FixedThresholdGate(bar, alpha, n).power(p) >= power:
+            return n
+    raise ValueError(f"no n <= {n_limit} reaches power {power} at p={p} (bar {bar})")
+
+
+class BaselineGate:
+    """Paired sequential comparison with a baseline: WORSE / BETTER / UNDECIDED.
+
+    Each update is one seed run by both checkpoints. Mirrored STEP in "comparison"
+    mode: P(WORSE) <= alpha when the candidate is at least as good, P(BETTER) <= alpha
+    when it is at most as good. Reaching ``n_max`` undecided means no significant
+    change. ``seed`` fixes STEP's randomised boundary draws (reproducible verdicts).
+    """
+
+    def __init__(
+        self, alpha: float = 0.05, n_max: int = 200, *, cache: Path | None = None, seed: int = 0
+    ) -> None:
+        _check(alpha, n_max)
+        from pytest_hud.evaluation.step_tables import load_table
+
+        self.alpha, self.n_max = float(alpha), int(n_max)
+        self._test = _step_test(load_table(self.n_max, self.alpha, cache), n_max, alpha, seed)
+        self.successes = self.base_successes = self.episodes = 0
+        self._verdict: Verdict = Verdict.UNDECIDED
+        self._at: int | None = None
+
+    @property
+    def decision(self) -> Decision:
+        return Decision(self._verdict, self.successes, self.episodes, self.n_max, self._at)
+
+    def update(self, base: bool, new: bool) -> Decision:
+        if self.episodes >= self.n_max:
+            raise ValueError(
+                f"baseline gate: expected at most n_max={self.n_max} pairs, got one more; "
+                "fix: stop scheduling once decision.exhausted or raise n_max"
+            )
+        self.episodes += 1
+        self.successes += bool(new)
+        self.base_successes += bool(base)
+        result = self._test.step(int(bool(base)), int(bool(new)))
+        if self._verdict is Verdict.UNDECIDED:
+            name = result.decision.name
+            if name == "AcceptAlternative":  # alternative: p_base > p_new
+                self._verdict, self._at = Verdict.WORSE, self.episodes
+            elif name == "AcceptNull":  # mirrored: p_new > p_base significantly
+                self._verdict, self._at = Verdict.BETTER, self.episodes
+        return self.decision
+
+
+def _step_test(table: list[Any], n_max: int, alpha: float, seed: int) -> Any:
+    """A MirroredStepTest fed ``table``, so the library never reads or writes its package
+    folder (the read-only install problem, see step_tables)."""
+    from sequentialized_barnard_tests import Hypothesis, MirroredStepTest
+
+    class _GivenTable(MirroredStepTest):  # type: ignore[misc]
+        def load_existing_policy(self, verbose: bool = False) -> None:
+            self.policy = table
+            self.need_new_policy = False
+            self.policy_path = "<pytest_hud.evaluation.step_tables>"
+            self.reset(verbose)
+
+    return _GivenTable(Hypothesis.P0MoreThanP1, n_max, alpha, random_seed=seed)
