@@ -8,7 +8,7 @@ same alpha has at least that power at that rate: the fixed-n gate with the same 
 rates (a simulated power of 100% is matched as 1 - 1/runs). A last column is the
 usual fixed design, n for 80% power at bar +/- 0.1.
 
-    .venv/bin/python bench/stats.py [--bar 0.6] [--alpha 0.05] [--n-max 200] [--runs 4000]
+    .venv/bin/python bench/stats.py [--bar 0.6] [--alpha 0.05] [--n-max 200] [--runs 4000] [--ville]
 """
 
 from __future__ import annotations
@@ -36,8 +36,13 @@ def main() -> None:
     ap.add_argument("--n-max", type=int, default=200)
     ap.add_argument("--runs", type=int, default=4000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--ville",
+        action="store_true",
+        help="Ville's 2/alpha level (any horizon) instead of the exact n_max one",
+    )
     a = ap.parse_args()
-    gate = ThresholdGate(a.bar, a.alpha, a.n_max)
+    gate = ThresholdGate(a.bar, a.alpha, a.n_max, exact=not a.ville)
     rng = np.random.default_rng(a.seed)
     design = max(
         fixed_n_for_power(a.bar, a.alpha, a.bar + 0.1, 0.8),
@@ -45,7 +50,8 @@ def main() -> None:
     )
     fixed_design = FixedThresholdGate(a.bar, a.alpha, design)
     print(
-        f"bar {a.bar:.0%}, alpha {a.alpha} (alpha/2 a side), sequential n_max {a.n_max}, "
+        f"bar {a.bar:.0%}, alpha {a.alpha} (alpha/2 a side), sequential n_max {a.n_max} "
+        f"({'Ville level' if a.ville else 'level exact within n_max'}), "
         f"{a.runs} simulated runs per rate; fixed design: n={design} (80% power at bar+/-0.1)"
     )
     head = (

@@ -10,6 +10,7 @@ import pytest
 from scipy.stats import binomtest
 
 from pytest_hud.evaluation import step_tables
+from pytest_hud.evaluation.mixture import crossing_probability
 from pytest_hud.evaluation.sequential import (
     BaselineGate,
     FixedThresholdGate,
@@ -23,13 +24,44 @@ ALPHA = 0.05
 
 
 def test_threshold_type_one_error_at_the_bar_is_at_most_alpha() -> None:
-    gate = ThresholdGate(0.6, ALPHA, 200)
+    """2,000 runs of a Bernoulli(bar) stream. Ville's level (valid at any horizon) errs
+    ~3% of the time here, so its simulated rate is below alpha for any seed. The exact
+    (default) gate spends the budget: its computed error is 4.5% (<= alpha, proven by
+    the recursion), so a 2,000-run estimate is allowed 3 Monte Carlo standard errors."""
     rng = np.random.default_rng(20261201)
-    verdict, _ = gate.run(rng.random((RUNS, 200)) < 0.6)
-    assert (verdict != 0).mean() <= ALPHA
-    # each side's budget is alpha/2
-    assert (verdict == 1).mean() <= ALPHA / 2 + 0.01
-    assert (verdict == -1).mean() <= ALPHA / 2 + 0.01
+    for exact in (False, True):
+        gate = ThresholdGate(0.6, ALPHA, 200, exact=exact)
+        verdict, _ = gate.run(rng.random((RUNS, 200)) < 0.6)
+        up = crossing_probability(gate.upper, 0.6)
+        down = crossing_probability(np.arange(201) - gate.lower, 0.4)
+        assert up + down <= ALPHA
+        margin = 3 * np.sqrt(ALPHA * (1 - ALPHA) / RUNS) if exact else 0.0
+        assert (verdict != 0).mean() <= ALPHA + margin
+        assert (verdict == 1).mean() <= ALPHA / 2 + margin
+        assert (verdict == -1).mean() <= ALPHA / 2 + margin
+
+
+@pytest.mark.parametrize("bar", [0.3, 0.6, 0.9])
+def test_exact_crossing_probability_within_n_max_is_at_most_half_alpha_a_side(bar: float) -> None:
+    exact = ThresholdGate(bar, ALPHA, 150)
+    ville = ThresholdGate(bar, ALPHA, 150, exact=False)
+    up = crossing_probability(exact.upper, bar)
+    down = crossing_probability(np.arange(151) - exact.lower, 1 - bar)  # failures' walk
+    assert up <= ALPHA / 2 and down <= ALPHA / 2
+    assert up > 0.8 * ALPHA / 2  # calibrated: the budget is spent, not wasted
+    # Ville's level is valid at any horizon and never decides earlier than the exact one
+    assert (ville.upper >= exact.upper).all() and (ville.lower <= exact.lower).all()
+    assert crossing_probability(ville.upper, bar) <= up
+    # below the bar the upper boundary is crossed even less often (p = bar is the worst)
+    assert crossing_probability(exact.upper, bar - 0.05) < up
+
+
+def test_crossing_probability_matches_simulation() -> None:
+    gate = ThresholdGate(0.6, ALPHA, 80)
+    rng = np.random.default_rng(11)
+    verdict, _ = gate.run(rng.random((RUNS, 80)) < 0.75)
+    # with both boundaries the BELOW side can only stop a walk that would cross ABOVE later
+    assert (verdict == 1).mean() == pytest.approx(crossing_probability(gate.upper, 0.75), abs=0.03)
 
 
 def test_vectorised_run_matches_update_one_episode_at_a_time() -> None:

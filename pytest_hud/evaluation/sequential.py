@@ -3,15 +3,10 @@
 Two gates, each with the fixed-n test it replaces:
 
 * :class:`ThresholdGate` -- "is this task's success rate above or below the bar?"
-  One-sided beta-mixture likelihood ratios (Robbins 1970, "Statistical methods related
-  to the law of the iterated logarithm", Ann. Math. Statist. 41(5); the beta-binomial
-  mixture boundary of Howard, Ramdas, McAuliffe & Sekhon 2021, "Time-uniform,
-  nonparametric, nonasymptotic confidence sequences", Ann. Statist. 49(2)). For
-  H0: p <= bar the mixture over p in (bar, 1] (uniform prior) of the likelihood ratio
-  p vs bar is a nonnegative supermartingale under every p <= bar, so by Ville's
-  inequality it ever reaches 2/alpha with probability at most alpha/2; the mirror
-  image tests H0: p >= bar. Either side deciding at p == bar is an error, so the gate
-  errs there with probability at most alpha, whenever it is looked at. No PyPI
+  One-sided beta-mixture likelihood ratios (Robbins 1970; boundaries and citations in
+  :mod:`pytest_hud.evaluation.mixture`): one tests H0: p <= bar, the other H0:
+  p >= bar, each at alpha/2. Either side deciding at p == bar is an error, so the gate
+  errs there with probability at most alpha, however often it is looked at. No PyPI
   package fits: ``confseq`` is a C++ sdist last released 2023, ``expectation`` needs
   Python 3.12, ``savvi`` tests multinomial point nulls and pulls cvxpy.
 * :class:`BaselineGate` -- "is the candidate worse than the baseline?" on paired
@@ -25,15 +20,15 @@ same way), the yardstick in ``bench/stats.py``.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+from pytest_hud.evaluation.mixture import boundaries
 
 __all__ = [
     "BaselineGate",
@@ -95,56 +90,24 @@ def _check_bar(bar: float) -> None:
         raise ValueError(f"bar: expected a success rate strictly in (0, 1), got {bar!r}")
 
 
-def log_mixture(
-    k: NDArray[np.float64], n: NDArray[np.float64], bar: float, above: bool
-) -> NDArray[np.float64]:
-    """log of the one-sided uniform-mixture likelihood ratio after ``k`` of ``n`` successes.
-
-    ``above``: mixture over p in (bar, 1], a test supermartingale for H0: p <= bar;
-    else over [0, bar), for H0: p >= bar.
-    """
-    from scipy.special import betainc, betaincc, betaln
-
-    a, b = k + 1.0, n - k + 1.0
-    tail = betaincc(a, b, bar) if above else betainc(a, b, bar)
-    width = (1.0 - bar) if above else bar
-    with np.errstate(divide="ignore"):
-        log_tail = np.log(tail)
-    return np.asarray(
-        betaln(a, b) + log_tail - math.log(width) - k * math.log(bar) - (n - k) * math.log1p(-bar)
-    )
-
-
-@lru_cache(maxsize=32)
-def _boundaries(bar: float, alpha: float, n_max: int) -> tuple[NDArray[np.int64], ...]:
-    """Per n in 0..n_max: the least k that decides ABOVE (n + 1: none), the greatest
-    k that decides BELOW (-1: none). Both ratios are monotone in k, so one grid pass."""
-    n = np.arange(n_max + 1, dtype=np.float64)[:, None]
-    k = np.arange(n_max + 1, dtype=np.float64)[None, :]
-    valid = k <= n
-    level = math.log(2.0 / alpha)
-    kk, nn = np.broadcast_arrays(np.minimum(k, n), n)
-    up = (log_mixture(kk, nn, bar, True) >= level) & valid
-    down = (log_mixture(kk, nn, bar, False) >= level) & valid
-    idx = np.arange(n_max + 1)
-    hi = np.where(up.any(axis=1), np.argmax(up, axis=1), idx + 1)
-    lo = np.where(down.any(axis=1), n_max - np.argmax(down[:, ::-1], axis=1), -1)
-    hi[0], lo[0] = 1, -1
-    return hi.astype(np.int64), lo.astype(np.int64)
-
-
 class ThresholdGate:
     """Anytime-valid test of one task's success rate against ``bar`` (see the module doc).
+
+    ``exact`` (default) calibrates the boundary to exactly alpha/2 a side within n_max
+    (see :mod:`pytest_hud.evaluation.mixture`); ``exact=False`` keeps Ville's 2/alpha,
+    valid at any horizon and more conservative.
 
     ``update`` after each episode; the verdict is sticky once reached (episodes already
     in flight still count toward ``successes``/``episodes``).
     """
 
-    def __init__(self, bar: float, alpha: float = 0.05, n_max: int = 200) -> None:
+    def __init__(
+        self, bar: float, alpha: float = 0.05, n_max: int = 200, *, exact: bool = True
+    ) -> None:
         _check_bar(bar)
         _check(alpha, n_max)
         self.bar, self.alpha, self.n_max = float(bar), float(alpha), int(n_max)
-        self.upper, self.lower = _boundaries(self.bar, self.alpha, self.n_max)
+        self.upper, self.lower = boundaries(self.bar, self.alpha, self.n_max, exact)
         self.successes = self.episodes = 0
         self._verdict: Verdict = Verdict.UNDECIDED
         self._at: int | None = None
