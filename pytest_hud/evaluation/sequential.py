@@ -90,7 +90,38 @@ def _check_bar(bar: float) -> None:
         raise ValueError(f"bar: expected a success rate strictly in (0, 1), got {bar!r}")
 
 
-class ThresholdGate:
+class _Gate:
+    """What both gates share: counts, a sticky verdict, and the n_max guard."""
+
+    kind = "gate"
+
+    def __init__(self, alpha: float, n_max: int) -> None:
+        _check(alpha, n_max)
+        self.alpha, self.n_max = float(alpha), int(n_max)
+        self.successes = self.episodes = 0
+        self._verdict: Verdict = Verdict.UNDECIDED
+        self._at: int | None = None
+
+    @property
+    def decision(self) -> Decision:
+        return Decision(self._verdict, self.successes, self.episodes, self.n_max, self._at)
+
+    def _count(self, success: bool) -> bool:
+        """Count one more episode; True while undecided (a verdict may still be reached)."""
+        if self.episodes >= self.n_max:
+            raise ValueError(
+                f"{self.kind}: expected at most n_max={self.n_max} episodes, got one more; "
+                "fix: stop scheduling once decision.exhausted or raise n_max"
+            )
+        self.episodes += 1
+        self.successes += bool(success)
+        return self._verdict is Verdict.UNDECIDED
+
+    def _decide(self, verdict: Verdict) -> None:
+        self._verdict, self._at = verdict, self.episodes
+
+
+class ThresholdGate(_Gate):
     """Anytime-valid test of one task's success rate against ``bar`` (see the module doc).
 
     ``exact`` (default) calibrates the boundary to exactly alpha/2 a side within n_max
@@ -101,35 +132,23 @@ class ThresholdGate:
     in flight still count toward ``successes``/``episodes``).
     """
 
+    kind = "threshold gate"
+
     def __init__(
         self, bar: float, alpha: float = 0.05, n_max: int = 200, *, exact: bool = True
     ) -> None:
         _check_bar(bar)
-        _check(alpha, n_max)
-        self.bar, self.alpha, self.n_max = float(bar), float(alpha), int(n_max)
+        super().__init__(alpha, n_max)
+        self.bar = float(bar)
         self.upper, self.lower = boundaries(self.bar, self.alpha, self.n_max, exact)
-        self.successes = self.episodes = 0
-        self._verdict: Verdict = Verdict.UNDECIDED
-        self._at: int | None = None
-
-    @property
-    def decision(self) -> Decision:
-        return Decision(self._verdict, self.successes, self.episodes, self.n_max, self._at)
 
     def update(self, success: bool) -> Decision:
-        if self.episodes >= self.n_max:
-            raise ValueError(
-                f"threshold gate: expected at most n_max={self.n_max} episodes, got one more; "
-                "fix: stop scheduling once decision.exhausted or raise n_max"
-            )
-        self.episodes += 1
-        self.successes += bool(success)
-        if self._verdict is Verdict.UNDECIDED:
+        if self._count(success):
             n, k = self.episodes, self.successes
             if k >= self.upper[n]:
-                self._verdict, self._at = Verdict.ABOVE, n
+                self._decide(Verdict.ABOVE)
             elif k <= self.lower[n]:
-                self._verdict, self._at = Verdict.BELOW, n
+                self._decide(Verdict.BELOW)
         return self.decision
 
     def run(self, outcomes: NDArray[np.bool_]) -> tuple[NDArray[np.int8], NDArray[np.int64]]:
@@ -200,7 +219,7 @@ def fixed_n_for_power(bar: float, alpha: float, p: float, power: float, n_limit:
     raise ValueError(f"no n <= {n_limit} reaches power {power} at p={p} (bar {bar})")
 
 
-class BaselineGate:
+class BaselineGate(_Gate):
     """Paired sequential comparison with a baseline: WORSE / BETTER / UNDECIDED.
 
     Each update is one seed run by both checkpoints. Mirrored STEP in "comparison"
@@ -209,38 +228,28 @@ class BaselineGate:
     change. ``seed`` fixes STEP's randomised boundary draws (reproducible verdicts).
     """
 
+    kind = "baseline gate"
+
     def __init__(
         self, alpha: float = 0.05, n_max: int = 200, *, cache: Path | None = None, seed: int = 0
     ) -> None:
-        _check(alpha, n_max)
+        super().__init__(alpha, n_max)
         from pytest_hud.evaluation.step_tables import load_table
 
-        self.alpha, self.n_max = float(alpha), int(n_max)
         self._test = _step_test(load_table(self.n_max, self.alpha, cache), n_max, alpha, seed)
-        self.successes = self.base_successes = self.episodes = 0
-        self._verdict: Verdict = Verdict.UNDECIDED
-        self._at: int | None = None
-
-    @property
-    def decision(self) -> Decision:
-        return Decision(self._verdict, self.successes, self.episodes, self.n_max, self._at)
+        self.base_successes = 0
 
     def update(self, base: bool, new: bool) -> Decision:
-        if self.episodes >= self.n_max:
-            raise ValueError(
-                f"baseline gate: expected at most n_max={self.n_max} pairs, got one more; "
-                "fix: stop scheduling once decision.exhausted or raise n_max"
-            )
-        self.episodes += 1
-        self.successes += bool(new)
+        """One seed's pair of outcomes: the baseline's and the candidate's."""
+        undecided = self._count(new)
         self.base_successes += bool(base)
         result = self._test.step(int(bool(base)), int(bool(new)))
-        if self._verdict is Verdict.UNDECIDED:
+        if undecided:
             name = result.decision.name
             if name == "AcceptAlternative":  # alternative: p_base > p_new
-                self._verdict, self._at = Verdict.WORSE, self.episodes
+                self._decide(Verdict.WORSE)
             elif name == "AcceptNull":  # mirrored: p_new > p_base significantly
-                self._verdict, self._at = Verdict.BETTER, self.episodes
+                self._decide(Verdict.BETTER)
         return self.decision
 
 
