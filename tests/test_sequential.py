@@ -189,3 +189,15 @@ def test_bad_baseline_and_fixed_parameters() -> None:
         FixedThresholdGate(0.5, 0.05, 10).decide(11)
     with pytest.raises(ValueError, match="alternative"):
         fixed_n_for_power(0.6, 0.05, 0.6, 0.8)
+
+
+def test_step_table_still_usable_when_the_cache_cannot_be_written(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")  # (root ignores modes, so block with a file)
+    with pytest.warns(UserWarning, match="STEP table not cached"):
+        gate = BaselineGate(ALPHA, 31, cache=blocker / "step")
+    for _ in range(31):
+        d = gate.update(True, False)
+        if d.decided:
+            break
+    assert d.verdict is Verdict.WORSE
