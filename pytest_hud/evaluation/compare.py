@@ -30,7 +30,17 @@ from pytest_hud.evaluation.proportions import (
 )
 from pytest_hud.stats import wilson
 
-__all__ = ["Comparison", "Run", "compare", "format_table", "load_run", "main", "task_label"]
+__all__ = [
+    "Comparison",
+    "Run",
+    "compare",
+    "drops",
+    "format_table",
+    "load_run",
+    "main",
+    "run_from_rows",
+    "task_label",
+]
 
 OVERALL = "overall"
 #: one task's graded episodes of one run: (seed, rep, group, occurrence) -> success
@@ -103,6 +113,11 @@ def load_run(path: str | Path, label: str | None = None) -> Run:
             f"{sorted(doc) if isinstance(doc, dict) else type(doc).__name__}; "
             "fix: pass a file written by --hud-results"
         )
+    return run_from_rows(rows, label or path.stem, path)
+
+
+def run_from_rows(rows: Sequence[dict[str, Any]], label: str, path: Path | None = None) -> Run:
+    """A run from results rows (``report.hud`` rows, e.g. the current session's)."""
     tasks: dict[str, Outcomes] = defaultdict(dict)
     for i, r in enumerate(rows):
         if r.get("error") is not None or r.get("success") is None:
@@ -115,7 +130,7 @@ def load_run(path: str | Path, label: str | None = None) -> Run:
         while episode in outcomes:  # the same seeded row run twice: keep both
             episode = (*episode[:3], episode[3] + 1)
         outcomes[episode] = bool(r["success"])
-    return Run(label or path.stem, path, dict(tasks))
+    return Run(label, path, dict(tasks))
 
 
 def _pair(base: Outcomes, new: Outcomes) -> tuple[int, ...] | None:
