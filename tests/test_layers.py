@@ -1,6 +1,7 @@
 """The layer rule, checked from the imports (``ast``) of every module in pytest_hud/.
 
     plugin.py, fixtures/, _plugin/      pytest integration (may import everything below)
+    evaluation/                         results, gates, ledger, comparison: pure functions of rows
     runtime/                            placement, env servers, rollouts
     robot/sim/   |   robot/agent/       the env side and the agent side: never each other
     robot/record/                       recording (agent-side observers)
@@ -119,6 +120,14 @@ def test_wire_and_contract_are_the_bottom_of_robot() -> None:
 
 def test_runtime_never_imports_the_plugin() -> None:
     bad = violations("runtime -> plugin", ("pytest_hud.runtime",), PLUGIN)
+    assert not bad, "\n".join(bad)
+
+
+def test_evaluation_is_pure_rows() -> None:
+    """Gates, ledgers and comparisons work on result rows alone (a CLI can use them
+    without pytest, a runtime or a model)."""
+    above = ("pytest_hud.runtime", "pytest_hud.robot", *PLUGIN)
+    bad = violations("evaluation -> runtime/robot/plugin", ("pytest_hud.evaluation",), above)
     assert not bad, "\n".join(bad)
 
 

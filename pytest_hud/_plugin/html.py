@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_hud._plugin import report as rep
+from pytest_hud.evaluation import results as rep
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from pytest_hud._plugin import report as rep
 from pytest_hud._plugin.cases import HudCase
 from pytest_hud._plugin.html import _html_extras
 from pytest_hud._plugin.state import CASE, RESULT, SessionState
+from pytest_hud.evaluation import results as rep
 from pytest_hud.runtime.rollout import RolloutResult
 
 __all__ = ["ReportMixin"]

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from pytest_hud._plugin import report as rep
 from pytest_hud._plugin.collect import CollectMixin
 from pytest_hud._plugin.errors import ExpectError
 from pytest_hud._plugin.evaluator import Evaluator
@@ -23,6 +22,7 @@ from pytest_hud._plugin.options import HudOptions
 from pytest_hud._plugin.recording import RecordingMixin
 from pytest_hud._plugin.reporting import ReportMixin
 from pytest_hud._plugin.state import RESULT
+from pytest_hud.evaluation import results as rep
 from pytest_hud.runtime.placement import provider_for
 from pytest_hud.runtime.rollout import RolloutResult
 

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from pytest_hud._plugin.evaluator import Evaluator
     from pytest_hud._plugin.expect import Expectations
     from pytest_hud._plugin.options import HudOptions
-    from pytest_hud._plugin.report import Gate
     from pytest_hud._plugin.session import HudSession
+    from pytest_hud.evaluation.results import Gate
 
 __all__ = ["CASE", "PLUGIN", "RESULT", "SessionState", "session_of"]
 

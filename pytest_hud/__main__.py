@@ -1,0 +1,42 @@
+"""``python -m pytest_hud COMMAND ...``: the package's command line.
+
+    compare base.json new.json [more.json]   checkpoint comparison (pytest_hud.evaluation.compare)
+    ledger merge a.jsonl b.jsonl -o c.jsonl  episode ledgers (pytest_hud.evaluation.ledger)
+
+Each command's module is imported only when asked for, so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+#: command -> (module with a ``main(argv) -> int``, one-line help)
+COMMANDS = {
+    "compare": ("pytest_hud.evaluation.compare", "compare results JSONs of checkpoints per task"),
+    "ledger": ("pytest_hud.evaluation.ledger", "episode ledgers: merge shards"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: python -m pytest_hud COMMAND [ARGS...]", "", "commands:"]
+    lines += [f"  {name:<10} {what}" for name, (_, what) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(_usage())
+        return 0 if args else 2
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        print(f"python -m pytest_hud: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    return int(module.main(rest))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,290 @@
+"""Checkpoint comparison over results JSONs (``--hud-results``), per task and overall.
+
+``python -m pytest_hud compare base.json new.json [more.json]``: every later run is
+compared with the first. Per task (env and template, non-seed args kept apart, seeds
+and repeats pooled): both success rates with Wilson 95% intervals, the difference with
+Newcombe's interval, and an exact p-value -- McNemar on paired seeds when both runs ran
+exactly the same seeded episodes of that task, else Fisher's exact test -- and a
+verdict at ``alpha``. ``--fail-on-drop PP`` exits 1 when any task dropped significantly
+by at least PP percentage points; ``--plot PATH`` writes the PNG (see ``compare_plot``).
+Rates count graded episodes (no error), expected failures included: an xfail mark
+belongs to one checkpoint, a comparison must not drop its episodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_hud.evaluation.proportions import (
+    fisher_exact,
+    mcnemar_exact,
+    newcombe_paired,
+    newcombe_unpaired,
+)
+from pytest_hud.stats import wilson
+
+__all__ = [
+    "Comparison",
+    "Run",
+    "compare",
+    "drops",
+    "format_table",
+    "load_run",
+    "main",
+    "run_from_rows",
+    "task_label",
+]
+
+OVERALL = "overall"
+#: one task's graded episodes of one run: (seed, rep, group, occurrence) -> success
+Outcomes = dict[tuple[Any, ...], bool]
+
+
+@dataclass
+class Run:
+    """One results file: per task label, its graded outcomes keyed by (seed, args, rep)."""
+
+    label: str
+    path: Path | None
+    tasks: dict[str, Outcomes]
+
+    def counts(self, task: str) -> tuple[int, int]:
+        outcomes = self.tasks.get(task, {})
+        return sum(outcomes.values()), len(outcomes)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    task: str
+    base: str
+    new: str
+    base_successes: int
+    base_n: int
+    new_successes: int
+    new_n: int
+    diff: float | None
+    diff_ci: tuple[float, float]
+    p_value: float
+    test: str  # "mcnemar" (paired seeds), "fisher" or "none"
+    verdict: str  # "better", "worse", "no significant change", "missing"
+
+    @property
+    def base_rate(self) -> float | None:
+        return self.base_successes / self.base_n if self.base_n else None
+
+    @property
+    def new_rate(self) -> float | None:
+        return self.new_successes / self.new_n if self.new_n else None
+
+
+def task_label(row: dict[str, Any]) -> str:
+    """``env/template`` plus its non-seed args (``env/template[k=v]``): rows differing
+    only in seed pool into one task, other args stay separate tasks."""
+    args = {k: v for k, v in (row.get("args") or {}).items() if k != "seed"}
+    base = f"{row.get('env')}/{row.get('task_id')}"
+    if not args:
+        return base
+    return (
+        base
+        + "["
+        + ",".join(f"{k}={json.dumps(args[k], sort_keys=True)}" for k in sorted(args))
+        + "]"
+    )
+
+
+def load_run(path: str | Path, label: str | None = None) -> Run:
+    """A results JSON as written by ``--hud-results`` (or ``ledger merge --results``)."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: expected a --hud-results JSON, got {exc}") from None
+    rows = doc.get("rollouts") if isinstance(doc, dict) else None
+    if not isinstance(rows, list):
+        raise ValueError(
+            f"{path}: expected a results JSON with a 'rollouts' list, got "
+            f"{sorted(doc) if isinstance(doc, dict) else type(doc).__name__}; "
+            "fix: pass a file written by --hud-results"
+        )
+    return run_from_rows(rows, label or path.stem, path)
+
+
+def run_from_rows(rows: Sequence[dict[str, Any]], label: str, path: Path | None = None) -> Run:
+    """A run from results rows (``report.hud`` rows, e.g. the current session's)."""
+    tasks: dict[str, Outcomes] = defaultdict(dict)
+    for i, r in enumerate(rows):
+        if r.get("error") is not None or r.get("success") is None:
+            continue
+        outcomes = tasks[task_label(r)]
+        if r.get("seed") is None:  # cannot be paired with another run's episode
+            outcomes[("unseeded", i)] = bool(r["success"])
+            continue
+        episode: tuple[Any, ...] = (r.get("seed"), r.get("rep"), r.get("group"), 0)
+        while episode in outcomes:  # the same seeded row run twice: keep both
+            episode = (*episode[:3], episode[3] + 1)
+        outcomes[episode] = bool(r["success"])
+    return Run(label, path, dict(tasks))
+
+
+def _pair(base: Outcomes, new: Outcomes) -> tuple[int, ...] | None:
+    """(a, b, c, d) when both ran the same seeded episodes, else None."""
+    if not base or base.keys() != new.keys() or any(k[0] == "unseeded" for k in base):
+        return None
+    a = sum(base[k] and new[k] for k in base)
+    b = sum(base[k] and not new[k] for k in base)
+    c = sum(new[k] and not base[k] for k in base)
+    return a, b, c, len(base) - a - b - c
+
+
+def _compare(
+    task: str, base: Run, new: Run, outcomes: tuple[Outcomes, Outcomes], alpha: float
+) -> Comparison:
+    bo, no = outcomes
+    s1, n1, s2, n2 = sum(bo.values()), len(bo), sum(no.values()), len(no)
+    if not n1 or not n2:
+        return Comparison(
+            task, base.label, new.label, s1, n1, s2, n2, None, (-1.0, 1.0), 1.0, "none", "missing"
+        )
+    pairs = _pair(bo, no)
+    if pairs is not None:
+        a, b, c, d = pairs
+        ci, p, test = newcombe_paired(a, b, c, d), mcnemar_exact(b, c), "mcnemar"
+    else:
+        ci, p, test = newcombe_unpaired(s1, n1, s2, n2), fisher_exact(s1, n1, s2, n2), "fisher"
+    diff = s2 / n2 - s1 / n1
+    verdict = "no significant change"
+    if p < alpha and diff != 0:
+        verdict = "better" if diff > 0 else "worse"
+    return Comparison(task, base.label, new.label, s1, n1, s2, n2, diff, ci, p, test, verdict)
+
+
+def compare(runs: Sequence[Run], alpha: float = 0.05) -> list[Comparison]:
+    """Each later run against the first, per task (union of both runs' tasks), then
+    overall (all tasks pooled, paired only where every task pairs)."""
+    if len(runs) < 2:
+        raise ValueError(f"expected a baseline and at least one run to compare, got {len(runs)}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha: expected a level in (0, 1), got {alpha}")
+    base, out = runs[0], []
+    for new in runs[1:]:
+        for task in sorted(set(base.tasks) | set(new.tasks)):
+            pair = (base.tasks.get(task, {}), new.tasks.get(task, {}))
+            out.append(_compare(task, base, new, pair, alpha))
+        pooled = tuple(
+            {(t, *k): v for t, ep in run.tasks.items() for k, v in ep.items()}
+            for run in (base, new)
+        )
+        out.append(_compare(OVERALL, base, new, pooled, alpha))  # type: ignore[arg-type]
+    return out
+
+
+def drops(comparisons: Sequence[Comparison], points: float) -> list[Comparison]:
+    """Tasks (not the pooled row) that got significantly worse by at least ``points`` pp."""
+    return [
+        c
+        for c in comparisons
+        if c.task != OVERALL
+        and c.verdict == "worse"
+        and c.diff is not None
+        and -c.diff * 100 >= points - 1e-9
+    ]
+
+
+def _rate(s: int, n: int) -> str:
+    if not n:
+        return "-"
+    lo, hi = wilson(s, n)
+    return f"{s / n:6.1%} [{lo:.0%}-{hi:.0%}] ({s}/{n})"
+
+
+def format_table(comparisons: Sequence[Comparison]) -> list[str]:
+    head = ("task", "base", "new", "diff [95% CI]", "p", "test", "verdict")
+    lines: list[tuple[str, ...]] = []
+    for c in comparisons:
+        diff = (
+            "-" if c.diff is None else f"{c.diff:+.1%} [{c.diff_ci[0]:+.0%}, {c.diff_ci[1]:+.0%}]"
+        )
+        lines.append(
+            (
+                c.task,
+                _rate(c.base_successes, c.base_n),
+                _rate(c.new_successes, c.new_n),
+                diff,
+                f"{c.p_value:.3g}",
+                c.test,
+                c.verdict,
+            )
+        )
+    widths = [max(len(x[i]) for x in [head, *lines]) for i in range(len(head))]
+    out, current = [], None
+    for c, line in zip(comparisons, lines, strict=True):
+        if (c.base, c.new) != current:
+            current = (c.base, c.new)
+            out += [
+                "",
+                f"{c.base} -> {c.new}",
+                "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)),
+            ]
+        out.append("  ".join(x.ljust(w) for x, w in zip(line, widths, strict=True)).rstrip())
+    return out[1:]
+
+
+def _labels(paths: Sequence[Path]) -> list[str]:
+    stems = [p.stem for p in paths]
+    return [s if stems.count(s) == 1 else f"{s}#{i}" for i, s in enumerate(stems)]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m pytest_hud compare", description=__doc__.splitlines()[0]
+    )
+    ap.add_argument("results", nargs="+", type=Path, help="base.json new.json [more.json ...]")
+    ap.add_argument("--alpha", type=float, default=0.05)
+    ap.add_argument(
+        "--fail-on-drop",
+        type=float,
+        metavar="PP",
+        help="exit 1 when a task drops significantly by at least PP points",
+    )
+    ap.add_argument("--plot", type=Path, help="write the comparison PNG here")
+    ap.add_argument("--json", type=Path, help="write the comparisons as JSON here")
+    args = ap.parse_args(argv)
+    try:
+        runs = [
+            load_run(p, lab) for p, lab in zip(args.results, _labels(args.results), strict=True)
+        ]
+        comparisons = compare(runs, args.alpha)
+    except ValueError as exc:
+        print(f"compare: {exc}", file=sys.stderr)
+        return 2
+    for line in format_table(comparisons):
+        print(line)
+    if args.json is not None:
+        args.json.write_text(json.dumps([c.__dict__ for c in comparisons], indent=2))
+    if args.plot is not None:
+        from pytest_hud.evaluation.compare_plot import write_plot
+
+        write_plot(runs, args.plot)
+        print(f"compare plot: {args.plot}")
+    if args.fail_on_drop is not None:
+        bad = drops(comparisons, args.fail_on_drop)
+        for c in bad:
+            print(
+                f"FAILED {c.task}: {c.base} -> {c.new} dropped {-(c.diff or 0):.1%} "
+                f"(p={c.p_value:.3g}, >= {args.fail_on_drop:g} points)",
+                file=sys.stderr,
+            )
+        if bad:
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,284 @@
+"""The episode ledger: one JSON line per finished rollout, durable the moment it is written.
+
+A run killed after three hours must lose at most the episode being written. Each
+record is one ``write`` of a complete line on an ``O_APPEND`` file, then ``flush`` and
+``fsync``; after a SIGKILL the file holds whole lines and at most one torn last line,
+which :func:`read` reports and :class:`Ledger` cuts off before appending again.
+
+Two kinds of line: ``{"kind": "run", "run": id, "provenance": {...}}`` once per session
+(see :mod:`pytest_hud.evaluation.provenance`) and ``{"kind": "episode", "run": id, ...}``
+per rollout, carrying the plugin's results row (task key, args, rep, seed, agent,
+outcome, score, steps, error, timings) plus the checkpoint's path and content hash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_hud.errors import HudError
+
+__all__ = [
+    "Ledger",
+    "LedgerContents",
+    "LedgerError",
+    "TornLine",
+    "episode_record",
+    "key",
+    "main",
+    "merge",
+    "read",
+    "results",
+]
+
+VERSION = 1
+Key = tuple[Any, ...]
+
+
+class LedgerError(HudError, ValueError):
+    """A ledger line that is not a torn tail cannot be read."""
+
+
+@dataclass(frozen=True)
+class TornLine:
+    """An unfinished last line (the writer died mid-write): where it starts and its bytes."""
+
+    line: int
+    offset: int
+    size: int
+
+
+@dataclass
+class LedgerContents:
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    episodes: list[dict[str, Any]] = field(default_factory=list)
+    torn: TornLine | None = None
+
+
+def key(record: dict[str, Any]) -> Key:
+    """What makes two records the same episode, for resume and merge: the task
+    (``env/slug``), seed, repeat, agent and checkpoint content hash."""
+    ckpt = record.get("checkpoint") or {}
+    return (
+        record.get("key"),
+        record.get("seed"),
+        record.get("rep"),
+        record.get("agent"),
+        ckpt.get("hash"),
+    )
+
+
+def episode_record(
+    row: dict[str, Any],
+    *,
+    run: str,
+    checkpoint: str | None = None,
+    checkpoint_hash: str | None = None,
+) -> dict[str, Any]:
+    """A ledger episode from a plugin results row (``report.hud``)."""
+    ckpt = (
+        None
+        if checkpoint is None and checkpoint_hash is None
+        else {"path": checkpoint, "hash": checkpoint_hash}
+    )
+    return {
+        "kind": "episode",
+        "v": VERSION,
+        "run": run,
+        "finished": time.time(),
+        **row,
+        "checkpoint": ckpt,
+    }
+
+
+def _parse(raw: bytes, number: int, path: Path) -> dict[str, Any]:
+    try:
+        rec = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise LedgerError(
+            f"{path} line {number}: expected one JSON object per line, got {raw[:60]!r} "
+            f"({exc}); fix: only the last line may be torn, so this file was edited or "
+            "written by something else"
+        ) from None
+    if not isinstance(rec, dict) or rec.get("kind") not in ("run", "episode"):
+        raise LedgerError(
+            f"{path} line {number}: expected a run or episode record, got {str(rec)[:60]}"
+        )
+    return rec
+
+
+def read(path: str | Path) -> LedgerContents:
+    """Every whole record of a ledger; an unfinished last line is reported as ``torn``."""
+    path = Path(path)
+    data = path.read_bytes()
+    out = LedgerContents()
+    lines = data.split(b"\n")
+    tail = lines.pop()  # b"" when the file ends with a newline
+    offset = 0
+    for number, raw in enumerate(lines, 1):
+        if raw.strip():
+            rec = _parse(raw, number, path)
+            if rec["kind"] == "run":
+                out.runs[str(rec["run"])] = rec
+            else:
+                out.episodes.append(rec)
+        offset += len(raw) + 1
+    if tail:
+        out.torn = TornLine(len(lines) + 1, offset, len(tail))
+    return out
+
+
+class Ledger:
+    """Append-only writer. Opening a ledger whose last line is torn cuts that line off
+    (``self.torn`` says what was cut), so the next record starts on a line of its own."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        created = not self.path.exists()
+        self.torn: TornLine | None = read(self.path).torn if not created else None
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        if self.torn is not None:
+            os.ftruncate(self._fd, self.torn.offset)
+            os.fsync(self._fd)
+        if created:  # make the new name itself durable
+            dfd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        self._lock = threading.Lock()
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Write one record as one line and fsync it before returning."""
+        if record.get("kind") not in ("run", "episode"):
+            raise LedgerError(f"expected a record with kind run or episode, got {record!r:.80}")
+        line = (json.dumps(record, default=str, separators=(",", ":")) + "\n").encode()
+        with self._lock:
+            if self._fd < 0:
+                raise LedgerError(f"{self.path}: ledger is closed")
+            os.write(self._fd, line)  # one write on O_APPEND: a whole line or a torn tail
+            os.fsync(self._fd)
+
+    def begin_run(self, provenance: dict[str, Any], run: str | None = None) -> str:
+        """Record the session's provenance once; returns the run id episodes refer to."""
+        run = run or uuid.uuid4().hex[:12]
+        self.append(
+            {
+                "kind": "run",
+                "v": VERSION,
+                "run": run,
+                "started": time.time(),
+                "provenance": provenance,
+            }
+        )
+        return run
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def merge(ledgers: Iterable[LedgerContents | str | Path], prefer: str = "last") -> LedgerContents:
+    """Runs and episodes of several ledgers (e.g. shards of one taskset), one episode per
+    :func:`key`. ``prefer="last"`` (default): a later ledger's record, and a later line
+    within a ledger, replaces an earlier one (a rerun wins); ``"first"`` keeps the
+    earliest. Episodes keep the order in which their key first appeared."""
+    if prefer not in ("first", "last"):
+        raise ValueError(f"prefer: expected 'first' or 'last', got {prefer!r}")
+    out = LedgerContents()
+    chosen: dict[Key, dict[str, Any]] = {}
+    for item in ledgers:
+        contents = item if isinstance(item, LedgerContents) else read(item)
+        for run, rec in contents.runs.items():
+            out.runs.setdefault(run, rec)
+        for rec in contents.episodes:
+            k = key(rec)
+            if prefer == "last" or k not in chosen:
+                chosen[k] = rec
+    out.episodes = list(chosen.values())
+    return out
+
+
+def results(contents: LedgerContents) -> dict[str, Any]:
+    """The results-JSON document (``--hud-results`` shape) of a ledger's episodes."""
+    from pytest_hud.evaluation.results import results_document
+
+    rows = [{k: v for k, v in r.items() if k not in ("kind", "v")} for r in contents.episodes]
+    agents = sorted({str(r.get("agent")) for r in rows})
+    meta = {
+        "agent": agents[0] if len(agents) == 1 else agents,
+        "provenance": {run: rec.get("provenance") for run, rec in contents.runs.items()},
+    }
+    return results_document(rows, meta=meta, gates=[])
+
+
+def _write(path: Path, contents: LedgerContents) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w") as f:
+        for rec in [*contents.runs.values(), *contents.episodes]:
+            f.write(json.dumps(rec, default=str, separators=(",", ":")) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pytest_hud.ledger")
+    sub = ap.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("merge", help="merge ledgers without duplicate episodes")
+    m.add_argument("ledgers", nargs="+", type=Path)
+    m.add_argument("-o", "--output", type=Path, required=True, help="merged ledger (JSONL)")
+    m.add_argument("--results", type=Path, help="also write a results JSON (--hud-results shape)")
+    m.add_argument(
+        "--prefer",
+        choices=("last", "first"),
+        default="last",
+        help="which of two records of one episode to keep (default: the later)",
+    )
+    args = ap.parse_args(argv)
+    parts = []
+    for path in args.ledgers:
+        try:
+            contents = read(path)
+        except (OSError, LedgerError) as exc:
+            print(f"ledger merge: {exc}", file=sys.stderr)
+            return 2
+        if contents.torn is not None:
+            print(
+                f"ledger merge: {path}: dropped a torn last line (line {contents.torn.line}, "
+                f"{contents.torn.size} bytes)",
+                file=sys.stderr,
+            )
+        parts.append(contents)
+    merged = merge(parts, prefer=args.prefer)
+    total = sum(len(p.episodes) for p in parts)
+    _write(args.output, merged)
+    if args.results is not None:
+        args.results.write_text(json.dumps(results(merged), indent=2, default=str))
+    print(
+        f"ledger merge: {len(merged.episodes)} episodes ({total - len(merged.episodes)} "
+        f"duplicates dropped) from {len(parts)} ledgers -> {args.output}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,194 @@
+"""A run's provenance: what produced an episode, so it can be trusted and reproduced.
+
+Package versions, the test suite's git revision, the host, a checkpoint's content hash,
+a Docker image's digest, and the command that replays one episode. Every probe is
+bounded and none raises for a missing piece: an absent package, a folder outside git or
+a machine without a Docker engine is recorded as ``None``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shlex
+import socket
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CORE_PACKAGES",
+    "checkpoint_hash",
+    "collect",
+    "docker_image_digest",
+    "git_revision",
+    "host",
+    "package_versions",
+    "repro_command",
+]
+
+CORE_PACKAGES = ("pytest-hud", "lerobot", "torch", "gymnasium", "numpy")
+_CHUNK = 1 << 20
+#: per-file sha256 keyed by (absolute path, mtime_ns, size): re-hashing a 1 GB
+#: checkpoint costs seconds, a stat costs microseconds
+_FILE_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def package_versions(extra: Iterable[str] = ()) -> dict[str, str | None]:
+    """Installed versions of pytest-hud's core packages and ``extra`` (e.g. the env's
+    packages); ``None`` for one that is not installed."""
+    out: dict[str, str | None] = {}
+    for name in (*CORE_PACKAGES, *extra):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git_revision(folder: str | Path, timeout: float = 5.0) -> dict[str, Any] | None:
+    """``{"commit": sha, "dirty": bool}`` for the repository holding ``folder``; ``None``
+    outside git, without git, or when git does not answer within ``timeout`` s."""
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(folder), *args],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    head = git("rev-parse", "HEAD")
+    if head is None:
+        return None
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": head.strip(), "dirty": None if status is None else bool(status.strip())}
+
+
+def host() -> dict[str, Any]:
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "cpus": os.cpu_count(),
+    }
+
+
+def _file_hash(path: Path) -> str:
+    st = path.stat()
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    cached = _FILE_HASHES.get(key)
+    if cached is not None:
+        return cached
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    _FILE_HASHES[key] = digest.hexdigest()
+    return _FILE_HASHES[key]
+
+
+def checkpoint_hash(path: str | Path) -> str:
+    """``sha256:<hex>`` of a checkpoint's content: a file's bytes, or for a folder every
+    file below it (symlinks followed, hidden files included) as ``relative path NUL
+    file sha256`` lines in sorted order, so renaming or editing any file changes it and
+    the folder's location does not. Streams in 1 MiB chunks; files unchanged since the
+    last call (same path, mtime and size) are not re-read."""
+    root = Path(path)
+    if root.is_file():
+        return f"sha256:{_file_hash(root)}"
+    if not root.is_dir():
+        raise FileNotFoundError(
+            f"checkpoint {root}: expected a file or folder, got nothing there; "
+            "fix: pass the checkpoint's path"
+        )
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    digest = hashlib.sha256()
+    for f in files:
+        rel = f.relative_to(root).as_posix()
+        digest.update(f"{rel}\0{_file_hash(f)}\n".encode())
+    return f"sha256:{digest.hexdigest()}"
+
+
+def docker_image_digest(image: str, timeout: float = 10.0) -> str | None:
+    """The image's repo digest (``name@sha256:...``) or, for a local-only build, its id;
+    ``None`` without the docker SDK, an engine, or the image."""
+    try:
+        import docker
+        from docker.errors import DockerException
+    except ImportError:
+        return None
+    try:
+        client = docker.from_env(timeout=int(timeout))
+    except DockerException:
+        return None
+    try:
+        attrs = client.images.get(image).attrs
+    except (DockerException, OSError):
+        return None
+    finally:
+        client.close()
+    digests = attrs.get("RepoDigests") or []
+    if digests:
+        return str(digests[0])
+    ident = attrs.get("Id")
+    return str(ident) if ident else None
+
+
+def repro_command(
+    nodeid: str,
+    agent: str | None,
+    base_seed: int | None = None,
+    *,
+    checkpoint: str | None = None,
+    runtime: str | None = None,
+    extra: Sequence[str] = (),
+) -> str:
+    """The pytest command that replays one episode: its node id (which carries the repeat
+    index) with the run's agent and ``--hud-seed`` (each case's seed derives from it,
+    the row and the repeat, see ``pytest_hud._plugin.cases.derive_seed``)."""
+    args = ["pytest", nodeid]
+    if agent is not None:
+        args.append(f"--hud-agent={agent}")
+    if base_seed is not None:
+        args.append(f"--hud-seed={base_seed}")
+    if checkpoint is not None:
+        args.append(f"--hud-checkpoint={checkpoint}")
+    if runtime is not None:
+        args.append(f"--hud-runtime={runtime}")
+    args.extend(extra)
+    return shlex.join(args)
+
+
+def collect(
+    *,
+    suite: str | Path | None = None,
+    env_packages: Iterable[str] = (),
+    checkpoint: str | Path | None = None,
+    image: str | None = None,
+    seed: int | None = None,
+    command: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """The run's provenance, JSON-able: computed once per session on the controller."""
+    return {
+        "packages": package_versions(env_packages),
+        "git": git_revision(suite) if suite is not None else None,
+        "host": host(),
+        "checkpoint": None
+        if checkpoint is None
+        else {"path": str(checkpoint), "hash": checkpoint_hash(checkpoint)},
+        "image": None if image is None else {"name": image, "digest": docker_image_digest(image)},
+        "seed": seed,
+        "command": None if command is None else shlex.join(command),
+    }
