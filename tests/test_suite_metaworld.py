@@ -63,7 +63,7 @@ def test_rows_name_metaworld_tasks_with_stable_ids() -> None:
     mt1, mt10, mt50 = mw_tasks.mt1(), mw_tasks.mt10(), mw_tasks.mt50()
     assert (len(mt1), len(mt10), len(mt50)) == (50, 50, 100)
     assert {t.id for t in mt1} == {"reach-v3"}
-    assert [t.id for t in mt10[::5]] == list(mw_tasks.MT10)
+    assert list(dict.fromkeys(t.id for t in mt10)) == list(mw_tasks.MT10)
     assert len(mw_tasks.mt10(variations=10)) == 100
     assert all(t.env == "metaworld" and t.metadata["module"] == MODULE for t in mt50)
     for rows in (mt1, mt10, mt50):
@@ -161,6 +161,25 @@ def test_expert_succeeds_on_mt10_tasks_through_the_plugin(pytester: pytest.Pytes
     assert sorted(r["prompt"] for r in data["rollouts"]) == sorted(
         mw_tasks.PROMPTS[t.id] for t in rows
     )
+
+
+def test_metaworld_expert_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyproject's entry point resolves through the registry: installed as a distribution
+    (a dist-info on sys.path, as pip writes it), ``--hud-agent=metaworld-expert`` works."""
+    import tomllib
+
+    from pytest_hud.robot import load_agent
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    value = project["project"]["entry-points"]["pytest_hud.agents"]["metaworld-expert"]
+    dist = tmp_path / "pytest_hud_suites_probe-0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: pytest-hud-suites-probe\n")
+    (dist / "entry_points.txt").write_text(f"[pytest_hud.agents]\nmetaworld-expert = {value}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    agent = load_agent("metaworld-expert")
+    assert isinstance(agent, RobotAgent) and agent.name == "metaworld-expert"
+    assert type(agent.model).__name__ == "MetaWorldExpert"
 
 
 def test_expert_refuses_a_prompt_that_names_no_task() -> None:
