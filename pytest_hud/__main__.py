@@ -2,6 +2,7 @@
 
     compare base.json new.json [more.json]   checkpoint comparison (pytest_hud.evaluation.compare)
     ledger merge a.jsonl b.jsonl -o c.jsonl  episode ledgers (pytest_hud.evaluation.ledger)
+    doctor                                   which MuJoCo GL backends render here, and the fix
 
 Each command's module is imported only when asked for, so ``--help`` stays fast.
 """
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 COMMANDS = {
     "compare": ("pytest_hud.evaluation.compare", "compare results JSONs of checkpoints per task"),
     "ledger": ("pytest_hud.evaluation.ledger", "episode ledgers: merge shards"),
+    "doctor": ("pytest_hud.doctor", "which MuJoCo GL backends render here, and the fix"),
 }
 
 

@@ -1,0 +1,7 @@
+"""Benchmark suites that ship with pytest-hud: each an env module with its task rows,
+the requirements an image serving it needs, and (where one exists) a policy that
+really succeeds.
+
+- :mod:`pytest_hud.suites.metaworld`: MetaWorld v3 (MT1/MT10/MT50), agent
+  ``metaworld-expert``.
+"""

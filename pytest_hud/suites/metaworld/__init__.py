@@ -1,0 +1,130 @@
+"""MetaWorld v3 as a shipped benchmark suite: the env module, its task rows, its expert.
+
+Run the MT10 rows with metaworld's scripted experts (state only, local runtime)::
+
+    pytest --pyargs pytest_hud.suites.metaworld.mt10 --hud-agent=metaworld-expert -n 2
+
+``pytest_hud.suites.metaworld.mt1`` (reach-v3 x its 50 train goals) and
+``pytest_hud.suites.metaworld.mt50`` (50 tasks x 2 goals) run the same way; ``--pyargs
+pytest_hud.suites.metaworld`` collects all three. From your own tests::
+
+    from pytest_hud.suites import metaworld
+
+    @pytest.mark.hud(tasks=metaworld.mt10(variations=10), min_success=0.9)
+    def test_mt10(hud_result): ...
+
+One template per task (its id is the task name, e.g. ``reach-v3``), args ``variation``
+(which of the task's 50 train goals; default: picked by the seed) and ``seed``. The
+prompt is the task's instruction (:data:`PROMPTS`); the episode ends at success or
+at metaworld's 500-step limit, and ``info["success"]`` is latched as the grade.
+
+Cameras are off by default (a frame costs ~90-240 ms here against ~1.3 ms for a
+physics step): ``PYTEST_HUD_METAWORLD_CAMERAS=corner2`` (comma-separated names) and
+``PYTEST_HUD_METAWORLD_SIZE=224`` turn them on for the module's ``env``, or build
+your own with :func:`make_environment`. With cameras on, importing the module runs
+the rendering preflight (:func:`pytest_hud.doctor.preflight`): a machine that cannot
+render fails at boot with the fix, not inside every episode.
+
+``REQUIRES`` and ``APT`` declare what an image serving this module needs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncGenerator, Sequence
+from typing import Any
+
+from pytest_hud import Environment
+from pytest_hud.suites.metaworld.expert import MetaWorldExpert, expert_agent
+from pytest_hud.suites.metaworld.sim import CONTROL_RATE, MAX_STEPS, STATE_SIZE, make_env
+from pytest_hud.suites.metaworld.tasks import ENV, MT10, MT50, PROMPTS, mt1, mt10, mt50
+
+__all__ = [
+    "APT",
+    "CAMERAS_VAR",
+    "MAX_STEPS",
+    "MT10",
+    "MT50",
+    "PROMPTS",
+    "REQUIRES",
+    "SIZE_VAR",
+    "MetaWorldExpert",
+    "contract",
+    "env",
+    "expert_agent",
+    "make_environment",
+    "mt1",
+    "mt10",
+    "mt50",
+]
+
+#: Python requirements of an image serving this module (``packaging``: gymnasium's
+#: MuJoCo renderer imports it without declaring it).
+REQUIRES = ["metaworld==3.1.1", "packaging"]
+#: Debian packages for headless rendering: EGL (Mesa) and OSMesa.
+APT = ["libegl1", "libegl-mesa0", "libgl1-mesa-dri", "libgbm1", "libosmesa6"]
+
+CAMERAS_VAR = "PYTEST_HUD_METAWORLD_CAMERAS"
+SIZE_VAR = "PYTEST_HUD_METAWORLD_SIZE"
+
+
+def contract(cameras: Sequence[str] = (), size: int = 224) -> dict[str, Any]:
+    """The robot contract, known without building a sim (so booting builds nothing)."""
+    features: dict[str, Any] = {
+        "observation/state": {"role": "observation", "dtype": "float32", "shape": [STATE_SIZE]},
+    }
+    for cam in cameras:
+        features[f"observation/images/{cam}"] = {
+            "role": "observation",
+            "type": "rgb",
+            "dtype": "image",
+            "names": ["height", "width", "channel"],
+            "shape": [size, size, 3],
+        }
+    features["action"] = {
+        "role": "action",
+        "dtype": "float32",
+        "shape": [4],
+        "names": ["dx", "dy", "dz", "gripper"],
+        "stats": {"min": [-1.0] * 4, "max": [1.0] * 4},
+    }
+    return {"control_rate": CONTROL_RATE, "robot_type": "sawyer", "features": features}
+
+
+def make_environment(cameras: Sequence[str] = (), size: int = 224, name: str = ENV) -> Environment:
+    """An Environment serving every MetaWorld v3 task, one template per task name."""
+    cameras = tuple(cameras)
+    if cameras:
+        from pytest_hud.doctor import preflight
+
+        preflight()  # one RenderError with the fix, before any sim spawns
+    environment = Environment(name)
+    sim = environment.gym(
+        make_env,
+        make_kwargs={"cameras": cameras, "size": size},
+        contract=contract(cameras, size),
+        fps=CONTROL_RATE,
+    )
+    for task in PROMPTS:
+        environment.template(task)(_episode(sim, task))
+    return environment
+
+
+def _episode(sim: Any, task: str) -> Any:
+    prompt = PROMPTS[task]
+
+    async def episode(variation: int | None = None, seed: int = 0) -> AsyncGenerator[Any, Any]:
+        ep = await sim.reset(task=task, variation=variation, seed=seed)
+        yield {"prompt": prompt, "robot": {"token": ep["token"]}}
+        yield await sim.result(token=ep["token"])
+
+    episode.__doc__ = f"MetaWorld {task}: {prompt} (success from info['success'])."
+    episode.__name__ = episode.__qualname__ = task.replace("-", "_")
+    return episode
+
+
+def _cameras_from_environ() -> tuple[str, ...]:
+    return tuple(c.strip() for c in os.environ.get(CAMERAS_VAR, "").split(",") if c.strip())
+
+
+env = make_environment(_cameras_from_environ(), int(os.environ.get(SIZE_VAR) or 224))

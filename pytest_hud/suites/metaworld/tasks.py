@@ -1,0 +1,173 @@
+"""MetaWorld v3's task names, their prompts, and the MT1/MT10/MT50 task rows.
+
+Pure data (no metaworld import), so rows can be listed where metaworld is not
+installed (a test process that serves the env in a docker image). A row is
+``Task("metaworld", <task name>, {"variation": k, "seed": k})``: ``variation``
+picks one of the task's 50 train goals (object and goal positions), so row ``k``
+of every run is the same scene. The rows carry a ``module`` column naming the env
+module, so a JSONL of them runs without a conftest.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pytest_hud import Task
+
+__all__ = [
+    "ENV",
+    "MODULE",
+    "MT10",
+    "MT50",
+    "PROMPTS",
+    "SUITE_FILES",
+    "VARIATIONS",
+    "mt1",
+    "mt10",
+    "mt50",
+    "task_for_prompt",
+    "write_suite_files",
+]
+
+ENV = "metaworld"
+MODULE = "pytest_hud.suites.metaworld"
+#: Train goals per task (metaworld's ``_N_GOALS``).
+VARIATIONS = 50
+
+#: Every v3 task with the instruction a language-conditioned policy gets (our wording).
+PROMPTS: dict[str, str] = {
+    "assembly-v3": "put the ring onto the peg",
+    "basketball-v3": "dunk the ball into the basket",
+    "bin-picking-v3": "move the block from one bin to the other",
+    "box-close-v3": "put the lid on the box",
+    "button-press-topdown-v3": "press the button from the top",
+    "button-press-topdown-wall-v3": "press the button from the top, past the wall",
+    "button-press-v3": "press the button",
+    "button-press-wall-v3": "press the button, past the wall",
+    "coffee-button-v3": "press the coffee machine's button",
+    "coffee-pull-v3": "pull the mug away from the coffee machine",
+    "coffee-push-v3": "push the mug under the coffee machine",
+    "dial-turn-v3": "turn the dial",
+    "disassemble-v3": "take the ring off the peg",
+    "door-close-v3": "close the door",
+    "door-lock-v3": "lock the door by turning the lock",
+    "door-open-v3": "open the door",
+    "door-unlock-v3": "unlock the door by turning the lock",
+    "hand-insert-v3": "put the block into the hole",
+    "drawer-close-v3": "close the drawer",
+    "drawer-open-v3": "open the drawer",
+    "faucet-open-v3": "turn the faucet on",
+    "faucet-close-v3": "turn the faucet off",
+    "hammer-v3": "hammer the nail into the wall",
+    "handle-press-side-v3": "press the handle down from the side",
+    "handle-press-v3": "press the handle down",
+    "handle-pull-side-v3": "pull the handle up from the side",
+    "handle-pull-v3": "pull the handle up",
+    "lever-pull-v3": "pull the lever up",
+    "pick-place-wall-v3": "pick up the puck and place it at the goal, past the wall",
+    "pick-out-of-hole-v3": "pick the peg out of the hole",
+    "pick-place-v3": "pick up the puck and place it at the goal",
+    "plate-slide-v3": "slide the plate into the cabinet",
+    "plate-slide-side-v3": "slide the plate into the cabinet from the side",
+    "plate-slide-back-v3": "slide the plate out of the cabinet",
+    "plate-slide-back-side-v3": "slide the plate out of the cabinet from the side",
+    "peg-insert-side-v3": "insert the peg into the hole from the side",
+    "peg-unplug-side-v3": "unplug the peg from the side",
+    "soccer-v3": "kick the ball into the goal",
+    "stick-push-v3": "grab the stick and push the box with it",
+    "stick-pull-v3": "grab the stick and pull the box with it",
+    "push-v3": "push the puck to the goal",
+    "push-wall-v3": "push the puck to the goal, past the wall",
+    "push-back-v3": "pull the puck back to the goal",
+    "reach-v3": "reach the goal",
+    "reach-wall-v3": "reach the goal, past the wall",
+    "shelf-place-v3": "place the puck onto the shelf",
+    "sweep-into-v3": "sweep the puck into the hole",
+    "sweep-v3": "sweep the puck off the table",
+    "window-open-v3": "slide the window open",
+    "window-close-v3": "slide the window closed",
+}
+
+#: MT50 is every task, in metaworld's order; MT10 its ten-task subset.
+MT50: tuple[str, ...] = tuple(PROMPTS)
+MT10: tuple[str, ...] = (
+    "reach-v3",
+    "push-v3",
+    "pick-place-v3",
+    "door-open-v3",
+    "drawer-open-v3",
+    "drawer-close-v3",
+    "button-press-topdown-v3",
+    "peg-insert-side-v3",
+    "window-open-v3",
+    "window-close-v3",
+)
+
+_BY_PROMPT = {prompt: name for name, prompt in PROMPTS.items()}
+
+
+def task_for_prompt(prompt: str) -> str:
+    """The task a prompt names: one of :data:`PROMPTS`' values, or a task name itself."""
+    text = prompt.strip()
+    if text in PROMPTS:
+        return text
+    try:
+        return _BY_PROMPT[text]
+    except KeyError:
+        raise LookupError(
+            f"prompt {prompt!r} names no MetaWorld task: expected one of the suite's prompts "
+            "(pytest_hud.suites.metaworld.PROMPTS) or a task name such as 'reach-v3'"
+        ) from None
+
+
+def _rows(names: tuple[str, ...] | list[str], variations: int) -> list[Task]:
+    if not 1 <= variations <= VARIATIONS:
+        raise ValueError(f"variations: expected 1..{VARIATIONS}, got {variations}")
+    unknown = [n for n in names if n not in PROMPTS]
+    if unknown:
+        raise ValueError(f"unknown MetaWorld task(s) {unknown}; known: {', '.join(MT50)}")
+    return [
+        Task(ENV, name, {"variation": k, "seed": k}, metadata={"module": MODULE})
+        for name in names
+        for k in range(variations)
+    ]
+
+
+def mt1(task: str = "reach-v3", variations: int = VARIATIONS) -> list[Task]:
+    """MT1: one task over its first ``variations`` train goals (all 50 by default)."""
+    return _rows([task], variations)
+
+
+def mt10(variations: int = 5) -> list[Task]:
+    """MT10: the ten MT10 tasks x ``variations`` train goals each."""
+    return _rows(MT10, variations)
+
+
+def mt50(variations: int = 2) -> list[Task]:
+    """MT50: all fifty tasks x ``variations`` train goals each."""
+    return _rows(MT50, variations)
+
+
+#: The shipped JSONL files (one package each, so ``pytest --pyargs`` names them).
+SUITE_FILES = {
+    "mt1": (Path(__file__).parent / "mt1" / "tasks.jsonl", lambda: mt1()),
+    "mt10": (Path(__file__).parent / "mt10" / "tasks.jsonl", lambda: mt10()),
+    "mt50": (Path(__file__).parent / "mt50" / "tasks.jsonl", lambda: mt50()),
+}
+
+
+def _plain(task: Task) -> dict[str, object]:
+    row = task.to_row()
+    row.pop("metadata", None)  # the module column goes at the top level, as users write it
+    return row
+
+
+def write_suite_files() -> list[Path]:
+    """Regenerate the shipped JSONL files from the functions above."""
+    out = []
+    for path, rows in SUITE_FILES.values():
+        lines = [json.dumps({**_plain(t), "module": MODULE}) for t in rows()]
+        path.write_text("\n".join(lines) + "\n")
+        out.append(path)
+    return out
