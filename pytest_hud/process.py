@@ -53,7 +53,7 @@ class Child:
         cls,
         argv: Sequence[str],
         *,
-        announce: str,
+        announce: str | None,
         timeout: float,
         what: str = "child process",
         env: dict[str, str] | None = None,
@@ -69,6 +69,9 @@ class Child:
             limit=1 << 20,
         )
         child = cls(proc, what)
+        if announce is None:  # a child that prints no ready line (ssh -N): caller probes it
+            child._drain = asyncio.create_task(child._drain_output())
+            return child
         try:
             await child._wait_ready(announce, timeout, stdin)
         except BaseException:
