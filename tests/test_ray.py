@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import re
+import signal
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -195,6 +199,49 @@ async def test_a_cancelled_rollout_leaves_no_actor(cluster: LocalCluster) -> Non
         await task
     assert not live_actors()
     assert not alive_actors()
+
+
+def _driver(address: str, mode: str) -> subprocess.Popen[str]:
+    from ray_cluster import cluster_env
+
+    return subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("ray_driver.py")), address, mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=cluster_env(),
+    )
+
+
+def test_a_ray_client_address_runs_a_rollout(cluster: LocalCluster) -> None:
+    proc = _driver(f"ray://127.0.0.1:{cluster.client_port}", "rollout")
+    out, _ = proc.communicate(timeout=240)
+    last = out.strip().splitlines()[-1]
+    assert proc.returncode == 0 and json.loads(last)["error"] is None, out
+    assert json.loads(last)["steps"] == 200
+
+
+def test_ctrl_c_in_a_driver_leaves_no_actor_and_no_server(cluster: LocalCluster) -> None:
+    proc = _driver(cluster.address, "hang")
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:  # bounded by the driver's own boot_timeout and the test timeout
+        lines.append(line)
+        if line.startswith("READY"):
+            break
+    else:
+        pytest.fail("the driver never got its actor serving:\n" + "".join(lines))
+    actor_id = line.split()[1]
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    from ray.util.state import get_actor
+
+    deadline = time.monotonic() + 60
+    while (state := get_actor(actor_id, timeout=30).state) != "DEAD":
+        assert time.monotonic() < deadline, f"actor {actor_id} still {state} 60 s after Ctrl-C"
+        time.sleep(0.5)
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    assert f"pytest_hud.serve {PENDULUM}" not in out
 
 
 def test_no_actor_or_server_is_left_alive(cluster: LocalCluster) -> None:
