@@ -244,6 +244,16 @@ def test_ctrl_c_in_a_driver_leaves_no_actor_and_no_server(cluster: LocalCluster)
     assert f"pytest_hud.serve {PENDULUM}" not in out
 
 
+def test_runtime_specs_name_their_cluster() -> None:
+    from pytest_hud.runtime.ray import address_from_spec
+
+    assert address_from_spec("ray") is None
+    assert address_from_spec("ray:127.0.0.1:6379") == "127.0.0.1:6379"
+    assert address_from_spec("ray://127.0.0.1:10001") == "ray://127.0.0.1:10001"
+    with pytest.raises(ValueError, match="not a ray runtime spec"):
+        address_from_spec("docker:img")
+
+
 def test_no_actor_or_server_is_left_alive(cluster: LocalCluster) -> None:
     assert not live_actors()
     assert not alive_actors()

@@ -46,7 +46,7 @@ from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.subprocess import SubstrateError
 from pytest_hud.runtime.task import Task
 
-__all__ = ["RayRuntime", "connect", "live_actors"]
+__all__ = ["RayRuntime", "address_from_spec", "connect", "live_actors"]
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _STOP_TIMEOUT = 15.0
@@ -61,6 +61,17 @@ def _loopback_mode() -> None:
     import ray._private.ray_constants as constants
 
     constants.ENABLE_RAY_CLUSTER = False
+
+
+def address_from_spec(spec: str) -> str | None:
+    """The cluster an ``--hud-runtime`` value names: ``ray`` ($RAY_ADDRESS, else a local
+    cluster), ``ray:HOST:PORT`` (a GCS address) or ``ray://HOST:PORT`` (Ray Client)."""
+    kind, _, rest = spec.partition(":")
+    if kind != "ray":
+        raise ValueError(f"not a ray runtime spec: {spec!r} (ray, ray:HOST:PORT, ray://HOST:PORT)")
+    if rest.startswith("//"):
+        return spec
+    return rest or None
 
 
 def connect(address: str | None = None, runtime_env: Mapping[str, Any] | None = None) -> None:
