@@ -16,7 +16,7 @@ the ``daytona`` module, covering exactly these calls (signatures as in daytona 0
 A sandbox is a real process group: its session command runs through ``sh -c`` with
 ``python`` as this interpreter, in a loopback address of its own (``127.79.N.1``
 stands for its ``127.0.0.1``, so every sandbox binds the literal ports 8000, 8001, ...).
-The SSH gateway is ``tests/fake_ssh.py``: ``ssh_command`` names it as ``ssh`` and
+The SSH proxy is ``tests/fake_ssh.py``: ``ssh_command`` names it as ``ssh`` and
 DaytonaRuntime is built with ``ssh=`` pointing at it; it implements ``-N -L`` with real
 TCP forwarders from this side's 127.0.0.1 to the sandbox's address. ``delete()``
 SIGTERMs, then SIGKILLs the group.

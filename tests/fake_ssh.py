@@ -4,7 +4,7 @@ Accepts the options DaytonaRuntime passes (``-p``, ``-o``, ``-N``, ``-L
 BIND:LPORT:HOST:PORT``) and ``TOKEN@SANDBOX_IP``; for each ``-L`` it listens on
 BIND:LPORT (DaytonaRuntime asks for 127.0.0.1) and forwards every connection to the
 sandbox's own address (``127.0.0.1`` inside the sandbox is ``SANDBOX_IP`` here), like
-the Daytona gateway would. A forward it cannot bind ends it with code 255 (as
+Daytona's SSH proxy would. A forward it cannot bind ends it with code 255 (as
 ``ExitOnForwardFailure=yes``). Runs until SIGTERM.
 """
 

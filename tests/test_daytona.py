@@ -2,11 +2,11 @@
 
 Daytona's cloud cannot be reached from this machine, so these tests inject
 ``FakeDaytona`` through ``DaytonaRuntime(daytona=...)`` and use tests/fake_ssh.py as
-the SSH gateway's client. Neither is a mock: a sandbox's session command really runs
+the SSH proxy's client. Neither is a mock: a sandbox's session command really runs
 ``python -m pytest_hud.serve ...`` as a local process on a loopback address of its own,
 and the "ssh" really forwards 127.0.0.1 ports to it over TCP, so rollouts go over the
 real control channel and the real robot wire. What stays untested: Daytona's cloud
-(image builds, scheduling, the SSH gateway and the real ssh client's forwarding).
+(image builds, scheduling, Daytona's SSH proxy and the real ssh client's forwarding).
 """
 
 from __future__ import annotations
