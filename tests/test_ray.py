@@ -30,10 +30,7 @@ import pytest_hud
 from pytest_hud import LocalRuntime, Shared, Task, Taskset, run
 from pytest_hud.robot import RobotClient
 from pytest_hud.runtime import rollout
-
-require(importlib.util.find_spec("ray"), "ray", "run scripts/setup --ray")
-
-from pytest_hud.runtime.ray import RayRuntime, connect, live_actors  # noqa: E402
+from pytest_hud.runtime.ray import RayRuntime, connect, live_actors
 
 ROOT = Path(__file__).resolve().parent.parent
 PENDULUM = ROOT / "examples" / "envs" / "pendulum.py"
@@ -45,6 +42,7 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """The session's cluster, joined by this process; stopped by the groups it started."""
+    require(importlib.util.find_spec("ray"), "ray", "run scripts/setup --ray")
     import ray
 
     local = LocalCluster(tmp_path_factory.mktemp("ray") / "t")
