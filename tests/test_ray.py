@@ -252,6 +252,20 @@ def test_runtime_specs_name_their_cluster() -> None:
         address_from_spec("docker:img")
 
 
+async def test_policy_replicas_serve_rollouts_round_robin(cluster: LocalCluster) -> None:
+    from pytest_hud.robot.model import ZeroModel
+    from pytest_hud.runtime.ray_policy import PolicyReplicas
+
+    rows = [Task("pendulum", "swing_up", {"seed": s}) for s in range(4)]
+    async with PolicyReplicas(ZeroModel, 2, num_cpus=0.5) as replicas:
+        assert all(url.startswith("ws://127.0.0.1:") for url in replicas.urls), replicas.urls
+        results = await run(rows, replicas.agent(), runtime=RayRuntime(PENDULUM), max_concurrent=4)
+        batches = await replicas.batches()
+    assert [(r.error, r.steps) for r in results] == [(None, 200)] * 4
+    assert all(sum(b) >= 2 * 200 for b in batches), [sum(b) for b in batches]  # 2 episodes each
+    assert not [a for a in alive_actors() if a.class_name == "PolicyActor"]
+
+
 def test_no_actor_or_server_is_left_alive(cluster: LocalCluster) -> None:
     assert not live_actors()
     assert not alive_actors()
