@@ -7,7 +7,9 @@ rows) ``--group`` times each with the zero agent, ``--concurrency`` rollouts at 
 * local: ``LocalRuntime`` (a fresh in-process env server per rollout);
 * subprocess: ``SubprocessRuntime`` (a fresh ``python -m pytest_hud.serve`` per rollout);
 * ray: ``RayRuntime`` (a fresh actor running that server per rollout);
-* ray shared: ``Shared(RayRuntime, width=1)`` (one actor per env, reused).
+* ray shared: ``Shared(RayRuntime, width=1)`` (one actor per env, reused);
+* delegated: each whole rollout (``LocalRuntime`` + ``RobotAgent(ZeroModel())``) as a
+  Ray task (``delegated_rollout``), results folded back.
 
 Every rollout's (steps, reward) must match local's; the figures are wall time for the
 whole batch. The cluster is stopped by the process groups it started.
@@ -32,17 +34,33 @@ from agents import zero_agent  # noqa: E402
 from ray_cluster import LocalCluster  # noqa: E402
 
 from pytest_hud import LocalRuntime, Shared, SubprocessRuntime, Taskset, run  # noqa: E402
+from pytest_hud.robot import RobotAgent  # noqa: E402
+from pytest_hud.robot.model import ZeroModel  # noqa: E402
 from pytest_hud.runtime.ray import RayRuntime, connect  # noqa: E402
+from pytest_hud.runtime.ray_delegate import delegated_rollout  # noqa: E402
 
 PENDULUM = ROOT / "examples" / "envs" / "pendulum.py"
+
+
+async def delegated(rows: list[Any], args: argparse.Namespace) -> list[Any]:
+    agent, gate = RobotAgent(ZeroModel(), name="zero"), asyncio.Semaphore(args.concurrency)
+
+    async def one(task: Any, index: int) -> Any:
+        async with gate:
+            return await delegated_rollout(task, agent, LocalRuntime(PENDULUM), index=index)
+
+    return list(await asyncio.gather(*(one(t, i) for t in rows for i in range(args.group))))
 
 
 async def measure(name: str, runtime: Any, args: argparse.Namespace) -> tuple[float, list[Any]]:
     rows = list(Taskset.load(PENDULUM))
     start = time.perf_counter()
-    results = await run(
-        rows, zero_agent, runtime=runtime, group=args.group, max_concurrent=args.concurrency
-    )
+    if runtime == "delegated":
+        results = await delegated(rows, args)
+    else:
+        results = await run(
+            rows, zero_agent, runtime=runtime, group=args.group, max_concurrent=args.concurrency
+        )
     wall = time.perf_counter() - start
     errors = [r.error for r in results if r.error]
     if errors:
@@ -58,6 +76,7 @@ async def main(args: argparse.Namespace) -> None:
         ("subprocess", SubprocessRuntime(PENDULUM)),
         ("ray", RayRuntime(PENDULUM)),
         ("ray shared", Shared(RayRuntime(PENDULUM), width=1)),
+        ("delegated", "delegated"),
     ]:
         wall, outcome = await measure(name, runtime, args)
         assert outcome == base, f"{name} differs from local"

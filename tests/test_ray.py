@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import os
 import re
 import signal
 import subprocess
@@ -264,6 +265,27 @@ async def test_policy_replicas_serve_rollouts_round_robin(cluster: LocalCluster)
     assert [(r.error, r.steps) for r in results] == [(None, 200)] * 4
     assert all(sum(b) >= 2 * 200 for b in batches), [sum(b) for b in batches]  # 2 episodes each
     assert not [a for a in alive_actors() if a.class_name == "PolicyActor"]
+
+
+async def test_a_delegated_rollout_runs_whole_on_a_worker_and_folds_back(
+    cluster: LocalCluster,
+) -> None:
+    from pytest_hud.robot import RobotAgent
+    from pytest_hud.robot.model import ZeroModel
+    from pytest_hud.runtime.ray_delegate import delegated_rollout
+
+    row = Task("pendulum", "swing_up", {"seed": 3}, runtime_config={"resources": {"libero": 1}})
+    agent = RobotAgent(ZeroModel(), name="zero")
+    here = await rollout(row, agent, LocalRuntime(PENDULUM))
+    there = await delegated_rollout(row, agent, LocalRuntime(PENDULUM), timeout=300)
+    assert there.error is None, there.error
+    assert (there.steps, there.total_reward, there.success) == (
+        here.steps,
+        here.total_reward,
+        here.success,
+    )
+    assert there.agent_info["ray"]["node_id"] == libero_node()
+    assert there.agent_info["ray"]["pid"] != os.getpid()
 
 
 def test_no_actor_or_server_is_left_alive(cluster: LocalCluster) -> None:

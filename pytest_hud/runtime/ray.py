@@ -46,7 +46,7 @@ from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.subprocess import SubstrateError
 from pytest_hud.runtime.task import Task
 
-__all__ = ["RayRuntime", "address_from_spec", "connect", "live_actors"]
+__all__ = ["RayRuntime", "address_from_spec", "connect", "live_actors", "placement_options"]
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _STOP_TIMEOUT = 15.0
@@ -306,21 +306,43 @@ class RayRuntime:
 
     def actor_options(self, task: Task) -> dict[str, Any]:
         """``.options(...)`` of the task's actor: the row's runtime_config on top of ours."""
-        cfg = task.runtime_config
-        resources = {**self.resources, **dict(cfg.resources if cfg is not None else ())}
-        cpu = cfg.cpu if cfg is not None and cfg.cpu is not None else self.num_cpus
-        gpu: Any = cfg.gpu if cfg is not None and cfg.gpu is not None else self.num_gpus
-        mib = memory_mib((cfg.memory if cfg is not None else None) or self.memory)
-        options: dict[str, Any] = {"num_cpus": float(cpu), "max_restarts": 0}
-        if gpu is not None:
-            try:
-                options["num_gpus"] = float(gpu)
-            except ValueError:
-                raise ValueError(f"RayRuntime takes a GPU count (gpu=1), got {gpu!r}") from None
-        if mib is not None:
-            options["memory"] = math.ceil(mib * 1024 * 1024)
-        if resources:
-            options["resources"] = {k: float(v) for k, v in resources.items()}
-        if self.runtime_env is not None:
-            options["runtime_env"] = dict(self.runtime_env)
-        return options
+        options = placement_options(
+            task,
+            num_cpus=self.num_cpus,
+            num_gpus=self.num_gpus,
+            memory=self.memory,
+            resources=self.resources,
+            runtime_env=self.runtime_env,
+        )
+        return {**options, "max_restarts": 0}
+
+
+def placement_options(
+    task: Task,
+    *,
+    num_cpus: float = 1,
+    num_gpus: float | None = None,
+    memory: int | str | None = None,
+    resources: Mapping[str, float] | None = None,
+    runtime_env: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Ray ``.options(...)`` placing ``task``: its runtime_config (cpu, gpu count, memory,
+    custom resources) on top of the given defaults."""
+    cfg = task.runtime_config
+    merged = {**(resources or {}), **dict(cfg.resources if cfg is not None else ())}
+    cpu = cfg.cpu if cfg is not None and cfg.cpu is not None else num_cpus
+    gpu: Any = cfg.gpu if cfg is not None and cfg.gpu is not None else num_gpus
+    mib = memory_mib((cfg.memory if cfg is not None else None) or memory)
+    options: dict[str, Any] = {"num_cpus": float(cpu)}
+    if gpu is not None:
+        try:
+            options["num_gpus"] = float(gpu)
+        except ValueError:
+            raise ValueError(f"Ray takes a GPU count (gpu=1), got {gpu!r}") from None
+    if mib is not None:
+        options["memory"] = math.ceil(mib * 1024 * 1024)
+    if merged:
+        options["resources"] = {k: float(v) for k, v in merged.items()}
+    if runtime_env is not None:
+        options["runtime_env"] = dict(runtime_env)
+    return options
