@@ -3,11 +3,13 @@
 from pytest_hud.errors import HudError
 from pytest_hud.runtime import (
     ControlClient,
+    DaytonaRuntime,
     DockerRuntime,
     Environment,
     LocalRuntime,
     ModalRuntime,
     Provider,
+    RayRuntime,
     RolloutResult,
     Run,
     Runtime,
@@ -33,6 +35,8 @@ __all__ = [  # noqa: RUF022 - grouped by what a user reaches for, not sorted
     "SubprocessRuntime",
     "DockerRuntime",
     "ModalRuntime",
+    "RayRuntime",
+    "DaytonaRuntime",
     "Shared",
     # what an env module declares
     "Environment",

@@ -49,17 +49,21 @@ class Child:
         self.info: dict[str, Any] = {}
         self._tail: collections.deque[str] = collections.deque(maxlen=60)
         self._drain: asyncio.Task[None] | None = None
+        #: print every line the child writes to this process's stdout too (a Ray actor's
+        #: log then holds its server's output, readable after the actor died)
+        self.echo = False
 
     @classmethod
     async def spawn(
         cls,
         argv: Sequence[str],
         *,
-        announce: str,
+        announce: str | None,
         timeout: float,
         what: str = "child process",
         env: dict[str, str] | None = None,
         stdin: bytes = b"",
+        echo: bool = False,
     ) -> Child:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -71,6 +75,10 @@ class Child:
             limit=1 << 20,
         )
         child = cls(proc, what)
+        child.echo = echo
+        if announce is None:  # a child that prints no ready line (ssh -N): caller probes it
+            child._drain = asyncio.create_task(child._drain_output())
+            return child
         try:
             await child._wait_ready(announce, timeout, stdin)
         except BaseException:
@@ -98,7 +106,7 @@ class Child:
                     if text.startswith(announce + " "):
                         self.info = json.loads(text[len(announce) + 1 :])
                         break
-                    self._tail.append(text)
+                    self._note(text)
         except TimeoutError:
             raise ChildError(
                 f"{self.what} did not announce itself within {timeout} s (expected a "
@@ -110,7 +118,12 @@ class Child:
         assert self.proc.stdout is not None
         with contextlib.suppress(Exception):
             while line := await self.proc.stdout.readline():
-                self._tail.append(line.decode(errors="replace").rstrip("\n"))
+                self._note(line.decode(errors="replace").rstrip("\n"))
+
+    def _note(self, text: str) -> None:
+        self._tail.append(text)
+        if self.echo:
+            print(text, flush=True)
 
     @property
     def pid(self) -> int:

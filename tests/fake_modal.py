@@ -41,7 +41,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = "PYTEST_HUD_FAKE_MODAL_SANDBOX"
-_ids = itertools.count(1)
+# Sandbox numbers start at a per-process offset: two pytest-xdist workers each running
+# fakes must not hand out the same loopback address (every sandbox binds port 8000).
+_ids = itertools.count(1 + 37 * (os.getpid() % 1000))
 
 
 class BlockingCallError(RuntimeError):

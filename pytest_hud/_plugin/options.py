@@ -14,8 +14,9 @@ __all__ = ["HudOptions", "addoption"]
 _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     (
         "--hud-runtime",
-        "where substrates run: local, subprocess, docker[:IMAGE], "
-        "modal[:IMAGE], or tcp://HOST:PORT of a running env server (default: local)",
+        "where substrates run: local, subprocess, docker[:IMAGE], modal[:IMAGE], "
+        "ray (RAY_ADDRESS, else a local cluster), ray:HOST:PORT, ray://HOST:PORT, "
+        "or tcp://HOST:PORT of a running env server (default: local)",
         {},
     ),
     (
@@ -164,10 +165,11 @@ class HudOptions:
             if path is not None and not path.exists():
                 raise pytest.UsageError(f"--hud-{name}: {path} does not exist")
         kind = self.runtime.split(":", 1)[0]
-        if kind not in ("local", "subprocess", "docker", "modal", "tcp", "ws"):
+        if kind not in ("local", "subprocess", "docker", "modal", "ray", "tcp", "ws"):
             raise pytest.UsageError(
                 f"unknown --hud-runtime {self.runtime!r}; valid forms: local, subprocess, "
-                "docker[:IMAGE], modal[:IMAGE], tcp://HOST:PORT or ws://HOST:PORT"
+                "docker[:IMAGE], modal[:IMAGE], ray, ray:HOST:PORT, ray://HOST:PORT, "
+                "tcp://HOST:PORT or ws://HOST:PORT"
             )
         if self.timeout <= 0:
             raise pytest.UsageError("--hud-timeout must be positive")

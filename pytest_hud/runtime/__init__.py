@@ -1,6 +1,7 @@
 """Placement: task rows, providers and runtimes, the env server and the scheduler."""
 
 from pytest_hud.runtime.control import ControlClient, Run
+from pytest_hud.runtime.daytona import DaytonaRuntime
 from pytest_hud.runtime.docker import DockerRuntime
 from pytest_hud.runtime.environment import Environment, Template
 from pytest_hud.runtime.errors import (
@@ -15,6 +16,7 @@ from pytest_hud.runtime.local import LocalRuntime
 from pytest_hud.runtime.modal import ModalRuntime
 from pytest_hud.runtime.placement import resolve_placement
 from pytest_hud.runtime.provider import Provider, Runtime
+from pytest_hud.runtime.ray import RayRuntime
 from pytest_hud.runtime.rollout import Agent, RolloutResult, rollout
 from pytest_hud.runtime.scheduler import run
 from pytest_hud.runtime.server import EnvServer
@@ -26,6 +28,7 @@ __all__ = [
     "Agent",
     "ControlClient",
     "ControlError",
+    "DaytonaRuntime",
     "DockerRuntime",
     "EnvError",
     "EnvServer",
@@ -34,6 +37,7 @@ __all__ = [
     "ModalRuntime",
     "PlacementError",
     "Provider",
+    "RayRuntime",
     "RolloutResult",
     "Run",
     "Runtime",

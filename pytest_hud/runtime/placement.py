@@ -112,6 +112,11 @@ def provider_for(runtime: str, shared: int | None = None) -> Provider:
         from pytest_hud.runtime.modal import ModalRuntime
 
         provider = ModalRuntime(arg or None)
+    elif kind == "ray":  # ray, ray:HOST:PORT, ray://HOST:PORT
+        from pytest_hud.runtime.ray import RayRuntime, address_from_spec
+
+        address = address_from_spec(runtime)
+        provider = by_declaration(lambda path: RayRuntime(path, address=address), _undeclared)
     else:  # validated at configure time
         raise ValueError(f"unknown --hud-runtime {runtime!r}")
     return Shared(provider, width=shared) if shared else provider

@@ -33,6 +33,8 @@ class RuntimeConfig:
     memory: str | None = None
     timeout: float | None = None
     env: tuple[tuple[str, str], ...] = ()
+    #: custom scheduler resources, e.g. ``{"libero": 1}`` (RayRuntime places by them)
+    resources: tuple[tuple[str, float], ...] = ()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | RuntimeConfig | None) -> RuntimeConfig | None:
@@ -47,6 +49,9 @@ class RuntimeConfig:
         kwargs = dict(data)
         if "env" in kwargs:
             kwargs["env"] = tuple(sorted((str(k), str(v)) for k, v in dict(kwargs["env"]).items()))
+        if "resources" in kwargs:
+            items = dict(kwargs["resources"]).items()
+            kwargs["resources"] = tuple(sorted((str(k), float(v)) for k, v in items))
         return cls(**kwargs)
 
     def to_dict(self) -> dict[str, Any]:
@@ -54,7 +59,7 @@ class RuntimeConfig:
         for f in fields(self):
             value = getattr(self, f.name)
             if value not in (None, ()):
-                out[f.name] = dict(value) if f.name == "env" else value
+                out[f.name] = dict(value) if f.name in ("env", "resources") else value
         return out
 
 
