@@ -4,11 +4,16 @@ An ndarray travels as a map ``{b"__ndarray__": True, b"data": raw bytes,
 b"dtype": dtype.str, b"shape": shape}`` and a numpy scalar as
 ``{b"__npgeneric__": True, b"data": value, b"dtype": dtype.str}``; this is the
 encoding of ``openpi_client.msgpack_numpy`` and of the HUD SDK, byte for byte.
-Object, void and complex dtypes are refused: the wire never pickles.
+Only bool, integer, unsigned and float dtypes travel; everything else (object,
+void, complex, unicode, bytes, datetime, timedelta) is refused both ways, and a
+decoded array's shape must be non-negative integers that account for its data
+exactly. This is stricter than openpi-client, which decodes ``U`` and ``M8`` arrays
+and lets numpy infer a ``-1`` dimension: the wire never pickles and never guesses.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
@@ -29,7 +34,16 @@ PROTOCOL = "openpi/0"
 
 _NDARRAY = b"__ndarray__"
 _NPGENERIC = b"__npgeneric__"
-_REFUSED_KINDS = {"O": "object", "V": "void/structured", "c": "complex"}
+_ALLOWED_KINDS = frozenset("biuf")
+_KIND_NAMES = {
+    "O": "object",
+    "V": "void/structured",
+    "c": "complex",
+    "U": "unicode string",
+    "S": "byte string",
+    "M": "datetime",
+    "m": "timedelta",
+}
 
 
 class WireError(ValueError):
@@ -37,13 +51,31 @@ class WireError(ValueError):
 
 
 def _check_dtype(dtype: np.dtype) -> None:
-    kind = _REFUSED_KINDS.get(dtype.kind)
-    if kind is not None:
+    if dtype.kind not in _ALLOWED_KINDS or dtype.fields is not None:
+        kind = _KIND_NAMES.get(dtype.kind, dtype.kind)
         raise WireError(
             f"cannot send a numpy array of {kind} dtype {dtype.str!r} over openpi/0: "
             "only bool, integer, unsigned and float arrays travel; convert it first "
-            "(e.g. arr.astype(np.float32), or split complex into real and imaginary parts)"
+            "(e.g. arr.astype(np.float32), or split complex into real and imaginary parts; "
+            "send text as a plain str, times as float seconds)"
         )
+
+
+def _check_shape(shape: Any, dtype: np.dtype, data: Any) -> tuple[int, ...]:
+    """A decoded shape: non-negative ints whose product fills ``data`` exactly (no -1)."""
+    if not isinstance(shape, list | tuple) or not all(type(d) is int and d >= 0 for d in shape):
+        raise WireError(
+            f"ndarray shape must be a list of non-negative integers, got {shape!r}; "
+            "send the array's real shape (no -1)"
+        )
+    nbytes = math.prod(shape) * dtype.itemsize  # Python ints: a huge shape cannot wrap
+    size = len(data) if isinstance(data, bytes | bytearray) else memoryview(data).nbytes
+    if nbytes != size:
+        raise WireError(
+            f"ndarray shape {list(shape)} of dtype {dtype.str!r} needs {nbytes} bytes, "
+            f"the frame carries {size}; send arr.tobytes() with arr.shape"
+        )
+    return tuple(shape)
 
 
 def _encode(obj: Any) -> Any:
@@ -68,7 +100,8 @@ def _decode(obj: dict) -> Any:
     if _NDARRAY in obj:
         dtype = np.dtype(obj[b"dtype"])
         _check_dtype(dtype)
-        return np.ndarray(buffer=obj[b"data"], dtype=dtype, shape=tuple(obj[b"shape"]))
+        shape = _check_shape(obj[b"shape"], dtype, obj[b"data"])
+        return np.ndarray(buffer=obj[b"data"], dtype=dtype, shape=shape)
     if _NPGENERIC in obj:
         dtype = np.dtype(obj[b"dtype"])
         _check_dtype(dtype)
