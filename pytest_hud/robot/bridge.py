@@ -76,6 +76,8 @@ class _Slot:
     used: bool = False  # claimed since the last whole-sim reset
     prompt: str = ""
     reason: str = ""
+    #: Reset through the control channel: its agent must present the token (no ``None``).
+    token_required: bool = False
 
     @property
     def participant(self) -> bool:
@@ -273,6 +275,12 @@ class RobotBridge(ABC):
                     f"{_describe(claim)}; claim the slot token returned by reset()"
                 )
             slot = self._resolve(claim["claim"])
+            if claim["claim"] is None and slot.token_required:
+                slot = None
+                raise BridgeError(
+                    "a claim without a token is refused: this episode was started through the "
+                    "control channel, which handed its agent a slot token; claim with that token"
+                )
             if slot.ws is not None:
                 slot = None
                 raise BridgeError(
@@ -499,6 +507,7 @@ class RobotBridge(ABC):
                     prompt = self._batch_prompt
             slot.token = secrets.token_hex(16)
             slot.state, slot.used, slot.action, slot.reason = SlotState.CLAIMED, True, None, ""
+            slot.token_required = False  # control() sets it for a reset it carried
             slot.prompt = str(prompt or "")
             return {"prompt": slot.prompt, "token": slot.token, "slot": slot.index}
 
@@ -527,7 +536,7 @@ class RobotBridge(ABC):
             grade = dict(grades[slot.index])
             ws = slot.ws
             slot.token, slot.ws, slot.action = None, None, None
-            slot.state, slot.reason = SlotState.FREE, "released"
+            slot.state, slot.reason, slot.token_required = SlotState.FREE, "released", False
             if ws is not None:
                 self._spawn(ws.close())
         await self._maybe_step()
@@ -543,7 +552,10 @@ class RobotBridge(ABC):
                 "protocol": PROTOCOL,
             }
         if method == "reset":
-            return await self.claim(**params)
+            grant = await self.claim(**params)
+            # no await since claim() returned: no anonymous claim can slip in before this
+            self._slots[grant["slot"]].token_required = True
+            return grant
         if method == "result":
             return await self.release(params.get("token"))
         if method == "slots":
