@@ -70,6 +70,25 @@ def _json_default(obj: Any) -> Any:
 Handler = Callable[[Connection, str, dict[str, Any]], Awaitable[Any]]
 
 
+def _parse_request(line: bytes) -> dict[str, Any]:
+    """One request line as a JSON object; anything else is a ValueError to answer.
+
+    A line nested deeper than the interpreter's recursion limit (``[[[[...`` by
+    the hundred thousand) makes ``json.loads`` raise RecursionError, not
+    ValueError: uncaught, it ended the connection and its pending requests.
+    """
+    try:
+        msg = json.loads(line)
+    except RecursionError:
+        raise ValueError(
+            "request is nested too deeply to parse; send a flat JSON object "
+            '{"id", "method", "params"}'
+        ) from None
+    if not isinstance(msg, dict):
+        raise ValueError("request is not a JSON object")
+    return msg
+
+
 async def serve_rpc(
     handler: Handler,
     host: str = "127.0.0.1",
@@ -114,9 +133,7 @@ async def serve_rpc(
                 if not line:
                     break
                 try:
-                    msg = json.loads(line)
-                    if not isinstance(msg, dict):
-                        raise ValueError("request is not a JSON object")
+                    msg = _parse_request(line)
                 except ValueError as exc:
                     with contextlib.suppress(ConnectionError):
                         await conn.send(
