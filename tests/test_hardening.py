@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_hud.rpc import Connection, serve_rpc
+from pytest_hud.process import Child, child_env
+from pytest_hud.rpc import Connection, RpcClient, serve_rpc
+from pytest_hud.runtime.server import ANNOUNCE as SERVER_ANNOUNCE
 
 pytestmark = pytest.mark.anyio
 
@@ -42,3 +49,125 @@ async def test_deeply_nested_json_gets_a_protocol_error_and_the_connection_keeps
         writer.close()
         server.close()
         await server.wait_closed()
+
+
+COUNTER = Path(__file__).parent / "envs" / "counter_env.py"
+
+
+def fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of ``pid`` from /proc/PID/status (VmRSS), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS in /proc/{pid}/status")
+
+
+@contextlib.asynccontextmanager
+async def env_server(**env: str) -> AsyncIterator[Child]:
+    """A real env server (``python -m pytest_hud.serve``) serving the counter env module."""
+    argv = [sys.executable, "-m", "pytest_hud.serve", str(COUNTER), "--lifeline"]
+    child = await Child.spawn(
+        argv, announce=SERVER_ANNOUNCE, timeout=120, what="env server", env=child_env(**env)
+    )
+    try:
+        yield child
+    finally:
+        await child.terminate()
+
+
+async def ping(child: Child) -> dict[str, Any]:
+    port = int(child.info["url"].rsplit(":", 1)[1])
+    rpc = await RpcClient.connect("127.0.0.1", port)
+    try:
+        return dict(await rpc.call("ping", timeout=30))
+    finally:
+        await rpc.close()
+
+
+async def settle(probe: Any, ok: Any, timeout: float = 60.0) -> Any:
+    """Poll ``probe()`` until ``ok(value)`` or ``timeout`` s; the last value either way."""
+    value = probe()
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            while not ok(value):
+                await asyncio.sleep(0.2)
+                value = probe()
+    return value
+
+
+async def test_idle_connections_are_capped_and_closed_on_a_real_env_server() -> None:
+    """Issue 12 #10: 1,000 silent connections held 1,013 fds of the env server for good.
+
+    Now at most ``max_connections`` are kept (the rest are refused at once) and a
+    connection that sends no request within ``idle_s`` is closed, so the server's fds
+    return to their baseline while the 1,000 client sockets are still open.
+    """
+    async with env_server(PYTEST_HUD_RPC_IDLE_S="3", PYTEST_HUD_RPC_MAX_CONNECTIONS="200") as srv:
+        assert (await ping(srv))["ok"]
+        base = fds(srv.pid)
+        port = int(srv.info["url"].rsplit(":", 1)[1])
+        socks = []
+        try:
+            for _ in range(1000):
+                socks.append(await asyncio.open_connection("127.0.0.1", port))
+            held = await settle(lambda: fds(srv.pid), lambda n: n >= base + 150, timeout=10)
+            after = await settle(lambda: fds(srv.pid), lambda n: n <= base + 3)
+            print(f"env server fds: baseline {base}, 1,000 idle peers {held}, after {after}")
+            assert held <= base + 200 + 3, "more connections were kept than max_connections"
+            assert after <= base + 3, f"{after - base} idle connections still held"
+            # every peer was told why before the server hung up
+            reader, _ = socks[0]
+            async with asyncio.timeout(30):
+                refusal = json.loads(await reader.readline())
+            assert refusal["error"]["type"] == "ProtocolError"
+        finally:
+            for _, writer in socks:
+                writer.close()
+        assert (await ping(srv))["ok"]  # and it still serves
+
+
+async def test_half_lines_cannot_grow_the_env_server_without_bound() -> None:
+    """Issue 12 #10: 8 connections x 60 MB without a newline took the server to 527 MB.
+
+    Each peer here sends 40 MB with no newline: the server answers a ProtocolError once
+    a line passes 1 MB and hangs up (the reply may be lost to the reset that closing
+    with unread input sends); its resident memory stays within 100 MB of where
+    it started (it held the whole 320 MB before).
+    """
+    async with env_server() as srv:
+        assert (await ping(srv))["ok"]
+        base = rss_mb(srv.pid)
+        port = int(srv.info["url"].rsplit(":", 1)[1])
+        chunk = b"[" * (1 << 20)
+        peers = [await asyncio.open_connection("127.0.0.1", port) for _ in range(8)]
+
+        async def flood(writer: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(ConnectionError):
+                for _ in range(40):
+                    writer.write(chunk)
+                    async with asyncio.timeout(30):
+                        await writer.drain()
+
+        async def reply(reader: asyncio.StreamReader) -> dict[str, Any] | None:
+            # the server hangs up with our bytes unread: its reply may be lost to a reset
+            with contextlib.suppress(ConnectionError, TimeoutError):
+                async with asyncio.timeout(10):
+                    line = await reader.readline()
+                    return json.loads(line) if line else None
+            return None
+
+        try:
+            await asyncio.gather(*(flood(w) for _, w in peers))
+            during = rss_mb(srv.pid)  # every peer still connected
+            replies = await asyncio.gather(*(reply(r) for r, _ in peers))
+        finally:
+            for _, writer in peers:
+                writer.close()
+        print(f"env server RSS: baseline {base:.0f} MB, 8 peers x 40 MB half-lines {during:.0f} MB")
+        assert during - base < 100, f"server grew {during - base:.0f} MB holding half-lines"
+        assert all(r is None or "longer than" in r["error"]["message"] for r in replies), replies
+        assert (await ping(srv))["ok"]
