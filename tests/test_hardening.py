@@ -11,9 +11,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import websockets
+from sims import COUNTER_CONTRACT, CounterSim
 
 from pytest_hud.process import Child, child_env
+from pytest_hud.robot import RobotClient, RobotEndpoint
+from pytest_hud.robot.policy_server import ANNOUNCE as POLICY_ANNOUNCE
+from pytest_hud.robot.transport import TransportClosed, connect
+from pytest_hud.robot.wire import pack, unpack
 from pytest_hud.rpc import Connection, RpcClient, serve_rpc
 from pytest_hud.runtime.server import ANNOUNCE as SERVER_ANNOUNCE
 
@@ -58,12 +65,12 @@ def fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def rss_mb(pid: int) -> float:
-    """Resident memory of ``pid`` from /proc/PID/status (VmRSS), in MB."""
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory of ``pid`` from /proc/PID/status in MB (``VmHWM``: its peak)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
-    raise AssertionError(f"no VmRSS in /proc/{pid}/status")
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
 
 
 @contextlib.asynccontextmanager
@@ -171,3 +178,106 @@ async def test_half_lines_cannot_grow_the_env_server_without_bound() -> None:
         assert during - base < 100, f"server grew {during - base:.0f} MB holding half-lines"
         assert all(r is None or "longer than" in r["error"]["message"] for r in replies), replies
         assert (await ping(srv))["ok"]
+
+
+MB = b"\0" * (1 << 20)
+
+
+async def oversized(url: str, megabytes: int) -> int | None:
+    """Stream one ``megabytes`` MB message in 1 MB fragments (no claim first).
+
+    Returns the close code the server answered with (None: it took the whole message).
+    """
+    async with websockets.connect(url, compression=None, max_size=None, close_timeout=1) as ws:
+        unpack(await ws.recv())  # metadata
+
+        async def fragments() -> AsyncIterator[bytes]:
+            for _ in range(megabytes):
+                yield MB
+
+        try:
+            async with asyncio.timeout(120):
+                await ws.send(fragments())
+                await ws.recv()
+        except websockets.ConnectionClosed as exc:
+            return exc.rcvd.code if exc.rcvd is not None else None
+    return None
+
+
+async def test_a_sim_refuses_an_oversized_frame_before_any_claim() -> None:
+    """Issue 12 #1: an untokened client streamed 600 MB into a sim (46 -> 681 MB RSS).
+
+    The bridge caps a frame at what its contract's action needs (a few KB): the
+    300 MB message is refused with 1009 after its first fragment.
+    """
+    async with RobotEndpoint(CounterSim, kwargs={"num_envs": 1, "length": 3}) as sim:
+        pid = sim.pid
+        assert pid is not None
+        base = rss_mb(pid)
+        code = await oversized(sim.url, 300)
+        peak, now = rss_mb(pid, "VmHWM"), rss_mb(pid)
+        print(f"sim RSS: baseline {base:.0f} MB, peak {peak:.0f} MB, after {now:.0f} MB")
+        assert code == 1009, f"expected a 1009 (message too big) close, got {code}"
+        assert peak - base < 100, f"the sim peaked {peak - base:.0f} MB above its baseline"
+        ep = await sim.reset(seed=1)  # and an honest agent still plays an episode
+        async with await RobotClient.connect(sim.url, token=ep["token"]) as agent:
+            obs = await agent.get_observation()
+            while not obs["terminated"]:
+                obs = await agent.step(np.array([1.0, 0.0]))
+        assert (await sim.result(token=ep["token"]))["success"] is True
+
+
+@contextlib.asynccontextmanager
+async def policy_server(*args: str) -> AsyncIterator[Child]:
+    argv = [sys.executable, "-m", "pytest_hud.robot.policy_server", "--agent=zero", "--port=0"]
+    child = await Child.spawn([*argv, *args], announce=POLICY_ANNOUNCE, timeout=120)
+    try:
+        yield child
+    finally:
+        await child.terminate()
+
+
+async def test_a_policy_server_caps_requests_at_its_contracts_observation(tmp_path: Path) -> None:
+    """Issue 12 #1: a PolicyServer took 546 MB of one request; now the contract bounds it."""
+    path = tmp_path / "contract.json"
+    path.write_text(json.dumps(COUNTER_CONTRACT))
+    async with policy_server(f"--contract={path}") as srv:
+        base = rss_mb(srv.pid)
+        code = await oversized(srv.info["url"], 300)
+        peak = rss_mb(srv.pid, "VmHWM")
+        print(f"policy server RSS: baseline {base:.0f} MB, peak {peak:.0f} MB")
+        assert code == 1009
+        assert peak - base < 100
+        async with websockets.connect(srv.info["url"], max_size=None) as ws:  # honest rows pass
+            unpack(await ws.recv())
+            await ws.send(pack({"observation/state": np.zeros(2, np.float32)}))
+            assert unpack(await ws.recv())["actions"].shape == (1, 2)
+
+
+async def test_policy_server_memory_returns_to_baseline_after_big_requests_close() -> None:
+    """Issue 12 #1: with no contract, the ceiling (here 40 MB) bounds a request, and what
+    three 30 MB requests took is given back once their connections close (glibc kept
+    it: ``tune_allocator``'s trim threshold, or its own dynamic one)."""
+    async with policy_server("--max-frame-mb=40") as srv:
+        url = srv.info["url"]
+        base = rss_mb(srv.pid)
+
+        async def request(nbytes: int) -> Any:
+            ws = await connect(url, impl="frames", close_timeout=1)  # our own client
+            try:
+                unpack(await ws.recv())
+                await ws.send(pack({"x": np.ones(nbytes, np.uint8)}))
+                async with asyncio.timeout(60):
+                    return unpack(await ws.recv())["actions"].shape
+            except TransportClosed as exc:
+                return exc.code
+            finally:
+                await ws.close()
+
+        shapes = await asyncio.gather(*(request(30 << 20) for _ in range(3)))
+        assert shapes == [(1, 1)] * 3
+        assert await request(50 << 20) == 1009  # over the ceiling
+        after = await settle(lambda: rss_mb(srv.pid), lambda mb: mb - base < 30)
+        peak = rss_mb(srv.pid, "VmHWM")
+        print(f"policy server RSS: baseline {base:.0f}, peak {peak:.0f}, after {after:.0f} MB")
+        assert after - base < 30, f"{after - base:.0f} MB still held after every client left"

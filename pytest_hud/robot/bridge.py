@@ -41,8 +41,10 @@ from pytest_hud.robot.vectored import send_chunks
 from pytest_hud.robot.wire import (
     PROTOCOL,
     WireError,
+    frame_limit,
     pack,
     pack_chunks,
+    release_memory,
     tune_allocator,
     unpack,
     ws_options,
@@ -215,11 +217,20 @@ class RobotBridge(ABC):
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="pytest-hud-sim")
         self._contract_obj = await self._sim(self.ensure_contract)
         self._server = await serve(
-            self._serve_connection, host, port, ping_interval=None, **ws_options()
+            self._serve_connection, host, port, ping_interval=None, **ws_options(self._max_frame())
         )
         sock = next(iter(self._server.sockets))
         self._host, self._port = host, sock.getsockname()[1]
         return self.url
+
+    def _max_frame(self) -> int:
+        """An agent only ever sends a claim and one action per frame: cap frames at that.
+
+        From the contract's action size (a few KB); 1 MB if the contract leaves it open.
+        """
+        contract = self._contract_obj
+        action = contract.payload_bytes("action") if contract is not None else None
+        return frame_limit(action, margin=4.0, ceiling=1 << 20)
 
     async def stop(self) -> None:
         """Close every connection, stop serving and release the sim."""
@@ -328,6 +339,7 @@ class RobotBridge(ABC):
                 if slot.state is SlotState.LIVE:
                     slot.state, slot.reason = SlotState.DONE, "agent disconnected"
                 await self._maybe_step()
+            release_memory()
 
     def _decode(self, frame: Any) -> Any:
         if isinstance(frame, str):

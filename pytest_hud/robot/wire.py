@@ -14,6 +14,7 @@ and lets numpy infer a ``-1`` dimension: the wire never pickles and never guesse
 from __future__ import annotations
 
 import math
+import os
 import threading
 from typing import Any
 
@@ -22,9 +23,13 @@ import numpy as np
 
 __all__ = [
     "PROTOCOL",
+    "SMALL_FRAME_BYTES",
     "WireError",
+    "frame_ceiling",
+    "frame_limit",
     "pack",
     "pack_chunks",
+    "release_memory",
     "tune_allocator",
     "unpack",
     "ws_options",
@@ -201,6 +206,32 @@ def unpack(data: bytes | bytearray | memoryview) -> Any:
         ) from exc
 
 
+#: What a peer may send before it is known (a claim), and the floor of every cap.
+SMALL_FRAME_BYTES = 4096
+_DEFAULT_CEILING = 64 * 1024 * 1024
+
+
+def frame_ceiling() -> int:
+    """The most one received frame may carry: ``$PYTEST_HUD_MAX_FRAME_BYTES`` or 64 MiB."""
+    raw = os.environ.get("PYTEST_HUD_MAX_FRAME_BYTES")
+    return int(raw) if raw else _DEFAULT_CEILING
+
+
+def frame_limit(
+    payload_bytes: int | None, *, margin: float = 2.0, ceiling: int | None = None
+) -> int:
+    """The cap on a received frame that carries ``payload_bytes`` of arrays.
+
+    ``margin`` times the payload plus a few KB for keys and headers, never above the
+    ceiling; an unknown payload gets the ceiling. With no cap (``max_size=None``), a
+    client with no token pushed a sim from 46 MB to 681 MB before it ever claimed.
+    """
+    top = frame_ceiling() if ceiling is None else ceiling
+    if payload_bytes is None:
+        return top
+    return max(SMALL_FRAME_BYTES, min(top, SMALL_FRAME_BYTES + int(payload_bytes * margin)))
+
+
 _tuned = False
 
 
@@ -228,10 +259,27 @@ def tune_allocator() -> bool:
     return ok
 
 
-def ws_options() -> dict[str, Any]:
-    """WebSocket settings both ends use: no permessage-deflate, large frames allowed.
+def release_memory() -> bool:
+    """Give the heap's free pages back to the kernel (glibc ``malloc_trim``); whether it could.
+
+    :func:`tune_allocator` raises glibc's trim threshold so frames reuse the heap
+    instead of faulting fresh pages; the price is that freed frame buffers stay
+    resident (a sim kept 81-165 MB after its attacker left). Servers call this when
+    a connection closes, so memory returns to its baseline without a per-frame cost.
+    """
+    try:
+        import ctypes
+
+        return bool(ctypes.CDLL("libc.so.6").malloc_trim(0))
+    except (OSError, AttributeError):
+        return False
+
+
+def ws_options(max_size: int | None = None) -> dict[str, Any]:
+    """WebSocket settings both ends use: no permessage-deflate; ``max_size`` caps a frame.
 
     Compression costs ~4 ms per 150 KB camera frame and buys nothing on
-    loopback or LAN, so it is off on server and client alike.
+    loopback or LAN, so it is off on server and client alike. Servers pass a
+    cap from :func:`frame_limit`; ``None`` (no cap) is for clients of a trusted peer.
     """
-    return {"compression": None, "max_size": None}
+    return {"compression": None, "max_size": max_size}
