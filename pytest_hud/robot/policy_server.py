@@ -16,7 +16,8 @@ Unlike openpi's server it batches: every connection is a live rollout of one
 :class:`~pytest_hud.robot.batching.BatchedModel` (``session()`` per connection), so
 requests that arrive together from many connections run as one ``model.infer``
 forward (once every connection has a request queued, or ``max_wait_s`` after the
-first, or at ``batch_size``). A forward that raises fails only the requests in it.
+first, or at ``batch_size``). A forward that raises is rerun row by row: only the
+connection whose row raises gets the error (and the 1011 close).
 
 Sharing one set of weights across ``pytest -n 8`` workers::
 
