@@ -18,16 +18,38 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-__all__ = ["Child", "ChildError", "child_env", "serve_until_stopped"]
+__all__ = ["Child", "ChildError", "child_env", "environ_snapshot", "serve_until_stopped"]
 
 
 class ChildError(RuntimeError):
     """A child would not start: it exited first, or never announced itself in time."""
 
 
+def environ_snapshot() -> dict[str, str]:
+    """A copy of ``os.environ`` that is safe while other threads set and delete variables.
+
+    ``dict(os.environ)`` and ``os.environ.copy()`` list the keys, then look each one
+    up: a key another thread deletes in between raises KeyError (pytest's main thread
+    sets and deletes ``PYTEST_CURRENT_TEST`` around every phase while rollouts spawn
+    children from the loop thread: 16 KeyErrors in 10,370 calls). ``os.environ``
+    keeps its encoded variables in a plain dict of bytes; ``dict.copy()`` of that is a
+    single C call that runs no Python code and never releases the GIL, so no other
+    thread can change it midway. The bytes are then decoded as ``os.environ`` does.
+    """
+    data = getattr(os.environ, "_data", None)
+    if isinstance(data, dict):
+        raw = data.copy()  # atomic under the GIL (see above)
+        decode_key, decode_value = os.environ.decodekey, os.environ.decodevalue
+        return {decode_key(k): decode_value(v) for k, v in raw.items()}
+    for _ in range(100):  # pragma: no cover - an interpreter without _Environ._data
+        with contextlib.suppress(KeyError):
+            return dict(os.environ)
+    return dict(os.environ)  # pragma: no cover
+
+
 def child_env(**extra: str) -> dict[str, str]:
     """This process's environment plus sys.path as PYTHONPATH, so the child imports alike."""
-    env = dict(os.environ)
+    env = environ_snapshot()
     paths = [p for p in sys.path if p]
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import sys
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -281,3 +282,35 @@ async def test_policy_server_memory_returns_to_baseline_after_big_requests_close
         peak = rss_mb(srv.pid, "VmHWM")
         print(f"policy server RSS: baseline {base:.0f}, peak {peak:.0f}, after {after:.0f} MB")
         assert after - base < 30, f"{after - base:.0f} MB still held after every client left"
+
+
+def test_child_env_is_safe_while_another_thread_churns_the_environment() -> None:
+    """Issue 12 #4: ``dict(os.environ)`` on the loop thread raised KeyError while pytest's
+    main thread set and deleted ``PYTEST_CURRENT_TEST`` (1 in 510 rollouts)."""
+    stop = threading.Event()
+
+    def churn() -> None:  # what pytest does around every test phase, as fast as it can
+        while not stop.is_set():
+            for i in range(32):
+                os.environ[f"PYTEST_HUD_CHURN_{i}"] = "x"
+            for i in range(32):
+                del os.environ[f"PYTEST_HUD_CHURN_{i}"]
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows
+    worker = threading.Thread(target=churn, daemon=True)
+    worker.start()
+    errors = 0
+    try:
+        for _ in range(5000):
+            try:
+                env = child_env()
+            except KeyError:
+                errors += 1
+                continue
+            assert env["PYTEST_HUD_LIFELINE"] == "1" and "PATH" in env
+    finally:
+        stop.set()
+        worker.join(30)
+        sys.setswitchinterval(interval)
+    assert errors == 0, f"{errors} of 5000 child_env() calls raised KeyError"
