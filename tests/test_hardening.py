@@ -314,3 +314,82 @@ def test_child_env_is_safe_while_another_thread_churns_the_environment() -> None
         worker.join(30)
         sys.setswitchinterval(interval)
     assert errors == 0, f"{errors} of 5000 child_env() calls raised KeyError"
+
+
+WEDGED = """
+import asyncio, sys, threading
+import numpy as np
+from pytest_hud.robot.model import Model, run_infer
+from pytest_hud.threads import abandoned
+
+class Wedged(Model):
+    def __init__(self, executor):
+        self._executor = executor
+    def executor(self):
+        return self._executor
+    def infer(self, batch):
+        threading.Event().wait()  # a forward that never returns
+
+async def main(executor):
+    try:
+        await asyncio.wait_for(run_infer(Wedged(executor), {"x": np.zeros((1, 2))}), 0.5)
+    except TimeoutError:
+        pass
+    for a in abandoned():
+        print("ABANDONED", a.what, a.thread, flush=True)
+
+if sys.argv[1] == "torch":
+    from pytest_hud.robot.lerobot import torch_thread
+    executor = torch_thread()
+else:
+    executor = None
+asyncio.run(main(executor))
+print("EXITING", flush=True)
+"""
+
+
+@pytest.mark.parametrize("executor", ["default", "torch"])
+async def test_a_wedged_model_thread_does_not_block_exit_and_is_reported(executor: str) -> None:
+    """Issue 12 #8: the rollout timed out after 24 s, the process exited ~2.5 min later:
+    interpreter exit joined the thread stuck in ``infer``. Here the process must exit on
+    its own (a bounded wait, generous for a loaded machine) and name the abandoned call."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        WEDGED,
+        executor,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env=child_env(),
+    )
+    try:
+        async with asyncio.timeout(90):
+            out, _ = await proc.communicate()
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        pytest.fail("the process did not exit: exit is waiting on the wedged model thread")
+    text = out.decode()
+    assert proc.returncode == 0, text
+    assert "EXITING" in text
+    thread = "pytest-hud-torch_0" if executor == "torch" else "pytest-hud-model_0"
+    assert f"ABANDONED Wedged.infer {thread}" in text, text
+
+
+def test_daemon_executor_runs_work_and_fails_calls_when_its_initializer_fails() -> None:
+    from pytest_hud.threads import DaemonExecutor
+
+    pool = DaemonExecutor(2, thread_name_prefix="t")
+    assert sorted(pool.submit(pow, 2, n).result(30) for n in range(5)) == [1, 2, 4, 8, 16]
+    assert all(t.daemon for t in pool._threads)
+    pool.shutdown()
+
+    def explode() -> None:
+        raise OSError("no GPU")
+
+    broken = DaemonExecutor(1, thread_name_prefix="b", initializer=explode)
+    with pytest.raises(RuntimeError, match="initializer failed: OSError"):
+        broken.submit(pow, 2, 2).result(30)  # an error, never a wait without end
+    broken.shutdown()
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        broken.submit(pow, 2, 2)
