@@ -18,7 +18,14 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-__all__ = ["Child", "ChildError", "child_env", "environ_snapshot", "serve_until_stopped"]
+__all__ = [
+    "Child",
+    "ChildError",
+    "child_env",
+    "describe_exit",
+    "environ_snapshot",
+    "serve_until_stopped",
+]
 
 
 class ChildError(RuntimeError):
@@ -151,6 +158,19 @@ class Child:
                 return await self.proc.wait()
         return None
 
+    async def death(self, grace: float = 1.0) -> str | None:
+        """Why the child is gone (how it exited, its last output), or None if it still runs.
+
+        Waits up to ``grace`` s: a peer's connection may drop a moment before the
+        child's exit is reaped.
+        """
+        rc = await self.exited(grace)
+        if rc is None:
+            return None
+        return (
+            f"{self.what} (pid {self.pid}) {describe_exit(rc)}; its last output:\n{self.log_tail()}"
+        )
+
     async def terminate(self) -> None:
         """Close the lifeline, then SIGTERM, then SIGKILL the group; reap it."""
         proc = self.proc
@@ -173,6 +193,17 @@ class Child:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._drain
             self._drain = None
+
+
+def describe_exit(returncode: int) -> str:
+    """``exited with code 3`` or ``was killed by signal SIGKILL (9)``."""
+    if returncode >= 0:
+        return f"exited with code {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = "an unknown signal"
+    return f"was killed by signal {name} ({-returncode})"
 
 
 def serve_until_stopped(
