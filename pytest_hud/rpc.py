@@ -13,16 +13,95 @@ import asyncio
 import contextlib
 import itertools
 import json
+import os
 import traceback
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import urlparse
 
 from pytest_hud.errors import HudError
 
-__all__ = ["Connection", "RemoteError", "RpcClient", "RpcClosed", "serve_rpc"]
+__all__ = ["Connection", "Limits", "RemoteError", "RpcClient", "RpcClosed", "serve_rpc"]
 
-_LIMIT = 64 * 1024 * 1024
+_LIMIT = 64 * 1024 * 1024  # the client's line limit: it trusts the server it dialled
+_CHUNK = 64 * 1024  # the server's socket reads; its StreamReader holds at most twice this
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one control server lets its peers make it hold.
+
+    Without them, 8 connections each sending 60 MB without a newline took an env
+    server to 527 MB, and 1,000 connections that never sent a byte held 1,013 fds
+    for as long as the peer liked. Each limit reads ``$PYTEST_HUD_RPC_<NAME>``.
+    """
+
+    #: Bytes in one request line; a longer line is answered with a ProtocolError and closed.
+    max_line: int = 1 << 20
+    #: Bytes of unfinished lines held across all connections (beyond: that peer is closed).
+    max_buffered: int = 32 << 20
+    #: Open connections; one more is answered with a ProtocolError and closed.
+    max_connections: int = 256
+    #: Requests running at once on one connection; past it the server stops reading it.
+    max_pending: int = 64
+    #: Seconds a connection may stay open before its first valid request.
+    idle_s: float = 60.0
+
+    @classmethod
+    def from_env(cls) -> Limits:
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = os.environ.get(f"PYTEST_HUD_RPC_{f.name.upper()}")
+            if raw:
+                values[f.name] = float(raw) if f.name == "idle_s" else int(raw)
+        return cls(**values)
+
+
+class _Refused(Exception):
+    """A peer broke a :class:`Limits` bound; the message is its ProtocolError."""
+
+
+class _LineReader:
+    """Request lines from one peer, under the line cap and the server-wide byte budget."""
+
+    def __init__(self, reader: asyncio.StreamReader, limits: Limits, held: list[int]) -> None:
+        self._reader = reader
+        self._limits = limits
+        self._held = held  # one-element list shared by every connection of a server
+        self._buf = bytearray()
+        self._scanned = 0
+
+    async def readline(self) -> bytes:
+        """The next line with its newline; b"" at end of stream (a partial line is dropped)."""
+        while True:
+            nl = self._buf.find(b"\n", self._scanned)
+            if nl >= 0:
+                line = bytes(self._buf[: nl + 1])
+                del self._buf[: nl + 1]
+                self._scanned = 0
+                self._held[0] -= nl + 1
+                return line
+            self._scanned = len(self._buf)
+            if len(self._buf) > self._limits.max_line:
+                raise _Refused(
+                    f"request line longer than {self._limits.max_line} bytes without a "
+                    "newline; send one JSON request per line"
+                )
+            chunk = await self._reader.read(_CHUNK)
+            if not chunk:
+                return b""
+            if self._held[0] + len(chunk) > self._limits.max_buffered:
+                raise _Refused(
+                    f"the server already holds {self._held[0]} bytes of unfinished requests "
+                    f"(limit {self._limits.max_buffered}); finish a line, then send more"
+                )
+            self._buf += chunk
+            self._held[0] += len(chunk)
+
+    def release(self) -> None:
+        self._held[0] -= len(self._buf)
+        self._buf = bytearray()
 
 
 def tcp_address(url: str, schemes: tuple[str, ...] = ("tcp",)) -> tuple[str, int] | None:
@@ -82,18 +161,61 @@ def _json_default(obj: Any) -> Any:
 Handler = Callable[[Connection, str, dict[str, Any]], Awaitable[Any]]
 
 
+def _parse_request(line: bytes) -> dict[str, Any]:
+    """One request line as a JSON object; anything else is a ValueError to answer.
+
+    A line nested deeper than the interpreter's recursion limit (``[[[[...`` by
+    the hundred thousand) makes ``json.loads`` raise RecursionError, not
+    ValueError: uncaught, it ended the connection and its pending requests.
+    """
+    try:
+        msg = json.loads(line)
+    except RecursionError:
+        raise ValueError(
+            "request is nested too deeply to parse; send a flat JSON object "
+            '{"id", "method", "params"}'
+        ) from None
+    if not isinstance(msg, dict):
+        raise ValueError("request is not a JSON object")
+    return msg
+
+
 async def serve_rpc(
     handler: Handler,
     host: str = "127.0.0.1",
     port: int = 0,
     *,
     on_close: Callable[[Connection], Awaitable[None]] | None = None,
+    limits: Limits | None = None,
 ) -> asyncio.Server:
-    """Serve ``handler(conn, method, params)``; ``on_close(conn)`` runs when a client leaves."""
+    """Serve ``handler(conn, method, params)``; ``on_close(conn)`` runs when a client leaves.
+
+    ``limits`` (default :meth:`Limits.from_env`) bound what peers can make it hold.
+    """
+    limits = limits or Limits.from_env()
+    held = [0]  # bytes of unfinished lines, all connections
+    live: set[asyncio.StreamWriter] = set()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(live) >= limits.max_connections:
+            await _refuse(
+                writer,
+                f"this server already has {len(live)} connections (limit "
+                f"{limits.max_connections}); close idle ones or raise "
+                "$PYTEST_HUD_RPC_MAX_CONNECTIONS",
+            )
+            return
+        live.add(writer)
+        try:
+            await serve_connection(reader, writer)
+        finally:
+            live.discard(writer)
+
+    async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Connection(writer)
         tasks: set[asyncio.Task[None]] = set()
+        lines = _LineReader(reader, limits, held)
+        greeted = False  # a connection that never sends a valid request is closed
 
         async def run(msg: dict[str, Any]) -> None:
             rid = msg.get("id")
@@ -119,26 +241,36 @@ async def serve_rpc(
 
         try:
             while True:
+                if len(tasks) >= limits.max_pending:  # a peer that pipelines without reading
+                    await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+                    continue
                 try:
-                    line = await reader.readline()
-                except (ConnectionError, asyncio.LimitOverrunError, ValueError):
+                    async with asyncio.timeout(None if greeted else limits.idle_s):
+                        line = await lines.readline()
+                except (ConnectionError, ValueError):
+                    break
+                except TimeoutError:
+                    await _refuse(writer, f"no request within {limits.idle_s} s of connecting")
+                    break
+                except _Refused as exc:
+                    await _refuse(writer, str(exc))
                     break
                 if not line:
                     break
                 try:
-                    msg = json.loads(line)
-                    if not isinstance(msg, dict):
-                        raise ValueError("request is not a JSON object")
+                    msg = _parse_request(line)
                 except ValueError as exc:
                     with contextlib.suppress(ConnectionError):
                         await conn.send(
                             {"id": None, "error": {"type": "ProtocolError", "message": str(exc)}}
                         )
                     continue
+                greeted = True
                 task = asyncio.create_task(run(msg))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
         finally:
+            lines.release()
             for task in list(tasks):
                 task.cancel()
             if tasks:
@@ -150,7 +282,17 @@ async def serve_rpc(
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    return await asyncio.start_server(handle, host, port, limit=_LIMIT)
+    return await asyncio.start_server(handle, host, port, limit=_CHUNK)
+
+
+async def _refuse(writer: asyncio.StreamWriter, message: str) -> None:
+    """Answer a peer that broke a limit with a ProtocolError line, then hang up."""
+    line = json.dumps({"id": None, "error": {"type": "ProtocolError", "message": message}})
+    with contextlib.suppress(Exception):
+        writer.write(line.encode() + b"\n")
+        async with asyncio.timeout(1.0):
+            await writer.drain()
+    writer.close()
 
 
 class RpcClient:

@@ -135,7 +135,7 @@ async def test_batched_agent_coalesces_concurrent_rollouts() -> None:
 
 
 @pytest.mark.anyio
-async def test_batched_model_caps_width_and_a_failing_batch_fails_only_its_callers() -> None:
+async def test_batched_model_caps_width_and_a_failing_row_fails_only_its_caller() -> None:
     class FailOnTwo(Model):
         def __init__(self) -> None:
             self.widths: list[int] = []
@@ -153,9 +153,11 @@ async def test_batched_model_caps_width_and_a_failing_batch_fails_only_its_calle
     results = await asyncio.gather(
         *(model.ainfer({"x": np.float32(i)}) for i in range(4)), return_exceptions=True
     )
-    assert inner.widths == [2, 2]
+    # the failed forward [2, 3] is rerun row by row: only row 2 fails (issue 12 #9)
+    assert inner.widths == [2, 2, 1, 1]
     assert [float(r[0, 0]) for r in results[:2]] == [0.0, 1.0]
-    assert all(isinstance(r, RuntimeError) for r in results[2:])
+    assert isinstance(results[2], RuntimeError)
+    assert float(results[3][0, 0]) == 3.0
 
 
 @pytest.mark.anyio

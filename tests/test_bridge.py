@@ -321,3 +321,23 @@ async def test_client_observation_wait_is_bounded(one: CounterSim) -> None:
     seen = await run_episode(client, first={"terminated": False})  # still usable afterwards
     assert seen[-1]["terminated"]
     await client.close()
+
+
+async def test_tokenless_claim_cannot_take_an_episode_reset_through_the_control_channel(
+    one: CounterSim,
+) -> None:
+    """Issue 12 #5: ``{"claim": None}`` took the one slot before the real agent arrived."""
+    ep = await one.control(None, "reset", {"seed": 1})  # type: ignore[arg-type]
+    with pytest.raises(RobotError, match="claim without a token is refused"):
+        await RobotClient.connect(one.url)
+    assert [s["state"] for s in await one.control(None, "slots", {})] == ["claimed"]  # type: ignore[arg-type]
+    agent = await RobotClient.connect(one.url, token=ep["token"])  # the rightful agent
+    seen = await run_episode(agent)
+    assert seen[-1]["terminated"]
+    await agent.close()
+    await one.control(None, "result", {"token": ep["token"]})  # type: ignore[arg-type]
+    # an episode claimed in-process (no token handed out elsewhere) still allows it
+    await one.claim(seed=2)
+    anonymous = await RobotClient.connect(one.url)
+    assert (await run_episode(anonymous))[-1]["terminated"]
+    await anonymous.close()

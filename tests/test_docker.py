@@ -13,6 +13,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agents import zero_agent
@@ -303,3 +304,32 @@ def test_import_works_without_the_docker_sdk() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert "pip install 'pytest-hud[docker]'" in out.stdout
+
+
+async def test_container_dying_mid_episode_says_how_with_its_log_tail(client, image, mark) -> None:
+    """Issue 12 #14: a container killed mid-episode gave only ``bridge closed the
+    connection``; now the rollout names the container, its exit code and its log's tail."""
+    import numpy as np
+
+    from pytest_hud.robot import RobotClient
+    from pytest_hud.runtime import rollout
+
+    killed: list[str] = []
+
+    async def agent(run_: Any) -> dict[str, Any]:
+        async with await RobotClient.connect(run_.robot, token=run_.robot_token) as robot:
+            await robot.get_observation()
+            await robot.step(np.zeros(1, np.float32))
+            filters = {"label": f"pytest-hud.test={mark['pytest-hud.test']}"}
+            for container in client.containers.list(filters=filters):
+                container.kill()
+                killed.append(container.short_id)
+            for _ in range(400):  # Pendulum runs 200 steps: the wire breaks first
+                await robot.step(np.zeros(1, np.float32))
+        return {}
+
+    res = await rollout(PENDULUM, agent, DockerRuntime(image, labels=mark))
+    assert len(killed) == 1
+    assert res.error_type == "SubstrateError" and res.phase == "agent", res.error
+    assert f"container {killed[0]} exited with code 137" in res.error, res.error
+    assert "the last lines of its log:" in res.error

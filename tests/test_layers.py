@@ -6,7 +6,8 @@
     robot/sim/   |   robot/agent/       the env side and the agent side: never each other
     robot/record/                       recording (agent-side observers)
     robot/wire/, robot/contract.py      the wire and the contract
-    loader, process, rpc, errors, stats the shared bottom
+    loader, process, threads, rpc,      the shared bottom
+    errors, stats
 
 Every import counts, including those inside functions (a lazy import is still a
 dependency); only ``if TYPE_CHECKING:`` blocks are left out. Also: no cycle between

@@ -6,14 +6,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import sys
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 from agents import walk_away_agent, zero_agent
 
 from pytest_hud import LocalRuntime, Runtime, Shared, SubprocessRuntime, Task, Taskset, run
 from pytest_hud.loader import load_module
+from pytest_hud.robot import RobotClient
 from pytest_hud.runtime import (
     ControlClient,
     ControlError,
@@ -298,3 +302,64 @@ async def test_fresh_substrate_per_rollout_example() -> None:
     )
     assert results[0].error is None and results[0].steps == 200
     assert children() == set()
+
+
+def children_of(pid: int) -> set[int]:
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            if stat.read_text().rsplit(")", 1)[1].split()[1] == str(pid):
+                out.add(int(stat.parent.name))
+    return out
+
+
+def killing_agent(victims: set[int]) -> Any:
+    """An agent that kills the env server (SIGKILL) after its first step, waits for its
+    sim to follow (the sim's lifeline), then acts again."""
+
+    async def agent(run: Any) -> dict[str, Any]:
+        async with await RobotClient.connect(run.robot, token=run.robot_token) as client:
+            await client.get_observation()
+            await client.step(np.zeros(2, np.float32))
+            sims = {c for pid in victims for c in children_of(pid)}
+            assert sims, "the env server has no sim process"
+            for pid in victims:
+                os.kill(pid, signal.SIGKILL)
+            async with asyncio.timeout(60):
+                while any(Path(f"/proc/{s}").exists() for s in sims):
+                    await asyncio.sleep(0.05)
+            await client.step(np.zeros(2, np.float32))  # the wire is gone: this raises
+        return {}
+
+    return agent
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["subprocess", "shared"])
+async def test_env_server_dying_mid_episode_says_which_process_and_how(shared: bool) -> None:
+    """Issue 12 #14: the rollout said only ``bridge closed the connection: code 1001``.
+
+    Now it names the env server, its pid and the signal that killed it, with its last
+    output, as a boot failure already did.
+    """
+    before = children()
+    inner = SubprocessRuntime(COUNTER)
+    victims: set[int] = set()
+
+    async def place(provider: Any) -> Any:
+        async def agent(run: Any) -> dict[str, Any]:
+            victims.update(children() - before)  # the env server: our one new child
+            return await killing_agent(victims)(run)
+
+        return await rollout(task("count"), agent, provider)
+
+    if shared:
+        async with Shared(inner, width=2) as provider:
+            res = await place(provider)
+    else:
+        res = await place(inner)
+    assert len(victims) == 1
+    assert res.error_type == "SubstrateError" and res.phase == "agent", res.error
+    (pid,) = victims
+    assert f"env server (pid {pid}) was killed by signal SIGKILL (9)" in res.error, res.error
+    assert "its last output:" in res.error and "the rollout saw: RobotError" in res.error
+    assert children() == before

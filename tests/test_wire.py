@@ -81,9 +81,14 @@ def pack_joined(obj: Any) -> bytes:
 
 ENCODERS = pytest.mark.parametrize("encode", [pack, pack_joined], ids=["pack", "pack_chunks"])
 
+#: openpi-client packs and decodes these; the wire refuses them (only b/i/u/f arrays travel).
+DEVIATIONS = {"str_array_u4", "datetime64_s"}
+SHARED = [c for c in CASES["cases"] if c["name"] not in DEVIATIONS]
+REFUSED = [c for c in CASES["cases"] if c["name"] in DEVIATIONS]
+
 
 @ENCODERS
-@pytest.mark.parametrize("case", CASES["cases"], ids=lambda c: c["name"])
+@pytest.mark.parametrize("case", SHARED, ids=lambda c: c["name"])
 def test_pack_is_byte_identical_to_openpi_client(case: dict[str, Any], encode: Any) -> None:
     expected = (VECTORS / case["file"]).read_bytes()
     assert encode(build(case["input"])) == expected
@@ -103,9 +108,56 @@ def test_pack_chunks_references_large_arrays_instead_of_copying() -> None:
     assert pack_joined({"x": strided}) == pack({"x": strided})
 
 
-@pytest.mark.parametrize("case", CASES["cases"], ids=lambda c: c["name"])
+@pytest.mark.parametrize("case", SHARED, ids=lambda c: c["name"])
 def test_unpack_matches_openpi_client(case: dict[str, Any]) -> None:
     check_decoded(unpack((VECTORS / case["file"]).read_bytes()), case["decoded"])
+
+
+@ENCODERS
+@pytest.mark.parametrize("case", REFUSED, ids=lambda c: c["name"])
+def test_unicode_and_datetime_arrays_are_refused_both_ways(
+    case: dict[str, Any], encode: Any
+) -> None:
+    """Issue 12 #12: openpi-client lets ``U`` and ``M8`` arrays through; the wire does not."""
+    assert len(REFUSED) == 2
+    with pytest.raises(WireError, match="only bool, integer, unsigned and float arrays travel"):
+        encode(build(case["input"]))
+    with pytest.raises(WireError, match="only bool, integer, unsigned and float arrays travel"):
+        unpack((VECTORS / case["file"]).read_bytes())
+
+
+@pytest.mark.parametrize("dtype", ["<U2", "<M8[s]", "<m8[ms]", "|S3", "|V4"])
+def test_decoder_refuses_every_dtype_but_bool_int_uint_float(dtype: str) -> None:
+    frame = msgpack.packb(
+        {b"__ndarray__": True, b"data": b"\0" * 24, b"dtype": dtype, b"shape": [1]}
+    )
+    with pytest.raises(WireError, match="only bool, integer, unsigned and float arrays travel"):
+        unpack(frame)
+    scalar = msgpack.packb({b"__npgeneric__": True, b"data": 0, b"dtype": dtype})
+    with pytest.raises(WireError, match="only bool, integer, unsigned and float arrays travel"):
+        unpack(scalar)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [[-1], [2, -1], [1.5], ["2"], 2, [True], [2**62, 2**62]],
+    ids=["minus-one", "inner-minus-one", "float", "str", "not-a-list", "bool", "huge"],
+)
+def test_decoder_refuses_shapes_numpy_would_guess(shape: Any) -> None:
+    """``[-1]`` decoded as a 2-element array on 8 bytes before; no shape is inferred now."""
+    frame = msgpack.packb(
+        {b"__ndarray__": True, b"data": b"\0" * 8, b"dtype": "<f4", b"shape": shape}
+    )
+    with pytest.raises(WireError, match="shape"):
+        unpack(frame)
+
+
+def test_decoder_refuses_data_longer_than_the_shape() -> None:
+    frame = msgpack.packb(
+        {b"__ndarray__": True, b"data": b"\0" * 8, b"dtype": "<f4", b"shape": [1]}
+    )
+    with pytest.raises(WireError, match="needs 4 bytes, the frame carries 8"):
+        unpack(frame)
 
 
 @pytest.mark.parametrize(

@@ -192,6 +192,22 @@ class Contract:
     def action_name(self) -> str:
         return self.spaces().action_feature.name
 
+    def payload_bytes(self, role: str) -> int | None:
+        """Upper bound on the array bytes of one frame of ``role`` features (None: unknown).
+
+        Counted generously so a receiver can cap frames at it: 4 bytes per image
+        element (a float CHW tensor from an adapter), 8 per other element.
+        """
+        total = 0
+        for f in self.features.values():
+            if f.role != role:
+                continue
+            count = f.size if not f.shape else math.prod(f.shape)
+            if count is None:
+                return None
+            total += count * (4 if f.type in IMAGE_TYPES else 8)
+        return total
+
     @property
     def fps(self) -> float | None:
         return self.control_rate

@@ -20,6 +20,7 @@ calls block, so they run in worker threads, never on the event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import threading
@@ -49,6 +50,7 @@ from pytest_hud.runtime.docker_image import build_image
 from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.readiness import NotReady, wait_until_ping
+from pytest_hud.runtime.subprocess import died_during
 from pytest_hud.runtime.task import Task
 
 __all__ = ["DEFAULT_BASE", "DockerRuntime", "build_image", "reap_containers", "session_id"]
@@ -309,9 +311,37 @@ class _DockerSubstrate:
             ) from None
         self.teardown_seconds = time.monotonic() - start
 
+    async def death(self) -> str | None:
+        """How the container died (exit code, OOM, its log's tail); None while it runs."""
+        container = self.container
+        if container is None:
+            return None
+        for _ in range(5):  # the engine marks it exited a moment after its ports close
+            try:
+                await _blocking(container.reload)
+            except Exception as exc:  # removed under us: say so rather than guess
+                return f"container {container.short_id} is gone ({exc})"
+            state = container.attrs.get("State") or {}
+            if state.get("Status") in ("exited", "dead", "removing"):
+                break
+            await asyncio.sleep(0.2)
+        else:
+            return None
+        extra = " (out of memory)" if state.get("OOMKilled") else ""
+        extra += f" ({state['Error']})" if state.get("Error") else ""
+        tail = await _blocking(_log_tail, container)
+        return (
+            f"container {container.short_id} exited with code {state.get('ExitCode')}{extra} "
+            f"during the rollout; the last lines of its log:\n{tail}"
+        )
+
     async def __aexit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
+        note = None
+        if isinstance(e, Exception):
+            with contextlib.suppress(Exception):
+                note = await self.death()
         try:
             await self._remove()
         except Exception as exc:
@@ -320,3 +350,5 @@ class _DockerSubstrate:
                     f"{self.task.key}: could not remove its container: {exc}"
                 ) from exc
             log.warning("%s: could not remove its container: %s", self.task.key, exc)
+        if note is not None:  # the rollout's own error was only the symptom
+            raise SubstrateError(died_during(self.task, note, e)) from e

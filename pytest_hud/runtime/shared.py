@@ -5,7 +5,9 @@
 wrapped provider; later leases reuse it, at most ``width`` at once (the rest wait).
 A failed boot fails only its own lease; the next one boots again. A substrate is
 recycled (torn down once its leases drain, then booted fresh) when a rollout on
-it timed out or it outlived ``max_age``. Leaving the scope tears everything down.
+it timed out, died under a rollout (which then reports how, when the wrapped
+provider can say: ``death()``) or it outlived ``max_age``. Leaving the scope tears
+everything down.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from typing import Any
+from typing import Any, cast
 
-from pytest_hud.runtime.errors import SharedScopeError
+from pytest_hud.runtime.errors import SharedScopeError, SubstrateError
 from pytest_hud.runtime.provider import Provider, Runtime
+from pytest_hud.runtime.subprocess import died_during
 from pytest_hud.runtime.task import Task
 
 __all__ = ["Shared", "SharedScopeError"]
@@ -30,6 +33,7 @@ class _Substrate:
         self.boot_lock = asyncio.Lock()
         self.runtime: Runtime | None = None
         self.stack: AsyncExitStack | None = None
+        self.provisioned: Any = None  # the provider's context manager (may know death())
         self.leases = 0
         self.booted_at = 0.0
         self.recycle = False
@@ -103,6 +107,12 @@ class Shared:
             except TimeoutError:
                 sub.recycle = True  # a rollout that timed out may have wedged the substrate
                 raise
+            except Exception as exc:
+                note = await _death(sub)
+                if note is None:
+                    raise
+                sub.recycle = True  # a dead substrate serves no one: boot a new one
+                raise SubstrateError(died_during(task, note, exc)) from exc
             finally:
                 sub.leases -= 1
                 if sub.recycle and sub.leases == 0:
@@ -119,13 +129,24 @@ class Shared:
                 await sub.teardown()
             if sub.runtime is None:
                 stack = AsyncExitStack()
+                provisioned = self.provider(task)
                 try:
-                    runtime: Any = await stack.enter_async_context(self.provider(task))
+                    runtime: Any = await stack.enter_async_context(provisioned)
                 except BaseException:
                     await stack.aclose()
                     raise
-                sub.stack, sub.runtime = stack, runtime
+                sub.stack, sub.runtime, sub.provisioned = stack, runtime, provisioned
                 sub.booted_at = time.monotonic()
                 self.boots += 1
             assert sub.runtime is not None
             return sub.runtime
+
+
+async def _death(sub: _Substrate) -> str | None:
+    """Whether the shared substrate died (its ``death()``, when its provider has one)."""
+    death = getattr(sub.provisioned, "death", None)
+    if death is None:
+        return None
+    with contextlib.suppress(Exception):
+        return cast(str | None, await death())
+    return None

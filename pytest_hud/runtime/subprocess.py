@@ -12,7 +12,7 @@ from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.server import ANNOUNCE
 from pytest_hud.runtime.task import Task
 
-__all__ = ["SubprocessRuntime", "SubstrateError"]
+__all__ = ["SubprocessRuntime", "SubstrateError", "died_during"]
 
 
 class _ChildSubstrate:
@@ -35,11 +35,23 @@ class _ChildSubstrate:
             self.task.runtime_config,
         )
 
+    async def death(self) -> str | None:
+        """How the env server died (exit code or signal, last output); None while it runs."""
+        return await self.child.death() if self.child is not None else None
+
     async def __aexit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
+        note = await self.death() if isinstance(e, Exception) else None
         if self.child is not None:
             await self.child.terminate()
+        if note is not None:  # the rollout's own error was only the symptom
+            raise SubstrateError(died_during(self.task, note, e)) from e
+
+
+def died_during(task: Task, note: str, symptom: BaseException | None) -> str:
+    """The error of a rollout whose substrate died under it: which, how, and what it saw."""
+    return f"{task.key}: {note}\n(the rollout saw: {type(symptom).__name__}: {symptom})"
 
 
 class SubprocessRuntime:

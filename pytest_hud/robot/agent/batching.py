@@ -2,10 +2,11 @@
 
 ``BatchedModel`` queues concurrent ``ainfer`` rows and runs them as one ``[N, ...]``
 forward once every live rollout has queued (or ``max_wait_s`` after the first row,
-or at ``batch_size``), then scatters the rows back. A failing forward fails only
-the callers whose rows were in it. ``BatchedAgent`` wraps a RobotAgent: it runs it
-with the batched model and tells that how many rollouts are live, so the batch is as
-wide as whatever is in flight and the tail of a suite never waits for stragglers.
+or at ``batch_size``), then scatters the rows back. A failing forward is rerun row
+by row, so only the callers whose own rows raise get the error. ``BatchedAgent``
+wraps a RobotAgent: it runs it with the batched model and tells that how many
+rollouts are live, so the batch is as wide as whatever is in flight and the tail of a suite
+never waits for stragglers.
 """
 
 from __future__ import annotations
@@ -114,9 +115,11 @@ class BatchedModel(Model):
                 if not fut.done():
                     fut.set_result(chunks[i])
         except Exception as exc:
-            for _, fut in rows:
-                if not fut.done():
-                    fut.set_exception(exc)
+            if len(rows) == 1:
+                if not rows[0][1].done():
+                    rows[0][1].set_exception(exc)
+            else:
+                await self._rows_alone(rows)
         finally:
             self._busy = False
             if self._pending:  # rows queued while this forward ran
@@ -127,6 +130,29 @@ class BatchedModel(Model):
                 elif self._timer is None:
                     loop = asyncio.get_running_loop()
                     self._timer = loop.call_later(self.max_wait_s, self._flush_now)
+
+    async def _rows_alone(
+        self, rows: list[tuple[dict[str, Any], asyncio.Future[np.ndarray]]]
+    ) -> None:
+        """Rerun a failed forward's rows one by one, so only the rows that raise fail.
+
+        One client's bad row (a NaN the model refuses, a malformed prompt) used to fail
+        every client batched with it (3 of 3 trials). A failure costs N extra forwards;
+        a forward that succeeds costs nothing more.
+        """
+        for row, fut in rows:
+            if fut.done():  # its caller gave up
+                continue
+            try:
+                out = await run_infer(self.model, stack_rows([row]))
+                chunk = check_chunk(out, 1, None, type(self.model).__name__)[0]
+            except Exception as exc:
+                if not fut.done():
+                    fut.set_exception(exc)
+                continue
+            self.batches.append(1)
+            if not fut.done():
+                fut.set_result(chunk)
 
 
 def _layout(row: dict[str, Any]) -> tuple[Any, ...]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ from pytest_hud.robot.agent.agent import RobotAgent
 from pytest_hud.robot.agent.ensembler import Ensembler
 from pytest_hud.robot.agent.errors import CheckpointError
 from pytest_hud.robot.agent.model import Model
+from pytest_hud.threads import DaemonExecutor
 
 __all__ = [
     "PI05_CHECKPOINT",
@@ -74,11 +75,11 @@ def _import_torch() -> Any:
     return torch
 
 
-_torch_executor: ThreadPoolExecutor | None = None
+_torch_executor: DaemonExecutor | None = None
 _torch_lock = threading.Lock()
 
 
-def torch_thread() -> ThreadPoolExecutor:
+def torch_thread() -> DaemonExecutor:
     """The one thread this process runs torch on (checkpoint loads and every forward).
 
     Under pytest-xdist, unless ``OMP_NUM_THREADS`` says otherwise, each worker's torch
@@ -87,7 +88,8 @@ def torch_thread() -> ThreadPoolExecutor:
     global _torch_executor
     with _torch_lock:
         if _torch_executor is None:
-            _torch_executor = ThreadPoolExecutor(
+            # a daemon thread: a forward wedged in torch does not hold the process at exit
+            _torch_executor = DaemonExecutor(
                 1, thread_name_prefix="pytest-hud-torch", initializer=_share_cores
             )
         return _torch_executor

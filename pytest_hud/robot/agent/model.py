@@ -17,6 +17,7 @@ import numpy as np
 
 from pytest_hud.robot.agent.errors import ModelOutputError
 from pytest_hud.robot.contract import Spaces
+from pytest_hud.threads import DaemonExecutor, abandon, model_threads
 
 __all__ = ["Model", "ModelOutputError", "RandomModel", "ZeroModel", "check_chunk", "stack_rows"]
 
@@ -82,8 +83,9 @@ class Model:
         raise NotImplementedError(f"{type(self).__name__} must implement infer(batch)")
 
     def executor(self) -> Executor | None:
-        """Where :meth:`infer` runs off the event loop; None is asyncio's worker threads.
-        Models whose framework wants one thread (torch) return a one-thread executor."""
+        """Where :meth:`infer` runs off the event loop; None is the shared daemon model
+        threads. Models whose framework wants one thread (torch) return a one-thread
+        executor (a :class:`~pytest_hud.threads.DaemonExecutor`, so exit never waits on it)."""
         return None
 
     async def ainfer(self, row: dict[str, Any]) -> np.ndarray:
@@ -93,8 +95,21 @@ class Model:
 
 
 async def run_infer(model: Model, batch: dict[str, Any]) -> Any:
-    """``model.infer(batch)`` on the model's executor, awaited from the event loop."""
-    return await asyncio.get_running_loop().run_in_executor(model.executor(), model.infer, batch)
+    """``model.infer(batch)`` on the model's executor, awaited from the event loop.
+
+    Without one, it runs on :func:`~pytest_hud.threads.model_threads` (daemon threads:
+    a forward that never returns does not hold the process at exit). A caller that is
+    cancelled while the forward still runs (a rollout timeout) leaves it abandoned:
+    :func:`pytest_hud.threads.abandoned` lists it until it returns.
+    """
+    executor = model.executor() or model_threads()
+    fut = executor.submit(model.infer, batch)
+    try:
+        return await asyncio.wrap_future(fut)
+    except asyncio.CancelledError:
+        thread = executor.thread_of(fut) if isinstance(executor, DaemonExecutor) else None
+        abandon(fut, f"{type(model).__name__}.infer", thread)
+        raise
 
 
 class _ActionSpaceModel(Model):

@@ -16,7 +16,8 @@ Unlike openpi's server it batches: every connection is a live rollout of one
 :class:`~pytest_hud.robot.agent.batching.BatchedModel` (``session()`` per connection), so
 requests that arrive together from many connections run as one ``model.infer``
 forward (once every connection has a request queued, or ``max_wait_s`` after the
-first, or at ``batch_size``). A forward that raises fails only the requests in it.
+first, or at ``batch_size``). A forward that raises is rerun row by row: only the
+connection whose row raises gets the error (and the 1011 close).
 
 Sharing one set of weights across ``pytest -n 8`` workers::
 
@@ -46,7 +47,7 @@ from pytest_hud.process import serve_until_stopped
 from pytest_hud.robot.agent.batching import BatchedModel
 from pytest_hud.robot.agent.model import Model
 from pytest_hud.robot.contract import Contract
-from pytest_hud.robot.wire.codec import pack, unpack, ws_options
+from pytest_hud.robot.wire.codec import frame_limit, pack, release_memory, unpack, ws_options
 
 __all__ = ["ANNOUNCE", "PolicyServer", "serve_forever"]
 
@@ -77,11 +78,21 @@ class PolicyServer:
         batch_size: int | None = None,
         metadata: dict[str, Any] | None = None,
         contract: Contract | dict[str, Any] | str | Path | None = None,
+        max_frame_bytes: int | None = None,
     ) -> None:
+        observation_bytes = None
         if contract is not None:
             if isinstance(contract, str | Path):
                 contract = Contract.load(contract)
-            model.bind(Contract.from_dict(contract).spaces())  # from_dict passes a Contract
+            contract = Contract.from_dict(contract)  # from_dict passes a Contract
+            model.bind(contract.spaces())
+            observation_bytes = contract.payload_bytes("observation")
+            if observation_bytes is not None:  # a history policy gets n_obs_steps of them
+                observation_bytes *= max(1, int(getattr(model, "n_obs_steps", 1) or 1))
+        #: The largest request frame accepted: what the contract's observation needs
+        #: (times 2, plus headers), else ``max_frame_bytes`` or ``$PYTEST_HUD_MAX_FRAME_BYTES``
+        #: (64 MiB); a bigger one closes its connection with 1009.
+        self.max_frame_bytes = frame_limit(observation_bytes, ceiling=max_frame_bytes)
         if not isinstance(model, BatchedModel):
             model = BatchedModel(model, max_wait_s=max_wait_s, batch_size=batch_size)
         self.batched: BatchedModel = model
@@ -108,7 +119,11 @@ class PolicyServer:
         if self._server is not None:
             return self.url
         self._server = await serve(
-            self._handler, self.host, self.port, process_request=_health_check, **ws_options()
+            self._handler,
+            self.host,
+            self.port,
+            process_request=_health_check,
+            **ws_options(self.max_frame_bytes),
         )
         self.port = next(iter(self._server.sockets)).getsockname()[1]
         return self.url
@@ -153,6 +168,7 @@ class PolicyServer:
             pass
         finally:
             self._handlers.discard(task)
+            release_memory()  # a big request's buffers go back to the kernel, not the heap
 
     async def _serve(self, ws: ServerConnection) -> None:
         await ws.send(self._metadata_frame)
@@ -218,6 +234,7 @@ def serve_forever(
     max_wait_s: float = 0.005,
     batch_size: int | None = None,
     contract: str | Path | None = None,
+    max_frame_bytes: int | None = None,
 ) -> None:
     """Load ``spec``'s model and serve it until SIGTERM, Ctrl-C or, when spawned with
     ``$PYTEST_HUD_LIFELINE=1``, the end of its stdin.
@@ -233,6 +250,7 @@ def serve_forever(
         batch_size=batch_size,
         metadata={"agent": spec, "model": type(model).__name__},
         contract=contract,
+        max_frame_bytes=max_frame_bytes,
     )
 
     async def main() -> None:
@@ -278,6 +296,13 @@ def main(argv: list[str] | None = None) -> None:
         help="the env's contract.json: binds models that size actions from the action "
         "space (zero, random); the openpi protocol carries no contract",
     )
+    parser.add_argument(
+        "--max-frame-mb",
+        type=float,
+        default=None,
+        help="largest request frame without a --contract (default: "
+        "$PYTEST_HUD_MAX_FRAME_BYTES or 64 MiB); with one, what its observation needs",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     serve_forever(
@@ -287,6 +312,7 @@ def main(argv: list[str] | None = None) -> None:
         max_wait_s=args.max_wait_ms / 1000,
         batch_size=args.batch_size,
         contract=args.contract,
+        max_frame_bytes=int(args.max_frame_mb * 2**20) if args.max_frame_mb else None,
     )
 
 

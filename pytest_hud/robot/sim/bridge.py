@@ -43,8 +43,10 @@ from pytest_hud.robot.sim.messages import (
 from pytest_hud.robot.sim.slots import SlotState, _Slot, next_free, resolve_slot
 from pytest_hud.robot.wire.codec import (
     PROTOCOL,
+    frame_limit,
     pack,
     pack_chunks,
+    release_memory,
     ws_options,
 )
 from pytest_hud.robot.wire.vectored import send_chunks
@@ -132,11 +134,20 @@ class RobotBridge(SimHooks):
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="pytest-hud-sim")
         self._contract_obj = await self._sim(self.ensure_contract)
         self._server = await serve(
-            self._serve_connection, host, port, ping_interval=None, **ws_options()
+            self._serve_connection, host, port, ping_interval=None, **ws_options(self._max_frame())
         )
         sock = next(iter(self._server.sockets))
         self._host, self._port = host, sock.getsockname()[1]
         return self.url
+
+    def _max_frame(self) -> int:
+        """An agent only ever sends a claim and one action per frame: cap frames at that.
+
+        From the contract's action size (a few KB); 1 MB if the contract leaves it open.
+        """
+        contract = self._contract_obj
+        action = contract.payload_bytes("action") if contract is not None else None
+        return frame_limit(action, margin=4.0, ceiling=1 << 20)
 
     async def stop(self) -> None:
         """Close every connection, stop serving and release the sim."""
@@ -192,6 +203,12 @@ class RobotBridge(SimHooks):
                     f"{_describe(claim)}; claim the slot token returned by reset()"
                 )
             slot = resolve_slot(self._slots, claim["claim"])
+            if claim["claim"] is None and slot.token_required:
+                slot = None
+                raise BridgeError(
+                    "a claim without a token is refused: this episode was started through the "
+                    "control channel, which handed its agent a slot token; claim with that token"
+                )
             if slot.ws is not None:
                 slot = None
                 raise BridgeError(
@@ -239,6 +256,7 @@ class RobotBridge(SimHooks):
                 if slot.state is SlotState.LIVE:
                     slot.state, slot.reason = SlotState.DONE, "agent disconnected"
                 await self._maybe_step()
+            release_memory()
 
     async def _send_row(self, slot: _Slot, batch: tuple[Any, ...] | None) -> None:
         """Send one slot's row of a batched observation; a terminated slot leaves the barrier."""
@@ -358,6 +376,7 @@ class RobotBridge(SimHooks):
                     prompt = self._batch_prompt
             slot.token = secrets.token_hex(16)
             slot.state, slot.used, slot.action, slot.reason = SlotState.CLAIMED, True, None, ""
+            slot.token_required = False  # control() sets it for a reset it carried
             slot.prompt = str(prompt or "")
             return {"prompt": slot.prompt, "token": slot.token, "slot": slot.index}
 
@@ -369,7 +388,7 @@ class RobotBridge(SimHooks):
             grade = dict(grades[slot.index])
             ws = slot.ws
             slot.token, slot.ws, slot.action = None, None, None
-            slot.state, slot.reason = SlotState.FREE, "released"
+            slot.state, slot.reason, slot.token_required = SlotState.FREE, "released", False
             if ws is not None:
                 self._spawn(ws.close())
         await self._maybe_step()
@@ -385,7 +404,10 @@ class RobotBridge(SimHooks):
                 "protocol": PROTOCOL,
             }
         if method == "reset":
-            return await self.claim(**params)
+            grant = await self.claim(**params)
+            # no await since claim() returned: no anonymous claim can slip in before this
+            self._slots[grant["slot"]].token_required = True
+            return grant
         if method == "result":
             return await self.release(params.get("token"))
         if method == "slots":

@@ -32,6 +32,8 @@ class _Slot:
     used: bool = False  # claimed since the last whole-sim reset
     prompt: str = ""
     reason: str = ""
+    #: Reset through the control channel: its agent must present the token (no ``None``).
+    token_required: bool = False
 
     @property
     def participant(self) -> bool:

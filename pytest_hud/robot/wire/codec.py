@@ -4,11 +4,17 @@ An ndarray travels as a map ``{b"__ndarray__": True, b"data": raw bytes,
 b"dtype": dtype.str, b"shape": shape}`` and a numpy scalar as
 ``{b"__npgeneric__": True, b"data": value, b"dtype": dtype.str}``; this is the
 encoding of ``openpi_client.msgpack_numpy`` and of the HUD SDK, byte for byte.
-Object, void and complex dtypes are refused: the wire never pickles.
+Only bool, integer, unsigned and float dtypes travel; everything else (object,
+void, complex, unicode, bytes, datetime, timedelta) is refused both ways, and a
+decoded array's shape must be non-negative integers that account for its data
+exactly. This is stricter than openpi-client, which decodes ``U`` and ``M8`` arrays
+and lets numpy infer a ``-1`` dimension: the wire never pickles and never guesses.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import threading
 from typing import Any
 
@@ -19,9 +25,13 @@ from pytest_hud.robot.wire.errors import WireError
 
 __all__ = [
     "PROTOCOL",
+    "SMALL_FRAME_BYTES",
     "WireError",
+    "frame_ceiling",
+    "frame_limit",
     "pack",
     "pack_chunks",
+    "release_memory",
     "unpack",
     "ws_options",
 ]
@@ -30,17 +40,44 @@ PROTOCOL = "openpi/0"
 
 _NDARRAY = b"__ndarray__"
 _NPGENERIC = b"__npgeneric__"
-_REFUSED_KINDS = {"O": "object", "V": "void/structured", "c": "complex"}
+_ALLOWED_KINDS = frozenset("biuf")
+_KIND_NAMES = {
+    "O": "object",
+    "V": "void/structured",
+    "c": "complex",
+    "U": "unicode string",
+    "S": "byte string",
+    "M": "datetime",
+    "m": "timedelta",
+}
 
 
 def _check_dtype(dtype: np.dtype) -> None:
-    kind = _REFUSED_KINDS.get(dtype.kind)
-    if kind is not None:
+    if dtype.kind not in _ALLOWED_KINDS or dtype.fields is not None:
+        kind = _KIND_NAMES.get(dtype.kind, dtype.kind)
         raise WireError(
             f"cannot send a numpy array of {kind} dtype {dtype.str!r} over openpi/0: "
             "only bool, integer, unsigned and float arrays travel; convert it first "
-            "(e.g. arr.astype(np.float32), or split complex into real and imaginary parts)"
+            "(e.g. arr.astype(np.float32), or split complex into real and imaginary parts; "
+            "send text as a plain str, times as float seconds)"
         )
+
+
+def _check_shape(shape: Any, dtype: np.dtype, data: Any) -> tuple[int, ...]:
+    """A decoded shape: non-negative ints whose product fills ``data`` exactly (no -1)."""
+    if not isinstance(shape, list | tuple) or not all(type(d) is int and d >= 0 for d in shape):
+        raise WireError(
+            f"ndarray shape must be a list of non-negative integers, got {shape!r}; "
+            "send the array's real shape (no -1)"
+        )
+    nbytes = math.prod(shape) * dtype.itemsize  # Python ints: a huge shape cannot wrap
+    size = len(data) if isinstance(data, bytes | bytearray) else memoryview(data).nbytes
+    if nbytes != size:
+        raise WireError(
+            f"ndarray shape {list(shape)} of dtype {dtype.str!r} needs {nbytes} bytes, "
+            f"the frame carries {size}; send arr.tobytes() with arr.shape"
+        )
+    return tuple(shape)
 
 
 def _encode(obj: Any) -> Any:
@@ -65,7 +102,8 @@ def _decode(obj: dict) -> Any:
     if _NDARRAY in obj:
         dtype = np.dtype(obj[b"dtype"])
         _check_dtype(dtype)
-        return np.ndarray(buffer=obj[b"data"], dtype=dtype, shape=tuple(obj[b"shape"]))
+        shape = _check_shape(obj[b"shape"], dtype, obj[b"data"])
+        return np.ndarray(buffer=obj[b"data"], dtype=dtype, shape=shape)
     if _NPGENERIC in obj:
         dtype = np.dtype(obj[b"dtype"])
         _check_dtype(dtype)
@@ -165,10 +203,53 @@ def unpack(data: bytes | bytearray | memoryview) -> Any:
         ) from exc
 
 
-def ws_options() -> dict[str, Any]:
-    """WebSocket settings both ends use: no permessage-deflate, large frames allowed.
+#: What a peer may send before it is known (a claim), and the floor of every cap.
+SMALL_FRAME_BYTES = 4096
+_DEFAULT_CEILING = 64 * 1024 * 1024
+
+
+def frame_ceiling() -> int:
+    """The most one received frame may carry: ``$PYTEST_HUD_MAX_FRAME_BYTES`` or 64 MiB."""
+    raw = os.environ.get("PYTEST_HUD_MAX_FRAME_BYTES")
+    return int(raw) if raw else _DEFAULT_CEILING
+
+
+def frame_limit(
+    payload_bytes: int | None, *, margin: float = 2.0, ceiling: int | None = None
+) -> int:
+    """The cap on a received frame that carries ``payload_bytes`` of arrays.
+
+    ``margin`` times the payload plus a few KB for keys and headers, never above the
+    ceiling; an unknown payload gets the ceiling. With no cap (``max_size=None``), a
+    client with no token pushed a sim from 46 MB to 681 MB before it ever claimed.
+    """
+    top = frame_ceiling() if ceiling is None else ceiling
+    if payload_bytes is None:
+        return top
+    return max(SMALL_FRAME_BYTES, min(top, SMALL_FRAME_BYTES + int(payload_bytes * margin)))
+
+
+def release_memory() -> bool:
+    """Give the heap's free pages back to the kernel (glibc ``malloc_trim``); whether it could.
+
+    The sim program's ``tune_allocator`` raises glibc's trim threshold so frames reuse the heap
+    instead of faulting fresh pages; the price is that freed frame buffers stay
+    resident (a sim kept 81-165 MB after its attacker left). Servers call this when
+    a connection closes, so memory returns to its baseline without a per-frame cost.
+    """
+    try:
+        import ctypes
+
+        return bool(ctypes.CDLL("libc.so.6").malloc_trim(0))
+    except (OSError, AttributeError):
+        return False
+
+
+def ws_options(max_size: int | None = None) -> dict[str, Any]:
+    """WebSocket settings both ends use: no permessage-deflate; ``max_size`` caps a frame.
 
     Compression costs ~4 ms per 150 KB camera frame and buys nothing on
-    loopback or LAN, so it is off on server and client alike.
+    loopback or LAN, so it is off on server and client alike. Servers pass a
+    cap from :func:`frame_limit`; ``None`` (no cap) is for clients of a trusted peer.
     """
-    return {"compression": None, "max_size": None}
+    return {"compression": None, "max_size": max_size}

@@ -1,0 +1,171 @@
+"""Worker threads that never hold the process hostage, and a record of the ones given up on.
+
+A model forward can wedge (a CUDA call that never returns, a deadlocked tokenizer).
+``concurrent.futures.ThreadPoolExecutor`` — asyncio's default executor included —
+joins every worker at interpreter exit, so one wedged forward kept a finished
+session alive for ~2.5 minutes after ``--hud-timeout`` had already reported it.
+:class:`DaemonExecutor` runs work on daemon threads that exit does not wait for.
+
+When a caller stops waiting for a call that is still running (a rollout timeout
+cancels it), the call is *abandoned*: its thread keeps running. :func:`abandon`
+records it and :func:`abandoned` lists those still running, so a report can say
+that a thread was left behind and what it was doing.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Abandoned", "DaemonExecutor", "abandon", "abandoned", "model_threads"]
+
+
+@dataclass(frozen=True)
+class Abandoned:
+    """A call whose caller gave up while it still ran on ``thread``."""
+
+    what: str
+    thread: str
+    since: float  # time.monotonic() when it was given up on
+
+    @property
+    def seconds(self) -> float:
+        """How long it has run since it was given up on."""
+        return time.monotonic() - self.since
+
+
+_WorkItem = tuple[Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+
+
+class DaemonExecutor(Executor):
+    """Up to ``max_workers`` daemon threads, started as work arrives; exit never joins them."""
+
+    def __init__(
+        self,
+        max_workers: int = 1,
+        thread_name_prefix: str = "pytest-hud-worker",
+        initializer: Callable[[], Any] | None = None,
+    ) -> None:
+        if max_workers < 1:
+            raise ValueError("max_workers must be >= 1")
+        self._max = max_workers
+        self._prefix = thread_name_prefix
+        self._initializer = initializer
+        self._work: queue.SimpleQueue[_WorkItem | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+        self._lock = threading.Lock()
+        self._shutdown = False
+        self._running: dict[Future[Any], str] = {}  # future -> the thread running it
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        with self._lock:
+            if self._shutdown:
+                raise RuntimeError("cannot submit to a DaemonExecutor after shutdown()")
+            fut: Future[Any] = Future()
+            self._work.put((fut, fn, args, kwargs))
+            if self._idle == 0 and len(self._threads) < self._max:
+                name = f"{self._prefix}_{len(self._threads)}"
+                thread = threading.Thread(target=self._worker, name=name, daemon=True)
+                self._threads.append(thread)
+                thread.start()
+            return fut
+
+    def thread_of(self, fut: Future[Any]) -> str | None:
+        """The name of the thread running ``fut`` (None if it is not running here)."""
+        return self._running.get(fut)
+
+    def _worker(self) -> None:
+        broken: BaseException | None = None
+        if self._initializer is not None:
+            try:
+                self._initializer()
+            except BaseException as exc:  # every call this worker takes fails with it
+                broken = exc
+        name = threading.current_thread().name
+        while True:
+            with self._lock:
+                self._idle += 1
+            item = self._work.get()
+            with self._lock:
+                self._idle -= 1
+            if item is None:
+                return
+            fut, fn, args, kwargs = item
+            if broken is not None:
+                if fut.set_running_or_notify_cancel():
+                    fut.set_exception(RuntimeError(f"{name}: its initializer failed: {broken!r}"))
+            elif fut.set_running_or_notify_cancel():
+                self._running[fut] = name
+                try:
+                    result = fn(*args, **kwargs)
+                except BaseException as exc:
+                    fut.set_exception(exc)
+                else:
+                    fut.set_result(result)
+                finally:
+                    self._running.pop(fut, None)
+            del fut, fn, args, kwargs, item
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            self._shutdown = True
+            if cancel_futures:
+                while True:
+                    try:
+                        item = self._work.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is not None:
+                        item[0].cancel()
+            for _ in self._threads:
+                self._work.put(None)
+        if wait:
+            for thread in self._threads:
+                if thread is not threading.current_thread():
+                    thread.join()
+
+
+_abandoned: dict[Future[Any], Abandoned] = {}
+_abandoned_lock = threading.Lock()
+
+
+def abandon(fut: Future[Any], what: str, thread: str | None = None) -> None:
+    """Record that the caller of ``fut`` (still running) gave up on it."""
+    if fut.done():
+        return
+    entry = Abandoned(what, thread or "a worker thread", time.monotonic())
+    with _abandoned_lock:
+        _abandoned[fut] = entry
+
+    def forget(done: Future[Any]) -> None:
+        with _abandoned_lock:
+            _abandoned.pop(done, None)
+
+    fut.add_done_callback(forget)
+
+
+def abandoned() -> list[Abandoned]:
+    """Calls given up on that are still running, oldest first."""
+    with _abandoned_lock:
+        return sorted(_abandoned.values(), key=lambda a: a.since)
+
+
+_model_threads: DaemonExecutor | None = None
+_model_lock = threading.Lock()
+
+
+def model_threads() -> DaemonExecutor:
+    """The shared executor for models that name none (instead of asyncio's default one)."""
+    global _model_threads
+    with _model_lock:
+        if _model_threads is None:
+            workers = min(32, (os.cpu_count() or 1) + 4)  # ThreadPoolExecutor's default
+            _model_threads = DaemonExecutor(workers, thread_name_prefix="pytest-hud-model")
+        return _model_threads
