@@ -323,10 +323,18 @@ async def bench_payload(cams: int, args: Any) -> list[dict[str, Any]]:
     try:
         for server in (one, many, bare):
             await server.start()
+        both = args.client == "both"
         for mode, nclients, procs in MODES:
-            ours_reps, bare_reps = [], []
+            ours_reps, ws_reps, bare_reps = [], [], []
+            server = one if nclients == 1 else many
             for _ in range(args.reps):
-                ours_reps.append(await (one if nclients == 1 else many).run(procs, args))
+                # --client both: our client, then websockets', then bare, against the same
+                # servers in the same repetition (client processes inherit the variable)
+                os.environ["PYTEST_HUD_WEBSOCKET"] = "frames" if both else args.client
+                ours_reps.append(await server.run(procs, args))
+                if both:
+                    os.environ["PYTEST_HUD_WEBSOCKET"] = "websockets"
+                    ws_reps.append(await server.run(procs, args))
                 bare_reps.append(await bare.run(nclients, procs, args))
             ours, bare_fig = median_of(ours_reps), median_of(bare_reps)
             rows.append(
@@ -339,6 +347,11 @@ async def bench_payload(cams: int, args: Any) -> list[dict[str, Any]]:
                     "ratio": ours["steps_per_s"] / bare_fig["steps_per_s"],
                     "ours_reps": ours_reps,
                     "bare_reps": bare_reps,
+                    **(
+                        {"websockets": median_of(ws_reps), "websockets_reps": ws_reps}
+                        if both
+                        else {}
+                    ),
                 }
             )
     finally:
@@ -365,6 +378,20 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             f" {fmt_rate(o['steps_per_s']):>8} {o['p50_ms']:>7.3f} {o['p99_ms']:>7.3f}"
             f" {fmt_rate(b['steps_per_s']):>8} {b['p50_ms']:>7.3f} {b['p99_ms']:>7.3f}"
             f" {r['ratio']:>8.0%}"
+        )
+
+
+def print_clients(rows: list[dict[str, Any]]) -> None:
+    """Our RobotClient on our own WebSocket client vs on websockets', same servers, same run."""
+    print("\nour client (frames) vs websockets' client under the same RobotClient and server")
+    head = f"{'payload':<24} {'clients':<17} {'frames/s':>9} {'websockets/s':>13} {'ratio':>6}"
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        f, w = r["ours"]["steps_per_s"], r["websockets"]["steps_per_s"]
+        print(
+            f"{PAYLOAD_LABELS[r['payload']]:<24} {r['mode']:<17} {fmt_rate(f):>9}"
+            f" {fmt_rate(w):>13} {f / w:>5.2f}x"
         )
 
 
@@ -415,9 +442,10 @@ if __name__ == "__main__":
     parser.add_argument("--cap", type=float, default=15.0, help="time cap per measurement, s")
     parser.add_argument(
         "--client",
-        choices=["frames", "websockets"],
+        choices=["frames", "websockets", "both"],
         default="frames",
-        help="our RobotClient's WebSocket implementation (default: frames, its default)",
+        help="our RobotClient's WebSocket implementation (default: frames, its default); "
+        "both: each repetition runs ours on frames, then on websockets, then bare",
     )
     parser.add_argument(
         "--payload",
@@ -433,7 +461,7 @@ if __name__ == "__main__":
     if quick:
         args.cap = min(args.cap, 3.0)
 
-    os.environ["PYTEST_HUD_WEBSOCKET"] = args.client
+    os.environ["PYTEST_HUD_WEBSOCKET"] = "frames" if args.client == "both" else args.client
     t = time.perf_counter()
     load0 = os.getloadavg()[0]
     out = asyncio.run(main(args))
@@ -445,6 +473,8 @@ if __name__ == "__main__":
         f"load avg {load0:.1f} -> {os.getloadavg()[0]:.1f}"
     )
     print_table(rows)
+    if args.client == "both":
+        print_clients(rows)
     print()
     for line in check_targets(rows):
         print(line)
