@@ -87,6 +87,17 @@ def test_every_task_has_a_template_and_libero_stays_out_of_this_venv() -> None:
     assert not {"libero", "robosuite", "bddl"} & set(sys.modules)
 
 
+def test_subprocess_runtime_serves_the_module_with_the_named_python() -> None:
+    """``--hud-runtime=subprocess:PYTHON`` (the LIBERO venv's python) for each row."""
+    from pytest_hud.runtime.placement import provider_for
+
+    substrate: Any = provider_for("subprocess:/opt/libero/bin/python")(
+        lb_tasks.rows("libero_goal", 1)[0]
+    )
+    assert substrate.argv[:3] == ["/opt/libero/bin/python", "-m", "pytest_hud.serve"]
+    assert substrate.argv[3] == MODULE  # the row's module column, imported there
+
+
 def test_state_orientation_is_robosuites_axis_angle() -> None:
     half = np.sqrt(0.5)
     assert np.allclose(quat_to_axis_angle(np.array([0.0, 0.0, 0.0, 1.0])), 0.0)
