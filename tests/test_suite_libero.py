@@ -98,6 +98,25 @@ def test_subprocess_runtime_serves_the_module_with_the_named_python() -> None:
     assert substrate.argv[3] == MODULE  # the row's module column, imported there
 
 
+def test_pi05_keys_map_by_name_from_libero_observations() -> None:
+    """pi05_libero's input names, in any order, get the camera of the same name."""
+    from pytest_hud.robot.agent.adapter import LeRobotAdapter
+    from pytest_hud.suites import libero
+
+    spaces = Contract.from_dict(libero.contract(4)).spaces()
+    keys = ["observation.images.image2", "observation.images.image"]
+    adapter = LeRobotAdapter(keys).bind(spaces)
+    data = {key: np.full((4, 4, 3), i * 255, np.uint8) for i, key in enumerate(IMAGES)}
+    data["observation/state"] = np.arange(8, dtype=np.float32)
+    row = adapter.observation(data, "open the middle drawer of the cabinet")
+    assert set(row) == {*keys, "observation.state", "task"}
+    assert row["observation.images.image"].max() == 0.0  # agentview
+    assert row["observation.images.image2"].min() == 1.0  # wrist
+    assert row["observation.images.image2"].shape == (3, 4, 4)
+    assert row["observation.state"].tolist() == list(range(8))
+    assert row["task"] == "open the middle drawer of the cabinet"
+
+
 def test_state_orientation_is_robosuites_axis_angle() -> None:
     half = np.sqrt(0.5)
     assert np.allclose(quat_to_axis_angle(np.array([0.0, 0.0, 0.0, 1.0])), 0.0)
