@@ -32,6 +32,7 @@ llvmpipe).
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -105,7 +106,11 @@ def make_environment(size: int = 256, name: str = ENV) -> Environment:
     from pytest_hud.doctor import preflight
 
     preflight()  # one RenderError with the fix, before any sim spawns
-    environment = Environment(name)
+    # Environment(requires=, apt=) declares what an auto-built docker image needs (branch
+    # dockercli); until that merges, REQUIRES and APT stay module-level only.
+    declares = "requires" in inspect.signature(Environment).parameters
+    needs: dict[str, Any] = {"requires": REQUIRES, "apt": APT} if declares else {}
+    environment = Environment(name, **needs)
     sim = environment.gym(
         make_env, make_kwargs={"size": size}, contract=contract(size), fps=CONTROL_RATE
     )
