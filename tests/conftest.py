@@ -38,14 +38,14 @@ def find_venv_python(name: str) -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-def venv_python(name: str, what: str, probe_import: str) -> Path:
+def venv_python(name: str, what: str, probe_import: str, setup: str = "--interop") -> Path:
     """The venv's python after checking ``probe_import`` works there; skips (fails under
     PYTEST_HUD_REQUIRE_ALL) when it is absent or broken."""
     python = find_venv_python(name)
     require(
         python,
         f"a python with {what}",
-        f"run scripts/setup --interop, or point $PYTEST_HUD_{name.upper()}_PYTHON at one",
+        f"run scripts/setup {setup}, or point $PYTEST_HUD_{name.upper()}_PYTHON at one",
     )
     assert python is not None
     probe = subprocess.run(
@@ -58,7 +58,7 @@ def venv_python(name: str, what: str, probe_import: str) -> Path:
     require(
         probe.returncode == 0,
         f"{what} in {python} ({probe.stderr.strip().splitlines()[-1:]})",
-        f"re-create it with scripts/setup --interop (rm -rf .ci/venvs/{name} first)",
+        f"re-create it with scripts/setup {setup} (rm -rf .ci/venvs/{name} first)",
     )
     return python
 

@@ -14,7 +14,7 @@ __all__ = ["HudOptions", "addoption"]
 _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     (
         "--hud-runtime",
-        "where substrates run: local, subprocess, docker[:IMAGE], modal[:IMAGE], "
+        "where substrates run: local, subprocess[:PYTHON], docker[:IMAGE], modal[:IMAGE], "
         "ray (RAY_ADDRESS, else a local cluster), ray:HOST:PORT, ray://HOST:PORT, "
         "or tcp://HOST:PORT of a running env server (default: local)",
         {},
@@ -167,7 +167,7 @@ class HudOptions:
         kind = self.runtime.split(":", 1)[0]
         if kind not in ("local", "subprocess", "docker", "modal", "ray", "tcp", "ws"):
             raise pytest.UsageError(
-                f"unknown --hud-runtime {self.runtime!r}; valid forms: local, subprocess, "
+                f"unknown --hud-runtime {self.runtime!r}; valid forms: local, subprocess[:PYTHON], "
                 "docker[:IMAGE], modal[:IMAGE], ray, ray:HOST:PORT, ray://HOST:PORT, "
                 "tcp://HOST:PORT or ws://HOST:PORT"
             )

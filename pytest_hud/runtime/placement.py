@@ -101,9 +101,12 @@ def provider_for(runtime: str, shared: int | None = None) -> Provider:
     elif kind in ("local", "subprocess"):
         from pytest_hud.runtime.subprocess import SubprocessRuntime
 
-        provider = by_declaration(
-            LocalRuntime if kind == "local" else SubprocessRuntime, _undeclared
-        )
+        if kind == "subprocess" and arg:  # subprocess:PYTHON, e.g. the LIBERO venv's
+            provider = by_declaration(lambda path: SubprocessRuntime(path, python=arg), _undeclared)
+        else:
+            provider = by_declaration(
+                LocalRuntime if kind == "local" else SubprocessRuntime, _undeclared
+            )
     elif kind == "docker":
         from pytest_hud.runtime.docker import DockerRuntime
 

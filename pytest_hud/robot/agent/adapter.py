@@ -72,9 +72,16 @@ class OpenPIAdapter(Adapter):
         return row
 
 
+def _same_names(cameras: Sequence[str], keys: Sequence[str]) -> bool:
+    """Whether the env's cameras are the policy's image keys, written with slashes."""
+    return bool(keys) and sorted(c.replace("/", ".") for c in cameras) == sorted(keys)
+
+
 class LeRobotAdapter(Adapter):
-    """LeRobot's convention: env cameras (contract order) onto the policy's image keys as
-    CHW float in [0, 1]; the state as float32 ``observation.state``; the prompt as ``task``.
+    """LeRobot's convention: env cameras onto the policy's image keys as CHW float in
+    [0, 1] (by name when the env's names are the policy's, e.g. LIBERO's
+    ``observation/images/image`` for ``observation.images.image``; else in contract
+    order); the state as float32 ``observation.state``; the prompt as ``task``.
     """
 
     def __init__(
@@ -99,6 +106,10 @@ class LeRobotAdapter(Adapter):
                     f"camera_map names env cameras {unknown}; the env's cameras are {cameras}"
                 )
             self._images = list(self.camera_map.items())
+        elif _same_names(cameras, self.model_image_keys):
+            # the env already uses the policy's names (LIBERO's observation/images/image ->
+            # observation.images.image): map by name, whatever the order
+            self._images = [(c, c.replace("/", ".")) for c in cameras]
         else:
             keys = self.model_image_keys
             if len(keys) != len(cameras):

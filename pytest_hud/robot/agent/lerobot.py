@@ -350,16 +350,27 @@ def lerobot_agent(
 
 
 def pi05_agent(arg: str | None = None) -> RobotAgent:
-    """pi0.5 fine-tuned on LIBERO (``--hud-agent=pi05``, or ``pi05:/local/checkpoint``)."""
+    """pi0.5 fine-tuned on LIBERO (``--hud-agent=pi05``, or ``pi05:/local/checkpoint``).
+
+    Without a path the hub checkpoint is taken from the local hub cache, or downloaded
+    when the hub is reachable; offline it fails at once naming the ``pi05:/path`` form
+    (:func:`pytest_hud.robot.agent.hub.cached_or_reachable`), not after the hub's retries.
+    """
     if arg:
         return lerobot_agent(arg, name=f"pi05:{arg}")
+    from pytest_hud.robot.agent.hub import cached_or_reachable
+
+    hint = (
+        "Pass a local copy of the checkpoint: --hud-agent=pi05:/path/to/pi05_libero_finetuned "
+        "(or lerobot:/path/to/it)"
+    )
     try:
-        return lerobot_agent(PI05_CHECKPOINT, name="pi05")
+        _import_torch()
+        source = cached_or_reachable(PI05_CHECKPOINT, hint=hint)
+        return lerobot_agent(source, name="pi05")
     except CheckpointError as exc:
         raise CheckpointError(
             f"pi05: cannot load the pi0.5 LIBERO checkpoint {PI05_CHECKPOINT!r} "
-            f"({exc.reason or exc}). It needs access to the Hugging Face Hub (or the checkpoint "
-            "already in the local hub cache); without it, pass a local copy: "
-            "--hud-agent=pi05:/path/to/pi05_libero_finetuned",
+            f"({exc.reason or exc}). {hint}",
             reason=exc.reason,
         ) from None

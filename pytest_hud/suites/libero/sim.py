@@ -1,0 +1,132 @@
+"""The LIBERO sim: one task as a gymnasium env, in lerobot's and openpi's layout.
+
+``make_env(task, size)`` is the factory ``env.gym`` serves (a new task rebuilds the
+robosuite env: 7-8 s on an idle core here, over a minute on a loaded one);
+``init_state`` and ``seed`` arrive per episode through ``reset``. libero and robosuite
+are imported inside the factory only, so this module (and the task rows) load in a
+venv without them.
+
+Observations, as lerobot's LIBERO env + ``LiberoProcessorStep`` and openpi's LIBERO
+example feed pi0/pi0.5:
+
+- ``observation/images/image``: ``agentview_image``, ``observation/images/image2``:
+  ``robot0_eye_in_hand_image``; both HxWx3 uint8 turned 180 degrees (robosuite
+  renders them upside down; both upstreams flip both cameras);
+- ``observation/state``: 8 float32, end-effector position (3), its orientation as
+  axis-angle (3, from robosuite's xyzw quaternion), the two gripper finger joints.
+
+Actions are robosuite's 7-d OSC_POSE deltas in [-1, 1] (gripper -1 open, +1 close).
+``reset`` sets the task's fixed initial state, then steps 10 no-op actions so the
+objects settle (both upstreams do; these steps are not counted). The episode ends at
+``check_success()`` or at the suite's step limit.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from pytest_hud.suites.libero.tasks import MAX_STEPS, TASKS, suite_of
+
+__all__ = ["ACTION_SIZE", "CAMERAS", "CONTROL_RATE", "STATE_SIZE", "LiberoEnv", "make_env"]
+
+STATE_SIZE = 8
+ACTION_SIZE = 7
+#: robosuite's control_freq in LIBERO.
+CONTROL_RATE = 20.0
+#: LIBERO camera -> our observation key (lerobot's ``observation.images.image``/``image2``).
+CAMERAS = {
+    "agentview_image": "observation/images/image",
+    "robot0_eye_in_hand_image": "observation/images/image2",
+}
+#: No-op steps after setting the initial state (lerobot's ``num_steps_wait``).
+SETTLE_STEPS = 10
+_NOOP = np.array([0.0] * 6 + [-1.0])
+
+
+def quat_to_axis_angle(quat: np.ndarray) -> np.ndarray:
+    """robosuite's xyzw quaternion as an axis-angle vector (robosuite's ``quat2axisangle``)."""
+    x, y, z, w = (float(v) for v in quat)
+    w = min(max(w, -1.0), 1.0)
+    den = np.sqrt(1.0 - w * w)
+    if den < 1e-8:
+        return np.zeros(3, np.float32)
+    return (np.array([x, y, z]) * 2.0 * np.arccos(w) / den).astype(np.float32)
+
+
+class LiberoEnv(gym.Env):  # type: ignore[type-arg]
+    """One LIBERO task; ``reset(options={"init_state": k})`` starts from fixed state k."""
+
+    metadata = {"render_modes": [], "render_fps": CONTROL_RATE}
+
+    def __init__(self, task: str, size: int = 224) -> None:
+        self.suite = suite_of(task)
+        self.task = task
+        self.prompt = TASKS[task][1]
+        self.max_steps = MAX_STEPS[self.suite]
+        os.environ.setdefault("MUJOCO_GL", "egl")  # read when robosuite is imported
+        from libero.libero import benchmark, get_libero_path
+        from libero.libero.envs import OffScreenRenderEnv
+
+        bench = benchmark.get_benchmark_dict()[self.suite]()
+        index = bench.get_task_names().index(task)
+        spec = bench.get_task(index)
+        bddl = os.path.join(get_libero_path("bddl_files"), spec.problem_folder, spec.bddl_file)
+        self.init_states = np.asarray(bench.get_task_init_states(index))
+        self.sim = OffScreenRenderEnv(bddl_file_name=bddl, camera_heights=size, camera_widths=size)
+        spaces: dict[str, gym.Space[Any]] = {
+            key: gym.spaces.Box(0, 255, (size, size, 3), np.uint8) for key in CAMERAS.values()
+        }
+        spaces["observation/state"] = gym.spaces.Box(-np.inf, np.inf, (STATE_SIZE,), np.float32)
+        self.observation_space = gym.spaces.Dict(spaces)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (ACTION_SIZE,), np.float32)
+        self.steps = 0
+
+    def _obs(self, raw: dict[str, Any]) -> dict[str, np.ndarray]:
+        obs = {key: np.ascontiguousarray(raw[cam][::-1, ::-1]) for cam, key in CAMERAS.items()}
+        obs["observation/state"] = np.concatenate(
+            [
+                np.asarray(raw["robot0_eef_pos"], np.float32),
+                quat_to_axis_angle(raw["robot0_eef_quat"]),
+                np.asarray(raw["robot0_gripper_qpos"], np.float32),
+            ]
+        )
+        return obs
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        k = int((options or {}).get("init_state", 0))
+        if not 0 <= k < len(self.init_states):
+            raise ValueError(
+                f"init_state {k}: expected 0..{len(self.init_states) - 1} "
+                f"(one of {self.task}'s fixed initial states)"
+            )
+        if seed is not None:
+            self.sim.seed(int(seed))
+        self.sim.reset()
+        raw = self.sim.set_init_state(self.init_states[k])
+        for _ in range(SETTLE_STEPS):
+            raw, _, _, _ = self.sim.step(_NOOP)
+        self.steps = 0
+        return self._obs(raw), {"init_state": k, "success": False}
+
+    def step(
+        self, action: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        raw, reward, _, _ = self.sim.step(np.asarray(action, np.float64).reshape(ACTION_SIZE))
+        self.steps += 1
+        success = bool(self.sim.check_success())
+        truncated = not success and self.steps >= self.max_steps
+        return self._obs(raw), float(reward), success, truncated, {"success": success}
+
+    def close(self) -> None:
+        self.sim.close()
+
+
+def make_env(task: str, size: int = 224) -> LiberoEnv:
+    """The factory ``env.gym`` serves (its parameters are the build args)."""
+    return LiberoEnv(task, size)

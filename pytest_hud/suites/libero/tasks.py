@@ -1,0 +1,106 @@
+"""LIBERO's suites, tasks and language instructions, and their task rows.
+
+Pure data (no libero import): the rows are listed in any venv, while the sim needs
+robosuite 1.4.0, ``mujoco`` 3.17 and bddl, which clash with most users' stacks and
+so live in their own venv or image. ``suites.json`` is what
+``libero.libero.benchmark`` lists for the five suites (task name and instruction,
+in the benchmark's task order); :func:`write_suite_files` regenerates the shipped
+JSONL files from it.
+
+A row is ``Task("libero", <task name>, {"init_state": k})``: ``k`` picks one of the
+task's 50 fixed initial states (the benchmark's ``.pruned_init`` files, shipped as
+``.npz`` by libero-pro), so row ``k`` starts from the same scene in every run, as in
+lerobot's and openpi's LIBERO evaluations (50 episodes per task).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pytest_hud import Task
+
+__all__ = [
+    "ENV",
+    "INIT_STATES",
+    "MAX_STEPS",
+    "MODULE",
+    "SUITES",
+    "SUITE_FILES",
+    "TASKS",
+    "rows",
+    "suite_of",
+    "write_suite_files",
+]
+
+ENV = "libero"
+MODULE = "pytest_hud.suites.libero"
+#: Fixed initial states per task.
+INIT_STATES = 50
+
+_HERE = Path(__file__).parent
+#: suite -> [(task name, language instruction), ...] in the benchmark's order.
+SUITES: dict[str, list[tuple[str, str]]] = {
+    suite: [(name, text) for name, text in tasks]
+    for suite, tasks in json.loads((_HERE / "suites.json").read_text()).items()
+}
+#: task name -> (suite, instruction); names are unique across the five suites.
+TASKS: dict[str, tuple[str, str]] = {
+    name: (suite, text) for suite, tasks in SUITES.items() for name, text in tasks
+}
+#: Episode step limits lerobot and openpi use (the longest demonstration plus a margin).
+MAX_STEPS = {
+    "libero_spatial": 280,
+    "libero_object": 280,
+    "libero_goal": 300,
+    "libero_10": 520,
+    "libero_90": 400,
+}
+#: Init states per task in the shipped files: the benchmark protocol's 50 for the four
+#: evaluation suites, 10 for libero_90 (4,500 rows at 50; pass ``init_states=50``).
+_SHIPPED = {"libero_90": 10}
+
+
+def suite_of(task: str) -> str:
+    """The suite a task name belongs to."""
+    try:
+        return TASKS[task][0]
+    except KeyError:
+        raise LookupError(
+            f"unknown LIBERO task {task!r}: expected a task name of one of "
+            f"{', '.join(SUITES)} (pytest_hud.suites.libero.tasks.TASKS)"
+        ) from None
+
+
+def rows(suite: str, init_states: int = INIT_STATES) -> list[Task]:
+    """Every task of ``suite`` x its first ``init_states`` fixed initial states."""
+    if suite not in SUITES:
+        raise ValueError(f"unknown LIBERO suite {suite!r}; known: {', '.join(SUITES)}")
+    if not 1 <= init_states <= INIT_STATES:
+        raise ValueError(f"init_states: expected 1..{INIT_STATES}, got {init_states}")
+    return [
+        Task(ENV, name, {"init_state": k}, metadata={"module": MODULE})
+        for name, _ in SUITES[suite]
+        for k in range(init_states)
+    ]
+
+
+#: The shipped JSONL files (one package per suite, so ``pytest --pyargs`` names them).
+SUITE_FILES = {
+    suite: (_HERE / suite / "tasks.jsonl", _SHIPPED.get(suite, INIT_STATES)) for suite in SUITES
+}
+
+
+def write_suite_files() -> list[Path]:
+    """Regenerate the shipped JSONL files from :func:`rows`."""
+    out = []
+    for suite, (path, count) in SUITE_FILES.items():
+        lines = []
+        for task in rows(suite, count):
+            row = task.to_row()
+            row.pop("metadata", None)  # the module column at the top level, as users write it
+            lines.append(json.dumps({**row, "module": MODULE}))
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+        out.append(path)
+    return out
