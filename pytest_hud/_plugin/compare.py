@@ -28,9 +28,11 @@ class CompareMixin(SessionState):
     _comparisons: list[cmp.Comparison]
     _compare_plot: Path | None
     _compare_error: str | None
+    _compare_bars: int | None
 
     def _setup_compare(self) -> None:
         self._comparisons, self._compare_plot, self._compare_error = [], None, None
+        self._compare_bars = None
 
     def _plot_path(self) -> Path:
         if self.options.results is not None:
@@ -57,7 +59,7 @@ class CompareMixin(SessionState):
             from pytest_hud.evaluation.compare_plot import write_plot
 
             path = self._plot_path()
-            write_plot([base, new], path)
+            self._compare_bars = write_plot([base, new], path)
             self._compare_plot = path
         except Exception as exc:  # matplotlib missing or the file cannot be written
             self._compare_error = f"compare plot not written: {type(exc).__name__}: {exc}"
@@ -79,6 +81,7 @@ class CompareMixin(SessionState):
             "compare": {
                 "base": str(self.options.compare),
                 "plot": None if self._compare_plot is None else str(self._compare_plot),
+                "bars": self._compare_bars,  # tasks x runs
                 "tasks": [
                     {
                         "task": c.task,
