@@ -76,3 +76,26 @@ def test_good_and_bad_agents_stop_early(seq: pytest.Pytester, xdist: list[str]) 
 def test_without_sequential_every_repeat_runs(seq: pytest.Pytester) -> None:
     result = run(seq, "--hud-group=8", "-k", "good")
     result.assert_outcomes(passed=8)
+
+
+def test_sequential_baseline_pairs_seeds_and_finds_the_worse_agent(seq: pytest.Pytester) -> None:
+    from test_plugin_ledger import AGENTS
+
+    seq.makepyfile(my_agents=AGENTS)
+    base = seq.path / "base.json"
+    opts = [f"--hud-group={GROUP}", "--hud-seed=1", "-k", "good"]
+    run(seq, *opts, f"--hud-results={base}").assert_outcomes(passed=GROUP)
+    out = seq.path / "new.json"
+    result = run(
+        seq,
+        *opts,
+        "--hud-agent=my_agents:backwards",
+        "--hud-gate=sequential",
+        f"--hud-baseline={base}",
+        f"--hud-results={out}",
+    )
+    doc = json.loads(out.read_text())
+    gate = next(g for g in doc["gates"] if g["name"].startswith("sequential baseline"))
+    assert not gate["passed"] and ": worse (" in gate["message"], gate
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("skipped", 0) > 0 and outcomes["failed"] + outcomes["skipped"] == GROUP
