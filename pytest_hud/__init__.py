@@ -20,6 +20,7 @@ from pytest_hud.runtime import (
     Taskset,
     run,
 )
+from pytest_hud.wrapping import wrap
 
 __version__ = "0.1.0"
 
@@ -43,6 +44,7 @@ __all__ = [  # noqa: RUF022 - grouped by what a user reaches for, not sorted
     # running rows
     "run",
     "RolloutResult",
+    "wrap",
     "ControlClient",
     "Run",
     # the root of every error

@@ -20,6 +20,7 @@ from pytest_hud._plugin.options import HudOptions, addoption
 from pytest_hud._plugin.session import HudSession
 from pytest_hud._plugin.state import CASE, PLUGIN, RESULT
 from pytest_hud.fixtures import hud_agent, hud_provider, hud_result, hud_task  # noqa: F401
+from pytest_hud.fixtures.wrap import hud_wrap  # noqa: F401
 
 __all__ = ["CASE", "PLUGIN", "RESULT", "EpisodeFailed", "HudHooks", "HudSession"]
 
@@ -72,6 +73,10 @@ class HudHooks:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.session.collection_finish(session)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        self.session.skip_decided(item)
 
     # -- reporting ------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -51,6 +51,7 @@ class CollectMixin(SessionState):
                 continue
             item.stash[CASE] = case
             self._apply_expectations(item, case)
+            self.resume_item(item, case)
             if item.get_closest_marker("skip") is None:
                 self.evaluator.register(item.nodeid, case, binding_key(item))
             if self.options.shared:  # keep a shared substrate's items on one xdist worker
@@ -110,6 +111,7 @@ class CollectMixin(SessionState):
             return [] if i is None else self._order[i + 1 :]
 
         self.evaluator.schedule = upcoming
+        self.lookahead_filter()
 
     def node_collection_finished(self, node: Any, ids: list[str]) -> None:
         if not self._order:

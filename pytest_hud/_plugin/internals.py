@@ -27,6 +27,7 @@ __all__ = [
     "XDIST_SCHEDULER_ATTRS",
     "HudBlockScheduling",
     "HudLoadScheduling",
+    "HudSequentialScheduling",
     "binding_key",
     "is_worker",
     "terminal_writer",
@@ -159,4 +160,56 @@ class HudBlockScheduling(LoadScheduling):
             if size:
                 self._send_tests(node, size)
         for node in nodes:
+            node.shutdown()
+
+
+class HudSequentialScheduling(LoadScheduling):
+    """``--hud-gate=sequential`` under ``-n``: small hand-outs, decided tasks dropped.
+
+    xdist's load scheduling sends a quarter of the collection up front; once sent, an
+    item runs (telling a worker to skip would need a controller-to-worker channel
+    xdist does not have). So this scheduler keeps every worker at two pending items
+    (a worker runs an item only once it holds the next one, or is shut down) and,
+    before each hand-out, asks ``drop(nodeid)`` for every pending index: a decided
+    task's items are reported skipped by the session and never sent. The controller
+    calls ``check_schedule`` after each finished item (``mark_test_complete``), after
+    the item's reports went through ``pytest_runtest_logreport``, where decisions are
+    made.
+    """
+
+    def __init__(self, config: Any, log: Any = None, *, drop: Any) -> None:
+        super().__init__(config, log)
+        self.drop = drop
+
+    def _prune(self) -> None:
+        state: Any = self
+        if state.collection is None:
+            return
+        self.pending[:] = [i for i in self.pending if not self.drop(state.collection[i])]
+
+    def schedule(self) -> None:
+        assert self.collection_is_completed
+        state: Any = self
+        if state.collection is None:
+            if not self._check_nodes_have_same_collection():
+                self.log("**Different tests collected, aborting run**")
+                return
+            state.collection = list(next(iter(self.node2collection.values())))
+            self.pending[:] = range(len(state.collection))
+        for node in self.nodes:
+            self.check_schedule(node)
+        if not self.pending:  # a worker holding one item runs it only once shut down
+            for node in self.nodes:
+                if not node.shutting_down:
+                    node.shutdown()
+
+    def check_schedule(self, node: Any, duration: float = 0) -> None:
+        if node.shutting_down:
+            return
+        self._prune()
+        if self.pending:
+            missing = 2 - len(self.node2pending[node])
+            if missing > 0:
+                self._send_tests(node, min(missing, len(self.pending)))
+        else:
             node.shutdown()

@@ -18,6 +18,8 @@ __all__ = ["TaskFile", "is_task_file"]
 
 
 def is_task_file(path: Path) -> bool:
+    if path.name.endswith(".ledger.jsonl"):  # an episode ledger (--hud-ledger), not tasks
+        return False
     return path.suffix == ".jsonl" or path.name.endswith(".tasks.json")
 
 

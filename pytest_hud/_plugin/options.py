@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from pytest_hud._plugin.eval_options import EVALUATION_OPTIONS, EvaluationOptions
+
 __all__ = ["HudOptions", "addoption"]
 
 #: (flag, ini name, help, kwargs) for every option; the ini name is the flag's.
@@ -56,9 +58,10 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     ),
     (
         "--hud-gate",
-        "how success gates compare: raw (the rate) or wilson (the 95%% Wilson "
-        "lower bound must clear the threshold)",
-        {"choices": ["raw", "wilson"]},
+        "how success gates compare: raw (the rate), wilson (the 95%% Wilson "
+        "lower bound must clear the threshold) or sequential (anytime-valid: each task "
+        "stops its repeats once its verdict is known at --hud-alpha)",
+        {"choices": ["raw", "wilson", "sequential"]},
     ),
     (
         "--hud-baseline",
@@ -69,6 +72,7 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     ("--hud-expect", "TOML/YAML of expected failures and skips per agent or checkpoint", {}),
     ("--hud-checkpoint", "the checkpoint name (selects --hud-expect tables; shown in reports)", {}),
     ("--hud-timeout", "seconds one rollout may take before it is an error", {"type": float}),
+    *EVALUATION_OPTIONS,
 ]
 
 
@@ -95,7 +99,7 @@ def _get(config: pytest.Config, name: str, kind: Any = str) -> Any:
 
 
 @dataclass
-class HudOptions:
+class HudOptions(EvaluationOptions):
     runtime: str = "local"
     shared: int | None = None
     agent: str = "random"
@@ -137,6 +141,7 @@ class HudOptions:
             value = _get(config, f"hud_{name}", str)
             if value is not None:
                 setattr(o, name, Path(value))
+        o.read_evaluation(lambda name, kind: _get(config, name, kind))
         o.validate()
         return o
 
@@ -151,8 +156,9 @@ class HudOptions:
             raise pytest.UsageError(
                 f"--hud-min-success is a rate between 0 and 1, got {self.min_success}"
             )
-        if self.gate not in ("raw", "wilson"):
-            raise pytest.UsageError(f"--hud-gate is raw or wilson, got {self.gate!r}")
+        if self.gate not in ("raw", "wilson", "sequential"):
+            raise pytest.UsageError(f"--hud-gate is raw, wilson or sequential, got {self.gate!r}")
+        self.validate_evaluation()
         if self.shared is not None and self.concurrency > self.shared:
             raise pytest.UsageError(
                 f"--hud-concurrency={self.concurrency} exceeds --hud-shared={self.shared}: a "

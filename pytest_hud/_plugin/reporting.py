@@ -21,12 +21,15 @@ class ReportMixin(SessionState):
     """The session's reporting hooks' work."""
 
     def make_report(self, item: pytest.Item, call: pytest.CallInfo[None], report: Any) -> Any:
+        if self.feature_report(item, call, report):  # resumed from a ledger
+            return report
         result = item.stash.get(RESULT, None)
         case = item.stash.get(CASE, None)
         if result is None or case is None:
             return report
         if call.when == "call" or (call.when == "setup" and report.failed):
             row = self._row(item, case, result, report)
+            self.annotate_row(row)
             report.hud = row
             props = [
                 (f"hud.{k}", row[k])
@@ -72,6 +75,7 @@ class ReportMixin(SessionState):
         row = getattr(report, "hud", None)
         if row is not None:
             self.rows[report.nodeid] = row
+        self.feature_logreport(report)
         if report.failed and not (
             row is not None
             and row["outcome"] == "failed"
@@ -94,6 +98,7 @@ class ReportMixin(SessionState):
                 red=not gate.passed,
                 bold=not gate.passed,
             )
+        self.feature_summary(tr)
         if self.options.results is not None:
             tr.write_line(f"hud results: {self.options.results}")
         if self.dataset is not None:
@@ -111,7 +116,8 @@ class ReportMixin(SessionState):
         if self.is_worker:
             return
         rows = list(self.rows.values())
-        self.gates = self._gates(rows)
+        self.gates = self._gates(rows) + self.feature_gates(rows)
+        self.feature_close()
         if self.options.results is not None:
             doc = rep.results_document(
                 rows,
@@ -122,6 +128,7 @@ class ReportMixin(SessionState):
                     "group": self.options.group,
                     "seed": self.options.seed,
                     "dataset": self.dataset,
+                    **self.feature_meta(),
                 },
             )
             self.options.results.parent.mkdir(parents=True, exist_ok=True)

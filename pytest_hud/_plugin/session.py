@@ -17,6 +17,7 @@ from pytest_hud._plugin.collect import CollectMixin
 from pytest_hud._plugin.errors import ExpectError
 from pytest_hud._plugin.evaluator import Evaluator
 from pytest_hud._plugin.expect import Expectations
+from pytest_hud._plugin.features import FeaturesMixin
 from pytest_hud._plugin.internals import is_worker, terminal_writer
 from pytest_hud._plugin.options import HudOptions
 from pytest_hud._plugin.recording import RecordingMixin
@@ -29,7 +30,7 @@ from pytest_hud.runtime.rollout import RolloutResult
 __all__ = ["HudSession"]
 
 
-class HudSession(CollectMixin, RecordingMixin, ReportMixin):
+class HudSession(CollectMixin, RecordingMixin, ReportMixin, FeaturesMixin):
     """Per-session state and the work behind the hooks."""
 
     def __init__(self, config: pytest.Config, options: HudOptions) -> None:
@@ -54,6 +55,7 @@ class HudSession(CollectMixin, RecordingMixin, ReportMixin):
         self.recording_error: str | None = None
         if options.record is not None:
             self._setup_recording(options.record)
+        self.setup_features()  # ledger, sequential gates, compare, wrap (features.py)
 
     # -- the session's agent and provider ------------------------------------------------
     @property
@@ -128,6 +130,8 @@ class HudSession(CollectMixin, RecordingMixin, ReportMixin):
         concurrency so each worker's lookahead has items to start."""
         if config.getoption("dist", "no") != "load":
             return None
+        if self.sequential:  # decided tasks' items are dropped before they are sent
+            return self.sequential_scheduler(config, log)
         from pytest_hud._plugin.internals import HudBlockScheduling, HudLoadScheduling
 
         if self.options.record is not None:  # parts concatenate into test order

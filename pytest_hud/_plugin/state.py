@@ -68,3 +68,34 @@ class SessionState:
 
     def _finish_recording(self) -> None:
         raise NotImplementedError
+
+    # the evaluation features' entry points (features.py: FeaturesMixin)
+    def feature_report(self, item: pytest.Item, call: Any, report: Any) -> bool:
+        raise NotImplementedError
+
+    def annotate_row(self, row: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def feature_logreport(self, report: Any) -> None:
+        raise NotImplementedError
+
+    def feature_summary(self, tr: Any) -> None:
+        raise NotImplementedError
+
+    def feature_gates(self, rows: list[dict[str, Any]]) -> list[Gate]:
+        raise NotImplementedError
+
+    def feature_meta(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def feature_close(self) -> None:
+        raise NotImplementedError
+
+    def resume_item(self, item: pytest.Item, case: HudCase) -> None:
+        raise NotImplementedError
+
+    def lookahead_filter(self) -> None:
+        raise NotImplementedError
+
+    def repro(self, nodeid: str) -> str:
+        raise NotImplementedError
