@@ -1,0 +1,99 @@
+"""Errors a user can act on: a template's own exception and lines, one session-level
+error for an agent that cannot load, and usage errors without fixture tracebacks.
+Real pytest sessions (pytester, subprocesses) over a real env server."""
+
+from __future__ import annotations
+
+import pytest
+
+ENV = """
+from pytest_hud import Environment
+from pytest_hud.robot import RobotEndpoint
+from tests_sims import LineSim
+
+env = Environment("faulty")
+sim = RobotEndpoint(LineSim)
+env.add_capability(sim)
+
+
+def compute_grade(total):
+    return {"score": total / 0.0}
+
+
+@env.template()
+async def late(seed: int = 0):
+    ep = await sim.reset(seed=seed)
+    yield {"prompt": ep["prompt"], "robot": {"token": ep["token"]}}
+    await sim.result(token=ep["token"])
+    yield compute_grade(1.0)
+
+
+@env.template()
+async def early(seed: int = 0):
+    raise KeyError("no such object: red_mug")
+    yield {"prompt": "never"}
+"""
+
+SIM = '''
+import numpy as np
+from pytest_hud.robot import RobotBridge
+
+
+class LineSim(RobotBridge):
+    """One slot that ends after two ticks."""
+
+    contract = {"control_rate": 20, "features": {
+        "observation/state": {"role": "observation", "shape": [1]},
+        "action": {"role": "action", "shape": [1], "stats": {"min": [-1], "max": [1]}}}}
+
+    def reset(self, seed=0):
+        self.t = 0
+        return "walk"
+
+    def step(self, actions):
+        self.t += 1
+
+    def get_observation(self):
+        return {"observation/state": np.zeros((1, 1), np.float32)}, np.array([self.t >= 2])
+
+    def result_slots(self):
+        return [{"score": 1.0, "success": True, "total_reward": 1.0, "steps": self.t}]
+'''
+
+
+@pytest.fixture
+def faulty(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(faulty_env=ENV, tests_sims=SIM)
+    pytester.makeconftest("import faulty_env  # noqa: F401\n")
+    pytester.makeini("[pytest]\nhud_agent = zero\n")
+    return pytester
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=240)
+
+
+def test_a_raising_template_shows_its_own_exception_and_lines(faulty) -> None:
+    faulty.makepyfile(
+        test_faulty="""
+import pytest
+from faulty_env import late, early
+
+@pytest.mark.hud(tasks=[late.task(), early.task()])
+def test_grade(hud_result):
+    assert hud_result.success
+"""
+    )
+    result = run(faulty)
+    result.assert_outcomes(errors=2)
+    out = result.stdout.str()
+    # the grade half: the template's type, message, and the env module's lines
+    assert "the template raised ZeroDivisionError: float division by zero (during result())" in out
+    assert "faulty_env.py" in out and 'return {"score": total / 0.0}' in out
+    assert "in compute_grade" in out
+    # the start half
+    assert "the template raised KeyError: 'no such object: red_mug' (during start())" in out
+    assert 'raise KeyError("no such object: red_mug")' in out
+    # and not the control channel's machinery
+    assert "env server result() failed" not in out
+    assert "control.py" not in out
