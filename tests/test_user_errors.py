@@ -97,3 +97,63 @@ def test_grade(hud_result):
     # and not the control channel's machinery
     assert "env server result() failed" not in out
     assert "control.py" not in out
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+ROWS = """
+import pytest
+from faulty_env import late
+
+@pytest.mark.hud(tasks=[late.task(seed=s) for s in range(4)])
+def test_rows(hud_result):
+    pass
+"""
+
+
+def test_an_agent_factory_that_raises_is_one_usage_error_before_any_item(faulty) -> None:
+    faulty.makepyfile(
+        test_rows=ROWS,
+        my_agents="def broken():\n    raise FileNotFoundError('weights.pt is missing')\n",
+    )
+    result = run(faulty, "--hud-agent=my_agents:broken")
+    assert result.ret == 4, result.stdout.str() + result.stderr.str()
+    err = result.stderr.str()
+    assert err.count("building the agent raised FileNotFoundError: weights.pt is missing") == 1
+    assert "ERROR at setup" not in result.stdout.str()
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_an_agent_factory_that_is_not_there_is_one_usage_error(faulty, xdist) -> None:
+    faulty.makepyfile(test_rows=ROWS, my_agents="def other():\n    pass\n")
+    result = run(faulty, "--hud-agent=my_agents:missing", *xdist)
+    assert result.ret == 4, result.stdout.str() + result.stderr.str()
+    assert "cannot load agent 'my_agents:missing'" in result.stderr.str()
+    assert "ERROR at setup" not in result.stdout.str()
+
+
+@pytest.mark.parametrize("offline", [True, False], ids=["HF_HUB_OFFLINE", "refused"])
+def test_an_unreachable_hub_checkpoint_is_one_quick_usage_error(
+    faulty, monkeypatch, tmp_path, offline
+) -> None:
+    """The hub is a refused loopback port (or HF_HUB_OFFLINE): no dial beyond 127.0.0.1."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_free_port()}")
+    if offline:
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    faulty.makepyfile(test_rows=ROWS)
+    result = run(faulty, "--hud-agent=lerobot:nobody/no_such_policy")
+    assert result.ret == 4, result.stdout.str() + result.stderr.str()
+    err = result.stderr.str()
+    assert "cannot fetch the checkpoint 'nobody/no_such_policy'" in err or (
+        "not in the local hub cache and HF_HUB_OFFLINE is set" in err
+    )
+    expected = "HF_HUB_OFFLINE is set" if offline else "is unreachable (ConnectionRefusedError"
+    assert expected in err
+    assert "ERROR at setup" not in result.stdout.str()

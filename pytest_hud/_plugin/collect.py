@@ -10,7 +10,12 @@ import pytest
 
 from pytest_hud._plugin.cases import HudCase, expand, task_rows
 from pytest_hud._plugin.expect import Expectations
-from pytest_hud._plugin.internals import binding_key, xdist_interactor, xdist_upcoming
+from pytest_hud._plugin.internals import (
+    binding_key,
+    uses_fixture_from,
+    xdist_interactor,
+    xdist_upcoming,
+)
 from pytest_hud._plugin.items import TaskFile, is_task_file
 from pytest_hud._plugin.state import CASE, SessionState
 
@@ -57,6 +62,15 @@ class CollectMixin(SessionState):
                 item.add_marker(pytest.mark.xdist_group(name=f"hud-{case.row.env}"))
         if self.baseline is not None:
             self._check_baseline_covers([item.stash[CASE] for item in items if CASE in item.stash])
+        self._load_agent_before_items(items)
+
+    def _load_agent_before_items(self, items: list[pytest.Item]) -> None:
+        """An agent that cannot load is one usage error now, before any item runs."""
+        if self.is_worker:  # the controller ran registry.preflight; a worker's UsageError
+            return  # would crash xdist, so its items error (once loaded, never retried)
+        plugin_agent = "pytest_hud.fixtures"
+        if any(CASE in i.stash and uses_fixture_from(i, "hud_agent", plugin_agent) for i in items):
+            self.load_agent()
 
     def _apply_expectations(self, item: pytest.Item, case: HudCase) -> None:
         rules = Expectations()

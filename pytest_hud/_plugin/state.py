@@ -68,3 +68,6 @@ class SessionState:
 
     def _finish_recording(self) -> None:
         raise NotImplementedError
+
+    def load_agent(self) -> Any:
+        raise NotImplementedError
