@@ -157,3 +157,21 @@ def test_an_unreachable_hub_checkpoint_is_one_quick_usage_error(
     expected = "HF_HUB_OFFLINE is set" if offline else "is unreachable (ConnectionRefusedError"
     assert expected in err
     assert "ERROR at setup" not in result.stdout.str()
+
+
+def test_usage_errors_come_without_fixture_source(faulty) -> None:
+    faulty.makepyfile(
+        test_usage="""
+def test_unmarked(hud_result):
+    pass
+"""
+    )
+    faulty.path.joinpath("rows.jsonl").write_text('{"env": "ghost", "id": "t"}\n')
+    result = run(faulty, "test_usage.py", "rows.jsonl")
+    result.assert_outcomes(errors=2)
+    out = result.stdout.str()
+    assert "uses hud fixtures but has no task rows: mark it with" in out
+    assert "no module declares env 'ghost'" in out
+    # the one line, not pytest-hud's fixture code
+    assert "def hud_task(" not in out and "def hud_result(" not in out
+    assert "raise RolloutError(result)" not in out
