@@ -166,12 +166,41 @@ def test_unmarked(hud_result):
     pass
 """
     )
-    faulty.path.joinpath("rows.jsonl").write_text('{"env": "ghost", "id": "t"}\n')
-    result = run(faulty, "test_usage.py", "rows.jsonl")
-    result.assert_outcomes(errors=2)
+    result = run(faulty, "test_usage.py")
+    result.assert_outcomes(errors=1)
     out = result.stdout.str()
     assert "uses hud fixtures but has no task rows: mark it with" in out
+    assert "def hud_task(" not in out and "raise pytest.UsageError(" not in out
+
+
+def test_an_undeclared_env_row_without_env_modules_is_one_short_error(
+    pytester: pytest.Pytester,
+) -> None:
+    """Nothing declares any env here: the row errors at setup, in one line."""
+    pytester.path.joinpath("rows.jsonl").write_text('{"env": "ghost", "id": "t"}\n')
+    result = run(pytester, "rows.jsonl", "--hud-agent=zero")
+    result.assert_outcomes(errors=1)
+    out = result.stdout.str()
     assert "no module declares env 'ghost'" in out
-    # the one line, not pytest-hud's fixture code
-    assert "def hud_task(" not in out and "def hud_result(" not in out
-    assert "raise RolloutError(result)" not in out
+    assert "def hud_result(" not in out and "raise RolloutError(result)" not in out
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ('{"env": "faulti", "id": "late"}', "no env 'faulti' in the imported env modules "),
+        ('{"env": "faulty", "id": "lat"}', "env 'faulty' has no template 'lat' (its templates"),
+        (
+            '{"env": "faulti", "id": "late", "module": "faulty_env.py"}',
+            "no env 'faulti' in faulty_env.py (it declares: faulty)",
+        ),
+    ],
+    ids=["env", "template", "module-column"],
+)
+def test_an_unknown_env_or_template_in_a_row_is_found_at_collection(faulty, row, message) -> None:
+    faulty.path.joinpath("rows.jsonl").write_text(row + "\n")
+    result = run(faulty, "rows.jsonl")
+    out = result.stdout.str()
+    assert result.ret == 2, out + result.stderr.str()  # a collection error: nothing ran
+    assert "1 error during collection" in out and message in out
+    assert "_manager.py" not in out and "collect.py" not in out  # just the message

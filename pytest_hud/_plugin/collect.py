@@ -17,7 +17,9 @@ from pytest_hud._plugin.internals import (
     xdist_upcoming,
 )
 from pytest_hud._plugin.items import TaskFile, is_task_file
+from pytest_hud._plugin.row_check import check_rows
 from pytest_hud._plugin.state import CASE, SessionState
+from pytest_hud.runtime.errors import TaskError
 
 __all__ = ["CollectMixin"]
 
@@ -42,6 +44,10 @@ class CollectMixin(SessionState):
             rows = task_rows(source, base)
         except (ValueError, OSError) as exc:
             raise pytest.UsageError(f"{metafunc.definition.nodeid}: {exc}") from None
+        try:
+            check_rows(rows, self.options.runtime or "local")
+        except TaskError as exc:  # a collection error showing just its message
+            raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: {exc}") from None
         group = int(marker.kwargs.get("group") or self.options.group)
         cases = expand(rows, group, self.options.seed)
         if "min_success" in marker.kwargs and marker.kwargs["min_success"] is not None:
