@@ -204,3 +204,23 @@ def test_an_unknown_env_or_template_in_a_row_is_found_at_collection(faulty, row,
     assert result.ret == 2, out + result.stderr.str()  # a collection error: nothing ran
     assert "1 error during collection" in out and message in out
     assert "_manager.py" not in out and "collect.py" not in out  # just the message
+
+
+def test_rows_for_an_overriding_provider_are_not_checked_against_local_envs(faulty) -> None:
+    """A conftest's hud_provider may serve envs this process never imports."""
+    faulty.makepyfile(
+        test_elsewhere="""
+import pytest
+from pytest_hud import Task
+
+@pytest.fixture
+def hud_provider():
+    pytest.skip("served elsewhere")
+
+@pytest.mark.hud(tasks=[Task(env="remote_only", id="t")])
+def test_remote(hud_result):
+    pass
+"""
+    )
+    result = run(faulty, "test_elsewhere.py")
+    result.assert_outcomes(skipped=1)

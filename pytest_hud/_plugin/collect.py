@@ -45,7 +45,8 @@ class CollectMixin(SessionState):
         except (ValueError, OSError) as exc:
             raise pytest.UsageError(f"{metafunc.definition.nodeid}: {exc}") from None
         try:
-            check_rows(rows, self.options.runtime or "local")
+            own = uses_fixture_from(metafunc.definition, "hud_provider", "pytest_hud.fixtures")
+            check_rows(rows, self.options.runtime or "local", own_provider=own)
         except TaskError as exc:  # a collection error showing just its message
             raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: {exc}") from None
         group = int(marker.kwargs.get("group") or self.options.group)
