@@ -138,9 +138,13 @@ def test_an_agent_factory_that_is_not_there_is_one_usage_error(faulty, xdist) ->
     assert "ERROR at setup" not in result.stdout.str()
 
 
-@pytest.mark.parametrize("offline", [True, False], ids=["HF_HUB_OFFLINE", "refused"])
+@pytest.mark.parametrize(
+    ("offline", "xdist"),
+    [(True, []), (False, []), (False, ["-n", "2"])],
+    ids=["HF_HUB_OFFLINE", "refused", "refused-xdist"],
+)
 def test_an_unreachable_hub_checkpoint_is_one_quick_usage_error(
-    faulty, monkeypatch, tmp_path, offline
+    faulty, monkeypatch, tmp_path, offline, xdist
 ) -> None:
     """The hub is a refused loopback port (or HF_HUB_OFFLINE): no dial beyond 127.0.0.1."""
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache
@@ -148,7 +152,7 @@ def test_an_unreachable_hub_checkpoint_is_one_quick_usage_error(
     if offline:
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     faulty.makepyfile(test_rows=ROWS)
-    result = run(faulty, "--hud-agent=lerobot:nobody/no_such_policy")
+    result = run(faulty, "--hud-agent=lerobot:nobody/no_such_policy", *xdist)
     assert result.ret == 4, result.stdout.str() + result.stderr.str()
     err = result.stderr.str()
     assert "cannot fetch the checkpoint 'nobody/no_such_policy'" in err or (
