@@ -18,6 +18,8 @@ from pytest_hud.evaluation import results as rep
 __all__ = ["STYLE", "per_task", "success_plot_svg", "summary_html", "task_name"]
 
 STYLE = """<style>
+.hud-summary, .hud-summary td, .hud-summary th, .hud-summary h3, .hud-summary h4,
+.hud-summary p, .hud-summary figcaption { color: #222; }
 .hud-summary table { border-collapse: collapse; margin: 8px 0 12px; font-size: 13px; }
 .hud-summary th, .hud-summary td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 .hud-summary th { background: #eef; cursor: pointer; user-select: none; }
