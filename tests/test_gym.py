@@ -139,7 +139,14 @@ def test_episodic_args_reach_reset_options_and_success_latches() -> None:
     assert done.tolist() == [True]
     grade = bridge.result_slots()[0]
     # is_success was true only at step 2, the episode ended at step 4: success stays latched
-    assert grade == {"score": 1.0, "success": True, "total_reward": 4.0, "steps": 4}
+    assert grade == {
+        "score": 1.0,
+        "success": True,
+        "total_reward": 4.0,
+        "steps": 4,
+        "terminated": True,
+        "truncated": False,
+    }
     bridge.step(np.zeros((1, 1), np.float32))  # a finished single env is not stepped again
     assert bridge.result_slots()[0]["steps"] == 4
     bridge.close()

@@ -74,10 +74,13 @@ def test_unresolvable_hub_fails_at_once(
 def test_reachable_hub_is_left_to_lerobot(
     empty_hub_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: [])
-    assert hub.cached_or_reachable("lerobot/pi05_libero_finetuned", hint="") == (
-        "lerobot/pi05_libero_finetuned"
-    )
+    with socket.socket() as server:  # the hub, as a listening loopback port
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
+        assert hub.cached_or_reachable("lerobot/pi05_libero_finetuned", hint="") == (
+            "lerobot/pi05_libero_finetuned"
+        )
 
 
 def test_a_cached_checkpoint_loads_without_the_network(

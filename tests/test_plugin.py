@@ -274,7 +274,7 @@ def test_xdist_aggregates_results_across_workers(suite) -> None:
     assert "hud: zero on 6 rollouts" in result.stdout.str()
     page = (suite.path / "report.html").read_text()
     for column in ("Task", "Agent", "Score", "Success", "Steps", "Seconds"):
-        assert f'data-column-type="hud">{column}</th>' in page
+        assert f'data-column-type="hud{column}">{column}</th>' in page
     assert "hud: zero</h2>" in page and "overall" in page
 
 

@@ -10,9 +10,16 @@ import pytest
 
 from pytest_hud._plugin.cases import HudCase, expand, task_rows
 from pytest_hud._plugin.expect import Expectations
-from pytest_hud._plugin.internals import binding_key, xdist_interactor, xdist_upcoming
+from pytest_hud._plugin.internals import (
+    binding_key,
+    uses_fixture_from,
+    xdist_interactor,
+    xdist_upcoming,
+)
 from pytest_hud._plugin.items import TaskFile, is_task_file
+from pytest_hud._plugin.row_check import check_rows
 from pytest_hud._plugin.state import CASE, SessionState
+from pytest_hud.runtime.errors import TaskError
 
 __all__ = ["CollectMixin"]
 
@@ -37,6 +44,11 @@ class CollectMixin(SessionState):
             rows = task_rows(source, base)
         except (ValueError, OSError) as exc:
             raise pytest.UsageError(f"{metafunc.definition.nodeid}: {exc}") from None
+        try:
+            own = uses_fixture_from(metafunc.definition, "hud_provider", "pytest_hud.fixtures")
+            check_rows(rows, self.options.runtime or "local", own_provider=own)
+        except TaskError as exc:  # a collection error showing just its message
+            raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: {exc}") from None
         group = int(marker.kwargs.get("group") or self.options.group)
         cases = expand(rows, group, self.options.seed)
         if "min_success" in marker.kwargs and marker.kwargs["min_success"] is not None:
@@ -58,6 +70,15 @@ class CollectMixin(SessionState):
                 item.add_marker(pytest.mark.xdist_group(name=f"hud-{case.row.env}"))
         if self.baseline is not None:
             self._check_baseline_covers([item.stash[CASE] for item in items if CASE in item.stash])
+        self._load_agent_before_items(items)
+
+    def _load_agent_before_items(self, items: list[pytest.Item]) -> None:
+        """An agent that cannot load is one usage error now, before any item runs."""
+        if self.is_worker:  # the controller ran registry.preflight; a worker's UsageError
+            return  # would crash xdist, so its items error (once loaded, never retried)
+        plugin_agent = "pytest_hud.fixtures"
+        if any(CASE in i.stash and uses_fixture_from(i, "hud_agent", plugin_agent) for i in items):
+            self.load_agent()
 
     def _apply_expectations(self, item: pytest.Item, case: HudCase) -> None:
         rules = Expectations()

@@ -9,12 +9,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_hud.evaluation import results as rep
+from pytest_hud._plugin.html_gallery import gallery_html
+from pytest_hud._plugin.html_summary import summary_html
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
 
-__all__ = ["HtmlHooks"]
+__all__ = ["HtmlHooks", "success_cell"]
 
 
 def _html_extras(row: dict[str, Any], merged_root: str | None = None) -> list[dict[str, Any]]:
@@ -36,34 +37,66 @@ def _html_extras(row: dict[str, Any], merged_root: str | None = None) -> list[di
     return out
 
 
+def success_cell(row: dict[str, Any]) -> str:
+    """The episode's success, consistent with the row's verdict: a test that passes with
+    a failed episode is one whose body does not assert success (it checks something
+    else, e.g. the episode's length), and the cell says so."""
+    success = row.get("success")
+    if success is None:
+        return "-"
+    if success:
+        return "yes"
+    if row.get("outcome") == "passed":
+        return "no (not asserted by the test)"
+    return "no"
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}" if abs(v) < 1000 else f"{v:.0f}"
+    return "" if v is None else str(v)
+
+
 class HtmlHooks:
     """pytest-html columns and summary (registered only when pytest-html is active)."""
 
-    COLUMNS = ("Task", "Agent", "Score", "Success", "Steps", "Seconds")
+    COLUMNS = (
+        ("Env", "hudEnv"),
+        ("Task", "hudTask"),
+        ("Args", "hudArgs"),
+        ("Agent", "hudAgent"),
+        ("Success", "hudSuccess"),
+        ("Score", "hudScore"),
+        ("Steps", "hudSteps"),
+        ("Seconds", "hudSeconds"),
+    )
 
     def __init__(self, plugin: HudSession) -> None:
         self.plugin = plugin
 
     def pytest_html_results_table_header(self, cells: list[str]) -> None:
-        cells[2:2] = [f'<th class="sortable" data-column-type="hud">{c}</th>' for c in self.COLUMNS]
+        cells[2:2] = [
+            f'<th class="sortable" data-column-type="{col}">{name}</th>'
+            for name, col in self.COLUMNS
+        ]
 
     def pytest_html_results_table_row(self, report: Any, cells: list[str]) -> None:
         row = getattr(report, "hud", None) or {}
-
-        def fmt(v: Any) -> str:
-            if isinstance(v, float):
-                return f"{v:.3f}" if abs(v) < 1000 else f"{v:.0f}"
-            return "" if v is None else str(v)
-
+        args = row.get("args") or {}
         values = [
-            row.get("key"),
-            row.get("agent"),
-            row.get("score"),
-            row.get("success"),
-            row.get("steps"),
-            row.get("duration"),
+            _fmt(row.get("env")),
+            _fmt(row.get("key")),
+            ", ".join(f"{k}={v}" for k, v in args.items()),
+            _fmt(row.get("agent")),
+            success_cell(row) if row else "",
+            _fmt(row.get("score")),
+            _fmt(row.get("steps")),
+            _fmt(row.get("duration")),
         ]
-        cells[2:2] = [f"<td>{html.escape(fmt(v))}</td>" for v in values]
+        cells[2:2] = [
+            f'<td class="col-{col}">{html.escape(v)}</td>'
+            for (_, col), v in zip(self.COLUMNS, values, strict=True)
+        ]
 
     def pytest_html_results_summary(
         self, prefix: list[str], summary: list[str], postfix: list[str]
@@ -71,12 +104,5 @@ class HtmlHooks:
         rows = list(self.plugin.rows.values())
         if not rows:
             return
-        lines = rep.format_table(rows)
-        gates = "".join(
-            f"<p>{'PASSED' if g.passed else 'FAILED'}: {html.escape(g.message)}</p>"
-            for g in self.plugin.gates or self.plugin._gates(rows)
-        )
-        prefix.append(
-            f"<h2>hud: {html.escape(self.plugin.agent_label)}</h2>"
-            f"<pre>{html.escape(chr(10).join(lines))}</pre>{gates}"
-        )
+        gates = self.plugin.gates or self.plugin._gates(rows)
+        prefix.append(summary_html(self.plugin.agent_label, rows, gates, gallery_html(rows)))

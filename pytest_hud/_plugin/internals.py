@@ -31,6 +31,7 @@ __all__ = [
     "binding_key",
     "is_worker",
     "terminal_writer",
+    "uses_fixture_from",
     "worker_id",
     "xdist_interactor",
     "xdist_upcoming",
@@ -108,6 +109,17 @@ def binding_key(item: pytest.Item) -> tuple[Any, ...]:
         fixturedef = chain[-1]
         key.append((id(fixturedef), scopes.get(fixturedef.scope, item.nodeid)))
     return tuple(key)
+
+
+def uses_fixture_from(item: pytest.Item, name: str, module: str) -> bool:
+    """Does ``item``'s fixture ``name`` resolve to the definition in ``module`` (not to
+    a conftest or test-module override)?"""
+    info = getattr(item, "_fixtureinfo", None)
+    chain = (getattr(info, "name2fixturedefs", {}) if info is not None else {}).get(name) or ()
+    if not chain:
+        return False
+    defined = getattr(chain[-1], "func", None)
+    return getattr(defined, "__module__", None) == module
 
 
 class HudLoadScheduling(LoadScheduling):

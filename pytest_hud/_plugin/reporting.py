@@ -10,6 +10,7 @@ import pytest
 
 from pytest_hud._plugin.cases import HudCase
 from pytest_hud._plugin.html import _html_extras
+from pytest_hud._plugin.short_errors import shorten_longrepr
 from pytest_hud._plugin.state import CASE, RESULT, SessionState
 from pytest_hud.evaluation import results as rep
 from pytest_hud.runtime.rollout import RolloutResult
@@ -21,6 +22,7 @@ class ReportMixin(SessionState):
     """The session's reporting hooks' work."""
 
     def make_report(self, item: pytest.Item, call: pytest.CallInfo[None], report: Any) -> Any:
+        shorten_longrepr(call, report)
         if self.feature_report(item, call, report):  # resumed from a ledger
             return report
         result = item.stash.get(RESULT, None)

@@ -41,7 +41,10 @@ class HudSession(CollectMixin, RecordingMixin, ReportMixin, FeaturesMixin):
         self.artifacts = root / ".hud"
         self.evaluator = Evaluator(options, self.artifacts)
         self._agent: Any = None
+        self._agent_error: str | None = None
         self._agent_name = _validate_agent(options.agent)
+        if not self.is_worker and config.getoption("dist", "no") != "no":
+            _preflight_agent(options.agent)  # workers cannot stop the session: check here
         self.expect = self._load_expectations()
         self.baseline = self._load_baseline()
         self.rows: dict[str, dict[str, Any]] = {}
@@ -60,6 +63,11 @@ class HudSession(CollectMixin, RecordingMixin, ReportMixin, FeaturesMixin):
     # -- the session's agent and provider ------------------------------------------------
     @property
     def agent(self) -> Any:
+        return self.load_agent()
+
+    def load_agent(self) -> Any:
+        """The --hud-agent, loaded once; a failure is one UsageError (collection calls this
+        before any item runs, so it ends the session instead of erroring every item)."""
         if self._agent is None:
             from pytest_hud.robot.agent.errors import AgentSpecError
             from pytest_hud.robot.agent.registry import load_agent
@@ -67,10 +75,18 @@ class HudSession(CollectMixin, RecordingMixin, ReportMixin, FeaturesMixin):
             spec = self.options.agent
             if spec == "random" and self.options.seed is not None:
                 spec = f"random:{self.options.seed}"  # reproducible with --hud-seed
+            if self._agent_error is not None:  # one attempt per session, not one per item
+                raise pytest.UsageError(self._agent_error)
             try:
                 self._agent = load_agent(spec)
             except AgentSpecError as exc:
-                raise pytest.UsageError(str(exc)) from None
+                self._agent_error = f"--hud-agent={spec}: {exc}"
+            except Exception as exc:  # a user factory that raises: its type and message
+                self._agent_error = (
+                    f"--hud-agent={spec}: building the agent raised {type(exc).__name__}: {exc}"
+                )
+            if self._agent_error is not None:
+                raise pytest.UsageError(self._agent_error)
         return self._agent
 
     def progress_line(self) -> Any:
@@ -150,3 +166,13 @@ def _validate_agent(spec: str) -> str:
     raise pytest.UsageError(
         f"unknown --hud-agent {spec!r}; valid forms: {', '.join(available_agents())}"
     )
+
+
+def _preflight_agent(spec: str) -> None:
+    from pytest_hud.robot.agent.errors import AgentSpecError
+    from pytest_hud.robot.agent.registry import preflight
+
+    try:
+        preflight(spec)
+    except AgentSpecError as exc:
+        raise pytest.UsageError(f"--hud-agent={spec}: {exc}") from None

@@ -99,3 +99,6 @@ class SessionState:
 
     def repro(self, nodeid: str) -> str:
         raise NotImplementedError
+
+    def load_agent(self) -> Any:
+        raise NotImplementedError

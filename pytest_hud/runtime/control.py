@@ -27,7 +27,8 @@ from typing import Any
 from urllib.parse import urlparse, urlunparse
 
 from pytest_hud.rpc import RemoteError, RpcClient, RpcClosed, tcp_address
-from pytest_hud.runtime.errors import ControlError
+from pytest_hud.runtime.errors import ControlError, TemplateError
+from pytest_hud.runtime.remote_traceback import user_frames
 from pytest_hud.runtime.task import Task
 
 __all__ = ["ControlClient", "ControlError", "Run", "rewrite_url"]
@@ -111,7 +112,10 @@ class ControlClient:
         try:
             return await self._rpc.call(method, timeout=timeout, **params)
         except RemoteError as exc:
-            raise ControlError(f"env server {method}() failed: {exc}") from None
+            frames = user_frames(exc.remote_traceback)
+            if frames:  # the user's template raised: its type, message and lines
+                raise TemplateError(method, exc.type_name, str(exc), frames) from None
+            raise ControlError(f"env server {method}() failed: {exc.type_name}: {exc}") from None
         except RpcClosed as exc:
             raise ControlError(f"env server connection lost during {method}(): {exc}") from None
 

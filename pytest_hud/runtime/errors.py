@@ -12,6 +12,7 @@ __all__ = [
     "SharedScopeError",
     "SubstrateError",
     "TaskError",
+    "TemplateError",
 ]
 
 
@@ -37,3 +38,17 @@ class ControlError(HudError, RuntimeError):
 
 class SubstrateError(HudError, RuntimeError):
     """A substrate would not come up (the message carries its output or logs)."""
+
+
+class TemplateError(ControlError):
+    """The user's template raised on the env server: carries the template's own exception
+    type (``type_name``) and the traceback lines from the user's modules, so the error
+    points at the env file rather than at the control channel."""
+
+    def __init__(self, method: str, type_name: str, message: str, user_frames: str) -> None:
+        text = f"the template raised {type_name}: {message} (during {method}())"
+        if user_frames:
+            text += "\n" + user_frames
+        super().__init__(text)
+        self.type_name = type_name
+        self.user_frames = user_frames

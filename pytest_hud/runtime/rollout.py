@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pytest_hud.runtime.control import ControlClient, Run
+from pytest_hud.runtime.errors import TemplateError
 from pytest_hud.runtime.provider import Provider
 from pytest_hud.runtime.task import Task
 
@@ -79,6 +80,9 @@ class RolloutResult:
             "success": self.success,
             "total_reward": self.total_reward,
             "steps": self.steps,
+            "terminated": self.grade.get("terminated"),
+            "truncated": self.grade.get("truncated"),
+            "cut_by_max_steps": info.get("truncated_by_agent"),
             "duration": round(self.duration, 3),
             "prompt": self.prompt,
             "error": self.error.splitlines()[0] if self.error else None,
@@ -137,6 +141,9 @@ async def rollout(
         else:
             result.error = f"{exc}\n{traceback.format_exc()}"
         result.error_type, result.phase = "TimeoutError", phase
+    except TemplateError as exc:  # the user's lines, not the control channel's
+        result.error = str(exc)
+        result.error_type, result.phase = exc.type_name, phase
     except Exception as exc:
         result.error = f"{exc}\n{traceback.format_exc()}"
         result.error_type, result.phase = type(exc).__name__, phase

@@ -4,8 +4,9 @@ Offline, ``from_pretrained("lerobot/pi05_libero_finetuned")`` does not fail fast
 huggingface_hub retries its requests with backoff, which cost ~21 s per attempt here
 and, once per test item, 4 min 40 s for a 13-item session before the first error. So a
 hub id is first looked up in the local hub cache (no network); when it is not there we
-fail at once if the hub is off (``HF_HUB_OFFLINE``) or its host name does not resolve
-(one lookup, bounded), and only otherwise leave the download to lerobot.
+fail at once if the hub is off (``HF_HUB_OFFLINE``), if its host name does not resolve
+(one lookup, bounded) or if one connect to it fails (bounded, no retries), and only
+otherwise leave the download to lerobot.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from urllib.parse import urlparse
 
 from pytest_hud.robot.agent.errors import CheckpointError
 
-__all__ = ["cached_or_reachable", "hub_offline"]
+__all__ = ["cached_or_reachable", "hub_offline", "require_hub_checkpoint"]
 
 _TRUE = {"1", "on", "yes", "true"}
-#: Seconds one name lookup of the hub's host may take before we call it unreachable.
+#: Seconds one name lookup of the hub's host, and one connect to it, may take.
 LOOKUP_TIMEOUT = 5.0
+CONNECT_TIMEOUT = 5.0
 
 
 def hub_offline() -> bool:
@@ -32,9 +34,10 @@ def hub_offline() -> bool:
     )
 
 
-def _endpoint_host() -> str:
-    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
-    return urlparse(endpoint).hostname or "huggingface.co"
+def _endpoint() -> tuple[str, int]:
+    parsed = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    port = parsed.port or (80 if parsed.scheme == "http" else 443)
+    return parsed.hostname or "huggingface.co", port
 
 
 def _resolves(host: str, timeout: float) -> str | None:
@@ -54,6 +57,15 @@ def _resolves(host: str, timeout: float) -> str | None:
     return outcome[0] if outcome else f"no answer for {host!r} within {timeout:g} s"
 
 
+def _connects(host: str, port: int, timeout: float) -> str | None:
+    """None when one TCP connect to ``host:port`` succeeds within ``timeout``, else why not."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as exc:
+        return f"connecting to {host}:{port}: {type(exc).__name__}: {exc}"
+
+
 def cached_or_reachable(repo_id: str, *, hint: str) -> str:
     """The local snapshot folder of ``repo_id`` if cached, else ``repo_id`` when the hub
     is reachable; raises :class:`CheckpointError` (ending with ``hint``) at once otherwise."""
@@ -65,11 +77,25 @@ def cached_or_reachable(repo_id: str, *, hint: str) -> str:
     except LocalEntryNotFoundError:
         pass
     if hub_offline():
-        reason = "HF_HUB_OFFLINE is set and it is not in the local hub cache"
-    else:
-        host = _endpoint_host()
-        why = _resolves(host, LOOKUP_TIMEOUT)
-        if why is None:
-            return repo_id
-        reason = f"the hub is unreachable ({host}: {why}) and it is not in the local hub cache"
-    raise CheckpointError(f"cannot load {repo_id!r}: {reason}. {hint}", reason=reason)
+        reason = "it is not in the local hub cache and HF_HUB_OFFLINE is set"
+        raise CheckpointError(f"cannot load {repo_id!r}: {reason}. {hint}", reason=reason)
+    host, port = _endpoint()
+    why = _resolves(host, LOOKUP_TIMEOUT) or _connects(host, port, CONNECT_TIMEOUT)
+    if why is None:
+        return repo_id
+    reason = f"the hub is unreachable ({why}) and it is not in the local hub cache"
+    raise CheckpointError(
+        f"cannot fetch the checkpoint {repo_id!r}: {reason}. {hint}", reason=reason
+    )
+
+
+def require_hub_checkpoint(repo_id: str) -> None:
+    """Raise CheckpointError (naming the way out) unless ``repo_id`` can be loaded now."""
+    cached_or_reachable(
+        repo_id,
+        hint=(
+            f"Fix: download it where the hub is reachable (huggingface-cli download {repo_id}) "
+            "and pass its folder, or fill the local hub cache; HF_HUB_OFFLINE=1 uses the "
+            "local cache only"
+        ),
+    )

@@ -38,6 +38,7 @@ from pytest_hud.robot.agent.adapter import LeRobotAdapter
 from pytest_hud.robot.agent.agent import RobotAgent
 from pytest_hud.robot.agent.ensembler import Ensembler
 from pytest_hud.robot.agent.errors import CheckpointError
+from pytest_hud.robot.agent.hub import require_hub_checkpoint
 from pytest_hud.robot.agent.model import Model
 from pytest_hud.threads import DaemonExecutor
 
@@ -45,6 +46,7 @@ __all__ = [
     "PI05_CHECKPOINT",
     "CheckpointError",
     "LeRobotModel",
+    "check_checkpoint",
     "lerobot_agent",
     "load_policy",
     "pi05_agent",
@@ -244,6 +246,24 @@ def _looks_like_path(spec: str) -> bool:
     return spec.startswith(("/", ".", "~")) or spec.count("/") != 1 or spec.endswith("/")
 
 
+def check_checkpoint(spec: str) -> str:
+    """The checkpoint's source (a folder, or the hub id), after the checks that need no
+    torch: a folder has a config.json; a hub id is cached or the hub is reachable now
+    (seconds, not minutes of download retries, when offline)."""
+    local = Path(spec).expanduser()
+    if local.exists():
+        if not (local / "config.json").is_file():
+            raise CheckpointError(
+                f"{spec!r} is not a LeRobot checkpoint folder: it has no config.json "
+                "(expected what policy.save_pretrained(folder) writes)"
+            )
+        return str(local)
+    if _looks_like_path(spec):
+        raise CheckpointError(f"no LeRobot checkpoint folder at {spec!r}")
+    require_hub_checkpoint(spec)
+    return spec  # lerobot downloads it (or reads the hub cache)
+
+
 def load_policy(path_or_repo: str | Path, *, device: str | None = None) -> tuple[Any, Any, Any]:
     """``(policy, preprocess, postprocess)`` from a checkpoint folder or a hub id, loaded
     on :func:`torch_thread` (where LeRobotModel runs its forwards).
@@ -262,18 +282,8 @@ def _load_policy(path_or_repo: str | Path, device: str | None) -> tuple[Any, Any
     from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
     spec = str(path_or_repo)
-    local = Path(spec).expanduser()
-    if local.exists():
-        if not (local / "config.json").is_file():
-            raise CheckpointError(
-                f"{spec!r} is not a LeRobot checkpoint folder: it has no config.json "
-                "(expected what policy.save_pretrained(folder) writes)"
-            )
-        source, from_hub = str(local), False
-    elif _looks_like_path(spec):
-        raise CheckpointError(f"no LeRobot checkpoint folder at {spec!r}")
-    else:
-        source, from_hub = spec, True  # lerobot downloads it (or reads the hub cache)
+    source = check_checkpoint(spec)
+    from_hub = source == spec and not Path(spec).expanduser().exists()
 
     try:
         config = PreTrainedConfig.from_pretrained(source)

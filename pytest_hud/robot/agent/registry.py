@@ -18,7 +18,7 @@ from pytest_hud.robot.agent.agent import RobotAgent
 from pytest_hud.robot.agent.errors import AgentSpecError
 from pytest_hud.robot.agent.model import RandomModel, ZeroModel
 
-__all__ = ["AgentSpecError", "available_agents", "load_agent"]
+__all__ = ["AgentSpecError", "available_agents", "load_agent", "preflight"]
 
 ENTRY_POINT_GROUP = "pytest_hud.agents"
 
@@ -116,3 +116,24 @@ def load_agent(spec: str) -> Any:
             agent.name = spec
         return agent
     raise AgentSpecError(f"unknown agent {spec!r}. Valid forms: {', '.join(available_agents())}")
+
+
+def preflight(spec: str) -> None:
+    """load_agent's checks that build nothing (a checkpoint's folder or hub reachability,
+    a factory's module and name), for a process that will not run the agent itself:
+    the xdist controller, so a bad --hud-agent is one usage error before workers start."""
+    spec = spec.strip()
+    name, _, arg = spec.partition(":")
+    if name in ("lerobot", "pi05"):
+        from pytest_hud.robot.agent.lerobot import PI05_CHECKPOINT, check_checkpoint
+
+        if name == "lerobot" and not arg:
+            raise AgentSpecError("lerobot: needs a checkpoint, e.g. --hud-agent=lerobot:path")
+        check_checkpoint(arg or PI05_CHECKPOINT)
+    elif name not in BUILTINS and spec not in _entry_points() and ":" in spec:
+        from pytest_hud.loader import load_object
+
+        try:
+            load_object(spec)
+        except (ImportError, AttributeError, FileNotFoundError, ValueError) as exc:
+            raise AgentSpecError(f"cannot load agent {spec!r}: {exc}") from None

@@ -5,8 +5,15 @@ registry. Task args split by the factory's signature: its parameters are build
 args (a change rebuilds the env), the rest go to ``reset(seed=..., options=...)``.
 Observations keep the env's own keys (nested dicts joined with ``/``; a plain
 array becomes ``observation/state``); 1-D state is sent as float32, images as the
-env's uint8 HWC. Success is latched from ``success``/``is_success``/``task_success``
-in info, or from ``success_threshold`` on the episode's total reward.
+env's uint8 HWC.
+
+The grade (``sim.result()``): ``success`` is latched from ``success``/``is_success``/
+``task_success`` in info at any step, or judged by ``success_threshold`` on the
+episode's *final* total reward (read when the grade is asked for: a running total would
+call Pendulum, threshold -400, a success after its first step); ``terminated`` (the env
+reached a terminal state: MountainCar's goal, a fallen pole) and ``truncated`` (the
+env's own time limit) as gymnasium reports them; neither set means the episode was cut
+short by the agent (``--hud-max-steps``).
 """
 
 from __future__ import annotations
@@ -105,6 +112,8 @@ class GymBridge(RobotBridge):
         n = self.num_envs
         self._done = np.zeros(n, bool)
         self._success = np.zeros(n, bool)
+        self._terminated = np.zeros(n, bool)
+        self._truncated = np.zeros(n, bool)
         self._total = np.zeros(n, np.float64)
         self._steps = np.zeros(n, np.int64)
         self._reward = np.zeros(n, np.float32)
@@ -217,6 +226,8 @@ class GymBridge(RobotBridge):
         self._set_obs(obs)
         self._done[:] = False
         self._success[:] = False
+        self._terminated[:] = False
+        self._truncated[:] = False
         self._total[:] = 0.0
         self._steps[:] = 0
         self._reward[:] = 0.0
@@ -242,6 +253,8 @@ class GymBridge(RobotBridge):
         self._set_obs(obs)
         self._done[index] = False
         self._success[index] = False
+        self._terminated[index] = False
+        self._truncated[index] = False
         self._total[index] = 0.0
         self._steps[index] = 0
         self._reward[index] = 0.0
@@ -279,12 +292,12 @@ class GymBridge(RobotBridge):
                 return
             obs, reward, term, trunc, info = self.env.step(act)
             rewards = np.array([reward], np.float64)
-            ended = np.array([bool(term) or bool(trunc)])
+            terms, truncs = np.array([bool(term)]), np.array([bool(trunc)])
             succ = _success_single(info)
         else:
             obs, reward, term, trunc, info = self.env.step(act)
             rewards = np.asarray(reward, np.float64)
-            ended = np.asarray(term, bool) | np.asarray(trunc, bool)
+            terms, truncs = np.asarray(term, bool), np.asarray(trunc, bool)
             succ = _success_vector(info, self.num_envs)
         live = ~self._done
         self._set_obs(obs)
@@ -293,23 +306,35 @@ class GymBridge(RobotBridge):
         self._steps += live
         if succ is not None:
             self._success |= live & succ
-        if self.success_threshold is not None:
-            self._success |= live & (self._total >= self.success_threshold)
-        self._done |= live & ended
+        self._terminated |= live & terms
+        self._truncated |= live & truncs & ~terms
+        self._done |= live & (terms | truncs)
 
     def get_observation(self) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
         return self._obs, self._done.copy(), self._reward.copy()
 
+    def _judged(self, i: int) -> bool:
+        """Success from info (latched), else the threshold on the final total."""
+        if self._success[i]:
+            return True
+        threshold = self.success_threshold
+        return threshold is not None and bool(self._total[i] >= threshold)
+
     def result_slots(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "score": 1.0 if self._success[i] else 0.0,
-                "success": bool(self._success[i]),
-                "total_reward": float(self._total[i]),
-                "steps": int(self._steps[i]),
-            }
-            for i in range(self.num_envs)
-        ]
+        out = []
+        for i in range(self.num_envs):
+            success = self._judged(i)
+            out.append(
+                {
+                    "score": 1.0 if success else 0.0,
+                    "success": success,
+                    "total_reward": float(self._total[i]),
+                    "steps": int(self._steps[i]),
+                    "terminated": bool(self._terminated[i]),
+                    "truncated": bool(self._truncated[i]),
+                }
+            )
+        return out
 
     def close(self) -> None:
         self._close_env()

@@ -1,0 +1,67 @@
+"""The html report's episode gallery: every recorded animation visible at once, a
+grid per task with failures first, each frame linking to its row in the results table
+(pytest-html names each row's ``tbody`` by node id)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from pytest_hud._plugin.html_summary import task_name
+
+__all__ = ["gallery_html", "row_anchor"]
+
+
+def row_anchor(row: dict[str, Any]) -> str:
+    """pytest-html's id of the row's ``tbody``: the node id, ``::setup`` for a setup error."""
+    nodeid = str(row.get("nodeid", ""))
+    return nodeid + "::setup" if row.get("outcome") == "error" else nodeid
+
+
+def _label(row: dict[str, Any]) -> str:
+    args = row.get("args") or {}
+    shown = ", ".join(f"{k}={v}" for k, v in args.items()) or "no args"
+    rep = row.get("rep") or 0
+    return f"{shown}" + (f" #{rep}" if rep else "")
+
+
+def _figure(row: dict[str, Any]) -> str:
+    data = base64.b64encode(Path(row["video"]).read_bytes()).decode()
+    ok = bool(row.get("success"))
+    verdict = "success" if ok else "failed"
+    steps = row.get("steps")
+    caption = f"{verdict} &middot; {html.escape(_label(row))}" + (
+        f" &middot; {steps} steps" if steps is not None else ""
+    )
+    target = html.escape(json.dumps(row_anchor(row)))
+    cls = "ok" if ok else "fail"
+    return (
+        f'<figure class="{cls}"><a href="#" title="{html.escape(row_anchor(row))}"'
+        f' onclick="hudGoto({target}); return false;">'
+        f'<img alt="episode" src="data:image/gif;base64,{data}"></a>'
+        f"<figcaption>{caption}</figcaption></figure>"
+    )
+
+
+def gallery_html(rows: list[dict[str, Any]]) -> str:
+    """A grid per task of every row with an animation; failures first in each task."""
+    by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        video = row.get("video")
+        if video and os.path.exists(video):
+            by_task[task_name(row)].append(row)
+    if not by_task:
+        return ""
+    parts = ["<h3>Episodes (failures first; click one to see its row)</h3>"]
+    parts.append('<div class="hud-gallery">')
+    for key in sorted(by_task):
+        mine = sorted(by_task[key], key=lambda r: (bool(r.get("success")), r.get("nodeid", "")))
+        figures = "".join(_figure(r) for r in mine)
+        parts.append(f'<h4>{html.escape(key)}</h4><div class="hud-task">{figures}</div>')
+    parts.append("</div>")
+    return "".join(parts)

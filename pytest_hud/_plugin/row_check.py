@@ -1,0 +1,60 @@
+"""Rows checked against the envs this process can see, at collection time.
+
+A typo in a row's env or template (``cartpol/balance``) used to surface as one setup
+ERROR per item after a substrate was started for it; when the env module is
+importable here (a ``module`` column, or envs declared by an imported conftest and a
+runtime that routes by declaration) the row is refused before any item runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pytest_hud.runtime.errors import TaskError
+from pytest_hud.runtime.modules import declared_environments, environments_in, load_module
+from pytest_hud.runtime.task import Task
+
+__all__ = ["ROUTED_BY_DECLARATION", "check_rows"]
+
+#: runtimes that serve a row from the local module declaring its env
+ROUTED_BY_DECLARATION = ("local", "subprocess")
+
+
+def _module_envs(module: str) -> dict[str, Any] | None:
+    try:
+        loaded = load_module(module)
+    except Exception:  # not importable here (e.g. only inside an image): the runtime decides
+        return None
+    return {env.name: env for env in environments_in(loaded)}
+
+
+def _check(row: Task, envs: dict[str, Any], where: str) -> None:
+    env = envs.get(row.env)
+    if env is None:
+        known = ", ".join(sorted(envs)) or "none"
+        raise TaskError(
+            f"row {row.key}: no env {row.env!r} in {where} (it declares: {known}); "
+            "fix the row's env name or import the module that declares it"
+        )
+    if row.id not in env.templates:
+        known = ", ".join(sorted(env.templates)) or "none"
+        raise TaskError(
+            f"row {row.key}: env {row.env!r} has no template {row.id!r} (its templates: {known})"
+        )
+
+
+def check_rows(rows: Iterable[Task], runtime: str, *, own_provider: bool = True) -> None:
+    """Raise TaskError for a row naming an env or template its known module lacks.
+    ``own_provider``: the rows are served by the plugin's ``hud_provider`` (a conftest
+    override may serve envs this process never imports, so then only the explicit
+    ``module`` column is checked)."""
+    declared = {env.name: env for env, _ in declared_environments()} if own_provider else {}
+    for row in rows:
+        module = row.metadata.get("module")
+        if module:
+            envs = _module_envs(str(module))
+            if envs is not None:
+                _check(row, envs, str(module))
+        elif row.env in declared or (declared and runtime in ROUTED_BY_DECLARATION):
+            _check(row, declared, "the imported env modules")

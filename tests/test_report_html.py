@@ -1,0 +1,129 @@
+"""The pytest-html report: the summary table with intervals and gate lines, the
+per-item columns, the episode gallery and the success plot. Real pytest sessions
+(pytester, subprocesses) with pytest-html, over an env whose camera makes animations."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+ENV = '''
+import numpy as np
+from pytest_hud import Environment
+from pytest_hud.robot import RobotBridge, RobotEndpoint
+
+
+class Dot(RobotBridge):
+    """A camera that shows a dot; the episode succeeds when ``goal <= 0``."""
+
+    contract = {"control_rate": 10, "features": {
+        "observation/image": {"role": "observation", "type": "rgb",
+                              "shape": [16, 16, 3], "dtype": "uint8"},
+        "observation/state": {"role": "observation", "shape": [1]},
+        "action": {"role": "action", "shape": [1], "stats": {"min": [-1], "max": [1]}}}}
+
+    def reset(self, goal=0.0, seed=0):
+        self.t, self.goal = 0, goal
+        return f"reach {goal}"
+
+    def step(self, actions):
+        self.t += 1
+
+    def get_observation(self):
+        img = np.zeros((1, 16, 16, 3), np.uint8)
+        img[0, 4 + self.t, 4:8] = 255
+        state = np.zeros((1, 1), np.float32)
+        return {"observation/image": img, "observation/state": state}, np.array([self.t >= 3])
+
+    def result_slots(self):
+        ok = self.goal <= 0
+        return [{"score": float(ok), "success": ok, "total_reward": 0.0, "steps": self.t}]
+
+
+env = Environment("dots")
+sim = RobotEndpoint(Dot)
+env.add_capability(sim)
+
+
+@env.template()
+async def reach(goal: float = 0.0, seed: int = 0):
+    ep = await sim.reset(goal=goal, seed=seed)
+    yield {"prompt": ep["prompt"], "robot": {"token": ep["token"]}}
+    yield await sim.result(token=ep["token"])
+'''
+
+TESTS = """
+import pytest
+from dots_env import reach
+
+
+@pytest.mark.hud(tasks=[reach.task(goal=g, seed=s) for s, g in enumerate([0.0, 1.0, 0.0])])
+def test_reach(hud_result):
+    assert hud_result.success, hud_result.summary()
+
+
+@pytest.mark.hud(tasks=[reach.task(goal=2.0, seed=9)])
+def test_runs_three_steps(hud_result):
+    assert hud_result.steps == 3
+"""
+
+
+@pytest.fixture
+def report(pytester: pytest.Pytester) -> str:
+    pytester.makepyfile(dots_env=ENV, test_dots=TESTS)
+    pytester.makeconftest("import dots_env  # noqa: F401\n")
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "--hud-agent=zero",
+        "--hud-min-success=0.9",
+        "--html=report.html",
+        "--self-contained-html",
+        timeout=240,
+    )
+    result.assert_outcomes(passed=3, failed=1)
+    return (pytester.path / "report.html").read_text()
+
+
+def _summary_rows(page: str) -> dict[str, list[str]]:
+    table = re.search(r'<table id="hud-summary-table">(.*?)</table>', page, re.S)
+    assert table, "no hud summary table"
+    out = {}
+    for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", table.group(1), re.S):
+        cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr)]
+        if cells:
+            out[cells[0]] = cells[1:]
+    return out
+
+
+def test_summary_table_has_per_env_and_task_rows_with_intervals(report) -> None:
+    rows = _summary_rows(report)
+    # episodes, successes, rate, interval, mean score, mean steps, errors, xfail, skip
+    assert rows["dots"][:3] == ["4", "2", "50%"]
+    assert rows["dots/reach"][:3] == ["4", "2", "50%"]
+    assert rows["overall"][:3] == ["4", "2", "50%"]
+    assert rows["dots"][3] == "15%&ndash;85%"  # Wilson 95% for 2/4
+    assert rows["dots"][5] == "3.0"  # mean steps
+    assert 'onclick="hudSort(this)"' in report  # sortable headers
+    gate = re.search(r'<p class="hud-gate fail">FAILED ([^<]*)</p>', report)
+    assert gate and "overall" in gate.group(1) and "90.0%" in gate.group(1)
+
+
+def test_items_have_hud_columns_and_a_consistent_success_cell(report) -> None:
+    for name in ("Env", "Task", "Args", "Agent", "Success", "Score", "Steps", "Seconds"):
+        assert f'class="sortable" data-column-type="hud{name}">{name}</th>' in report
+    assert "goal=1.0, seed=1" in report
+    # the test that checks only steps passes with a failed episode: the cell says why
+    assert "no (not asserted by the test)" in report
+    assert 'id="hud-env-filter"' in report and '<option value="dots">dots</option>' in report
+
+
+def test_gallery_shows_every_episode_failures_first_linking_to_rows(report) -> None:
+    figures = re.findall(r'<figure class="(ok|fail)"><a href="#" title="([^"]+)"', report)
+    assert len(figures) == 4
+    assert [cls for cls, _ in figures] == ["fail", "fail", "ok", "ok"]
+    assert figures[0][1].startswith("test_dots.py::test_r")
+    assert report.count("data:image/gif;base64,") >= 4
+    svg = re.search(r"<svg [^>]*aria-label=\"success rate per task[^>]*>(.*?)</svg>", report)
+    assert svg and "dots/reach" in svg.group(1) and "2/4" in svg.group(1)
