@@ -261,3 +261,22 @@ def test_sk(hud_result):
     assert re.search(r"^  reach\s+14\s+43%.*\s2\s+0\s+2$", table, re.M)
     assert re.search(r"^test_agg.py::test_xf\s+2\s+0%.*\s2\s+0\s+0$", table, re.M)
     assert re.search(r"^test_agg.py::test_sk\s+0\s+-.*\s0\s+0\s+2$", table, re.M)
+
+
+def test_detectable_drop_matches_the_gates_own_test_by_simulation() -> None:
+    """The "detects drops >= X" promise, checked against the two-proportion test the gate
+    runs: at the computed size, a 10 pp drop is flagged in about 80% of simulated runs."""
+    import numpy as np
+
+    from pytest_hud.evaluation.baseline import detectable_drop, episodes_for_drop
+    from pytest_hud.stats import two_proportion_drop
+
+    n = episodes_for_drop(0.5, 0.10)
+    assert n is not None and detectable_drop(0.5, n, n) == pytest.approx(0.10)
+    small = detectable_drop(0.5, 13, 13)
+    assert small is not None and small > 0.3  # 13 episodes per arm see only big drops
+    rng = np.random.default_rng(0)
+    base, now = rng.binomial(n, 0.5, 2000), rng.binomial(n, 0.4, 2000)
+    pairs = zip(base.tolist(), now.tolist(), strict=True)
+    hits = sum(two_proportion_drop(b, n, c, n) < 0.05 for b, c in pairs)
+    assert 0.75 <= hits / 2000 <= 0.86

@@ -100,7 +100,8 @@ def incomplete_reason(doc: dict[str, Any]) -> str | None:
 def _seeds(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
     for r in rows:
-        out.setdefault(str(r.get("task")), []).append(r.get("seed"))
+        task = r.get("task") or f"{r.get('env')}/{r.get('task_id')}"  # older files: no "task"
+        out.setdefault(str(task), []).append(r.get("seed"))
     return {k: sorted(v, key=repr) for k, v in out.items()}
 
 
