@@ -1,13 +1,18 @@
 """Cases: one pytest item's rollout (a task row, a repeat index, a derived seed).
 
-Ids are ``env/slug`` (plus ``[rep]`` when a row repeats), the same in every
-worker. Seeds derive from ``--hud-seed``, the row and the repeat, so a rerun
-(``--lf``) replays the same episode.
+Ids are readable where the row's args are simple (``cartpole/balance[seed=0]``) and
+``env/slug`` (the args' hash) where they are long or nested, plus ``[rep]`` when a row
+repeats; they depend on the row alone, so they are the same in every worker and every
+run. Seeds: a row's own ``seed`` arg is kept for repeat 0 (with or without
+``--hud-seed``); the other repeats (and rows without a seed under ``--hud-seed``) get
+a seed derived from ``--hud-seed``, the row and the repeat, so a rerun (``--lf``)
+replays the same episode. Only the ``seed`` arg varies; every other arg is the row's.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +21,13 @@ from typing import Any
 from pytest_hud.runtime.errors import TaskError
 from pytest_hud.runtime.task import Task, Taskset
 
-__all__ = ["HudCase", "derive_seed", "expand", "task_rows"]
+__all__ = ["HudCase", "derive_seed", "expand", "readable_id", "task_rows"]
+
+#: the arg a repeat varies: the one seed argument env templates declare
+SEED_ARG = "seed"
+#: args rendered longer than this fall back to the hash slug
+_READABLE_MAX = 48
+_PLAIN = re.compile(r"^[A-Za-z0-9_.+-]*$")
 
 
 def derive_seed(base: int, task: Task, rep: int) -> int:
@@ -35,7 +46,7 @@ class HudCase:
 
     @property
     def id(self) -> str:
-        base = f"{self.row.env}/{self.row.slug}"
+        base = readable_id(self.row)
         return f"{base}[{self.rep}]" if self.group > 1 else base
 
     @property
@@ -66,14 +77,44 @@ def task_rows(source: Any, base: Path | None = None) -> list[Task]:
     )
 
 
+def _scalar(value: Any) -> str | None:
+    if isinstance(value, bool) or value is None:
+        return str(value).lower() if value is not None else "null"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str) and _PLAIN.match(value) and value:
+        return value
+    return None
+
+
+def readable_id(task: Task) -> str:
+    """``env/id[k=v,...]`` when every arg is a short scalar (sorted by name), else
+    ``env/slug``: a pytest id people can read, stable across runs. ``Task.slug``
+    (which baselines and expectations key on) is left as it is."""
+    if not task.args:
+        return f"{task.env}/{task.id}"
+    parts = []
+    for name in sorted(task.args):
+        text = _scalar(task.args[name])
+        if text is None or not _PLAIN.match(name):
+            return task.key
+        parts.append(f"{name}={text}")
+    inner = ",".join(parts)
+    if len(inner) > _READABLE_MAX:
+        return task.key
+    return f"{task.env}/{task.id}[{inner}]"
+
+
 def expand(rows: Iterable[Task], group: int, seed: int | None) -> list[HudCase]:
-    """Every row ``group`` times; repeats beyond the first (or all, with a seed) get
-    a derived ``seed`` arg."""
+    """Every row ``group`` times. Repeat 0 of a row with a ``seed`` arg runs that exact
+    seed; the other repeats, and a seedless row under ``--hud-seed``, get a ``seed``
+    derived from the base seed, the row and the repeat. No other arg changes."""
     cases = []
     for row in rows:
+        own = SEED_ARG in row.args
         for rep in range(group):
             task = row
-            if seed is not None or rep > 0:
-                task = row.with_args(seed=derive_seed(seed or 0, row, rep))
+            if rep > 0 or (seed is not None and not own):
+                task = row.with_args(**{SEED_ARG: derive_seed(seed or 0, row, rep)})
             cases.append(HudCase(row, rep, task, group))
     return cases

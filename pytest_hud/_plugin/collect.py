@@ -51,8 +51,6 @@ class CollectMixin(SessionState):
             raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: {exc}") from None
         group = int(marker.kwargs.get("group") or self.options.group)
         cases = expand(rows, group, self.options.seed)
-        if "min_success" in marker.kwargs and marker.kwargs["min_success"] is not None:
-            self.min_success[metafunc.definition.nodeid] = float(marker.kwargs["min_success"])
         metafunc.parametrize("hud_task", cases, ids=[c.id for c in cases])
 
     def collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -106,7 +104,7 @@ class CollectMixin(SessionState):
 
     def _check_baseline_covers(self, cases: list[HudCase]) -> None:
         assert self.baseline is not None
-        have = {c.row.key for c in cases}
+        have = {f"{c.row.env}/{c.row.id}" for c in cases}  # per_task is per env/template
         missing = sorted(set(self.baseline.get("per_task") or {}) - have)
         if have and missing and not have & set(self.baseline.get("per_task") or {}):
             raise pytest.UsageError(

@@ -38,7 +38,7 @@ class FeaturesMixin(LedgerMixin, SequentialMixin, CompareMixin, WrapMixin):
         it and, for sequential gates, its task's bar."""
         row["repro"] = self.repro(row["nodeid"])
         if self.sequential:
-            row["bar"] = self.sequential_bar(row["group"])
+            row["bar"] = self.sequential_bar(row.get("min_success"))
 
     def feature_logreport(self, report: Any) -> None:
         """logreport (controller): ledger lines, sequential decisions, wrapped rows."""

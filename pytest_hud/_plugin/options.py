@@ -59,15 +59,27 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     (
         "--hud-gate",
         "how success gates compare: raw (the rate), wilson (the 95%% Wilson "
-        "lower bound must clear the threshold) or sequential (anytime-valid: each task "
-        "stops its repeats once its verdict is known at --hud-alpha)",
-        {"choices": ["raw", "wilson", "sequential"]},
+        "lower bound must clear the threshold), sequential (anytime-valid: each task "
+        "stops its repeats once its verdict is known at --hud-alpha), or none (report only: "
+        "gates are shown, episode failures do not fail the session, errors still do; for "
+        "recording a baseline)",
+        {"choices": ["raw", "wilson", "sequential", "none"]},
     ),
     (
         "--hud-baseline",
         "a previous results JSON: fail when success dropped by more than "
         "chance explains (two-proportion test)",
         {},
+    ),
+    (
+        "--hud-baseline-strict",
+        "fail (not just warn) when the baseline's agent, envs, group size or seeds differ",
+        {"action": "store_true"},
+    ),
+    (
+        "--hud-baseline-force",
+        "compare with a baseline from an interrupted or incomplete run anyway",
+        {"action": "store_true"},
     ),
     ("--hud-expect", "TOML/YAML of expected failures and skips per agent or checkpoint", {}),
     ("--hud-checkpoint", "the checkpoint name (selects --hud-expect tables; shown in reports)", {}),
@@ -98,6 +110,16 @@ def _get(config: pytest.Config, name: str, kind: Any = str) -> Any:
     return value
 
 
+def _flag(raw: str) -> bool:
+    """An ini boolean: true/false, yes/no, 1/0."""
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(raw)
+
+
 @dataclass
 class HudOptions(EvaluationOptions):
     runtime: str = "local"
@@ -112,6 +134,8 @@ class HudOptions(EvaluationOptions):
     min_success: float | None = None
     gate: str = "raw"
     baseline: Path | None = None
+    baseline_strict: bool = False
+    baseline_force: bool = False
     expect: Path | None = None
     checkpoint: str | None = None
     timeout: float = 900.0
@@ -129,6 +153,10 @@ class HudOptions(EvaluationOptions):
             value = _get(config, f"hud_{name}", kind)
             if value is not None:
                 setattr(o, name, value)
+        for name in ("baseline_strict", "baseline_force"):
+            value = _get(config, f"hud_{name}", _flag)
+            if value is not None:
+                setattr(o, name, bool(value))
         for name in ("shared", "group", "concurrency", "max_steps", "seed"):
             value = _get(config, f"hud_{name}", int)
             if value is not None:
@@ -156,8 +184,10 @@ class HudOptions(EvaluationOptions):
             raise pytest.UsageError(
                 f"--hud-min-success is a rate between 0 and 1, got {self.min_success}"
             )
-        if self.gate not in ("raw", "wilson", "sequential"):
-            raise pytest.UsageError(f"--hud-gate is raw, wilson or sequential, got {self.gate!r}")
+        if self.gate not in ("raw", "wilson", "sequential", "none"):
+            raise pytest.UsageError(
+                f"--hud-gate is raw, wilson, sequential or none, got {self.gate!r}"
+            )
         self.validate_evaluation()
         if self.shared is not None and self.concurrency > self.shared:
             raise pytest.UsageError(

@@ -73,9 +73,10 @@ class SequentialMixin(SessionState):
     def sequential(self) -> bool:
         return self.options.gate == "sequential"
 
-    def sequential_bar(self, group: str) -> float | None:
-        """The bar of a test function's tasks: its marker's, else --hud-min-success."""
-        return self.min_success.get(group, self.options.min_success)
+    def sequential_bar(self, marker_bar: float | None) -> float | None:
+        """The bar of a test function's tasks: its marker's (carried on the row), else
+        --hud-min-success."""
+        return self.options.min_success if marker_bar is None else marker_bar
 
     # -- deciding (controller) -----------------------------------------------------------
     def _task_state(self, row: dict[str, Any]) -> _Task | None:

@@ -49,8 +49,9 @@ class HudSession(CollectMixin, RecordingMixin, ReportMixin, FeaturesMixin):
         self.baseline = self._load_baseline()
         self.rows: dict[str, dict[str, Any]] = {}
         self.other_failures = 0
-        self.min_success: dict[str, float] = {}
         self.gates: list[rep.Gate] = []
+        self.verdict: Any = None  # evaluation.verdict.Verdict, set at sessionfinish
+        self.finished: set[str] = set()  # node ids whose teardown was reported
         self._order: list[str] = []
         self.record_root: Path | None = None
         self.writers: dict[str, Any] = {}
@@ -133,7 +134,7 @@ class HudSession(CollectMixin, RecordingMixin, ReportMixin, FeaturesMixin):
         if self.options.baseline is None:
             return None
         try:
-            return rep.load_baseline(self.options.baseline)
+            return rep.load_baseline(self.options.baseline, force=self.options.baseline_force)
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
 

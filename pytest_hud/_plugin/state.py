@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pytest_hud._plugin.options import HudOptions
     from pytest_hud._plugin.session import HudSession
     from pytest_hud.evaluation.results import Gate
+    from pytest_hud.evaluation.verdict import Verdict
 
 __all__ = ["CASE", "PLUGIN", "RESULT", "SessionState", "session_of"]
 
@@ -46,8 +47,9 @@ class SessionState:
     baseline: dict[str, Any] | None
     rows: dict[str, dict[str, Any]]
     other_failures: int
-    min_success: dict[str, float]
     gates: list[Gate]
+    verdict: Verdict | None
+    finished: set[str]
     _order: list[str]
     _agent_name: str
     record_root: Path | None

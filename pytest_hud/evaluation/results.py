@@ -1,8 +1,10 @@
 """Rollout rows, their aggregates, the terminal table, the results JSON and the gates.
 
 Every hud item's report carries one row (``report.hud``, JSON-able, so it crosses
-xdist); the controller aggregates rows per task, per env, per group (the test
-function or task file) and overall, whichever process ran them.
+xdist); the controller aggregates rows per task (env + template, across seeds, args and
+repeats: "balance: 42% over 50 episodes", as LIBERO-style reports show it), per env,
+per group (the test function or task file) and overall, whichever process ran them.
+Per-row detail stays in the results JSON's ``rollouts``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_hud.evaluation.baseline import incomplete_reason, power_note
 from pytest_hud.stats import two_proportion_drop, wilson
 
 __all__ = ["Gate", "aggregate", "baseline_gates", "format_table", "results_document", "stats"]
@@ -41,13 +44,22 @@ def stats(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "seconds": sum(r.get("duration") or 0.0 for r in rows),
         "errors": sum(1 for r in rows if r.get("error") is not None),
         "expected_failures": sum(1 for r in rows if r.get("outcome") in ("xfailed", "xpassed")),
+        "xfailed": sum(1 for r in rows if r.get("outcome") == "xfailed"),
+        "xpassed": sum(1 for r in rows if r.get("outcome") == "xpassed"),
+        "skipped": sum(1 for r in rows if r.get("outcome") == "skipped"),
+        "rows": len({(r.get("key"), r.get("group")) for r in rows}),
     }
+
+
+def task_of(row: dict[str, Any]) -> str:
+    """The row's task: ``env/template``, shared by all its seeds, args and repeats."""
+    return str(row.get("task") or f"{row.get('env')}/{row.get('task_id')}")
 
 
 def _by(rows: list[dict[str, Any]], key: str) -> dict[str, dict[str, Any]]:
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
-        groups[str(r.get(key))].append(r)
+        groups[task_of(r) if key == "task" else str(r.get(key))].append(r)
     return {k: stats(v) for k, v in groups.items()}
 
 
@@ -60,7 +72,7 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "overall": stats(rows),
         "per_env": _by(rows, "env"),
-        "per_task": _by(rows, "key"),
+        "per_task": _by(rows, "task"),
         "per_group": _by(rows, "group"),
     }
 
@@ -84,20 +96,31 @@ def _table_line(name: str, st: dict[str, Any]) -> tuple[str, ...]:
         _num(st["mean_steps"], ".1f"),
         f"{st['seconds']:.1f}s",
         str(st["errors"]),
+        str(st.get("xfailed", 0)),
+        str(st.get("xpassed", 0)),
+        str(st.get("skipped", 0)),
     )
 
 
 def format_table(rows: list[dict[str, Any]]) -> list[str]:
-    """Per env, then each of its tasks: episodes, success and its 95% Wilson interval,
-    mean score, mean steps, time."""
+    """Per env, then each of its tasks (across seeds and repeats); then per test function;
+    then overall: episodes, success and its 95% Wilson interval, mean score, mean steps,
+    time, errors, xfailed, xpassed, skipped."""
     agg = aggregate(rows)
-    header = ("task", "episodes", "success", "95% CI", "score", "steps", "time", "errors")
+    header: tuple[str, ...] = ("task", "episodes", "success", "95% CI", "score", "steps")
+    header += ("time", "errors", "xfail", "xpass", "skip")
     lines: list[tuple[str, ...]] = [header]
+    rules = {0}
     for env in sorted(agg["per_env"]):
         lines.append(_table_line(env, agg["per_env"][env]))
         for key, st in sorted(agg["per_task"].items()):
             if key.split("/", 1)[0] == env:
                 lines.append(_table_line(f"  {key.split('/', 1)[1]}", st))
+    if len(agg["per_group"]) > 1:
+        rules.add(len(lines) - 1)
+        for group, st in sorted(agg["per_group"].items()):
+            lines.append(_table_line(group, st))
+    rules.add(len(lines) - 1)
     lines.append(_table_line("overall", agg["overall"]))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     out = []
@@ -105,7 +128,7 @@ def format_table(rows: list[dict[str, Any]]) -> list[str]:
         cells = [line[0].ljust(widths[0])]
         cells += [c.rjust(w) for c, w in zip(line[1:], widths[1:], strict=True)]
         out.append("  ".join(cells))
-        if i == 0 or i == len(lines) - 2:
+        if i in rules:
             out.append("-" * len(out[-1]))
     return out
 
@@ -137,45 +160,79 @@ def threshold_gate(name: str, rows: list[dict[str, Any]], threshold: float, mode
 
 
 def baseline_gates(
-    rows: list[dict[str, Any]], baseline: dict[str, Any], alpha: float = 0.05
+    rows: list[dict[str, Any]],
+    baseline: dict[str, Any],
+    alpha: float = 0.05,
+    differs: list[str] | None = None,
 ) -> list[Gate]:
-    """Per task and overall: did success drop by more than chance explains?"""
+    """Per task (env + template, across seeds and repeats) and overall: did success drop
+    by more than chance explains? Each line also says the episodes per arm and the
+    smallest drop the comparison could detect (80% power), and, when given, how the
+    baseline's run ``differs`` from this one."""
     gates = []
-    now = aggregate(gate_rows(rows))
+    graded = gate_rows(rows)
+    now = aggregate(graded)
     base_tasks = baseline.get("per_task") or {}
     pairs = [("overall", baseline.get("overall") or {}, now["overall"])]
     pairs += [(k, base_tasks[k], v) for k, v in sorted(now["per_task"].items()) if k in base_tasks]
+    caveat = f" (baseline differs: {'; '.join(differs)})" if differs else ""
     for name, b, c in pairs:
-        p = two_proportion_drop(
-            int(b.get("successes", 0)), int(b.get("episodes", 0)), c["successes"], c["episodes"]
-        )
+        nb = int(b.get("episodes", 0))
+        p = two_proportion_drop(int(b.get("successes", 0)), nb, c["successes"], c["episodes"])
         ok = p >= alpha
+        mine = graded if name == "overall" else [r for r in graded if task_of(r) == name]
+        note = power_note(b.get("success_rate"), nb, c["episodes"], _distinct_rows(mine), alpha)
         msg = (
             f"baseline {name}: {_pct(b.get('success_rate'))} -> {_pct(c['success_rate'])} "
-            f"(p={p:.3f}): " + ("within chance" if ok else "DROPPED beyond chance")
+            f"(p={p:.3f}; {note}): " + ("within chance" if ok else "DROPPED beyond chance") + caveat
         )
         gates.append(Gate(f"baseline {name}", ok, msg))
     return gates
 
 
+def _distinct_rows(rows: list[dict[str, Any]]) -> int:
+    return len({(r.get("key"), r.get("group")) for r in rows})
+
+
 def results_document(
-    rows: list[dict[str, Any]], *, meta: dict[str, Any], gates: list[Gate]
+    rows: list[dict[str, Any]],
+    *,
+    meta: dict[str, Any],
+    gates: list[Gate],
+    collected: int | None = None,
+    run: int | None = None,
+    interrupted: bool = False,
 ) -> dict[str, Any]:
+    """The results JSON. ``complete`` is False when the run was interrupted (Ctrl-C,
+    ``-x``) or fewer items ran than were collected; such a file is no baseline."""
+    ran = len(rows) if run is None else run
+    complete = not interrupted and (collected is None or ran >= collected)
     return {
-        "version": 1,
+        "version": 2,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         **meta,
+        "complete": complete,
+        "interrupted": interrupted,
+        "items": {"collected": collected, "run": ran},
         **aggregate(rows),
         "gates": [g.__dict__ for g in gates],
         "rollouts": rows,
     }
 
 
-def load_baseline(path: Path) -> dict[str, Any]:
+def load_baseline(path: Path, force: bool = False) -> dict[str, Any]:
+    """A results JSON to compare with; an incomplete (interrupted) run is refused unless
+    ``force``."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise ValueError(f"--hud-baseline {path}: not a results JSON ({exc})") from None
     if not isinstance(data, dict) or "per_task" not in data:
         raise ValueError(f"--hud-baseline {path}: no per_task section; pass a --hud-results file")
+    why = incomplete_reason(data)
+    if why is not None and not force:
+        raise ValueError(
+            f"--hud-baseline {path}: expected a complete run, got an incomplete one ({why}); "
+            "fix: record the baseline again, or pass --hud-baseline-force to compare anyway"
+        )
     return data

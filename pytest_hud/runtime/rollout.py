@@ -44,6 +44,9 @@ class RolloutResult:
     phase: str | None = None  # where an error happened: place, start, agent, grade
     grade: dict[str, Any] = field(default_factory=dict)
     agent_info: dict[str, Any] = field(default_factory=dict)
+    #: the name reports use (the pytest item's id, e.g. ``cartpole/balance[seed=0][3]``),
+    #: so a failure message names the item as its node id does
+    label: str | None = None
 
     def __repr__(self) -> str:
         return f"<RolloutResult {self.summary()}>"
@@ -64,10 +67,11 @@ class RolloutResult:
         return self.error is None
 
     def summary(self) -> str:
+        name = self.label or f"{self.task.key}[{self.index}]"
         if self.error is not None:
-            return f"{self.task.key}[{self.index}] errored in {self.phase}: {self.error_type}"
+            return f"{name} errored in {self.phase}: {self.error_type}"
         return (
-            f"{self.task.key}[{self.index}]: success={self.success} score={self.score} "
+            f"{name}: success={self.success} score={self.score} "
             f"steps={self.steps} reward={self.total_reward} in {self.duration:.2f}s"
         )
 

@@ -1,0 +1,75 @@
+"""The session's gates, built on the controller from the rows alone.
+
+Every gate is computed from what the rows carry (the marker's ``min_success`` travels in
+each row), never from collection-time state, because under xdist the controller does
+not collect: this is what makes a run give the same gates, lines and exit code with and
+without ``-n``. Which gate covers which items is what :mod:`pytest_hud.evaluation.verdict`
+needs to apply the gate rule.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_hud.evaluation import results as rep
+from pytest_hud.evaluation.baseline import mismatches
+from pytest_hud.evaluation.verdict import CoveredGate
+
+__all__ = ["marker_thresholds", "session_gates"]
+
+
+def marker_thresholds(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Each test function's ``@pytest.mark.hud(min_success=...)``, read from its rows."""
+    out: dict[str, float] = {}
+    for r in rows:
+        if r.get("min_success") is not None:
+            out[str(r["group"])] = float(r["min_success"])
+    return out
+
+
+def _covered(name: str, gate: rep.Gate, rows: list[dict[str, Any]]) -> CoveredGate:
+    return CoveredGate(name, gate.passed, gate.message, frozenset(r["nodeid"] for r in rows))
+
+
+def session_gates(
+    rows: list[dict[str, Any]],
+    *,
+    min_success: float | None,
+    mode: str,
+    baseline: dict[str, Any] | None,
+    meta: dict[str, Any],
+    baseline_strict: bool = False,
+) -> list[CoveredGate]:
+    """The overall ``--hud-min-success`` gate, one per marked test function, and the
+    baseline's per-task and overall gates (plus a provenance gate when the baseline's
+    run differs and ``baseline_strict``)."""
+    how = "raw" if mode == "none" else mode
+    gates = []
+    if min_success is not None:
+        gates.append(
+            _covered("overall", rep.threshold_gate("overall", rows, min_success, how), rows)
+        )
+    for group, threshold in sorted(marker_thresholds(rows).items()):
+        mine = [r for r in rows if r["group"] == group]
+        if not rep.gate_rows(mine):  # all skipped/xfail: no failure to own, nothing to judge
+            continue
+        gates.append(_covered(group, rep.threshold_gate(group, mine, threshold, how), mine))
+    if baseline is not None:
+        differs = mismatches(baseline, meta, rows)
+        base_tasks = set(baseline.get("per_task") or {})
+        for gate in rep.baseline_gates(rows, baseline, differs=differs):
+            task = gate.name.removeprefix("baseline ")
+            mine = [
+                r
+                for r in rows
+                if (rep.task_of(r) in base_tasks if task == "overall" else rep.task_of(r) == task)
+            ]
+            gates.append(_covered(gate.name, gate, mine))
+        if differs and baseline_strict:
+            msg = (
+                f"baseline provenance: expected the baseline's run to match this one, got "
+                f"{'; '.join(differs)}; fix: record a baseline with the same agent, envs, "
+                "group and seeds (or drop --hud-baseline-strict)"
+            )
+            gates.append(CoveredGate("baseline provenance", False, msg))
+    return gates
