@@ -21,6 +21,7 @@ from conftest import require, require_lerobot
 from pytest_hud import LocalRuntime, Shared, Task, run
 from pytest_hud.loader import load_module
 from pytest_hud.robot import BatchedAgent, Contract, Model, RobotAgent
+from pytest_hud.robot.agent.adapter import LeRobotAdapter
 from pytest_hud.robot.record.merge import merge_datasets
 from pytest_hud.robot.record.schema import (
     MIN_VIDEO_HEIGHT,
@@ -357,6 +358,41 @@ def test_several_states_concatenate_in_contract_order(tmp_path: Path) -> None:
     assert ds.features["action"]["names"] == ["dx", "dy", "grip"]
     assert ds.meta.video_keys == ["observation.images.top"]
     assert decode(next((tmp_path / "multi" / "videos").rglob("*.mp4")))[0].shape == (32, 40, 3)
+
+
+ENV_STATE_CONTRACT = {
+    "control_rate": 80,
+    "features": {
+        "agent_pos": {"role": "observation", "shape": [2]},
+        "observation/environment_state": {"role": "observation", "shape": [3]},
+        "action": {"role": "action", "shape": [2]},
+    },
+}
+
+
+def test_environment_state_gets_lerobots_own_key(tmp_path: Path) -> None:
+    """ACT and Diffusion act without a camera only on observation.environment_state: an
+    observation named environment_state lands there, in the dataset and in the adapter."""
+    writer = DatasetWriter(tmp_path / "env_state")
+    writer.check(ENV_STATE_CONTRACT)
+    spaces = Contract.from_dict(ENV_STATE_CONTRACT).spaces()
+    recorder = writer.observer(None, spaces)
+    data = {
+        "agent_pos": np.array([1.0, 2.0], np.float32),
+        "observation/environment_state": np.array([3.0, 4.0, 5.0], np.float32),
+    }
+    for _ in range(3):
+        recorder.step(data, np.array([0.5, -0.5]))
+    recorder.end(True)
+    writer.finalize()
+    ds, cols = read(tmp_path / "env_state")
+    assert tuple(ds.features["observation.state"]["shape"]) == (2,)
+    assert tuple(ds.features["observation.environment_state"]["shape"]) == (3,)
+    assert cols["observation.state"][2].tolist() == [1.0, 2.0]
+    assert cols["observation.environment_state"][2].tolist() == [3.0, 4.0, 5.0]
+    row = LeRobotAdapter().bind(spaces).observation(data, "reach")
+    assert row["observation.state"].tolist() == [1.0, 2.0]
+    assert row["observation.environment_state"].tolist() == [3.0, 4.0, 5.0]
 
 
 def test_two_cameras_on_one_key_name_both(tmp_path: Path) -> None:
