@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
+import math
 import os
 import subprocess
 import sys
@@ -70,13 +71,16 @@ class Capture:
 
     def __call__(self, run, spaces) -> Any:
         capture, key = self, next(self._ids)
-        record = self.episodes[key] = {"actions": [], "data": []}
+        record = self.episodes[key] = {"actions": [], "data": [], "outcomes": []}
 
         class Observer:
             def step(self, data: dict, action: np.ndarray) -> None:
                 record["data"].append({k: np.array(v) for k, v in data.items()})
                 record["actions"].append(np.array(action))
                 capture.order.append(key)
+
+            def outcome(self, reward: float | None, terminated: bool) -> None:
+                record["outcomes"].append((reward, terminated))
 
             def end(self, ok: bool) -> dict:
                 return {"capture": key}
@@ -214,6 +218,61 @@ async def test_pendulum_rollouts_read_back_bit_for_bit(tmp_path: Path) -> None:
     assert item["episode_index"].item() == 1 and item["task"] == "Swing the pendulum up."
     info = json.loads((root / "meta" / "info.json").read_text())
     assert info["data_files_size_in_mb"] == 100  # lerobot's default restored by finalize
+
+
+@pytest.mark.anyio
+async def test_frames_carry_the_envs_answer_and_episodes_their_grade(tmp_path: Path) -> None:
+    """next.reward / next.done per frame are what the env answered to that frame's action
+    (lerobot's names); an ungraded episode's metadata sums them, a graded one's holds its
+    grade, and only its last frame carries next.success."""
+    root = tmp_path / "pendulum"
+    writer, capture = DatasetWriter(root), Capture()
+    results = await run(
+        [Task("pendulum_rec", "swing", {"seed": 0})],
+        recording_agent(writer, capture),
+        pendulums(1),
+        max_concurrent=1,
+    )
+    record = capture.episodes[by_capture(results)[0]]
+    writer.finalize()
+    ds, cols = read(root)
+    rewards = np.array([r for r, _ in record["outcomes"]], np.float32)
+    assert len(rewards) == STEPS and rewards.std() > 0  # pendulum rewards vary per step
+    assert cols["next.reward"].reshape(-1).tobytes() == rewards.tobytes()
+    assert cols["next.done"].reshape(-1).tolist() == [t for _, t in record["outcomes"]]
+    assert not cols["next.success"].any()
+    episode = ds.meta.episodes[0]
+    assert episode["grade/success"] is False and math.isnan(episode["grade/score"])
+    assert episode["grade/steps"] == STEPS
+    assert episode["grade/total_reward"] == pytest.approx(float(rewards.sum()), rel=1e-5)
+
+    graded = DatasetWriter(tmp_path / "graded", graded=True)
+    for index, success in enumerate((True, False)):
+        spaces = Contract.from_dict(CAMERA_CONTRACT).spaces()
+        graded.check(CAMERA_CONTRACT)
+        recorder = graded.observer(None, spaces)
+        for step in range(4):
+            data = {
+                "cam/top": np.zeros((32, 40, 3), np.uint8),
+                "arm": np.zeros(2, np.float32),
+                "gripper": np.zeros(1, np.float32),
+            }
+            recorder.step(data, np.zeros(3))
+            recorder.outcome(0.5, step == 3)
+        assert recorder.end(True)["dataset"]["episode_index"] == index
+        graded.grade(index, {"success": success, "score": 0.75, "steps": 4, "total_reward": 2.0})
+    graded.finalize()
+    ds, cols = read(tmp_path / "graded")
+    assert cols["next.done"].reshape(-1).tolist() == [False, False, False, True] * 2
+    assert cols["next.success"].reshape(-1).tolist() == [False] * 3 + [True] + [False] * 4
+    rows = [
+        {k: e[k] for k in ("grade/success", "grade/score", "grade/steps", "grade/total_reward")}
+        for e in ds.meta.episodes
+    ]
+    assert rows == [
+        {"grade/success": s, "grade/score": 0.75, "grade/steps": 4, "grade/total_reward": 2.0}
+        for s in (True, False)
+    ]
 
 
 @pytest.mark.anyio

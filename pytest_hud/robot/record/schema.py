@@ -18,6 +18,8 @@ The schema comes from the contract, created at the first episode:
   ``.``-separated part) go the same way into ``observation.environment_state`` instead:
   LeRobot's ACT and Diffusion act without a camera only with that feature.
 * the action -> ``action``, float32: exactly what ``RobotClient`` sent on the wire.
+* what the env answered to it, ``next.reward`` / ``next.done`` / ``next.success``, and
+  the episode's grade in ``meta/episodes``: :mod:`.grade`.
 * the run's prompt -> each frame's ``task``; ``control_rate`` -> fps (``fps=``
   overrides; lerobot needs an integer); ``robot_type`` -> robot type; ``names`` label
   the dimensions; shapes the contract leaves out come from the first observation.
@@ -40,6 +42,7 @@ import numpy as np
 
 from pytest_hud.robot.contract import Feature, Spaces
 from pytest_hud.robot.record.errors import DatasetError
+from pytest_hud.robot.record.grade import NEXT_FEATURES, empty_outcome
 
 __all__ = ["MIN_VIDEO_HEIGHT", "MIN_VIDEO_WIDTH", "DatasetError", "camera_key"]
 
@@ -129,10 +132,12 @@ class _Schema:
             "shape": (self.action_size or 0,),
             "names": list(names) if names and len(names) == self.action_size else None,
         }
+        out.update(NEXT_FEATURES)
         return out
 
     def keys(self) -> list[str]:
-        return [c.key for c in self.cameras] + [key for key, _, _ in self.vectors()] + ["action"]
+        vectors = [key for key, _, _ in self.vectors()]
+        return [c.key for c in self.cameras] + vectors + ["action", *NEXT_FEATURES]
 
     def resolve(self, data: Mapping[str, Any], action: Any) -> _Schema:
         """Fill the shapes the contract left out from the first observation and action."""
@@ -191,6 +196,7 @@ class _Schema:
                 f"action changed size mid-recording: {act.size} values after {self.action_size}"
             )
         out["action"] = act
+        out.update(empty_outcome())  # the env's answer: the recorder's outcome()
         return out
 
 
