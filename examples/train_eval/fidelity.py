@@ -56,6 +56,8 @@ def compare(
 
 
 if __name__ == "__main__":
-    ours, theirs, success = compare(sys.argv[1], *sys.argv[2:3], *map(int, sys.argv[3:4]))
+    task = sys.argv[2] if len(sys.argv) > 2 else "button-press-topdown-v3"
+    seed = int(sys.argv[3]) if len(sys.argv) > 3 else 100
+    ours, theirs, success = compare(sys.argv[1], task, seed)
     print(f"{len(ours)} ticks, success={success}, max |plugin - lerobot| = "
           f"{np.abs(ours - theirs).max():.3g}")  # fmt: skip

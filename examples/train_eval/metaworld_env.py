@@ -49,7 +49,9 @@ def make(task: str = "reach-v3", variant: int = 0) -> Any:
         max_episode_steps=MAX_STEPS,
         terminate_on_success=True,
     )
-    low, high = base.observation_space.low, base.observation_space.high
+    box = base.observation_space
+    assert isinstance(box, gym.spaces.Box), box
+    low, high = box.low, box.high
     space = gym.spaces.Dict(
         {
             "agent_pos": gym.spaces.Box(low[:AGENT], high[:AGENT], dtype=np.float64),
@@ -93,7 +95,7 @@ class ExpertModel(Model):
 
             if task not in ENV_POLICY_MAP:
                 raise KeyError(f"no scripted MetaWorld policy for {task!r}; the prompt names it")
-            self._policies[task] = ENV_POLICY_MAP[task]()
+            self._policies[task] = ENV_POLICY_MAP[task]()  # type: ignore[abstract]
         return self._policies[task]
 
     def infer(self, batch: dict[str, Any]) -> np.ndarray:

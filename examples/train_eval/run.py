@@ -57,12 +57,12 @@ BUDGETS: dict[str, dict[str, Any]] = {
         "evals": 4,  # seeds 100.. per task and checkpoint
     },
     "tiny": {
-        "tasks": "button-press-topdown-v3,window-open-v3",
+        "tasks": "drawer-open-v3,window-open-v3",
         "demos": 3,
         "steps": 300,
         "checkpoints": 3,
         "batch_size": 32,
-        "evals": 2,
+        "evals": 3,
     },
 }
 
@@ -188,13 +188,13 @@ def main() -> None:
         "success": results,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    for step, per in results.items():
+    for name, per in results.items():
         cells = "  ".join(
             f"{t}: {c['successes']}/{c['episodes']} [{lo:.2f}, {hi:.2f}]"
             for t, c in per.items()
             for lo, hi in [c["wilson_95"]]
         )
-        print(f"step {step:>5}: {cells}")
+        print(f"step {name:>5}: {cells}")
     first, last = results[str(min(found))]["overall"], results[str(max(found))]["overall"]
     if last["successes"] <= first["successes"]:
         raise SystemExit(f"the final checkpoint ({last}) does not beat the untrained one ({first})")
