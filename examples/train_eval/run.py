@@ -54,7 +54,7 @@ BUDGETS: dict[str, dict[str, Any]] = {
         "steps": 2000,
         "checkpoints": 4,
         "batch_size": 32,
-        "evals": 4,  # seeds 100.. per task and checkpoint
+        "evals": 10,  # seeds 100.. per task and checkpoint
     },
     "tiny": {
         "tasks": "drawer-open-v3,window-open-v3",
