@@ -17,7 +17,7 @@ import numpy as np
 
 from pytest_hud import LocalRuntime, Task, run
 from pytest_hud.robot import load_agent
-from pytest_hud.robot.dataset import DatasetWriter
+from pytest_hud.robot.record.writer import DatasetWriter
 
 HERE = Path(__file__).resolve().parent
 INPUTS = ("observation.state", "observation.environment_state")
@@ -30,7 +30,7 @@ def compare(
     import torch
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-    from pytest_hud.robot.lerobot import load_policy
+    from pytest_hud.robot.agent.lerobot import load_policy
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "episode"

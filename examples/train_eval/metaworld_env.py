@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 
 from pytest_hud import Environment
-from pytest_hud.robot.agent import RobotAgent
-from pytest_hud.robot.model import Model
+from pytest_hud.robot import Model, RobotAgent
 
 #: The tasks the loop records and evaluates (MetaWorld v3 names).
 TASKS = (
