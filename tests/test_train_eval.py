@@ -61,6 +61,11 @@ def test_tiny_loop_makes_every_artefact_and_learns(loop: Path) -> None:
         assert doc["overall"]["episodes"] == len(tasks) * budget["evals"]
     first, last = (summary["success"][str(s)]["overall"] for s in (steps[0], steps[-1]))
     assert last["successes"] > first["successes"]  # the trained weights are the ones acting
+    # every earlier checkpoint ran with the final one's results as --hud-baseline
+    assert last["baseline_gate_ok"] is None
+    assert all(isinstance(summary["success"][str(s)]["overall"]["baseline_gate_ok"], bool)
+               for s in steps[:-1])  # fmt: skip
+    assert (loop / "success.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_plugin_acts_as_lerobots_select_action(loop: Path) -> None:

@@ -37,7 +37,7 @@ def compare(
         writer = DatasetWriter(root)
         agent = load_agent(f"lerobot:{checkpoint}")
         agent.observers.append(writer.observer)
-        row = Task("metaworld", "mt1", {"task": task, "seed": seed})
+        row = Task("metaworld", task, {"seed": seed})
         [result] = asyncio.run(run([row], agent, LocalRuntime(HERE / "metaworld_env.py")))
         if result.error is not None:
             raise RuntimeError(f"the episode errored: {result.error}")

@@ -13,6 +13,7 @@ costs ~0.15-0.3 s here. Episodes end on success (``terminate_on_success``) or af
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import numpy as np
@@ -74,12 +75,19 @@ env = Environment("metaworld")
 sim = env.gym(make, fps=FPS)
 
 
-@env.template()
-async def mt1(task: str = "reach-v3", seed: int = 0):
-    """One MT1 episode of ``task`` (the prompt is the task name); success is MetaWorld's."""
-    ep = await sim.reset(task=task, variant=seed, seed=seed)
-    yield {"prompt": task, "robot": {"token": ep["token"]}}
-    yield await sim.result(token=ep["token"])
+def _episode(task: str) -> Callable[..., AsyncIterator[dict[str, Any]]]:
+    async def episode(seed: int = 0) -> AsyncIterator[dict[str, Any]]:
+        """One MT1 episode of the task (the prompt is its name); success is MetaWorld's."""
+        ep = await sim.reset(task=task, variant=seed, seed=seed)
+        yield {"prompt": task, "robot": {"token": ep["token"]}}
+        yield await sim.result(token=ep["token"])
+
+    return episode
+
+
+#: One template per task, so a row reads ``metaworld/push-v3`` (its slug ``push-v3-<hash>``):
+#: expectation globs (``metaworld/push-v3*``) and comparisons pool a task's seeds by name.
+MT1 = {task: env.template(task)(_episode(task)) for task in TASKS}
 
 
 class ExpertModel(Model):

@@ -9,8 +9,12 @@ MetaWorld's scripted experts (``metaworld_env.py``), training is lerobot's own
 by the plugin (``--hud-agent=lerobot:OUT/train/checkpoints/STEP/pretrained_model``,
 ``--hud-checkpoint=STEP``, one ``OUT/eval/STEP.json`` each). Step 0 is the same ACT
 untrained (lerobot-train's seed, so its initial weights), saved through lerobot's
-``save_pretrained``. Exits 1 if the final checkpoint does not beat step 0.
-Figures: ``OUT/summary.json``.
+``save_pretrained``. The final checkpoint is evaluated first, and every earlier one
+with ``--hud-baseline=OUT/eval/FINAL.json`` (the baseline gate must fire on the early
+ones) and ``--hud-expect=expect.toml`` (the tasks each checkpoint is known to fail).
+Exits 1 if the final checkpoint does not beat step 0. Figures: ``OUT/summary.json`` and
+``OUT/success.png`` (success per task vs training step with Wilson 95% intervals, drawn by
+``python -m pytest_hud compare --plot``).
 """
 
 from __future__ import annotations
@@ -138,10 +142,14 @@ def checkpoints(out: Path) -> dict[int, Path]:
     return found
 
 
-def evaluate(out: Path, step: int, folder: Path, budget: dict[str, Any]) -> float:
+def evaluate(
+    out: Path, step: int, folder: Path, budget: dict[str, Any], baseline: Path | None = None
+) -> float:
     (out / "eval").mkdir(exist_ok=True)
+    gates = [f"--hud-expect={HERE / 'expect.toml'}"]
+    gates += [f"--hud-baseline={baseline}"] if baseline is not None else []
     argv, env = _pytest(out / "eval", str(step), f"lerobot:{folder}", (100, budget["evals"]),
-                        budget["tasks"], f"--hud-checkpoint={step}")  # fmt: skip
+                        budget["tasks"], f"--hud-checkpoint={step}", *gates)  # fmt: skip
     return _run(argv, out / "eval" / f"{step}.log", env, ok=(0, 1))  # 1: some episodes failed
 
 
@@ -152,13 +160,24 @@ def table(out: Path, steps: list[int]) -> dict[str, Any]:
         doc = json.loads((out / "eval" / f"{step}.json").read_text())
         per: dict[str, list[bool]] = {}
         for r in doc["rollouts"]:
-            per.setdefault(r["args"]["task"], []).append(bool(r["success"]))
+            per.setdefault(r["task_id"], []).append(bool(r["success"]))
         per["overall"] = [s for v in list(per.values()) for s in v]
         rows[str(step)] = {
             task: {"successes": sum(v), "episodes": len(v), "wilson_95": wilson(sum(v), len(v))}
             for task, v in per.items()
         }
+        baseline = [g for g in doc.get("gates", []) if g["name"] == "baseline overall"]
+        rows[str(step)]["overall"]["baseline_gate_ok"] = baseline[0]["passed"] if baseline else None
     return rows
+
+
+def plot(out: Path, steps: list[int]) -> Path:
+    """Success per task vs training step (Wilson 95%), by the project's compare CLI."""
+    png = out / "success.png"
+    runs = [str(out / "eval" / f"{step}.json") for step in steps]
+    _run([PYTHON, "-m", "pytest_hud", "compare", *runs, "--plot", str(png)],
+         out / "compare.log", _env())  # fmt: skip
+    return png
 
 
 def main() -> None:
@@ -175,11 +194,14 @@ def main() -> None:
     print(f"trained in {times['train_s']:.0f} s", flush=True)
     found = checkpoints(out)
     times["eval_s"] = 0.0
-    for step, folder in found.items():
-        times["eval_s"] += evaluate(out, step, folder, budget)
+    final = max(found)
+    for step in [final, *sorted(s for s in found if s != final)]:
+        baseline = out / "eval" / f"{final}.json" if step != final else None
+        times["eval_s"] += evaluate(out, step, found[step], budget, baseline)
         print(f"evaluated step {step}", flush=True)
     info = json.loads((out / "dataset" / "meta" / "info.json").read_text())
     results = table(out, sorted(found))
+    plot(out, sorted(found))
     summary = {
         "budget": budget,
         "policy": {"type": "act", **ACT},
