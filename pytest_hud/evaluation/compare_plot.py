@@ -22,7 +22,7 @@ def _rate(s: int, n: int) -> tuple[float, float, float]:
     """rate and its error-bar lengths below/above (zeros without episodes)."""
     if not n:
         return 0.0, 0.0, 0.0
-    lo, hi = wilson(s, n)  # 0/n gives lo a hair above 0 in floating point: clamp at 0
+    lo, hi = wilson(s, n)  # n/n gives hi a hair below 1 in floating point: clamp at 0
     return s / n, max(0.0, s / n - lo), max(0.0, hi - s / n)
 
 
