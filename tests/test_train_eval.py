@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,9 @@ import pytest
 from conftest import require, require_lerobot
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The tiny loop takes ~3 min on a quiet 2-core machine, far longer on a shared one.
+LOOP_TIMEOUT_S = 2400
+pytestmark = pytest.mark.timeout(LOOP_TIMEOUT_S + 120)
 LOOP = ROOT / "examples" / "train_eval"
 
 
@@ -26,14 +30,22 @@ def loop(tmp_path_factory: pytest.TempPathFactory) -> Path:
     require(importlib.util.find_spec("metaworld"), "metaworld", "pip install metaworld packaging")
     out = tmp_path_factory.mktemp("train_eval") / "loop"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run(
+    # its own process group: a timeout kills run.py AND the lerobot-train / pytest it runs
+    proc = subprocess.Popen(
         [sys.executable, str(LOOP / "run.py"), str(out), "--tiny"],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
         env=env,
-        timeout=1800,
+        start_new_session=True,
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    try:
+        output, _ = proc.communicate(timeout=LOOP_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=60)
+    assert proc.returncode == 0, output[-6000:]
     return out
 
 
