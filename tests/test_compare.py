@@ -159,3 +159,11 @@ def test_cli_table_plot_and_fail_on_drop(tmp_path: Path, two_runs: tuple[Path, P
     missing = _cli("compare", base, str(tmp_path / "nope.json"))
     assert missing.returncode == 2 and "nope.json" in missing.stderr
     assert _cli("frobnicate").returncode == 2
+
+
+def test_plot_takes_all_and_nothing(tmp_path: Path) -> None:
+    """0/4 and 4/4 tasks: Wilson's upper bound for 4/4 is a hair below 1 in floating
+    point, and the negative error-bar length made matplotlib refuse the plot."""
+    both = [*rows("mw/none", k_of(0, 4), list(range(4))), *rows("mw/all", k_of(4, 4), [0, 1, 2, 3])]
+    runs = [C.load_run(write(tmp_path / f"{i}.json", both), str(i)) for i in range(3)]
+    assert write_plot(runs, tmp_path / "edge.png") == 2 * 3

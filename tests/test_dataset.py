@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
+import math
 import os
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from conftest import require, require_lerobot
 from pytest_hud import LocalRuntime, Shared, Task, run
 from pytest_hud.loader import load_module
 from pytest_hud.robot import BatchedAgent, Contract, Model, RobotAgent
+from pytest_hud.robot.agent.adapter import LeRobotAdapter
 from pytest_hud.robot.record.merge import merge_datasets
 from pytest_hud.robot.record.schema import (
     MIN_VIDEO_HEIGHT,
@@ -69,13 +71,16 @@ class Capture:
 
     def __call__(self, run, spaces) -> Any:
         capture, key = self, next(self._ids)
-        record = self.episodes[key] = {"actions": [], "data": []}
+        record = self.episodes[key] = {"actions": [], "data": [], "outcomes": []}
 
         class Observer:
             def step(self, data: dict, action: np.ndarray) -> None:
                 record["data"].append({k: np.array(v) for k, v in data.items()})
                 record["actions"].append(np.array(action))
                 capture.order.append(key)
+
+            def outcome(self, reward: float | None, terminated: bool) -> None:
+                record["outcomes"].append((reward, terminated))
 
             def end(self, ok: bool) -> dict:
                 return {"capture": key}
@@ -213,6 +218,61 @@ async def test_pendulum_rollouts_read_back_bit_for_bit(tmp_path: Path) -> None:
     assert item["episode_index"].item() == 1 and item["task"] == "Swing the pendulum up."
     info = json.loads((root / "meta" / "info.json").read_text())
     assert info["data_files_size_in_mb"] == 100  # lerobot's default restored by finalize
+
+
+@pytest.mark.anyio
+async def test_frames_carry_the_envs_answer_and_episodes_their_grade(tmp_path: Path) -> None:
+    """next.reward / next.done per frame are what the env answered to that frame's action
+    (lerobot's names); an ungraded episode's metadata sums them, a graded one's holds its
+    grade, and only its last frame carries next.success."""
+    root = tmp_path / "pendulum"
+    writer, capture = DatasetWriter(root), Capture()
+    results = await run(
+        [Task("pendulum_rec", "swing", {"seed": 0})],
+        recording_agent(writer, capture),
+        pendulums(1),
+        max_concurrent=1,
+    )
+    record = capture.episodes[by_capture(results)[0]]
+    writer.finalize()
+    ds, cols = read(root)
+    rewards = np.array([r for r, _ in record["outcomes"]], np.float32)
+    assert len(rewards) == STEPS and rewards.std() > 0  # pendulum rewards vary per step
+    assert cols["next.reward"].reshape(-1).tobytes() == rewards.tobytes()
+    assert cols["next.done"].reshape(-1).tolist() == [t for _, t in record["outcomes"]]
+    assert not cols["next.success"].any()
+    episode = ds.meta.episodes[0]
+    assert episode["grade/success"] is False and math.isnan(episode["grade/score"])
+    assert episode["grade/steps"] == STEPS
+    assert episode["grade/total_reward"] == pytest.approx(float(rewards.sum()), rel=1e-5)
+
+    graded = DatasetWriter(tmp_path / "graded", graded=True)
+    for index, success in enumerate((True, False)):
+        spaces = Contract.from_dict(CAMERA_CONTRACT).spaces()
+        graded.check(CAMERA_CONTRACT)
+        recorder = graded.observer(None, spaces)
+        for step in range(4):
+            data = {
+                "cam/top": np.zeros((32, 40, 3), np.uint8),
+                "arm": np.zeros(2, np.float32),
+                "gripper": np.zeros(1, np.float32),
+            }
+            recorder.step(data, np.zeros(3))
+            recorder.outcome(0.5, step == 3)
+        assert recorder.end(True)["dataset"]["episode_index"] == index
+        graded.grade(index, {"success": success, "score": 0.75, "steps": 4, "total_reward": 2.0})
+    graded.finalize()
+    ds, cols = read(tmp_path / "graded")
+    assert cols["next.done"].reshape(-1).tolist() == [False, False, False, True] * 2
+    assert cols["next.success"].reshape(-1).tolist() == [False] * 3 + [True] + [False] * 4
+    rows = [
+        {k: e[k] for k in ("grade/success", "grade/score", "grade/steps", "grade/total_reward")}
+        for e in ds.meta.episodes
+    ]
+    assert rows == [
+        {"grade/success": s, "grade/score": 0.75, "grade/steps": 4, "grade/total_reward": 2.0}
+        for s in (True, False)
+    ]
 
 
 @pytest.mark.anyio
@@ -357,6 +417,41 @@ def test_several_states_concatenate_in_contract_order(tmp_path: Path) -> None:
     assert ds.features["action"]["names"] == ["dx", "dy", "grip"]
     assert ds.meta.video_keys == ["observation.images.top"]
     assert decode(next((tmp_path / "multi" / "videos").rglob("*.mp4")))[0].shape == (32, 40, 3)
+
+
+ENV_STATE_CONTRACT = {
+    "control_rate": 80,
+    "features": {
+        "agent_pos": {"role": "observation", "shape": [2]},
+        "observation/environment_state": {"role": "observation", "shape": [3]},
+        "action": {"role": "action", "shape": [2]},
+    },
+}
+
+
+def test_environment_state_gets_lerobots_own_key(tmp_path: Path) -> None:
+    """ACT and Diffusion act without a camera only on observation.environment_state: an
+    observation named environment_state lands there, in the dataset and in the adapter."""
+    writer = DatasetWriter(tmp_path / "env_state")
+    writer.check(ENV_STATE_CONTRACT)
+    spaces = Contract.from_dict(ENV_STATE_CONTRACT).spaces()
+    recorder = writer.observer(None, spaces)
+    data = {
+        "agent_pos": np.array([1.0, 2.0], np.float32),
+        "observation/environment_state": np.array([3.0, 4.0, 5.0], np.float32),
+    }
+    for _ in range(3):
+        recorder.step(data, np.array([0.5, -0.5]))
+    recorder.end(True)
+    writer.finalize()
+    ds, cols = read(tmp_path / "env_state")
+    assert tuple(ds.features["observation.state"]["shape"]) == (2,)
+    assert tuple(ds.features["observation.environment_state"]["shape"]) == (3,)
+    assert cols["observation.state"][2].tolist() == [1.0, 2.0]
+    assert cols["observation.environment_state"][2].tolist() == [3.0, 4.0, 5.0]
+    row = LeRobotAdapter().bind(spaces).observation(data, "reach")
+    assert row["observation.state"].tolist() == [1.0, 2.0]
+    assert row["observation.environment_state"].tolist() == [3.0, 4.0, 5.0]
 
 
 def test_two_cameras_on_one_key_name_both(tmp_path: Path) -> None:

@@ -433,7 +433,14 @@ def test_rec(hud_result):
     assert len(order) == 6
     info = json.loads((root / "meta" / "info.json").read_text())
     assert info["total_episodes"] == 6 and info["total_frames"] == 6 * 3 and info["fps"] == 20
-    assert set(info["features"]) >= {"observation.state", "action"}
+    assert set(info["features"]) >= {"observation.state", "action", "next.reward", "next.done"}
+    from lerobot.datasets.lerobot_dataset import LeRobotDatasetMetadata
+
+    # each merged episode carries its rollout's grade (goal 0.0 is reached, 9.0 is not)
+    meta = LeRobotDatasetMetadata("local/ds", root=root)
+    graded = {e["episode_index"]: e["grade/success"] for e in meta.episodes}
+    assert graded == {r["dataset"]["episode_index"]: r["success"] for r in doc["rollouts"]}
+    assert set(graded.values()) == {True, False}
 
 
 def test_record_without_lerobot_is_one_clear_error(suite) -> None:

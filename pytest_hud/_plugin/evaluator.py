@@ -53,6 +53,9 @@ class Evaluator:
         self.steps: dict[int, int] = {}  # live step counts by the task sent
         #: Extra episode observers (dataset recording) for the session's agent.
         self.observers: list[Any] = []
+        #: Called with every finished rollout, on the loop, before anyone waits on it
+        #: (dataset recording hands the episode its grade).
+        self.finished: list[Callable[[RolloutResult], None]] = []
 
     # -- setup -------------------------------------------------------------------------
     def register(self, nodeid: str, case: HudCase, key: Hashable = None) -> None:
@@ -152,9 +155,12 @@ class Evaluator:
 
     async def _rollout(self, case: HudCase, provider: Provider, agent: Any) -> RolloutResult:
         async with self._sem:
-            return await rollout(
+            result = await rollout(
                 case.task, agent, provider, index=case.rep, timeout=self.options.timeout
             )
+        for hook in self.finished:
+            hook(result)
+        return result
 
     def close(self) -> None:
         """Cancel rollouts nobody asked for, leave Shared scopes, stop the loop."""

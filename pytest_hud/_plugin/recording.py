@@ -35,6 +35,7 @@ class RecordingMixin(SessionState):
             raise pytest.UsageError(f"--hud-record: {root} is a file; point it at a folder")
         self.record_root = root
         self.evaluator.observers.append(self._record_observer)
+        self.evaluator.finished.append(self._grade_episode)
 
     def _dataset_root(self, env: str) -> Path:
         assert self.record_root is not None
@@ -50,8 +51,15 @@ class RecordingMixin(SessionState):
             root = self._dataset_root(env)
             if self.is_worker:
                 root = _parts_dir(root) / worker_id(self.config)
-            writer = self.writers[env] = DatasetWriter(root)
+            writer = self.writers[env] = DatasetWriter(root, graded=True)
         return writer.observer(run, spaces)
+
+    def _grade_episode(self, result: Any) -> None:
+        """The recorded episode's commit waits for its grade (None: grading failed)."""
+        ds = result.dataset
+        writer = self.writers.get(result.task.env)
+        if writer is not None and ds and ds.get("episode_index") is not None:
+            writer.grade(ds["episode_index"], result.grade if result.ok else None)
 
     def _finish_recording(self) -> None:
         if self.record_root is None:

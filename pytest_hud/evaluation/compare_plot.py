@@ -22,8 +22,8 @@ def _rate(s: int, n: int) -> tuple[float, float, float]:
     """rate and its error-bar lengths below/above (zeros without episodes)."""
     if not n:
         return 0.0, 0.0, 0.0
-    lo, hi = wilson(s, n)
-    return s / n, s / n - lo, hi - s / n
+    lo, hi = wilson(s, n)  # n/n gives hi a hair below 1 in floating point: clamp at 0
+    return s / n, max(0.0, s / n - lo), max(0.0, hi - s / n)
 
 
 def _pooled(run: Run, tasks: Sequence[str]) -> tuple[int, int]:

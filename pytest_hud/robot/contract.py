@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,12 +27,22 @@ __all__ = [
     "ContractError",
     "Feature",
     "Spaces",
+    "is_environment_state",
     "load_or_derive",
 ]
 
 ROLES = ("observation", "action")
 IMAGE_TYPES = ("rgb", "bgr", "gray", "depth")
 _KNOWN_KEYS = {"role", "type", "names", "dtype", "shape", "stats"}
+#: The last name component that marks an observation as the environment's state
+#: (LeRobot's ``observation.environment_state``: object poses, goals) rather than the
+#: robot's own (``observation.state``).
+ENVIRONMENT_STATE = "environment_state"
+
+
+def is_environment_state(name: str) -> bool:
+    """``environment_state``, ``observation/environment_state``, ``x.environment_state``."""
+    return re.split(r"[/.]", name)[-1] == ENVIRONMENT_STATE
 
 
 class ContractError(HudError, ValueError):
@@ -147,6 +158,16 @@ class Spaces:
     def states(self) -> list[Feature]:
         """Every non-image observation, in contract order."""
         return [f for f in self.observation.values() if not f.is_image]
+
+    @property
+    def robot_states(self) -> list[Feature]:
+        """The non-image observations that are not the environment's state."""
+        return [f for f in self.states if not is_environment_state(f.name)]
+
+    @property
+    def env_states(self) -> list[Feature]:
+        """Observations named ``environment_state`` (see :func:`is_environment_state`)."""
+        return [f for f in self.states if is_environment_state(f.name)]
 
     @property
     def action_feature(self) -> Feature:

@@ -16,6 +16,9 @@ import numpy as np
 from pytest_hud.robot.agent.errors import AdapterError
 from pytest_hud.robot.contract import Spaces
 
+#: LeRobot's key for the environment's state (object poses, goals).
+ENV_STATE_KEY = "observation.environment_state"
+
 __all__ = ["Adapter", "AdapterError", "LeRobotAdapter", "OpenPIAdapter"]
 
 
@@ -81,7 +84,9 @@ class LeRobotAdapter(Adapter):
     """LeRobot's convention: env cameras onto the policy's image keys as CHW float in
     [0, 1] (by name when the env's names are the policy's, e.g. LIBERO's
     ``observation/images/image`` for ``observation.images.image``; else in contract
-    order); the state as float32 ``observation.state``; the prompt as ``task``.
+    order); the state as float32 ``observation.state``, observations named
+    ``environment_state`` as ``observation.environment_state`` (what ACT and Diffusion need
+    to act without a camera); the prompt as ``task``.
     """
 
     def __init__(
@@ -96,6 +101,7 @@ class LeRobotAdapter(Adapter):
         self.camera_map = dict(camera_map or {})
         self._images: list[tuple[str, str]] = []
         self._states: list[str] = []
+        self._env_states: list[str] = []
 
     def _wire(self, spaces: Spaces) -> None:
         cameras = [f.name for f in spaces.cameras]
@@ -119,7 +125,8 @@ class LeRobotAdapter(Adapter):
                     "or use an env with matching cameras"
                 )
             self._images = list(zip(cameras, keys, strict=True))
-        self._states = [f.name for f in spaces.states]
+        self._states = [f.name for f in spaces.robot_states]
+        self._env_states = [f.name for f in spaces.env_states]
 
     def observation(self, data: dict[str, Any], prompt: str) -> dict[str, Any]:
         row: dict[str, Any] = {}
@@ -129,8 +136,9 @@ class LeRobotAdapter(Adapter):
                 img = img[..., None]
             chw = np.ascontiguousarray(img.transpose(2, 0, 1))
             row[model_key] = chw.astype(np.float32) / 255.0 if img.dtype == np.uint8 else chw
-        if self._states:
-            parts = [np.asarray(data[k], np.float32).reshape(-1) for k in self._states]
-            row[self.state_key] = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        for key, names in ((self.state_key, self._states), (ENV_STATE_KEY, self._env_states)):
+            if names:
+                parts = [np.asarray(data[k], np.float32).reshape(-1) for k in names]
+                row[key] = np.concatenate(parts) if len(parts) > 1 else parts[0]
         row["task"] = prompt
         return row

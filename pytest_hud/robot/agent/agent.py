@@ -29,7 +29,11 @@ __all__ = ["EpisodeObserver", "EpisodeReport", "RobotAgent", "RunSettings"]
 
 
 class EpisodeObserver(Protocol):
-    """Sees every executed tick of one episode (video capture, dataset recording)."""
+    """Sees every executed tick of one episode (video capture, dataset recording).
+
+    An observer may also define ``outcome(reward, terminated)``: called after each step
+    with what the env answered to the action just passed to ``step`` (the reward, None
+    when the env sends none, and whether the episode ended)."""
 
     def step(self, data: dict[str, Any], action: np.ndarray) -> None: ...
 
@@ -176,7 +180,12 @@ class RobotAgent:
                 obs = await client.step(action)
                 report.env_s += time.monotonic() - t1
                 report.steps += 1
-                total += float(obs.get("reward") or 0.0)
+                reward = obs.get("reward")
+                total += float(reward or 0.0)
+                for observer in observers:
+                    outcome = getattr(observer, "outcome", None)
+                    if outcome is not None:
+                        outcome(reward, bool(obs["terminated"]))
             report.terminated = bool(obs["terminated"])
             report.total_reward = total
             ok = True

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pytest_hud.robot.contract import Contract
+from pytest_hud.robot.record.grade import set_outcome
 from pytest_hud.robot.record.schema import _ERRORED, _Schema
 
 if TYPE_CHECKING:
@@ -44,6 +45,11 @@ class _EpisodeRecorder:
             self.writer._resolved(self.schema)
             self._checked = True
         self.frames.append(self.schema.frame(data, action))
+
+    def outcome(self, reward: float | None, terminated: bool) -> None:
+        """The env's answer to the last frame's action."""
+        if self.frames:
+            set_outcome(self.frames[-1], reward, terminated)
 
     def end(self, ok: bool) -> dict[str, Any]:
         root = str(self.writer.root)

@@ -14,8 +14,12 @@ The schema comes from the contract, created at the first episode:
 * the non-image observations -> ``observation.state``: the lone state as is; several
   are flattened and CONCATENATED in contract order, their ``names`` concatenated
   (a feature without names contributes ``<feature>_<i>``). float32 (float64 if a state
-  declares it).
+  declares it). Observations named ``environment_state`` (the last ``/``- or
+  ``.``-separated part) go the same way into ``observation.environment_state`` instead:
+  LeRobot's ACT and Diffusion act without a camera only with that feature.
 * the action -> ``action``, float32: exactly what ``RobotClient`` sent on the wire.
+* what the env answered to it, ``next.reward`` / ``next.done`` / ``next.success``, and
+  the episode's grade in ``meta/episodes``: :mod:`.grade`.
 * the run's prompt -> each frame's ``task``; ``control_rate`` -> fps (``fps=``
   overrides; lerobot needs an integer); ``robot_type`` -> robot type; ``names`` label
   the dimensions; shapes the contract leaves out come from the first observation.
@@ -30,7 +34,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -38,12 +42,15 @@ import numpy as np
 
 from pytest_hud.robot.contract import Feature, Spaces
 from pytest_hud.robot.record.errors import DatasetError
+from pytest_hud.robot.record.grade import NEXT_FEATURES, empty_outcome
 
 __all__ = ["MIN_VIDEO_HEIGHT", "MIN_VIDEO_WIDTH", "DatasetError", "camera_key"]
 
 #: Smallest frame lerobot 0.4.4's default encoder (libsvtav1) takes without failing.
 MIN_VIDEO_WIDTH = 25
 MIN_VIDEO_HEIGHT = 4
+STATE_KEY = "observation.state"
+ENV_STATE_KEY = "observation.environment_state"
 #: File-size limit (MB) that makes lerobot start new files for every episode.
 _PER_EPISODE_FILES_MB = 1e-6
 _TRUE = {"1", "true", "yes", "on"}
@@ -84,25 +91,24 @@ class _Schema:
     fps: int
     robot_type: str | None
     video: bool
+    #: Observations named ``environment_state`` -> ``observation.environment_state``.
+    env_states: tuple[Feature, ...] = ()
+    env_sizes: tuple[int | None, ...] = ()
 
     @property
     def resolved(self) -> bool:
         return (
             all(c.shape is not None for c in self.cameras)
             and None not in self.state_sizes
+            and None not in self.env_sizes
             and self.action_size is not None
         )
 
-    def state_names(self) -> list[str] | None:
-        if len(self.states) == 1:
-            names = self.states[0].names
-            return list(names) if names and len(names) == self.state_sizes[0] else None
-        out: list[str] = []
-        for feature, size in zip(self.states, self.state_sizes, strict=True):
-            if feature.names and len(feature.names) == size:
-                out.extend(feature.names)
-            else:
-                out.extend(f"{feature.name}_{i}" for i in range(size or 0))
+    def vectors(self) -> list[tuple[str, tuple[Feature, ...], tuple[int | None, ...]]]:
+        """``(dataset key, features, sizes)`` of each non-image vector the frames carry."""
+        out = [(STATE_KEY, self.states, self.state_sizes)] if self.states else []
+        if self.env_states:
+            out.append((ENV_STATE_KEY, self.env_states, self.env_sizes))
         return out
 
     def features(self) -> dict[str, dict[str, Any]]:
@@ -114,11 +120,11 @@ class _Schema:
                 "shape": tuple(cam.shape or ()),
                 "names": ["height", "width", "channels"],
             }
-        if self.states:
-            out["observation.state"] = {
+        for key, features, sizes in self.vectors():
+            out[key] = {
                 "dtype": self.state_dtype,
-                "shape": (sum(s or 0 for s in self.state_sizes),),
-                "names": self.state_names(),
+                "shape": (sum(s or 0 for s in sizes),),
+                "names": _vector_names(features, sizes),
             }
         names = self.action.names
         out["action"] = {
@@ -126,14 +132,12 @@ class _Schema:
             "shape": (self.action_size or 0,),
             "names": list(names) if names and len(names) == self.action_size else None,
         }
+        out.update(NEXT_FEATURES)
         return out
 
     def keys(self) -> list[str]:
-        return (
-            [c.key for c in self.cameras]
-            + (["observation.state"] if self.states else [])
-            + ["action"]
-        )
+        vectors = [key for key, _, _ in self.vectors()]
+        return [c.key for c in self.cameras] + vectors + ["action", *NEXT_FEATURES]
 
     def resolve(self, data: Mapping[str, Any], action: Any) -> _Schema:
         """Fill the shapes the contract left out from the first observation and action."""
@@ -149,22 +153,19 @@ class _Schema:
             if self.video:
                 _check_video_size(cam)
             cameras.append(cam)
-        sizes = []
-        for feature, size in zip(self.states, self.state_sizes, strict=True):
-            seen = int(np.asarray(_field(data, feature.name)).size)
-            if size is not None and size != seen:
-                raise DatasetError(
-                    f"state {feature.name!r}: the contract declares {size} values but the env "
-                    f"sends {seen}; fix the contract"
-                )
-            sizes.append(seen)
         seen = int(np.asarray(action).size)
         if self.action_size is not None and seen != self.action_size:
             raise DatasetError(
                 f"action {self.action.name!r}: the contract declares {self.action_size} values "
                 f"but the agent sent {seen}"
             )
-        return replace(self, cameras=tuple(cameras), state_sizes=tuple(sizes), action_size=seen)
+        return replace(
+            self,
+            cameras=tuple(cameras),
+            state_sizes=_seen_sizes(self.states, self.state_sizes, data),
+            env_sizes=_seen_sizes(self.env_states, self.env_sizes, data),
+            action_size=seen,
+        )
 
     def frame(self, data: Mapping[str, Any], action: Any) -> dict[str, np.ndarray]:
         """One lerobot frame (without ``task``) from an observation and the executed action."""
@@ -177,25 +178,57 @@ class _Schema:
                     f"{list(img.shape)} after {list(cam.shape or ())}"
                 )
             out[cam.key] = img
-        if self.states:
+        for key, features, sizes in self.vectors():
             parts = [
                 np.asarray(_field(data, f.name), dtype=self.state_dtype).reshape(-1)
-                for f in self.states
+                for f in features
             ]
             state = np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
-            if state.size != sum(self.state_sizes):  # type: ignore[arg-type]
+            if state.size != sum(s or 0 for s in sizes):
                 raise DatasetError(
-                    f"state {[f.name for f in self.states]} changed size mid-recording: "
-                    f"{state.size} values after {sum(self.state_sizes)}"  # type: ignore[arg-type]
+                    f"state {[f.name for f in features]} changed size mid-recording: "
+                    f"{state.size} values after {sum(s or 0 for s in sizes)}"
                 )
-            out["observation.state"] = state
+            out[key] = state
         act = np.array(action, dtype=np.float32).reshape(-1)
         if act.size != self.action_size:
             raise DatasetError(
                 f"action changed size mid-recording: {act.size} values after {self.action_size}"
             )
         out["action"] = act
+        out.update(empty_outcome())  # the env's answer: the recorder's outcome()
         return out
+
+
+def _vector_names(features: Sequence[Feature], sizes: Sequence[int | None]) -> list[str] | None:
+    """One vector's dimension names: a lone feature's own, several concatenated
+    (``<feature>_<i>`` for a feature without names)."""
+    if len(features) == 1:
+        names = features[0].names
+        return list(names) if names and len(names) == sizes[0] else None
+    out: list[str] = []
+    for feature, size in zip(features, sizes, strict=True):
+        if feature.names and len(feature.names) == size:
+            out.extend(feature.names)
+        else:
+            out.extend(f"{feature.name}_{i}" for i in range(size or 0))
+    return out
+
+
+def _seen_sizes(
+    features: Sequence[Feature], declared: Sequence[int | None], data: Mapping[str, Any]
+) -> tuple[int, ...]:
+    """Each state feature's size in the first observation (must match the contract's)."""
+    sizes = []
+    for feature, size in zip(features, declared, strict=True):
+        seen = int(np.asarray(_field(data, feature.name)).size)
+        if size is not None and size != seen:
+            raise DatasetError(
+                f"state {feature.name!r}: the contract declares {size} values but the env "
+                f"sends {seen}; fix the contract"
+            )
+        sizes.append(seen)
+    return tuple(sizes)
 
 
 def _field(data: Mapping[str, Any], name: str) -> Any:
@@ -300,8 +333,9 @@ def _build_schema(
         if video:
             _check_video_size(cam)
         cameras.append(cam)
-    states = tuple(spaces.states)
-    dtype = "float64" if any(f.dtype == "float64" for f in states) else "float32"
+    states = tuple(spaces.robot_states)
+    env_states = tuple(spaces.env_states)
+    dtype = "float64" if any(f.dtype == "float64" for f in spaces.states) else "float32"
     action = spaces.action_feature
     return _Schema(
         cameras=tuple(cameras),
@@ -313,6 +347,8 @@ def _build_schema(
         fps=_fps(fps),
         robot_type=robot_type,
         video=video,
+        env_states=env_states,
+        env_sizes=tuple(f.size for f in env_states),
     )
 
 

@@ -49,6 +49,13 @@ import numpy as np
 from pytest_hud.robot.contract import Contract, Spaces
 from pytest_hud.robot.record.episode import _EpisodeRecorder, _run_contract, _scalarize, _task_text
 from pytest_hud.robot.record.errors import DatasetError
+from pytest_hud.robot.record.grade import (
+    GradeFuture,
+    Grades,
+    episode_grade,
+    save_with_metadata,
+    wait_grade,
+)
 from pytest_hud.robot.record.schema import (
     _PER_EPISODE_FILES_MB,
     _TRUE,
@@ -92,6 +99,7 @@ class DatasetWriter:
         video: bool = True,
         push: str | bool | None = None,
         camera_keys: Mapping[str, str] | None = None,
+        graded: bool = False,
     ) -> None:
         base = root if root is not None else os.environ.get("RECORD_DIR") or "data"
         self.root = Path(base).expanduser().absolute()
@@ -127,6 +135,10 @@ class DatasetWriter:
         self._default_robot_type: str | None = None
         self._warned: set[str] = set()
         self.episodes = 0  # committed so far (on disk)
+        #: Commits wait for :meth:`grade` (the plugin grades every recorded episode).
+        self.graded = graded
+        self._grades = Grades()
+        self._columns: dict[str, Any] = {}  # the saved episode's grade (writer thread)
         atexit.register(_finalize_at_exit, weakref.ref(self))
 
     def __repr__(self) -> str:
@@ -252,14 +264,25 @@ class DatasetWriter:
                 self._executor = concurrent.futures.ThreadPoolExecutor(
                     1, thread_name_prefix="hud-dataset"
                 )
-            future = self._executor.submit(self._write, schema, frames, task, index)
+            grade = self._grades.expect(index) if self.graded else None
+            future = self._executor.submit(self._write, schema, frames, task, index, grade)
             self._pending = [f for f in self._pending if not f.done()] + [future]
-        if not _running_loop():
+        if not _running_loop() and grade is None:
             future.result()
         return {"dataset": {"root": str(self.root), "episode_index": index, "frames": count}}
 
+    def grade(self, index: int, grade: Mapping[str, Any] | None) -> None:
+        """Hand episode ``index`` its grade (None: it could not be graded); with
+        ``graded=True`` its commit waits for this (bounded: :mod:`.grade`)."""
+        self._grades.grade(index, grade)
+
     def _write(
-        self, schema: _Schema, frames: list[dict[str, np.ndarray]], task: str, index: int
+        self,
+        schema: _Schema,
+        frames: list[dict[str, np.ndarray]],
+        task: str,
+        index: int,
+        grade: GradeFuture | None = None,
     ) -> None:
         """Writer thread: one whole episode, then finalize so it reads back after a crash."""
         ds = None
@@ -267,6 +290,8 @@ class DatasetWriter:
             frames.clear()
             raise self._error
         try:
+            self._columns.clear()
+            self._columns.update(episode_grade(frames, wait_grade(grade, index)))
             ds = self._dataset(schema)
             with _quiet():
                 for frame in frames:
@@ -321,6 +346,7 @@ class DatasetWriter:
             data_files_size_in_mb=_PER_EPISODE_FILES_MB,
             video_files_size_in_mb=_PER_EPISODE_FILES_MB,
         )
+        save_with_metadata(ds.meta, self._columns)
         self._ds = ds
         return ds
 
@@ -345,6 +371,7 @@ class DatasetWriter:
             self._finalized = True
             pending = list(self._pending)
             executor, self._executor = self._executor, None
+        self._grades.release()
         concurrent.futures.wait(pending)
         if executor is not None:
             executor.shutdown(wait=True)
