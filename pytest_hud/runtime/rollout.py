@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from pytest_hud.runtime.control import ControlClient, Run
 from pytest_hud.runtime.provider import Provider
 from pytest_hud.runtime.task import Task
+from pytest_hud.tracebacks import format_exc
 
 __all__ = ["Agent", "RolloutResult", "rollout"]
 
@@ -135,10 +135,10 @@ async def rollout(
         if timeout is not None and time.monotonic() - start >= timeout * 0.999:
             result.error = f"rollout timed out after {timeout} s (during {phase})"
         else:
-            result.error = f"{exc}\n{traceback.format_exc()}"
+            result.error = f"{exc}\n{format_exc()}"
         result.error_type, result.phase = "TimeoutError", phase
     except Exception as exc:
-        result.error = f"{exc}\n{traceback.format_exc()}"
+        result.error = f"{exc}\n{format_exc()}"
         result.error_type, result.phase = type(exc).__name__, phase
     result.duration = time.monotonic() - start
     return result
