@@ -90,3 +90,109 @@ def test_soak_of_hundreds_of_erroring_items_finishes_with_exact_counts(
     assert all(r["error_type"] == "ControlError" and r["phase"] == "start" for r in rows)
     count, _, threads = probe.read_text().partition(" ")
     assert int(count) == 0, f"ast.parse ran off the main thread on {threads}"
+
+
+#: A row whose rollout kills its own xdist worker (the worker, not the env server: the
+#: template runs in-process under --hud-runtime=local).
+KILLER_ENV = """
+import os, signal
+from pytest_hud import Environment
+
+env = Environment("killer")
+
+
+@env.template()
+async def fine(n: int = 0):
+    yield {"prompt": "fine"}
+    yield {"score": 1.0, "success": True}
+
+
+@env.template()
+async def die(n: int = 0):
+    os.kill(os.getpid(), signal.SIGKILL)
+    yield {"prompt": "never"}
+    yield {"score": 0}
+"""
+
+
+#: An agent that needs no robot capability: the templates above grade on their own.
+PLAIN_AGENT = """
+async def _act(run):
+    return {}
+
+
+def plain():
+    return _act
+"""
+
+
+def test_a_killed_xdist_worker_leaves_an_error_row_in_table_json_and_gates(
+    pytester: pytest.Pytester,
+) -> None:
+    """Issue 12 #6: a worker killed under an item: xdist said FAILED, the hud table and the
+    results JSON had 10 of 11 rows (errors 0) and the gates never saw it. Now the item is
+    an ERROR with a row: phase "worker", the worker's id and the signal."""
+    pytester.makepyfile(killer_env=KILLER_ENV, plain_agent=PLAIN_AGENT)
+    pytester.makeconftest("import killer_env  # noqa: F401\n")
+    rows = [json.dumps({"env": "killer", "id": "fine", "args": {"n": n}}) for n in range(10)]
+    rows.insert(5, json.dumps({"env": "killer", "id": "die"}))
+    pytester.path.joinpath("rows.jsonl").write_text("\n".join(rows) + "\n")
+    result = run(
+        pytester,
+        "rows.jsonl",
+        "-n",
+        "2",
+        "--hud-agent=plain_agent:plain",
+        "--hud-runtime=local",
+        "--hud-min-success=0.5",
+        "--hud-results=results.json",
+    )
+    result.assert_outcomes(passed=10, errors=1)
+    assert result.ret == 1  # the gate passes (10/10 graded), the lost item still fails it
+    doc = json.loads((pytester.path / "results.json").read_text())
+    assert len(doc["rollouts"]) == 11
+    (lost,) = [r for r in doc["rollouts"] if r["error"] is not None]
+    assert lost["phase"] == "worker" and lost["outcome"] == "error"
+    assert lost["key"] == "killer/die" and lost["worker"] in ("gw0", "gw1")
+    assert "was killed by signal SIGKILL (9)" in lost["error"]
+    assert doc["overall"]["errors"] == 1
+    table = result.stdout.str()
+    assert "killer/die" in table.split("hud:", 1)[1]
+
+
+WEDGED_AGENT = """
+import threading
+from pytest_hud.robot import RobotAgent
+from pytest_hud.robot.agent.model import Model
+
+
+class Wedged(Model):
+    def infer(self, batch):
+        threading.Event().wait()  # a forward that never returns
+
+
+def wedged():
+    return RobotAgent(Wedged(), name="wedged")
+"""
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "1"]], ids=["in-process", "xdist"])
+def test_an_abandoned_model_thread_is_named_in_the_summary(
+    pytester: pytest.Pytester, xdist: list[str]
+) -> None:
+    """Issue 12 #8 (plugin side): a rollout timed out on a wedged forward; the session
+    exits, and the summary now says which model thread it left behind, in what, for how
+    long (before: nothing said so)."""
+    from test_plugin import ENV
+
+    pytester.makepyfile(line_env=ENV, wedged_agent=WEDGED_AGENT)
+    pytester.makeconftest("import line_env  # noqa: F401\n")
+    pytester.path.joinpath("rows.jsonl").write_text('{"env": "line", "id": "reach"}\n')
+    result = run(
+        pytester, "rows.jsonl", "--hud-agent=wedged_agent:wedged", "--hud-timeout=5", *xdist
+    )
+    result.assert_outcomes(errors=1)
+    where = r" \(on gw0\)" if xdist else ""
+    result.stdout.re_match_lines(
+        [rf"model thread pytest-hud-model_\d+{where} abandoned in Wedged\.infer after \d+ s"]
+    )

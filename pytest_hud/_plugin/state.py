@@ -68,3 +68,12 @@ class SessionState:
 
     def _finish_recording(self) -> None:
         raise NotImplementedError
+
+    def abandoned_summary(self, tr: Any) -> None:
+        raise NotImplementedError
+
+    def publish_abandoned(self) -> None:
+        raise NotImplementedError
+
+    def reap_dead_workers(self) -> None:
+        raise NotImplementedError
