@@ -196,3 +196,57 @@ def test_an_abandoned_model_thread_is_named_in_the_summary(
     result.stdout.re_match_lines(
         [rf"model thread pytest-hud-model_\d+{where} abandoned in Wedged\.infer after \d+ s"]
     )
+
+
+EVIL = """
+import pathlib
+pathlib.Path(__file__).with_name("ran.txt").write_text("imported")
+from pytest_hud import Environment
+env = Environment("evil")
+
+
+@env.template()
+async def t():
+    yield {"prompt": "x"}
+    yield {"score": 1.0, "success": True}
+"""
+
+
+def test_a_module_column_outside_the_project_is_refused_unless_allowed(
+    pytester: pytest.Pytester,
+) -> None:
+    """Issue 12 #13: {"module": "../elsewhere/evil.py"} imported and ran the file. Now it
+    is a usage error naming the row, the path and the flag, and the file never runs;
+    --hud-allow-modules imports it; dotted names and paths in the project still work."""
+    elsewhere = pytester.path.parent / f"{pytester.path.name}-elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "evil.py").write_text(EVIL)
+    project = pytester.path / "proj"
+    project.mkdir()
+    (project / "rows.jsonl").write_text(
+        json.dumps({"env": "evil", "id": "t", "module": f"../{elsewhere.name}/evil.py"}) + "\n"
+    )
+    pytester.makepyfile(plain_agent=PLAIN_AGENT)
+    refused = run(pytester, "proj/rows.jsonl", "--hud-agent=plain_agent:plain")
+    text = refused.stdout.str() + refused.stderr.str()
+    assert refused.ret == pytest.ExitCode.INTERRUPTED, text  # a collection error
+    assert "row 1 (evil/t)" in text and f"../{elsewhere.name}/evil.py" in text
+    assert "--hud-allow-modules" in text
+    assert not (elsewhere / "ran.txt").exists()
+
+    allowed = run(
+        pytester, "proj/rows.jsonl", "--hud-agent=plain_agent:plain", "--hud-allow-modules"
+    )
+    allowed.assert_outcomes(passed=1)
+    assert (elsewhere / "ran.txt").read_text() == "imported"
+
+    (elsewhere / "ran.txt").unlink()
+    (project / "inside.py").write_text(EVIL.replace('"evil"', '"inside"'))
+    pytester.makepyfile(dotted_env=EVIL.replace('"evil"', '"dotted"'))
+    (project / "rows.jsonl").write_text(
+        json.dumps({"env": "inside", "id": "t", "module": "proj/inside.py"})
+        + "\n"
+        + json.dumps({"env": "dotted", "id": "t", "module": "dotted_env"})
+        + "\n"
+    )
+    run(pytester, "proj/rows.jsonl", "--hud-agent=plain_agent:plain").assert_outcomes(passed=2)

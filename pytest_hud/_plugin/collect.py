@@ -12,6 +12,7 @@ from pytest_hud._plugin.cases import HudCase, expand, task_rows
 from pytest_hud._plugin.expect import Expectations
 from pytest_hud._plugin.internals import binding_key, xdist_interactor, xdist_upcoming
 from pytest_hud._plugin.items import TaskFile, is_task_file
+from pytest_hud._plugin.module_rows import check_module_columns
 from pytest_hud._plugin.state import CASE, SessionState
 
 __all__ = ["CollectMixin"]
@@ -35,6 +36,9 @@ class CollectMixin(SessionState):
         base = Path(str(metafunc.definition.path)).parent
         try:
             rows = task_rows(source, base)
+            folder = (base / source).parent if isinstance(source, str | Path) else base
+            roots = (Path(str(self.config.rootpath)), base, folder)
+            check_module_columns(rows, str(source), roots, self.options.allow_modules)
         except (ValueError, OSError) as exc:
             raise pytest.UsageError(f"{metafunc.definition.nodeid}: {exc}") from None
         group = int(marker.kwargs.get("group") or self.options.group)

@@ -69,6 +69,12 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     ("--hud-expect", "TOML/YAML of expected failures and skips per agent or checkpoint", {}),
     ("--hud-checkpoint", "the checkpoint name (selects --hud-expect tables; shown in reports)", {}),
     ("--hud-timeout", "seconds one rollout may take before it is an error", {"type": float}),
+    (
+        "--hud-allow-modules",
+        "let task rows' module column import files outside the rootdir and the task "
+        "file's folder (by default only those, and dotted module names)",
+        {"action": "store_true"},
+    ),
 ]
 
 
@@ -111,6 +117,7 @@ class HudOptions:
     expect: Path | None = None
     checkpoint: str | None = None
     timeout: float = 900.0
+    allow_modules: bool = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> HudOptions:
@@ -137,6 +144,8 @@ class HudOptions:
             value = _get(config, f"hud_{name}", str)
             if value is not None:
                 setattr(o, name, Path(value))
+        allow = _get(config, "hud_allow_modules", str)
+        o.allow_modules = allow is True or str(allow).lower() in ("1", "true", "yes")
         o.validate()
         return o
 
