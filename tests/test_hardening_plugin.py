@@ -4,8 +4,16 @@ wedged model threads and hostile task rows (each run in a pytest subprocess, pyt
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
+
+from pytest_hud.process import child_env
+
+REPO = Path(__file__).resolve().parents[1]
 
 SOAK_ITEMS = 400
 
@@ -250,3 +258,61 @@ def test_a_module_column_outside_the_project_is_refused_unless_allowed(
         + "\n"
     )
     run(pytester, "proj/rows.jsonl", "--hud-agent=plain_agent:plain").assert_outcomes(passed=2)
+
+
+def _cartpole(tmp: Path, name: str, *args: str) -> dict[str, dict[str, Any]]:
+    """The example cartpole rows x 8 (one-slot sims), zero agent; rows by node id."""
+    out = tmp / f"{name}.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "examples/tests/cartpole.jsonl",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--hud-group=8",
+            "--hud-agent=zero",
+            "--hud-runtime=local",
+            f"--hud-results={out}",
+            *args,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=child_env(),
+    )
+    assert out.exists(), proc.stdout + proc.stderr
+    return {r["nodeid"]: r for r in json.loads(out.read_text())["rollouts"]}
+
+
+def test_shared_over_one_slot_sims_gives_the_results_of_no_sharing(tmp_path: Path) -> None:
+    """Issue 12 #3: --hud-shared=8 over a one-slot sim errored (N-1)/N rollouts ('all 1
+    slots are claimed'). Shared now reads the substrate's capacity from its env server
+    and leases no more rollouts than it has slots: every row as without sharing."""
+    alone = _cartpole(tmp_path, "alone")
+    shared = _cartpole(tmp_path, "shared", "--hud-shared=8", "--hud-concurrency=8")
+    assert len(shared) == len(alone) == 24
+    errors = [r["error"] for r in shared.values() if r["error"] is not None]
+    assert errors == []
+    fields = ("success", "steps", "total_reward", "seed")
+    assert {n: [r[f] for f in fields] for n, r in shared.items()} == {
+        n: [r[f] for f in fields] for n, r in alone.items()
+    }
+
+
+@pytest.mark.anyio
+async def test_the_env_server_reports_each_envs_capacity() -> None:
+    """The fewest slots among an env's started robot endpoints; None without one."""
+    from pytest_hud.runtime import LocalRuntime
+    from pytest_hud.runtime.capacity import substrate_capacity
+    from pytest_hud.runtime.task import Task
+
+    for module, env, slots in (
+        ("examples/envs/pendulum.py", "cartpole", 1),
+        ("tests/envs/counter_env.py", "counter", 4),
+    ):
+        async with LocalRuntime(str(REPO / module))(Task(env, "x")) as runtime:
+            assert await substrate_capacity(runtime, Task(env, "x")) == slots
