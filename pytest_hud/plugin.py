@@ -16,6 +16,7 @@ import pytest
 
 from pytest_hud._plugin.errors import EpisodeFailed
 from pytest_hud._plugin.html import HtmlHooks
+from pytest_hud._plugin.interrupts import restore_sigterm, sigterm_interrupts
 from pytest_hud._plugin.options import HudOptions, addoption
 from pytest_hud._plugin.session import HudSession
 from pytest_hud._plugin.state import CASE, PLUGIN, RESULT
@@ -40,6 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "skipped, for one agent/checkpoint name or all",
     )
     session = HudSession(config, HudOptions.from_config(config))
+    session.sigterm = sigterm_interrupts()
     config.stash[PLUGIN] = session
     config.pluginmanager.register(HudHooks(session), "pytest-hud-session")
     if config.pluginmanager.hasplugin("html"):
@@ -50,6 +52,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(PLUGIN, None)
     if session is not None:
         session.evaluator.close()
+        session.reap_dead_workers()
+        restore_sigterm(session.sigterm)
 
 
 class HudHooks:

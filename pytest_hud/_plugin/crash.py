@@ -87,13 +87,15 @@ class CrashMixin(SessionState):
         self.__dict__.setdefault("crashed_workers", []).append(worker)
 
     def reap_dead_workers(self) -> None:
-        """Under Docker, remove the containers of workers that died (their owner pid is
-        gone, so ``reap_containers`` takes them); other runtimes' children die with
-        their worker (lifeline)."""
-        if not self.__dict__.get("crashed_workers") or not self.options.runtime.startswith(
-            "docker"
-        ):
+        """On the controller under Docker, at unconfigure (xdist has torn its workers down
+        by then): remove the containers whose owner died without removing them (a worker
+        that crashed or was killed with an interrupted controller); live owners' are
+        left alone. Other runtimes' children die with their worker (lifeline)."""
+        if self.is_worker or not self.options.runtime.startswith("docker"):
             return
         from pytest_hud.runtime.docker_engine import reap_containers
 
-        reap_containers()
+        try:
+            reap_containers()
+        except Exception as exc:  # no engine reachable: nothing of ours can be running
+            self.__dict__["reap_error"] = f"{type(exc).__name__}: {exc}"

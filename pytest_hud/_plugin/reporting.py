@@ -114,7 +114,6 @@ class ReportMixin(SessionState):
         if self.is_worker:
             self.publish_abandoned()
             return
-        self.reap_dead_workers()
         rows = list(self.rows.values())
         self.gates = self._gates(rows)
         if self.options.results is not None:

@@ -54,6 +54,7 @@ class SessionState:
     writers: dict[str, Any]
     dataset: str | None
     recording_error: str | None
+    sigterm: Any = None  # the SIGTERM handler to restore at unconfigure
 
     @property
     def agent_label(self) -> str:
