@@ -52,7 +52,9 @@ def _containers(token: str) -> list[str]:
     """Ids of containers (running or not) labelled with this session's id."""
     from pytest_hud.runtime.docker_engine import _client
 
-    found = _client().containers.list(all=True, filters={"label": f"pytest-hud.session={token}"})
+    # sparse: no per-container inspect, which races with a removal in progress (404)
+    labels = {"label": f"pytest-hud.session={token}"}
+    found = _client().containers.list(all=True, sparse=True, filters=labels)
     return [c.short_id for c in found]
 
 
