@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PATH_MODULES", "load_module", "load_object", "load_path"]
+__all__ = ["PATH_MODULES", "load_module", "load_object", "load_path", "names_a_file"]
 
 _FRESH = itertools.count(1)
 
@@ -60,10 +60,15 @@ def load_object(ref: str) -> Any:
     return obj
 
 
+def names_a_file(target: str) -> bool:
+    """Whether :func:`load_module` reads ``target`` as a file path (else a dotted name)."""
+    return target.endswith(".py") or "/" in target or Path(target).exists()
+
+
 def load_module(target: str | Path, *, fresh: bool = False) -> Any:
     """Import an env module by file path or dotted name; ``fresh`` imports a new copy."""
     text = str(target)
-    if text.endswith(".py") or "/" in text or Path(text).exists():
+    if names_a_file(text):
         path = Path(text).resolve()
         if not path.exists():
             raise FileNotFoundError(f"env module {path} does not exist")

@@ -16,6 +16,7 @@ import pytest
 
 from pytest_hud._plugin.errors import EpisodeFailed
 from pytest_hud._plugin.html import HtmlHooks
+from pytest_hud._plugin.interrupts import restore_sigterm, sigterm_interrupts
 from pytest_hud._plugin.options import HudOptions, addoption
 from pytest_hud._plugin.session import HudSession
 from pytest_hud._plugin.state import CASE, PLUGIN, RESULT
@@ -41,6 +42,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "skipped, for one agent/checkpoint name or all",
     )
     session = HudSession(config, HudOptions.from_config(config))
+    session.sigterm = sigterm_interrupts()
     config.stash[PLUGIN] = session
     config.pluginmanager.register(HudHooks(session), "pytest-hud-session")
     if config.pluginmanager.hasplugin("html"):
@@ -51,6 +53,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(PLUGIN, None)
     if session is not None:
         session.evaluator.close()
+        session.reap_dead_workers()
+        restore_sigterm(session.sigterm)
 
 
 class HudHooks:
@@ -98,6 +102,14 @@ class HudHooks:
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         self.session.node_collection_finished(node, ids)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+        self.session.handle_crashitem(crashitem, report)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        self.session.node_down(node)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:

@@ -14,13 +14,13 @@ import contextlib
 import itertools
 import json
 import os
-import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import urlparse
 
 from pytest_hud.errors import HudError
+from pytest_hud.tracebacks import format_exc
 
 __all__ = ["Connection", "Limits", "RemoteError", "RpcClient", "RpcClosed", "serve_rpc"]
 
@@ -233,7 +233,7 @@ async def serve_rpc(
                     "error": {
                         "type": type(exc).__name__,
                         "message": str(exc),
-                        "traceback": traceback.format_exc(),
+                        "traceback": format_exc(),
                     },
                 }
             with contextlib.suppress(ConnectionError, RuntimeError):

@@ -76,3 +76,57 @@ def test_terminal_writer(pytestconfig: pytest.Config) -> None:
     reporter = TerminalReporter(pytestconfig)
     assert hasattr(reporter, "_tw"), "TerminalReporter._tw moved (internals.terminal_writer)"
     assert hasattr(internals.terminal_writer(reporter), "write")
+
+
+CRASH_PROBE = """
+import json, os
+from pytest_hud._plugin import internals
+
+SEEN = {}
+
+
+def pytest_sessionfinish(session):
+    if internals.is_worker(session.config):
+        internals.worker_output(session.config)["probe"] = os.getpid()
+
+
+def pytest_testnodedown(node, error):
+    SEEN.setdefault("outputs", []).append(internals.worker_output(node).get("probe"))
+
+
+def pytest_handlecrashitem(crashitem, report, sched):
+    SEEN["worker"] = internals.worker_node_id(report.node)
+    SEEN["exitcode"] = internals.worker_exitcode(report.node)
+
+
+def pytest_unconfigure(config):
+    if not internals.is_worker(config):
+        with open(os.path.join(str(config.rootpath), "crash.json"), "w") as f:
+            json.dump(SEEN, f)
+"""
+
+CRASH_TESTS = """
+import os, signal
+
+
+def test_dies():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_lives():
+    pass
+"""
+
+
+def test_crash_internals_against_installed_xdist(pytester: pytest.Pytester) -> None:
+    """internals.worker_node_id / worker_exitcode (a crashed worker: ``gateway.id``,
+    execnet's ``gateway._io.popen``) and worker_output (``workeroutput`` both ways)."""
+    import json
+
+    pytester.makepyfile(test_crash=CRASH_TESTS)
+    pytester.makeconftest(CRASH_PROBE)
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "1", "--max-worker-restart=1")
+    seen = json.loads((pytester.path / "crash.json").read_text())
+    assert seen["worker"] == "gw0", "WorkerController.gateway.id moved"
+    assert seen["exitcode"] == -9, "execnet's gateway._io.popen moved (worker_exitcode)"
+    assert any(isinstance(pid, int) for pid in seen["outputs"]), "workeroutput moved"

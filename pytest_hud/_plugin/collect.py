@@ -17,6 +17,7 @@ from pytest_hud._plugin.internals import (
     xdist_upcoming,
 )
 from pytest_hud._plugin.items import TaskFile, is_task_file
+from pytest_hud._plugin.module_rows import check_module_columns
 from pytest_hud._plugin.row_check import check_rows
 from pytest_hud._plugin.state import CASE, SessionState
 from pytest_hud.runtime.errors import TaskError
@@ -42,6 +43,9 @@ class CollectMixin(SessionState):
         base = Path(str(metafunc.definition.path)).parent
         try:
             rows = task_rows(source, base)
+            folder = (base / source).parent if isinstance(source, str | Path) else base
+            roots = (Path(str(self.config.rootpath)), base, folder)
+            check_module_columns(rows, str(source), roots, self.options.allow_modules)
         except (ValueError, OSError) as exc:
             raise pytest.UsageError(f"{metafunc.definition.nodeid}: {exc}") from None
         try:

@@ -7,7 +7,7 @@ from typing import Any
 
 from pytest_hud.errors import HudError
 
-__all__ = ["EpisodeFailed", "ExpectError", "RolloutError"]
+__all__ = ["EpisodeFailed", "ExpectError", "ModuleColumnError", "RolloutError"]
 
 
 class EpisodeFailed(HudError, AssertionError):
@@ -28,3 +28,7 @@ class RolloutError(HudError, RuntimeError):
 
 class ExpectError(HudError, ValueError):
     """A malformed expectations file (names the file and the table)."""
+
+
+class ModuleColumnError(HudError, ValueError):
+    """A task row's ``module`` column names code outside the project (see module_rows)."""

@@ -32,7 +32,10 @@ __all__ = [
     "is_worker",
     "terminal_writer",
     "uses_fixture_from",
+    "worker_exitcode",
     "worker_id",
+    "worker_node_id",
+    "worker_output",
     "xdist_interactor",
     "xdist_upcoming",
 ]
@@ -59,6 +62,29 @@ def is_worker(config: pytest.Config) -> bool:
 def worker_id(config: pytest.Config) -> str:
     """This xdist worker's id (``gw0``, ...)."""
     return str(config.workerinput["workerid"])  # type: ignore[attr-defined]
+
+
+def worker_output(config_or_node: Any) -> dict[str, Any]:
+    """xdist's ``workeroutput``: a worker's config writes it, the controller's node reads it
+    (empty where there is none: no xdist, or a worker that died before sending it)."""
+    output = getattr(config_or_node, "workeroutput", None)
+    return output if isinstance(output, dict) else {}
+
+
+def worker_node_id(node: Any) -> str:
+    """The id (``gw0``, ...) of the controller's WorkerController ``node`` (``gateway.id``)."""
+    return str(node.gateway.id)
+
+
+def worker_exitcode(node: Any, timeout: float = 10.0) -> int | None:
+    """How the worker process behind ``node`` ended (``-9``: SIGKILL), waiting at most
+    ``timeout`` seconds for it to be reaped; None when it cannot be told (execnet's
+    ``gateway._io.popen`` moved, or the process still runs)."""
+    try:
+        popen = node.gateway._io.popen
+        return int(popen.wait(timeout))
+    except Exception:
+        return None
 
 
 def terminal_writer(terminalreporter: Any) -> Any:

@@ -85,6 +85,12 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     ("--hud-checkpoint", "the checkpoint name (selects --hud-expect tables; shown in reports)", {}),
     ("--hud-timeout", "seconds one rollout may take before it is an error", {"type": float}),
     *EVALUATION_OPTIONS,
+    (
+        "--hud-allow-modules",
+        "let task rows' module column import files outside the rootdir and the task "
+        "file's folder (by default only those, and dotted module names)",
+        {"action": "store_true"},
+    ),
 ]
 
 
@@ -139,6 +145,7 @@ class HudOptions(EvaluationOptions):
     expect: Path | None = None
     checkpoint: str | None = None
     timeout: float = 900.0
+    allow_modules: bool = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> HudOptions:
@@ -170,6 +177,8 @@ class HudOptions(EvaluationOptions):
             if value is not None:
                 setattr(o, name, Path(value))
         o.read_evaluation(lambda name, kind: _get(config, name, kind))
+        allow = _get(config, "hud_allow_modules", str)
+        o.allow_modules = allow is True or str(allow).lower() in ("1", "true", "yes")
         o.validate()
         return o
 

@@ -109,7 +109,10 @@ class ReportMixin(SessionState):
             self.other_failures += 1
 
     def terminal_summary(self, terminalreporter: Any) -> None:
-        if self.is_worker or not self.rows:
+        if self.is_worker:
+            return
+        self.abandoned_summary(terminalreporter)
+        if not self.rows:
             return
         tr = terminalreporter
         tr.write_sep("=", f"hud: {self.agent_label} on {len(self.rows)} rollouts")
@@ -135,6 +138,7 @@ class ReportMixin(SessionState):
             self.recording_error = f"recording failed: {type(exc).__name__}: {exc}"
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.is_worker:
+            self.publish_abandoned()
             return
         rows = list(self.rows.values())
         base_meta = self._meta()

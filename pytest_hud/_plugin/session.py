@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
+from pytest_hud._plugin.abandoned import AbandonedMixin
 from pytest_hud._plugin.collect import CollectMixin
+from pytest_hud._plugin.crash import CrashMixin
 from pytest_hud._plugin.errors import ExpectError
 from pytest_hud._plugin.evaluator import Evaluator
 from pytest_hud._plugin.expect import Expectations
@@ -30,7 +32,9 @@ from pytest_hud.runtime.rollout import RolloutResult
 __all__ = ["HudSession"]
 
 
-class HudSession(CollectMixin, RecordingMixin, ReportMixin, FeaturesMixin):
+class HudSession(
+    CollectMixin, RecordingMixin, ReportMixin, FeaturesMixin, CrashMixin, AbandonedMixin
+):
     """Per-session state and the work behind the hooks."""
 
     def __init__(self, config: pytest.Config, options: HudOptions) -> None:

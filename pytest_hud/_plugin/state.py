@@ -56,6 +56,7 @@ class SessionState:
     writers: dict[str, Any]
     dataset: str | None
     recording_error: str | None
+    sigterm: Any = None  # the SIGTERM handler to restore at unconfigure
 
     @property
     def agent_label(self) -> str:
@@ -103,4 +104,13 @@ class SessionState:
         raise NotImplementedError
 
     def load_agent(self) -> Any:
+        raise NotImplementedError
+
+    def abandoned_summary(self, tr: Any) -> None:
+        raise NotImplementedError
+
+    def publish_abandoned(self) -> None:
+        raise NotImplementedError
+
+    def reap_dead_workers(self) -> None:
         raise NotImplementedError

@@ -142,9 +142,20 @@ def _owner_alive(labels: Mapping[str, str]) -> bool:
         return False
     except PermissionError:
         pass
+    if _zombie(pid):  # dead, not yet reaped (no init reaping orphans, e.g. in a container)
+        return False
     started = labels.get(f"{LABEL}.pidstart")
     now = _proc_start(pid)
     return not (started and now is not None and now != started)  # else: the pid was reused
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` has exited and waits to be reaped (``kill(pid, 0)`` still succeeds):
+    a session SIGKILLed with its workers left them so, and their containers unreaped."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    except (OSError, IndexError):
+        return False
 
 
 def _force_remove(container: Any) -> None:

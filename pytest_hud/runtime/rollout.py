@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -20,6 +19,7 @@ from pytest_hud.runtime.control import ControlClient, Run
 from pytest_hud.runtime.errors import TemplateError
 from pytest_hud.runtime.provider import Provider
 from pytest_hud.runtime.task import Task
+from pytest_hud.tracebacks import format_exc
 
 __all__ = ["Agent", "RolloutResult", "rollout"]
 
@@ -143,13 +143,13 @@ async def rollout(
         if timeout is not None and time.monotonic() - start >= timeout * 0.999:
             result.error = f"rollout timed out after {timeout} s (during {phase})"
         else:
-            result.error = f"{exc}\n{traceback.format_exc()}"
+            result.error = f"{exc}\n{format_exc()}"
         result.error_type, result.phase = "TimeoutError", phase
     except TemplateError as exc:  # the user's lines, not the control channel's
         result.error = str(exc)
         result.error_type, result.phase = exc.type_name, phase
     except Exception as exc:
-        result.error = f"{exc}\n{traceback.format_exc()}"
+        result.error = f"{exc}\n{format_exc()}"
         result.error_type, result.phase = type(exc).__name__, phase
     result.duration = time.monotonic() - start
     return result

@@ -127,6 +127,7 @@ class EnvServer:
                         t: list(tpl.signature.parameters) for t, tpl in env.templates.items()
                     },
                     "capabilities": sorted(env.capabilities),
+                    "capacity": capacity(env),
                 }
                 for name, env in self.envs.items()
             }
@@ -229,3 +230,15 @@ def _default(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         return obj.tolist()
     return str(obj)
+
+
+def capacity(env: Environment) -> int | None:
+    """How many sessions of ``env`` this server can run at once: the fewest slots among
+    its started robot endpoints (``num_envs``); None when nothing bounds it. Shared reads
+    it so it never leases more rollouts than the sim has slots (issue 12 #3)."""
+    slots = [
+        cap.num_envs
+        for cap in env.capabilities.values()
+        if isinstance(cap, RobotEndpoint) and cap.started
+    ]
+    return min(slots) if slots else None

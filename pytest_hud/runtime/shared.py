@@ -2,7 +2,8 @@
 
 ``Shared(provider, width=N)`` is itself a provider. Inside its scope
 (``async with shared:``) the first lease for a key boots a substrate through the
-wrapped provider; later leases reuse it, at most ``width`` at once (the rest wait).
+wrapped provider; later leases reuse it, at most ``width`` at once (the rest wait), and
+never more than the substrate reports it can serve (its sim's slots, :mod:`.capacity`).
 A failed boot fails only its own lease; the next one boots again. A substrate is
 recycled (torn down once its leases drain, then booted fresh) when a rollout on
 it timed out, died under a rollout (which then reports how, when the wrapped
@@ -19,6 +20,7 @@ from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any, cast
 
+from pytest_hud.runtime.capacity import Gate, substrate_capacity
 from pytest_hud.runtime.errors import SharedScopeError, SubstrateError
 from pytest_hud.runtime.provider import Provider, Runtime
 from pytest_hud.runtime.subprocess import died_during
@@ -28,8 +30,8 @@ __all__ = ["Shared", "SharedScopeError"]
 
 
 class _Substrate:
-    def __init__(self, width: int) -> None:
-        self.slots = asyncio.Semaphore(width)
+    def __init__(self) -> None:
+        self.slots = Gate(1)  # opens to min(width, capacity) once a boot reports capacity
         self.boot_lock = asyncio.Lock()
         self.runtime: Runtime | None = None
         self.stack: AsyncExitStack | None = None
@@ -98,9 +100,11 @@ class Shared:
                 f"{self!r} was used outside its scope: enter it first with "
                 "`async with shared:` (pytest-hud enters a Shared session fixture for you)"
             )
-        sub = self._subs.setdefault(self._key(task), _Substrate(self.width))
-        async with sub.slots:
+        sub = self._subs.setdefault(self._key(task), _Substrate())
+        async with sub.slots.hold():
             runtime = await self._ensure(sub, task)
+            if not sub.slots.sized:
+                await self._size(sub, runtime, task)
             sub.leases += 1
             try:
                 yield runtime
@@ -119,6 +123,12 @@ class Shared:
                     async with sub.boot_lock:
                         if sub.leases == 0 and sub.runtime is runtime:
                             await sub.teardown()
+
+    async def _size(self, sub: _Substrate, runtime: Runtime, task: Task) -> None:
+        """Open the lease gate to what the booted substrate can take (its sim's slots)."""
+        async with sub.boot_lock:
+            if not sub.slots.sized:
+                await sub.slots.resize(await _size_of(runtime, task, self.width))
 
     async def _ensure(self, sub: _Substrate, task: Task) -> Runtime:
         async with sub.boot_lock:
@@ -140,6 +150,14 @@ class Shared:
                 self.boots += 1
             assert sub.runtime is not None
             return sub.runtime
+
+
+async def _size_of(runtime: Runtime, task: Task, width: int) -> int:
+    try:
+        capacity = await substrate_capacity(runtime, task)
+    except Exception:  # a substrate that cannot say is leased as wide as asked
+        capacity = None
+    return min(width, capacity) if capacity else width
 
 
 async def _death(sub: _Substrate) -> str | None:

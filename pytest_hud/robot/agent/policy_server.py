@@ -35,7 +35,6 @@ import json
 import logging
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +47,7 @@ from pytest_hud.robot.agent.batching import BatchedModel
 from pytest_hud.robot.agent.model import Model
 from pytest_hud.robot.contract import Contract
 from pytest_hud.robot.wire.codec import frame_limit, pack, release_memory, unpack, ws_options
+from pytest_hud.tracebacks import format_exc
 
 __all__ = ["ANNOUNCE", "PolicyServer", "serve_forever"]
 
@@ -194,7 +194,7 @@ class PolicyServer:
             except Exception:
                 log.exception("policy server: request from %s failed", ws.remote_address)
                 with contextlib.suppress(websockets.ConnectionClosed):
-                    await ws.send(traceback.format_exc())
+                    await ws.send(format_exc())
                     await ws.close(CloseCode.INTERNAL_ERROR, INTERNAL_ERROR_REASON)
                 return
             await ws.send(reply)

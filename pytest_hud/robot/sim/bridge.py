@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import functools
 import secrets
-import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -51,6 +50,7 @@ from pytest_hud.robot.wire.codec import (
 )
 from pytest_hud.robot.wire.vectored import send_chunks
 from pytest_hud.rpc import Connection
+from pytest_hud.tracebacks import format_exc
 
 __all__ = ["ANNOUNCE", "BridgeError", "RobotBridge"]
 
@@ -248,7 +248,7 @@ class RobotBridge(SimHooks):
         except BridgeError as exc:
             await _send_error(ws, f"robot env error: {exc}")
         except Exception:
-            await _send_error(ws, traceback.format_exc())
+            await _send_error(ws, format_exc())
         finally:
             if slot is not None and slot.ws is ws:
                 slot.ws = None
@@ -342,7 +342,7 @@ class RobotBridge(SimHooks):
             if batch is None:
                 raise BridgeError("get_observation() returned None after a step")
         except Exception:
-            tb = traceback.format_exc()
+            tb = format_exc()
             for s in self._slots:
                 if s.participant:
                     await self._fail(s, tb, reason="the sim raised")

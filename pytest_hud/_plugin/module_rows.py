@@ -1,0 +1,54 @@
+"""Which ``module`` columns a task row may name (issue 12 #13).
+
+A row's ``module`` column names the file that declares its env, and serving the row
+imports that file: ``{"module": "../../elsewhere/evil.py"}`` ran whatever it pointed
+at, so a task file from elsewhere (a downloaded suite, a results file turned into
+rows) could run code outside the project. A column is accepted when it is a dotted
+module name (imported the ordinary way, from ``sys.path``) or a path that resolves
+(symlinks followed) under the rootdir or the folder of the file the rows came from;
+``--hud-allow-modules`` lifts the rule.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from pytest_hud._plugin.errors import ModuleColumnError
+from pytest_hud.loader import names_a_file
+from pytest_hud.runtime.task import Task
+
+__all__ = ["check_module_columns"]
+
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+def check_module_columns(
+    rows: Sequence[Task], where: str, roots: Iterable[Path], allow: bool = False
+) -> None:
+    """Raise :class:`ModuleColumnError` for the first row whose ``module`` is neither a
+    dotted name nor a path under one of ``roots`` (unless ``allow``)."""
+    if allow:
+        return
+    folders = [Path(r).resolve() for r in roots]
+    for n, row in enumerate(rows, 1):
+        module = row.metadata.get("module")
+        if not module:
+            continue
+        text = str(module)
+        if not names_a_file(text):
+            if _DOTTED.fullmatch(text):
+                continue
+            problem = "is neither a dotted module name nor a .py path"
+        else:
+            path = Path(text).resolve()
+            if any(path.is_relative_to(f) for f in folders):
+                continue
+            problem = f"resolves to {path}, outside " + " and ".join(map(str, folders))
+        raise ModuleColumnError(
+            f"{where}: row {n} ({row.key}) has module {text!r}, which {problem}; expected a "
+            "dotted module name or a path under the rootdir or the task file's folder; fix: "
+            "move the env module into the project, name it by its dotted module name, or "
+            "pass --hud-allow-modules to import it anyway"
+        )

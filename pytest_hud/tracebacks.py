@@ -1,0 +1,63 @@
+"""Traceback text that never calls ``ast.parse``, for threads other than pytest's.
+
+Python 3.11's ``traceback`` module parses each frame's source line with ``ast.parse``
+to place the ``^^^^`` carets. CPython 3.11.7's AST constructor keeps a recursion
+counter that is not safe across threads: while the rollout loop thread formatted
+tracebacks (``traceback.format_exc()`` for each erroring rollout) and pytest's main
+thread parsed source for its reports, the session died with ``INTERNALERROR
+SystemError: AST constructor recursion depth mismatch`` after 143-298 of 1,360
+erroring items (issue 12 #2, 2 of 2 runs). Everything pytest-hud formats off the
+main thread goes through :func:`format_exc` / :func:`format_exception`, which give
+the same frames, source lines, chained causes and exception line, without carets.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+__all__ = ["format_exc", "format_exception"]
+
+_CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
+_CONTEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
+
+
+def format_exc() -> str:
+    """``traceback.format_exc()`` without ``ast.parse`` (the exception being handled)."""
+    exc = sys.exc_info()[1]
+    return format_exception(exc) if exc is not None else "NoneType: None\n"
+
+
+def format_exception(exc: BaseException) -> str:
+    """``"".join(traceback.format_exception(exc))`` without ``ast.parse``: causes and
+    contexts first, as Python prints them."""
+    chain: list[tuple[BaseException, str]] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    link = ""
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append((current, link))
+        if current.__cause__ is not None:
+            current, link = current.__cause__, _CAUSE
+        elif current.__context__ is not None and not current.__suppress_context__:
+            current, link = current.__context__, _CONTEXT
+        else:
+            current = None
+    parts: list[str] = []
+    for item, follows in reversed(chain):
+        parts.append(_one(item))
+        parts.append(follows)
+    return "".join(parts)
+
+
+def _one(exc: BaseException) -> str:
+    lines: list[str] = []
+    if exc.__traceback__ is not None:
+        lines.append("Traceback (most recent call last):\n")
+        for frame in traceback.extract_tb(exc.__traceback__):
+            lines.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}\n')
+            if frame.line:
+                lines.append(f"    {frame.line.strip()}\n")
+    lines.extend(traceback.format_exception_only(type(exc), exc))
+    return "".join(lines)
