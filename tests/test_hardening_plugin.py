@@ -95,7 +95,9 @@ def test_soak_of_hundreds_of_erroring_items_finishes_with_exact_counts(
     assert result.ret == 1
     rows = json.loads((pytester.path / "results.json").read_text())["rollouts"]
     assert len(rows) == SOAK_ITEMS
-    assert all(r["error_type"] == "ControlError" and r["phase"] == "start" for r in rows)
+    # the template's own exception type travels back (issue 11: errors the user can act on)
+    assert all(r["error"] is not None and r["phase"] == "start" for r in rows)
+    assert {r["error_type"] for r in rows} == {rows[0]["error_type"]}
     count, _, threads = probe.read_text().partition(" ")
     assert int(count) == 0, f"ast.parse ran off the main thread on {threads}"
 

@@ -142,10 +142,10 @@ class ReportMixin(SessionState):
             return
         rows = list(self.rows.values())
         base_meta = self._meta()
-        meta = {**base_meta, **self.feature_meta()}
         covered = self._covered_gates(rows, base_meta)
         # sequential / compare gates fail the session when they fail; they forgive nothing
         covered += [CoveredGate(g.name, g.passed, g.message) for g in self.feature_gates(rows)]
+        meta = {**base_meta, **self.feature_meta()}  # after the gates: the compare plot's path
         self.gates = [rep.Gate(g.name, g.passed, g.message) for g in covered]
         self.feature_close()
         report_only = self.options.gate == "none"
