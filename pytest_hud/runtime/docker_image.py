@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_hud.runtime.docker_apt import apt_rootfs
 from pytest_hud.runtime.docker_engine import (
     DEFAULT_BASE,
     LABEL,
@@ -104,12 +106,24 @@ def _requirements(packages: Sequence[str] | None) -> list[str]:
     return reqs + [str(p) for p in packages or ()]
 
 
-def _pip(args: list[str], what: str) -> None:
+def _culprits(reqs: Sequence[str], log_text: str) -> list[str]:
+    """The requirements pip's log names (its last lines name the one that failed)."""
+    tail = "\n".join(log_text.strip().splitlines()[-15:]).lower()
+    named = [r for r in reqs if re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() in tail]
+    return named or list(reqs)
+
+
+def _pip(args: list[str], what: str, reqs: Sequence[str] = ()) -> None:
     cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     proc = subprocess.run(cmd + args, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        out = (proc.stdout + proc.stderr).strip().splitlines()
-        raise RuntimeError(f"pip install of {what} failed:\n" + "\n".join(out[-30:]))
+        text = proc.stdout + proc.stderr
+        out = text.strip().splitlines()
+        which = f" (failed on {', '.join(_culprits(reqs, text))})" if reqs else ""
+        raise RuntimeError(
+            f"pip install of {what} failed{which}; fix the requirement (an Environment's "
+            "requires=[...]); the log's tail:\n" + "\n".join(out[-30:])
+        )
 
 
 def _deps_folder(reqs: list[str]) -> Path:
@@ -118,11 +132,13 @@ def _deps_folder(reqs: list[str]) -> Path:
     key = hashlib.sha256(json.dumps(key_data).encode()).hexdigest()[:16]
     folder = cache_dir() / "site" / key
     if (folder / ".complete").exists():
+        log.info("pip: cache hit for %d requirement(s) (%s)", len(reqs), folder)
         return folder
+    log.info("pip: cache miss; installing %s", " ".join(reqs))
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=folder.parent))
     try:
-        _pip(["--target", str(tmp), *reqs], "the image's dependencies")
+        _pip(["--target", str(tmp), *reqs], "the image's dependencies", reqs)
         (tmp / "requirements.txt").write_text("\n".join(reqs) + "\n")
         (tmp / ".complete").write_text("")
         shutil.rmtree(folder, ignore_errors=True)
@@ -172,9 +188,9 @@ def _extra(extra_files: Any) -> list[tuple[str, Path]]:
     return out
 
 
-def _dockerfile(base: str, module: str | None) -> str:
-    lines = [
-        f"FROM {base}",
+def _dockerfile(base: str, module: str | None, apt: bool = False) -> str:
+    lines = [f"FROM {base}", *(["COPY rootfs /"] if apt else [])]
+    lines += [
         "COPY deps /opt/site",
         "COPY site /opt/site",
         "COPY app /app",
@@ -232,6 +248,8 @@ def build_image(
     packages: Sequence[str] | None = None,
     dockerfile: str | Path | None = None,
     client: Any = None,
+    apt: Sequence[str] = (),
+    labels: Mapping[str, str] | None = None,
 ) -> str:
     """Build ``tag``: ``base`` plus this project, its runtime deps and ``packages``; the tag.
 
@@ -241,7 +259,9 @@ def build_image(
     land in /app, the working directory; ``module`` (e.g. ``envs/pendulum.py``) becomes
     ``$PYTEST_HUD_MODULE``. Nothing is rebuilt while the tag carries the same content
     hash; the dependency folder is cached under :func:`cache_dir` by requirement set.
-    ``dockerfile``: build that file instead (its folder is the context).
+    ``dockerfile``: build that file instead (its folder is the context). ``apt``: Debian
+    packages unpacked on the host (:mod:`.docker_apt`) and copied to ``/``. ``labels``:
+    extra image labels. Progress goes to this module's logger at INFO.
     """
     docker = _sdk()
     client = _client(client)
@@ -261,9 +281,10 @@ def build_image(
         reqs = _requirements(packages)
         root, parts = _project()
         extra = _extra(extra_files)
-        text = _dockerfile(base, module)
+        text = _dockerfile(base, module, bool(apt))
         digest = hashlib.sha256()
-        digest.update(json.dumps([text, base_id, reqs, sys.version_info[:2]]).encode())
+        apt_list = sorted(set(apt))
+        digest.update(json.dumps([text, base_id, reqs, apt_list, sys.version_info[:2]]).encode())
         for part in parts:
             _hash_tree(digest, part, f"project/{part.name}")
         for dest, src in extra:
@@ -274,10 +295,12 @@ def build_image(
         except docker.errors.ImageNotFound:
             old = None
         if old is not None and (old.labels or {}).get(f"{LABEL}.content") == content:
-            log.info("%s is up to date", tag)
+            log.info("cache hit: %s is up to date", tag)
             return tag
+        log.info("cache miss: building %s", tag)
         start = time.monotonic()
         deps = _deps_folder(reqs)
+        rootfs = apt_rootfs(apt_list, cache_dir(), log.info) if apt_list else None
         with tempfile.TemporaryDirectory(prefix="pytest-hud-build.") as tmp:
             site = Path(tmp) / "site"
             _install_project(root, parts, site)
@@ -287,14 +310,18 @@ def build_image(
             context = Path(tmp) / "context.tar"
             with tarfile.open(context, "w") as tar:
                 tar.add(Path(tmp) / "Dockerfile", "Dockerfile", filter=_tar_filter)
+                if rootfs is not None:
+                    _add_tree(tar, rootfs, "rootfs", keep_caches=True)
                 _add_tree(tar, deps, "deps", keep_caches=True)
                 _add_tree(tar, site, "site", keep_caches=True)
                 _add_tree(tar, app, "app", keep_caches=False)
                 for dest, src in extra:
                     _add_tree(tar, src, f"app/{dest}", keep_caches=False)
+            log.info("docker build of %s (context %.0f MB)", tag, context.stat().st_size / 1e6)
             with open(context, "rb") as fileobj:
-                labels = {f"{LABEL}.content": content}
-                image = _build(client, tag, labels, fileobj=fileobj, custom_context=True)
+                all_labels = {**(labels or {}), f"{LABEL}.content": content}
+                image = _build(client, tag, all_labels, fileobj=fileobj, custom_context=True)
+        log.info("smoke test of %s", tag)
         want = f"{sys.version_info[0]}.{sys.version_info[1]}"
         try:
             client.containers.run(
