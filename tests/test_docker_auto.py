@@ -160,3 +160,30 @@ def test_example_suite_under_docker_matches_local_row_by_row(client, tmp_path: P
     assert len(results["docker"]) == 13
     assert results["docker"] == results["local"], json.dumps(results, indent=1)
     assert docker_auto.REPOSITORY in tag
+
+
+def test_metaworld_slice_under_docker_with_the_expert(client, tmp_path: Path) -> None:
+    """The card's shape on a slice CI affords: four MT10 tasks x one goal, in the image
+    built from the suite's declarations (metaworld + Mesa via requires/apt), -n 2,
+    the scripted experts; the full MT10 figure is in the branch's notes."""
+    from pytest_hud.suites.metaworld.tasks import MODULE, mt10
+
+    rows = mt10(1)[:4]
+    tasks = tmp_path / "mt10_slice.jsonl"
+    tasks.write_text("".join(json.dumps({**t.to_row(), "module": MODULE}) + "\n" for t in rows))
+    results = tmp_path / "results.json"
+    args = [str(tasks), "--hud-runtime=docker", "-n", "2", f"--hud-results={results}"]
+    args += ["--hud-agent=pytest_hud.suites.metaworld:expert_agent", "--rootdir", str(tmp_path)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", *args, "-q", "-p", "no:cacheprovider"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=3600,
+        check=False,
+    )
+    assert results.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    overall = json.loads(results.read_text())["overall"]
+    assert overall["episodes"] == 4 and overall["errors"] == 0, proc.stdout[-3000:]
+    assert overall["success_rate"] >= 0.9, proc.stdout[-3000:]

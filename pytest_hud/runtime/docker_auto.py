@@ -47,6 +47,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from pytest_hud.loader import load_module
 from pytest_hud.runtime.docker import DockerRuntime
 from pytest_hud.runtime.docker_engine import LABEL, MODULE_ENV
 from pytest_hud.runtime.docker_image import _hash_tree, _project, build_image
@@ -147,6 +148,15 @@ def ensure_image(spec: ImageSpec, client: Any = None) -> str:
     )
 
 
+def _module_file(path: str) -> str:
+    """The file of an env module named by path or dotted name (importing the latter, so
+    its Environments are declared before the image is specified)."""
+    if Path(path).is_file():
+        return str(Path(path).resolve())
+    module = load_module(path)
+    return str(Path(module.__file__).resolve()) if getattr(module, "__file__", None) else path
+
+
 def _forwarded_env() -> dict[str, str]:
     return {
         k: v
@@ -184,9 +194,11 @@ class AutoDockerRuntime:
             return self._spec
 
     def runtime_for(self, path: str) -> DockerRuntime:
-        """The DockerRuntime serving the env module at ``path`` in the image (blocking)."""
+        """The DockerRuntime serving the env module at ``path`` (a file or a dotted name,
+        as a row's ``module`` column gives it) in the image (blocking)."""
+        file = _module_file(path)
         spec = self.spec()
-        module = spec.modules.get(str(Path(path).resolve()))
+        module = spec.modules.get(file)
         if module is None:
             raise PlacementError(
                 f"expected {path} to be one of the image's env modules "
