@@ -111,10 +111,14 @@ def _requirements(packages: Sequence[str] | None) -> list[str]:
 
 
 def _culprits(reqs: Sequence[str], log_text: str) -> list[str]:
-    """The requirements pip's log names (its last lines name the one that failed)."""
-    tail = "\n".join(log_text.strip().splitlines()[-15:]).lower()
-    named = [r for r in reqs if re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() in tail]
-    return named or list(reqs)
+    """The requirements pip's log blames: its "No matching distribution found for X" or
+    "the requirement X", else those its ERROR lines name, else all of them."""
+    named = re.findall(r"(?:found for|satisfies the requirement) (\S+)", log_text)
+    if named:
+        return sorted(set(named))
+    errors = "\n".join(ln for ln in log_text.splitlines() if "error" in ln.lower()).lower()
+    hits = [r for r in reqs if re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() in errors]
+    return hits or list(reqs)
 
 
 def _pip(args: list[str], what: str, reqs: Sequence[str] = ()) -> None:
