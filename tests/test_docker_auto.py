@@ -77,17 +77,22 @@ def client():
     found.close()
 
 
-def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+def _python(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` with this checkout importable (bounded: image builds are slow)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
-        [sys.executable, "-m", "pytest_hud", "image", *args],
+        [sys.executable, *args],
         capture_output=True,
         text=True,
         cwd=cwd,
         env=env,
-        timeout=1800,
+        timeout=3600,
         check=False,
     )
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return _python("-m", "pytest_hud", "image", *args)
 
 
 def test_image_build_with_a_bogus_requirement_names_it(client, tmp_path: Path) -> None:
@@ -136,24 +141,7 @@ def test_example_suite_under_docker_matches_local_row_by_row(client, tmp_path: P
     for runtime in ("docker", "local"):
         xml = tmp_path / f"{runtime}.xml"
         args = ["examples/tests", f"--hud-runtime={runtime}", "--hud-agent=zero", "-n", "2"]
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                *args,
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                f"--junitxml={xml}",
-            ],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            timeout=1800,
-            check=False,
-        )
+        proc = _python("-m", "pytest", *args, "-q", "-p", "no:cacheprovider", f"--junitxml={xml}")
         assert xml.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
         results[runtime] = _rows(xml)
         assert "error" not in results[runtime].values(), proc.stdout[-3000:]
@@ -174,15 +162,7 @@ def test_metaworld_slice_under_docker_with_the_expert(client, tmp_path: Path) ->
     results = tmp_path / "results.json"
     args = [str(tasks), "--hud-runtime=docker", "-n", "2", f"--hud-results={results}"]
     args += ["--hud-agent=pytest_hud.suites.metaworld:expert_agent", "--rootdir", str(tmp_path)]
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", *args, "-q", "-p", "no:cacheprovider"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=3600,
-        check=False,
-    )
+    proc = _python("-m", "pytest", *args, "-q", "-p", "no:cacheprovider", cwd=tmp_path)
     assert results.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     overall = json.loads(results.read_text())["overall"]
     assert overall["episodes"] == 4 and overall["errors"] == 0, proc.stdout[-3000:]
