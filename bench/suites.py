@@ -87,7 +87,7 @@ def prebuild_image(env: dict[str, str] | None = None) -> dict[str, Any]:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=3600, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"image build failed:\n{proc.stderr[-3000:]}")
-    hit = "cache hit" in proc.stderr
+    hit = "is up to date" in proc.stderr  # the env image itself, not its deps layer
     return {"tag": proc.stdout.strip(), "cache_hit": hit, "seconds": time.monotonic() - start}
 
 
