@@ -95,6 +95,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return _python("-m", "pytest_hud", "image", *args)
 
 
+@pytest.mark.timeout(900)
 def test_image_build_with_a_bogus_requirement_names_it(client, tmp_path: Path) -> None:
     bogus = "pytest-hud-no-such-package-zz9==0.0.1"
     module = _module(tmp_path / "bogus_env.py", "auto-bogus", [bogus], [])
@@ -122,6 +123,7 @@ def _rows(xml: Path) -> dict[str, str]:
     return out
 
 
+@pytest.mark.timeout(3600)  # cold: pip + apt + two image layers, then two runs
 def test_example_suite_under_docker_matches_local_row_by_row(client, tmp_path: Path) -> None:
     """The README's command with no image flag: one image for pendulum.py + pusht.py
     (pendulum, cartpole, pusht rows), built by `image build` first (progress, cache miss
@@ -150,6 +152,7 @@ def test_example_suite_under_docker_matches_local_row_by_row(client, tmp_path: P
     assert docker_auto.REPOSITORY in tag
 
 
+@pytest.mark.timeout(3600)  # cold: metaworld + Mesa image, ~6 min here
 def test_metaworld_slice_under_docker_with_the_expert(client, tmp_path: Path) -> None:
     """The card's shape on a slice CI affords: four MT10 tasks x one goal, in the image
     built from the suite's declarations (metaworld + Mesa via requires/apt), -n 2,
