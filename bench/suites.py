@@ -6,8 +6,11 @@ Part 1, state-only: the MT10 rows (10 tasks x V train goals, default 5) with
     python -m pytest --pyargs pytest_hud.suites.metaworld.mt10 \\
         --hud-agent=pytest_hud.suites.metaworld:expert_agent --hud-runtime=R -n K
 
-for each runtime R (default ``local``) and worker count K (default 1 and 2), plus
-``--hud-shared=1`` (one substrate per worker, kept across items). Wall time is the
+for each runtime R (default ``local`` and ``docker``) and worker count K (default 1
+and 2), plus ``--hud-shared=1`` (one substrate per worker, kept across items).
+``docker`` is ``--hud-runtime=docker`` with no image: the image is built (or found)
+first with ``python -m pytest_hud image build``, timed apart, so the rows time
+running, not building; each item then boots a container. Wall time is the
 whole pytest process (start-up, collection and xdist workers included); success comes
 from ``--hud-results``. Without ``--hud-shared`` every item boots a fresh env server
 and sim process (python + metaworld import + the task's 50 goals, ~2 s here), which
@@ -76,6 +79,18 @@ def state_run(runtime: str, workers: int, shared: bool, variations: int) -> dict
     }
 
 
+def prebuild_image(env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Build (or find) the MetaWorld image the docker rows use; its tag and build time."""
+    argv = [sys.executable, "-m", "pytest_hud", "image", "build"]
+    argv += ["--pyargs", "pytest_hud.suites.metaworld.mt10"]
+    start = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=3600, env=env)
+    if proc.returncode != 0:
+        raise SystemExit(f"image build failed:\n{proc.stderr[-3000:]}")
+    hit = "is up to date" in proc.stderr  # the env image itself, not its deps layer
+    return {"tag": proc.stdout.strip(), "cache_hit": hit, "seconds": time.monotonic() - start}
+
+
 def render_run(backend: str, steps: int, size: int) -> dict[str, Any]:
     from pytest_hud import LocalRuntime, run
     from pytest_hud.robot import RobotAgent
@@ -119,7 +134,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--variations", type=int, default=5)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--runtimes", nargs="+", default=["local"])
+    parser.add_argument("--runtimes", nargs="+", default=["local", "docker"])
     parser.add_argument("--no-shared", action="store_true")
     parser.add_argument("--render-steps", type=int, default=20)
     parser.add_argument("--render-size", type=int, default=224)
@@ -133,6 +148,11 @@ def main() -> None:
             f"{'runtime':<10}{'-n':>3}{'shared':>8}{'episodes':>9}{'success':>9}"
             f"{'errors':>7}{'steps':>7}{'wall s':>8}{'eps/s':>7}"
         )
+        if "docker" in args.runtimes:
+            built = prebuild_image()
+            out["image"] = built
+            how = "cache hit" if built["cache_hit"] else "built"
+            print(f"docker image {built['tag']}: {how} in {built['seconds']:.1f} s")
         for runtime in args.runtimes:
             for shared in [False] if args.no_shared else [False, True]:
                 for workers in args.workers:

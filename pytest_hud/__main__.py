@@ -3,6 +3,7 @@
     compare base.json new.json [more.json]   checkpoint comparison (pytest_hud.evaluation.compare)
     ledger merge a.jsonl b.jsonl -o c.jsonl  episode ledgers (pytest_hud.evaluation.ledger)
     doctor                                   which MuJoCo GL backends render here, and the fix
+    image build|ls|rm                        the env images --hud-runtime=docker builds
 
 Each command's module is imported only when asked for, so ``--help`` stays fast.
 """
@@ -18,6 +19,7 @@ COMMANDS = {
     "compare": ("pytest_hud.evaluation.compare", "compare results JSONs of checkpoints per task"),
     "ledger": ("pytest_hud.evaluation.ledger", "episode ledgers: merge shards"),
     "doctor": ("pytest_hud.doctor", "which MuJoCo GL backends render here, and the fix"),
+    "image": ("pytest_hud.runtime.docker_cli", "build, list, remove the env images of docker runs"),
 }
 
 

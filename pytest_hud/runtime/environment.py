@@ -5,12 +5,17 @@ prompt plus per-capability bindings, the second the grade), capabilities such as
 the robot sim ``env.gym(...)`` returns, and ``@initialize`` / ``@shutdown`` hooks.
 ``template.task(**args)`` makes a Task row and records it, so a module's
 environments list the tasks they declare.
+
+``Environment(name, requires=["metaworld==3.1.1"], apt=["libegl1"])`` also declares
+what an image serving the module needs: Python requirements (pip specifiers) and
+Debian packages. ``--hud-runtime=docker`` with no image builds one from them
+(:mod:`pytest_hud.runtime.docker_auto`); the local runtimes ignore them.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +72,19 @@ class Template:
 class Environment:
     """An environment declaration: templates, capabilities and lifecycle hooks."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, requires: Sequence[str] = (), apt: Sequence[str] = ()) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("Environment needs a non-empty name")
+        for what, items in (("requires", requires), ("apt", apt)):
+            if isinstance(items, str) or not all(isinstance(i, str) and i for i in items):
+                raise TypeError(
+                    f"Environment({name!r}, {what}=...) expects a list of non-empty strings, "
+                    f"got {items!r}"
+                )
         self.name = name
+        #: pip requirements and Debian packages an image serving this env needs
+        self.requires: tuple[str, ...] = tuple(requires)
+        self.apt: tuple[str, ...] = tuple(apt)
         self.templates: dict[str, Template] = {}
         self.tasks: list[Task] = []
         self.task_keys: set[str] = set()

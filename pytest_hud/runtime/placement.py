@@ -108,9 +108,14 @@ def provider_for(runtime: str, shared: int | None = None) -> Provider:
                 LocalRuntime if kind == "local" else SubprocessRuntime, _undeclared
             )
     elif kind == "docker":
-        from pytest_hud.runtime.docker import DockerRuntime
+        if arg:
+            from pytest_hud.runtime.docker import DockerRuntime
 
-        provider = DockerRuntime(arg or None)
+            provider = DockerRuntime(arg)
+        else:  # an image built from the declaring modules (runtime/docker_auto.py)
+            from pytest_hud.runtime.docker_auto import AutoDockerRuntime
+
+            provider = by_declaration(AutoDockerRuntime().serving, _undeclared)
     elif kind == "modal":
         from pytest_hud.runtime.modal import ModalRuntime
 

@@ -25,7 +25,9 @@ your own with :func:`make_environment`. With cameras on, importing the module ru
 the rendering preflight (:func:`pytest_hud.doctor.preflight`): a machine that cannot
 render fails at boot with the fix, not inside every episode.
 
-``REQUIRES`` and ``APT`` declare what an image serving this module needs.
+The Environment declares what an image serving this module needs (``requires=``
+:data:`REQUIRES`, ``apt=`` :data:`APT`), so ``--hud-runtime=docker`` with no image
+builds one holding metaworld and Mesa's EGL/OSMesa.
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ def make_environment(cameras: Sequence[str] = (), size: int = 224, name: str = E
         from pytest_hud.doctor import preflight
 
         preflight()  # one RenderError with the fix, before any sim spawns
-    environment = Environment(name)
+    environment = Environment(name, requires=REQUIRES, apt=APT)
     sim = environment.gym(
         make_env,
         make_kwargs={"cameras": cameras, "size": size},
