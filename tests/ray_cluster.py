@@ -25,8 +25,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RAY = Path(sys.executable).with_name("ray")
@@ -145,3 +147,34 @@ class LocalCluster:
             while self.pids() and time.monotonic() < deadline:
                 time.sleep(0.2)
         return self.pids()
+
+
+def joined(tmp_path_factory: Any) -> Iterator[LocalCluster]:
+    """The body of conftest's session fixture ``cluster``: start the cluster, join it
+    from this process, and stop it (by the groups it started) at the end.
+
+    One per test session: the fixture lives in tests/conftest.py (one definition, so one
+    instance), and every module using it is in the ``xdist_group("ray")``, which
+    ``--dist loadgroup`` (the README's test command) sends to a single worker.
+    """
+    import importlib.util
+
+    import pytest
+    from conftest import require
+
+    require(importlib.util.find_spec("ray"), "ray", "run scripts/setup --ray")
+    import ray
+
+    from pytest_hud.runtime.ray import connect
+
+    local = LocalCluster(tmp_path_factory.mktemp("ray") / "t")
+    try:
+        local.start()
+        connect(local.address)
+        yield local
+    except ClusterError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    finally:
+        ray.shutdown()
+        left = local.stop()
+        assert not left, f"cluster processes survived SIGKILL: {left}"

@@ -53,6 +53,8 @@ class Evaluator:
         self.steps: dict[int, int] = {}  # live step counts by the task sent
         #: Extra episode observers (dataset recording) for the session's agent.
         self.observers: list[Any] = []
+        #: ``rollout``, or a drop-in such as --hud-delegate's (_plugin/delegate.py).
+        self.run_rollout: Callable[..., Any] = rollout
 
     # -- setup -------------------------------------------------------------------------
     def register(self, nodeid: str, case: HudCase, key: Hashable = None) -> None:
@@ -152,7 +154,7 @@ class Evaluator:
 
     async def _rollout(self, case: HudCase, provider: Provider, agent: Any) -> RolloutResult:
         async with self._sem:
-            return await rollout(
+            return await self.run_rollout(
                 case.task, agent, provider, index=case.rep, timeout=self.options.timeout
             )
 

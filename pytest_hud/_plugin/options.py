@@ -69,6 +69,13 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     ("--hud-expect", "TOML/YAML of expected failures and skips per agent or checkpoint", {}),
     ("--hud-checkpoint", "the checkpoint name (selects --hud-expect tables; shown in reports)", {}),
     ("--hud-timeout", "seconds one rollout may take before it is an error", {"type": float}),
+    (
+        "--hud-delegate",
+        "run each item's whole rollout (env server + agent) elsewhere and fold the result "
+        "back: ray (a Ray task on --hud-runtime's cluster if ray:..., else RAY_ADDRESS, "
+        "else a local cluster)",
+        {"choices": ["ray"]},
+    ),
 ]
 
 
@@ -111,6 +118,7 @@ class HudOptions:
     expect: Path | None = None
     checkpoint: str | None = None
     timeout: float = 900.0
+    delegate: str | None = None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> HudOptions:
@@ -121,6 +129,7 @@ class HudOptions:
             ("gate", str),
             ("checkpoint", str),
             ("record", str),
+            ("delegate", str),
         ]:
             value = _get(config, f"hud_{name}", kind)
             if value is not None:
@@ -170,6 +179,13 @@ class HudOptions:
                 f"unknown --hud-runtime {self.runtime!r}; valid forms: local, subprocess, "
                 "docker[:IMAGE], modal[:IMAGE], ray, ray:HOST:PORT, ray://HOST:PORT, "
                 "tcp://HOST:PORT or ws://HOST:PORT"
+            )
+        if self.delegate not in (None, "ray"):
+            raise pytest.UsageError(f"--hud-delegate is ray, got {self.delegate!r}")
+        if self.delegate is not None and self.shared is not None:
+            raise pytest.UsageError(
+                "--hud-delegate runs each rollout whole in its own Ray task, where a Shared "
+                "substrate cannot be shared: drop --hud-shared or --hud-delegate"
             )
         if self.timeout <= 0:
             raise pytest.UsageError("--hud-timeout must be positive")

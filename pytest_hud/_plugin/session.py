@@ -54,6 +54,10 @@ class HudSession(CollectMixin, RecordingMixin, ReportMixin):
         self.recording_error: str | None = None
         if options.record is not None:
             self._setup_recording(options.record)
+        if options.delegate == "ray":
+            from pytest_hud._plugin.delegate import delegation
+
+            self.evaluator.run_rollout = delegation(self)
 
     # -- the session's agent and provider ------------------------------------------------
     @property

@@ -1,0 +1,89 @@
+"""The plugin on the REAL Ray test cluster (tests/conftest.py: ``cluster``): delegated items.
+
+Inner pytest sessions run in this process (``runpytest_inprocess``), which has already
+joined the session's cluster, so they use it as it is (one cluster per test session).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ray_cluster import LocalCluster
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.xdist_group("ray")
+
+WHERE = """
+import os, sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "examples"))
+from envs.pendulum import swing_up  # noqa: E402
+from envs.pusht import push_t  # noqa: E402
+
+
+@pytest.mark.hud(tasks=[swing_up.task(seed=s) for s in range(2)] + [push_t.task(seed=0)])
+def test_rollout(hud_result, request):
+    assert hud_result.error is None, hud_result.error
+    ray = hud_result.agent_info.get("ray")
+    if request.config.getoption("hud_delegate") == "ray":
+        assert ray is not None and ray["pid"] != os.getpid(), hud_result.agent_info
+    else:
+        assert ray is None
+"""
+
+
+@pytest.fixture
+def examples(pytester: pytest.Pytester) -> pytest.Pytester:
+    shutil.copytree(ROOT / "examples", pytester.path / "examples")
+    pytester.makepyfile(test_where=WHERE)
+    return pytester
+
+
+def rows(path: Path) -> list[tuple[Any, ...]]:
+    doc = json.loads(path.read_text())
+    return sorted(
+        (r["nodeid"], r["steps"], r["total_reward"], r["success"], r["error"])
+        for r in doc["rollouts"]
+    )
+
+
+def test_delegated_items_fold_back_results_videos_and_episodes(
+    cluster: LocalCluster, examples: pytest.Pytester
+) -> None:
+    common = ["-p", "no:cacheprovider", "--hud-agent=zero", "test_where.py"]
+    local = examples.runpytest_inprocess(*common, "--hud-results=local.json")
+    local.assert_outcomes(passed=3)
+    delegated = examples.runpytest_inprocess(
+        *common, "--hud-delegate=ray", "--hud-results=ray.json", "--hud-record=data"
+    )
+    delegated.assert_outcomes(passed=3)
+    assert rows(examples.path / "ray.json") == rows(examples.path / "local.json")
+
+    doc = json.loads((examples.path / "ray.json").read_text())
+    (pusht,) = [r for r in doc["rollouts"] if "push_t" in r["nodeid"]]
+    assert pusht["video"] and Path(pusht["video"]).is_file(), pusht  # the shared folder
+    assert Path(pusht["video"]).parent == examples.path / ".hud" / "videos"
+    data = examples.path / "data"
+    for env, episodes in (("pendulum", 2), ("pusht", 1)):  # parts merged in test order
+        info = json.loads((data / env / "meta" / "info.json").read_text())
+        assert info["total_episodes"] == episodes, (env, info)
+    assert [r["dataset"]["root"] for r in doc["rollouts"]] == [
+        str(data / "pendulum"),
+        str(data / "pendulum"),
+        str(data / "pusht"),
+    ]
+    assert not list(data.glob(".*.parts"))
+
+
+def test_delegate_refuses_a_shared_substrate(examples: pytest.Pytester) -> None:
+    result = examples.runpytest_inprocess("--hud-delegate=ray", "--hud-shared=2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--hud-delegate*Shared substrate*"])
