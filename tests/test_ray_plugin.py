@@ -87,3 +87,42 @@ def test_delegate_refuses_a_shared_substrate(examples: pytest.Pytester) -> None:
     result = examples.runpytest_inprocess("--hud-delegate=ray", "--hud-shared=2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--hud-delegate*Shared substrate*"])
+
+
+SWING = """
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "examples"))
+from envs.pendulum import swing_up  # noqa: E402
+
+
+@pytest.mark.hud(tasks=[swing_up.task(seed=s) for s in range(4)])
+def test_swing(hud_result):
+    assert (hud_result.error, hud_result.steps) == (None, 200), hud_result.error
+"""
+
+
+@pytest.mark.anyio
+async def test_named_replicas_serve_an_openpi_ray_agent(
+    cluster: LocalCluster, examples: pytest.Pytester
+) -> None:
+    from pytest_hud.robot.agent.model import ZeroModel
+    from pytest_hud.runtime.ray_policy import PolicyReplicas
+
+    examples.makepyfile(test_swing=SWING)
+    async with PolicyReplicas(ZeroModel, 2, num_cpus=0.5, name="zeros") as replicas:
+        result = examples.runpytest_inprocess(
+            "-p", "no:cacheprovider", "--hud-agent=openpi:ray:zeros", "test_swing.py"
+        )
+        batches = await replicas.batches()
+        missing = examples.runpytest_inprocess(
+            "-p", "no:cacheprovider", "--hud-agent=openpi:ray:nope", "test_swing.py"
+        )
+    result.assert_outcomes(passed=4)
+    assert all(sum(b) >= 2 * 200 for b in batches), [sum(b) for b in batches]  # 2 each
+    missing.assert_outcomes(errors=4)  # the agent resolves when an item first needs it
+    assert "no policy replicas named 'nope'" in missing.stdout.str()
+    assert "got ['zeros']" in missing.stdout.str()

@@ -28,6 +28,7 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     (
         "--hud-agent",
         "the policy: zero, random[:SEED], lerobot:PATH, pi05, openpi:HOST:PORT, "
+        "openpi:ray:NAME (PolicyReplicas(..., name=NAME) on the Ray cluster), "
         "MODULE:FACTORY (default: random)",
         {},
     ),

@@ -63,6 +63,7 @@ class HudSession(CollectMixin, RecordingMixin, ReportMixin):
     @property
     def agent(self) -> Any:
         if self._agent is None:
+            from pytest_hud._plugin.ray_agents import ray_agent
             from pytest_hud.robot.agent.errors import AgentSpecError
             from pytest_hud.robot.agent.registry import load_agent
 
@@ -70,7 +71,7 @@ class HudSession(CollectMixin, RecordingMixin, ReportMixin):
             if spec == "random" and self.options.seed is not None:
                 spec = f"random:{self.options.seed}"  # reproducible with --hud-seed
             try:
-                self._agent = load_agent(spec)
+                self._agent = ray_agent(spec, self.options.runtime) or load_agent(spec)
             except AgentSpecError as exc:
                 raise pytest.UsageError(str(exc)) from None
         return self._agent
