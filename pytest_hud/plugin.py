@@ -17,6 +17,7 @@ import pytest
 from pytest_hud._plugin.errors import EpisodeFailed
 from pytest_hud._plugin.html import HtmlHooks
 from pytest_hud._plugin.options import HudOptions, addoption
+from pytest_hud._plugin.ray_session import configure_node, stop_cluster
 from pytest_hud._plugin.session import HudSession
 from pytest_hud._plugin.state import CASE, PLUGIN, RESULT
 from pytest_hud.fixtures import hud_agent, hud_provider, hud_result, hud_task  # noqa: F401
@@ -50,6 +51,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(PLUGIN, None)
     if session is not None:
         session.evaluator.close()
+        stop_cluster(session.ray_head)
 
 
 class HudHooks:
@@ -93,6 +95,10 @@ class HudHooks:
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         self.session.node_collection_finished(node, ids)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        configure_node(self.session.ray_head, node)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:

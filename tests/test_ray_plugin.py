@@ -126,3 +126,119 @@ async def test_named_replicas_serve_an_openpi_ray_agent(
     missing.assert_outcomes(errors=4)  # the agent resolves when an item first needs it
     assert "no policy replicas named 'nope'" in missing.stdout.str()
     assert "got ['zeros']" in missing.stdout.str()
+
+
+@pytest.mark.timeout(1800)  # two runs of the example suite, -n 2, on a loaded machine
+def test_xdist_workers_share_one_cluster_the_controller_stops(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's done-when: ``pytest examples/tests --hud-runtime=ray -n 2`` gives the
+    local runtime's results, on one cluster (the controller's), and leaves no process."""
+    import re
+    import subprocess
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    shutil.copytree(ROOT / "examples", pytester.path / "examples")
+    common = ["-p", "no:cacheprovider", "examples/tests", "-n", "2", "--hud-agent=zero"]
+    local = pytester.runpytest_subprocess(
+        *common, "--hud-runtime=local", "--hud-results=local.json", timeout=900
+    )
+    on_ray = pytester.runpytest_subprocess(
+        *common, "--hud-runtime=ray", "--hud-results=ray.json", timeout=900
+    )
+    assert on_ray.ret == local.ret, on_ray.stdout.str()[-3000:]
+    assert on_ray.parseoutcomes() == local.parseoutcomes()
+    assert rows(pytester.path / "ray.json") == rows(pytester.path / "local.json")
+    started = re.findall(
+        r"one Ray cluster for the session at (\S+) \(temp dir (\S+)\)", on_ray.stderr.str()
+    )
+    assert len(started) == 1, on_ray.stderr.str()[-3000:]  # the controller's, once
+    address, temp_dir = started[0]
+    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True)
+    assert temp_dir not in ps.stdout, [line for line in ps.stdout.splitlines() if temp_dir in line]
+    ss = subprocess.run(["ss", "-ltnH"], capture_output=True, text=True, check=True).stdout
+    assert f":{address.rsplit(':', 1)[1]} " not in ss
+    assert not Path(temp_dir).exists()
+
+
+HANG = """
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "examples"))
+from envs.pendulum import swing_up  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def hud_agent():
+    async def hang(run):
+        await asyncio.sleep(3600)
+        return {}
+
+    return hang
+
+
+@pytest.mark.hud(tasks=[swing_up.task(seed=0)])
+def test_hangs(hud_result):
+    pass
+"""
+
+
+@pytest.mark.timeout(900)
+def test_ctrl_c_leaves_no_actor_and_no_process(
+    cluster: LocalCluster, examples: pytest.Pytester
+) -> None:
+    """SIGINT to a pytest run whose item's env server is a Ray actor: the actor dies
+    (state API), no process of the run or of its env is left, the cluster stays."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from ray.util.state import list_actors
+
+    def alive() -> list[Any]:
+        found = list_actors(filters=[("state", "!=", "DEAD")], timeout=30)
+        return [a for a in found if a.class_name == "EnvServerActor"]
+
+    assert not alive()
+    examples.makepyfile(test_hang=HANG)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "test_hang.py",
+            f"--hud-runtime=ray:{cluster.address}",
+        ],
+        cwd=examples.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while not [a for a in alive() if a.state == "ALIVE"]:
+            assert proc.poll() is None, proc.communicate()[0]
+            assert time.monotonic() < deadline, "the item's actor never came up"
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    assert "KeyboardInterrupt" in out, out[-2000:]
+    deadline = time.monotonic() + 60
+    while left := alive():
+        assert time.monotonic() < deadline, f"actors alive 60 s after Ctrl-C: {left}"
+        time.sleep(0.5)
+    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True)
+    ours = [line for line in ps.stdout.splitlines() if str(examples.path) in line]
+    assert not ours, ours
+    assert "EnvServerActor" not in ps.stdout

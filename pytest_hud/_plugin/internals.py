@@ -28,6 +28,8 @@ __all__ = [
     "HudBlockScheduling",
     "HudLoadScheduling",
     "binding_key",
+    "from_controller",
+    "hand_to_workers",
     "is_worker",
     "terminal_writer",
     "worker_id",
@@ -160,3 +162,14 @@ class HudBlockScheduling(LoadScheduling):
                 self._send_tests(node, size)
         for node in nodes:
             node.shutdown()
+
+
+def hand_to_workers(node: Any, key: str, value: Any) -> None:
+    """Controller side of ``pytest_configure_node``: ``value`` reaches the worker's
+    ``config.workerinput[key]`` (xdist sends ``node.workerinput`` when it starts it)."""
+    node.workerinput[key] = value
+
+
+def from_controller(config: pytest.Config, key: str) -> Any:
+    """In an xdist worker, what the controller handed it under ``key`` (else None)."""
+    return getattr(config, "workerinput", {}).get(key)

@@ -54,6 +54,9 @@ class HudSession(CollectMixin, RecordingMixin, ReportMixin):
         self.recording_error: str | None = None
         if options.record is not None:
             self._setup_recording(options.record)
+        from pytest_hud._plugin.ray_session import session_cluster
+
+        self.ray_head = session_cluster(config, options)  # -n K on ray: one cluster
         if options.delegate == "ray":
             from pytest_hud._plugin.delegate import delegation
 
