@@ -98,10 +98,15 @@ def joined(tmp_path_factory: Any) -> Iterator[LocalCluster]:
     try:
         local.start()
         connect(local.address)
+        # Ray's state API (`ray list actors`) finds "the" cluster by scanning for GCS
+        # processes unless RAY_ADDRESS names it: any other cluster on this machine (a
+        # test's own RayHead, another checkout's tests) would make it refuse to choose.
+        os.environ["RAY_ADDRESS"] = local.address
         yield local
     except SubstrateError as exc:
         pytest.fail(str(exc), pytrace=False)
     finally:
+        os.environ.pop("RAY_ADDRESS", None)
         ray.shutdown()
         left = local.stop()
         assert not left, f"cluster processes survived SIGKILL: {left}"
