@@ -18,6 +18,7 @@ from pytest_hud._plugin.errors import EpisodeFailed
 from pytest_hud._plugin.html import HtmlHooks
 from pytest_hud._plugin.interrupts import restore_sigterm, sigterm_interrupts
 from pytest_hud._plugin.options import HudOptions, addoption
+from pytest_hud._plugin.ray_session import configure_node, stop_cluster
 from pytest_hud._plugin.session import HudSession
 from pytest_hud._plugin.state import CASE, PLUGIN, RESULT
 from pytest_hud.fixtures import hud_agent, hud_provider, hud_result, hud_task  # noqa: F401
@@ -55,6 +56,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         session.evaluator.close()
         session.reap_dead_workers()
         restore_sigterm(session.sigterm)
+        stop_cluster(session.ray_head)
 
 
 class HudHooks:
@@ -110,6 +112,10 @@ class HudHooks:
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         self.session.node_down(node)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        configure_node(self.session.ray_head, node)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,6 +30,14 @@ def require(condition: object, what: str, how: str) -> None:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The session's one real two-node Ray cluster on loopback (tests/ray_cluster.py)."""
+    from ray_cluster import joined
+
+    yield from joined(tmp_path_factory)
 
 
 # -- interop: third-party packages in their own venvs (scripts/setup --interop) -----------

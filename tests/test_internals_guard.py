@@ -29,6 +29,7 @@ def test_worker_reads(request):
     with interactor.torun.lock() as queued:
         list(queued)
     assert isinstance(internals.xdist_upcoming(interactor, request.session), list)
+    assert internals.from_controller(config, "probe") == "handed", "node.workerinput moved"
 """
 
 SCHEDULER_PROBE = """
@@ -43,6 +44,10 @@ def pytest_xdist_make_scheduler(config, log):
     with open(os.path.join(str(config.rootpath), "sched.json"), "w") as f:
         json.dump(gone, f)
     return sched
+
+
+def pytest_configure_node(node):
+    internals.hand_to_workers(node, "probe", "handed")
 """
 
 

@@ -9,7 +9,6 @@ Skipped only when ``ray`` is not importable (a failure under PYTEST_HUD_REQUIRE_
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 import re
@@ -17,46 +16,25 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from agents import zero_agent
-from conftest import require
-from ray_cluster import ClusterError, LocalCluster
+from ray_cluster import LocalCluster
 
 import pytest_hud
 from pytest_hud import LocalRuntime, Shared, Task, Taskset, run
 from pytest_hud.robot import RobotClient
 from pytest_hud.runtime import rollout
-from pytest_hud.runtime.ray import RayRuntime, connect, live_actors
+from pytest_hud.runtime.ray import RayRuntime, live_actors
 
 ROOT = Path(__file__).resolve().parent.parent
 PENDULUM = ROOT / "examples" / "envs" / "pendulum.py"
 LOOPBACK = re.compile(r"^(127\.0\.0\.1|\[::ffff:127\.0\.0\.1\]|\[::1\]):\d+$")
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """The session's cluster, joined by this process; stopped by the groups it started."""
-    require(importlib.util.find_spec("ray"), "ray", "run scripts/setup --ray")
-    import ray
-
-    local = LocalCluster(tmp_path_factory.mktemp("ray") / "t")
-    try:
-        local.start()
-        connect(local.address)
-        yield local
-    except ClusterError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    finally:
-        ray.shutdown()
-        left = local.stop()
-        assert not left, f"cluster processes survived SIGKILL: {left}"
+pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("ray")]
 
 
 def example_rows() -> list[Task]:

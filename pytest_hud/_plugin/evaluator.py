@@ -56,6 +56,8 @@ class Evaluator:
         #: Called with every finished rollout, on the loop, before anyone waits on it
         #: (dataset recording hands the episode its grade).
         self.finished: list[Callable[[RolloutResult], None]] = []
+        #: ``rollout``, or a drop-in such as --hud-delegate's (_plugin/delegate.py).
+        self.run_rollout: Callable[..., Any] = rollout
 
     # -- setup -------------------------------------------------------------------------
     def register(self, nodeid: str, case: HudCase, key: Hashable = None) -> None:
@@ -155,7 +157,7 @@ class Evaluator:
 
     async def _rollout(self, case: HudCase, provider: Provider, agent: Any) -> RolloutResult:
         async with self._sem:
-            result = await rollout(
+            result = await self.run_rollout(
                 case.task, agent, provider, index=case.rep, timeout=self.options.timeout
             )
         for hook in self.finished:

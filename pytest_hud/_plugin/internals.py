@@ -29,6 +29,8 @@ __all__ = [
     "HudLoadScheduling",
     "HudSequentialScheduling",
     "binding_key",
+    "from_controller",
+    "hand_to_workers",
     "is_worker",
     "terminal_writer",
     "uses_fixture_from",
@@ -251,3 +253,14 @@ class HudSequentialScheduling(LoadScheduling):
                 self._send_tests(node, min(missing, len(self.pending)))
         else:
             node.shutdown()
+
+
+def hand_to_workers(node: Any, key: str, value: Any) -> None:
+    """Controller side of ``pytest_configure_node``: ``value`` reaches the worker's
+    ``config.workerinput[key]`` (xdist sends ``node.workerinput`` when it starts it)."""
+    node.workerinput[key] = value
+
+
+def from_controller(config: pytest.Config, key: str) -> Any:
+    """In an xdist worker, what the controller handed it under ``key`` (else None)."""
+    return getattr(config, "workerinput", {}).get(key)

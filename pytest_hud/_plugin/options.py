@@ -30,6 +30,7 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     (
         "--hud-agent",
         "the policy: zero, random[:SEED], lerobot:PATH, pi05, openpi:HOST:PORT, "
+        "openpi:ray:NAME (PolicyReplicas(..., name=NAME) on the Ray cluster), "
         "MODULE:FACTORY (default: random)",
         {},
     ),
@@ -90,6 +91,12 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
         "let task rows' module column import files outside the rootdir and the task "
         "file's folder (by default only those, and dotted module names)",
         {"action": "store_true"},
+    (
+        "--hud-delegate",
+        "run each item's whole rollout (env server + agent) elsewhere and fold the result "
+        "back: ray (a Ray task on --hud-runtime's cluster if ray:..., else RAY_ADDRESS, "
+        "else a local cluster)",
+        {"choices": ["ray"]},
     ),
 ]
 
@@ -146,6 +153,7 @@ class HudOptions(EvaluationOptions):
     checkpoint: str | None = None
     timeout: float = 900.0
     allow_modules: bool = False
+    delegate: str | None = None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> HudOptions:
@@ -156,6 +164,7 @@ class HudOptions(EvaluationOptions):
             ("gate", str),
             ("checkpoint", str),
             ("record", str),
+            ("delegate", str),
         ]:
             value = _get(config, f"hud_{name}", kind)
             if value is not None:
@@ -215,6 +224,13 @@ class HudOptions(EvaluationOptions):
                 f"unknown --hud-runtime {self.runtime!r}; valid forms: local, subprocess[:PYTHON], "
                 "docker[:IMAGE], modal[:IMAGE], ray, ray:HOST:PORT, ray://HOST:PORT, "
                 "tcp://HOST:PORT or ws://HOST:PORT"
+            )
+        if self.delegate not in (None, "ray"):
+            raise pytest.UsageError(f"--hud-delegate is ray, got {self.delegate!r}")
+        if self.delegate is not None and self.shared is not None:
+            raise pytest.UsageError(
+                "--hud-delegate runs each rollout whole in its own Ray task, where a Shared "
+                "substrate cannot be shared: drop --hud-shared or --hud-delegate"
             )
         if self.timeout <= 0:
             raise pytest.UsageError("--hud-timeout must be positive")

@@ -64,6 +64,13 @@ class HudSession(
         if options.record is not None:
             self._setup_recording(options.record)
         self.setup_features()  # ledger, sequential gates, compare, wrap (features.py)
+        from pytest_hud._plugin.ray_session import session_cluster
+
+        self.ray_head = session_cluster(config, options)  # -n K on ray: one cluster
+        if options.delegate == "ray":
+            from pytest_hud._plugin.delegate import delegation
+
+            self.evaluator.run_rollout = delegation(self)
 
     # -- the session's agent and provider ------------------------------------------------
     @property
@@ -74,6 +81,7 @@ class HudSession(
         """The --hud-agent, loaded once; a failure is one UsageError (collection calls this
         before any item runs, so it ends the session instead of erroring every item)."""
         if self._agent is None:
+            from pytest_hud._plugin.ray_agents import ray_agent
             from pytest_hud.robot.agent.errors import AgentSpecError
             from pytest_hud.robot.agent.registry import load_agent
 
@@ -83,7 +91,7 @@ class HudSession(
             if self._agent_error is not None:  # one attempt per session, not one per item
                 raise pytest.UsageError(self._agent_error)
             try:
-                self._agent = load_agent(spec)
+                self._agent = ray_agent(spec, self.options.runtime) or load_agent(spec)
             except AgentSpecError as exc:
                 self._agent_error = f"--hud-agent={spec}: {exc}"
             except Exception as exc:  # a user factory that raises: its type and message

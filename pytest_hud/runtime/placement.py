@@ -47,14 +47,20 @@ def by_declaration(factory: Callable[[str], Any], missing: Callable[[Task], Exce
     per file); ``missing(task)`` is raised for a row nothing declares."""
     cache: dict[str, Any] = {}
 
-    def route(task: Task) -> Any:
+    def pick(task: Task) -> Any:
+        """The provider serving ``task`` (picklable when ``factory``'s is: a delegated
+        rollout ships it to a process that has not seen this one's declarations)."""
         path = declaring_file(task)
         if path is None:
             raise missing(task)
         if path not in cache:
             cache[path] = factory(path)
-        return cache[path](task)
+        return cache[path]
 
+    def route(task: Task) -> Any:
+        return pick(task)(task)
+
+    route.pick = pick  # type: ignore[attr-defined]
     return route
 
 

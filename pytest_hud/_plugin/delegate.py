@@ -1,0 +1,151 @@
+"""``--hud-delegate=ray``: each item's whole rollout runs as a Ray task, folded back.
+
+The evaluator calls :class:`Delegation` where it would call ``rollout()``; it makes the
+call portable and hands it to :func:`~pytest_hud.runtime.ray_delegate.delegated_rollout`,
+whose ``RolloutResult`` comes back through Ray's object store into the same pytest item.
+
+What travels (cloudpickle) and what stays home:
+
+* the provider is pinned to the row's declaring file first (``--hud-runtime=local``
+  routes by declarations made in *this* process, which a Ray worker has not seen);
+* the session's settings travel (``--hud-max-steps``, the episode video), except the
+  observers bound to this process (the live progress counter, the session's dataset
+  writer: bound methods, which would drag the whole session along);
+* videos: written by the worker into the session's ``.hud/videos`` folder, so they
+  come back through a **shared folder** (same machine, or a path mounted on every node);
+* dataset episodes (``--hud-record``): each delegated episode is recorded by the worker
+  into its own part under the dataset's ``.NAME.parts`` folder (again a shared folder),
+  which the controller merges in test order at the end, as it does xdist workers' parts.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pytest_hud.runtime.provider import Provider
+from pytest_hud.runtime.rollout import RolloutResult
+from pytest_hud.runtime.task import Task
+
+__all__ = ["Delegation", "PartRecorder"]
+
+
+class PartRecorder:
+    """A picklable observer factory: one LeRobot dataset part per delegated episode,
+    finalized when the episode ends, under ``parts[env]`` (a shared folder)."""
+
+    def __init__(self, parts: dict[str, str]) -> None:
+        self.parts = parts
+
+    def __call__(self, run: Any, spaces: Any) -> Any:
+        from pytest_hud.robot.record.writer import DatasetWriter
+
+        root = Path(self.parts[run.task.env]) / f"ray-{uuid.uuid4().hex[:12]}"
+        writer = DatasetWriter(root)
+        return _FinalizingRecorder(writer, writer.observer(run, spaces))
+
+
+class _FinalizingRecorder:
+    def __init__(self, writer: Any, inner: Any) -> None:
+        self.writer = writer
+        self.inner = inner
+
+    def step(self, data: Any, action: Any) -> None:
+        self.inner.step(data, action)
+
+    def end(self, ok: bool) -> dict[str, Any]:
+        out = dict(self.inner.end(ok) or {})
+        self.writer.finalize()
+        return out
+
+
+def pinned(provider: Provider, task: Task) -> Provider:
+    """The concrete provider a by-declaration router would pick for ``task`` (else itself)."""
+    pick = getattr(provider, "pick", None)
+    return pick(task) if callable(pick) else provider
+
+
+def _unbatched(agent: Any) -> Any:
+    """The agent without its ``--hud-concurrency`` batching: each delegated rollout runs
+    alone in its worker, where a BatchedModel's queue and threads would batch nothing."""
+    import copy
+
+    from pytest_hud.robot.agent.batching import BatchedAgent
+
+    if not isinstance(agent, BatchedAgent):
+        return agent
+    plain = copy.copy(agent.agent)
+    plain.model = agent.batched.model
+    return plain
+
+
+class Delegation:
+    """Drop-in for ``rollout()`` that runs the rollout as a Ray task (see the module docs).
+
+    ``parts`` (called once, after collection) maps each env to the folder its dataset
+    parts go to, or is None when not recording.
+    """
+
+    def __init__(
+        self, address: str | None, parts: Callable[[], dict[str, str]] | None = None
+    ) -> None:
+        self.address = address
+        self._parts = parts
+        self._recorder: PartRecorder | None = None
+
+    def _portable(self, agent: Any) -> Any:
+        if not isinstance(agent, functools.partial) or "settings" not in agent.keywords:
+            return agent
+        from pytest_hud.robot.agent.agent import RunSettings
+
+        settings = agent.keywords["settings"]
+        keep = [o for o in settings.observers if not inspect.ismethod(o)]
+        if self._parts is not None:
+            if self._recorder is None:
+                self._recorder = PartRecorder(self._parts())
+            keep.append(self._recorder)
+        portable = RunSettings(max_steps=settings.max_steps, observers=tuple(keep))
+        return functools.partial(_unbatched(agent.func), *agent.args, settings=portable)
+
+    async def __call__(
+        self,
+        task: Task,
+        agent: Any,
+        provider: Provider,
+        *,
+        index: int = 0,
+        timeout: float | None = None,
+    ) -> RolloutResult:
+        from pytest_hud.runtime.ray_delegate import delegated_rollout
+
+        return await delegated_rollout(
+            task,
+            self._portable(agent),
+            pinned(provider, task),
+            index=index,
+            timeout=timeout,
+            address=self.address,
+        )
+
+
+def delegation(session: Any) -> Delegation:
+    """The session's Delegation: the cluster ``--hud-runtime`` names when it is a ray
+    form; dataset parts beside each env's dataset when recording."""
+    from pytest_hud._plugin.recording import _parts_dir
+
+    runtime = session.options.runtime
+    address = None
+    if runtime.split(":", 1)[0] == "ray":
+        from pytest_hud.runtime.ray import address_from_spec
+
+        address = address_from_spec(runtime)
+
+    def parts() -> dict[str, str]:
+        envs = {case.row.env for case in session.evaluator.cases.values()}
+        return {env: str(_parts_dir(session._dataset_root(env))) for env in envs}
+
+    return Delegation(address, parts if session.record_root is not None else None)

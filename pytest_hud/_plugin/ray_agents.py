@@ -1,0 +1,45 @@
+"""``--hud-agent=openpi:ray:NAME``: the policy replicas named NAME on the Ray cluster.
+
+Resolved here, in the plugin, because the agent registry (``robot/agent/registry.py``)
+may not import the runtime (tests/test_layers.py): the name becomes the replicas' urls
+(:func:`~pytest_hud.runtime.ray_policy.replica_urls`) and a
+:class:`~pytest_hud.runtime.ray_policy.ReplicaAgent` over them. The cluster is the one
+``--hud-runtime=ray:HOST:PORT`` / ``ray://HOST:PORT`` names, else ``$RAY_ADDRESS``, else
+the one this process has already joined.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+__all__ = ["PREFIX", "ray_agent"]
+
+PREFIX = "openpi:ray:"
+
+
+def ray_agent(spec: str, runtime: str) -> Any | None:
+    """The ReplicaAgent ``spec`` names, or None when ``spec`` is not ``openpi:ray:NAME``."""
+    if not spec.startswith(PREFIX):
+        return None
+    name = spec.removeprefix(PREFIX)
+    if not name:
+        raise pytest.UsageError(f"--hud-agent={spec}: expected openpi:ray:NAME, got no NAME")
+    import ray
+
+    from pytest_hud.runtime.errors import PlacementError
+    from pytest_hud.runtime.ray import address_from_spec
+    from pytest_hud.runtime.ray_policy import ReplicaAgent, replica_urls
+
+    address = address_from_spec(runtime) if runtime.split(":", 1)[0] == "ray" else None
+    if address is None and not os.environ.get("RAY_ADDRESS") and not ray.is_initialized():
+        raise pytest.UsageError(
+            f"--hud-agent={spec} looks replicas up on a running Ray cluster; expected "
+            "--hud-runtime=ray:HOST:PORT (or ray://HOST:PORT) or $RAY_ADDRESS, got neither"
+        )
+    try:
+        return ReplicaAgent(replica_urls(name, address), name=spec)
+    except PlacementError as exc:
+        raise pytest.UsageError(f"--hud-agent={spec}: {exc}") from None
