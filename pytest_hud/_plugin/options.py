@@ -91,6 +91,7 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
         "let task rows' module column import files outside the rootdir and the task "
         "file's folder (by default only those, and dotted module names)",
         {"action": "store_true"},
+    ),
     (
         "--hud-delegate",
         "run each item's whole rollout (env server + agent) elsewhere and fold the result "
