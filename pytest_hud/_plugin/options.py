@@ -159,33 +159,23 @@ class HudOptions(EvaluationOptions):
     @classmethod
     def from_config(cls, config: pytest.Config) -> HudOptions:
         o = cls()
-        for name, kind in [
-            ("runtime", str),
-            ("agent", str),
-            ("gate", str),
-            ("checkpoint", str),
-            ("record", str),
-            ("delegate", str),
-        ]:
-            value = _get(config, f"hud_{name}", kind)
-            if value is not None:
-                setattr(o, name, value)
-        for name in ("baseline_strict", "baseline_force"):
-            value = _get(config, f"hud_{name}", _flag)
-            if value is not None:
-                setattr(o, name, bool(value))
-        for name in ("shared", "group", "concurrency", "max_steps", "seed"):
-            value = _get(config, f"hud_{name}", int)
-            if value is not None:
-                setattr(o, name, value)
-        for name in ("min_success", "timeout"):
-            value = _get(config, f"hud_{name}", float)
-            if value is not None:
-                setattr(o, name, value)
-        for name in ("results", "baseline", "expect"):
-            value = _get(config, f"hud_{name}", str)
-            if value is not None:
-                setattr(o, name, Path(value))
+
+        def as_path(value: str) -> Path:
+            return Path(value)
+
+        # (how a value is read, how it is stored, the options read that way)
+        readers: list[tuple[Any, Any, tuple[str, ...]]] = [
+            (str, str, ("runtime", "agent", "gate", "checkpoint", "record", "delegate")),
+            (_flag, bool, ("baseline_strict", "baseline_force")),
+            (int, int, ("shared", "group", "concurrency", "max_steps", "seed")),
+            (float, float, ("min_success", "timeout")),
+            (str, as_path, ("results", "baseline", "expect")),
+        ]
+        for kind, store, names in readers:
+            for name in names:
+                value = _get(config, f"hud_{name}", kind)
+                if value is not None:
+                    setattr(o, name, store(value))
         o.read_evaluation(lambda name, kind: _get(config, name, kind))
         allow = _get(config, "hud_allow_modules", str)
         o.allow_modules = allow is True or str(allow).lower() in ("1", "true", "yes")
