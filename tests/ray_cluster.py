@@ -19,7 +19,9 @@ port) because the state API (``ray list actors``, actor logs) is served by it.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,7 +96,10 @@ def joined(tmp_path_factory: Any) -> Iterator[LocalCluster]:
 
     from pytest_hud.runtime.ray import connect
 
-    local = LocalCluster(tmp_path_factory.mktemp("ray") / "t")
+    # a short folder: Ray's socket paths live under it and AF_UNIX allows 107 bytes
+    # (pytest's basetemp under xdist, /tmp/pytest-of-root/pytest-N/popen-gw0/..., is too long)
+    short = Path(tempfile.mkdtemp(prefix="hud-ray-", dir="/tmp"))
+    local = LocalCluster(short / "t")
     try:
         local.start()
         connect(local.address)
@@ -109,4 +114,5 @@ def joined(tmp_path_factory: Any) -> Iterator[LocalCluster]:
         os.environ.pop("RAY_ADDRESS", None)
         ray.shutdown()
         left = local.stop()
+        shutil.rmtree(short, ignore_errors=True)
         assert not left, f"cluster processes survived SIGKILL: {left}"

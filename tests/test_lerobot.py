@@ -176,7 +176,7 @@ def test_loading_errors_name_the_checkpoint(
     with pytest.raises(AgentSpecError) as err:
         load_agent("pi05")
     message = str(err.value)
-    assert "lerobot/pi05_libero_finetuned" in message and "Hugging Face Hub" in message
+    assert "lerobot/pi05_libero_finetuned" in message and "hub" in message
     assert "--hud-agent=pi05:/path/to/pi05_libero_finetuned" in message
     assert load_agent(f"pi05:{tiny_act_path}").name == f"pi05:{tiny_act_path}"  # a local copy
 
