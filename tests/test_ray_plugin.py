@@ -123,9 +123,10 @@ async def test_named_replicas_serve_an_openpi_ray_agent(
         )
     result.assert_outcomes(passed=4)
     assert all(sum(b) >= 2 * 200 for b in batches), [sum(b) for b in batches]  # 2 each
-    missing.assert_outcomes(errors=4)  # the agent resolves when an item first needs it
-    assert "no policy replicas named 'nope'" in missing.stdout.str()
-    assert "got ['zeros']" in missing.stdout.str()
+    # an agent that cannot load is one usage error before any item runs (issue 11)
+    text = missing.stdout.str() + missing.stderr.str()
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR, text
+    assert "no policy replicas named 'nope'" in text and "got ['zeros']" in text
 
 
 @pytest.mark.timeout(1800)  # two runs of the example suite, -n 2, on a loaded machine
