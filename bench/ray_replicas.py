@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -30,11 +29,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from ray_cluster import LocalCluster  # noqa: E402
+from ray_cluster import bench_cluster  # noqa: E402
 
 from pytest_hud import Task, run  # noqa: E402
 from pytest_hud.robot.agent.model import ZeroModel  # noqa: E402
-from pytest_hud.runtime.ray import RayRuntime, connect  # noqa: E402
+from pytest_hud.runtime.ray import RayRuntime  # noqa: E402
 from pytest_hud.runtime.ray_policy import PolicyReplicas  # noqa: E402
 
 PENDULUM = ROOT / "examples" / "envs" / "pendulum.py"
@@ -88,20 +87,9 @@ def cli() -> None:
     parser.add_argument("--sims", type=int, default=8)
     parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2])
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-ray-") as tmp:
-        cluster = LocalCluster(Path(tmp) / "t")
-        try:
-            cluster.start()
-            connect(cluster.address)
-            for n in args.replicas:
-                asyncio.run(measure(n, args))
-        finally:
-            import ray
-
-            ray.shutdown()
-            left = cluster.stop()
-            if left:
-                print(f"cluster processes survived: {left}", file=sys.stderr)
+    with bench_cluster():
+        for n in args.replicas:
+            asyncio.run(measure(n, args))
 
 
 if __name__ == "__main__":

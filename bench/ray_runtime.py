@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -31,12 +30,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from agents import zero_agent  # noqa: E402
-from ray_cluster import LocalCluster  # noqa: E402
+from ray_cluster import bench_cluster  # noqa: E402
 
 from pytest_hud import LocalRuntime, Shared, SubprocessRuntime, Taskset, run  # noqa: E402
 from pytest_hud.robot import RobotAgent  # noqa: E402
 from pytest_hud.robot.agent.model import ZeroModel  # noqa: E402
-from pytest_hud.runtime.ray import RayRuntime, connect  # noqa: E402
+from pytest_hud.runtime.ray import RayRuntime  # noqa: E402
 from pytest_hud.runtime.ray_delegate import delegated_rollout  # noqa: E402
 
 PENDULUM = ROOT / "examples" / "envs" / "pendulum.py"
@@ -88,21 +87,10 @@ def cli() -> None:
     parser.add_argument("--group", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=2)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-ray-") as tmp:
-        cluster = LocalCluster(Path(tmp) / "t")
-        try:
-            t0 = time.perf_counter()
-            cluster.start()
-            connect(cluster.address)
-            print(f"cluster up (2 nodes, 127.0.0.1) in {time.perf_counter() - t0:.1f} s")
-            asyncio.run(main(args))
-        finally:
-            import ray
-
-            ray.shutdown()
-            left = cluster.stop()
-            if left:
-                print(f"cluster processes survived: {left}", file=sys.stderr)
+    t0 = time.perf_counter()
+    with bench_cluster():
+        print(f"cluster up (2 nodes, 127.0.0.1) in {time.perf_counter() - t0:.1f} s")
+        asyncio.run(main(args))
 
 
 if __name__ == "__main__":

@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fake_ssh import pipe
+
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = "PYTEST_HUD_FAKE_MODAL_SANDBOX"
 # Sandbox numbers start at a per-process offset: two pytest-xdist workers each running
@@ -153,14 +155,6 @@ class FakeSandbox:
             except OSError:  # nothing listens yet: the tunnel accepts, then hangs up
                 return
             self._links.add(up_writer)
-
-            async def pipe(src: asyncio.StreamReader, dst: Any) -> None:
-                with contextlib.suppress(Exception):
-                    while data := await src.read(65536):
-                        dst.write(data)
-                        await dst.drain()
-                with contextlib.suppress(Exception):
-                    dst.close()
 
             try:
                 await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))

@@ -16,7 +16,8 @@ import signal
 import sys
 
 
-async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+    """Copy ``src`` into ``dst`` until EOF, then close ``dst`` (also used by fake_modal)."""
     with contextlib.suppress(Exception):
         while data := await src.read(65536):
             dst.write(data)
@@ -31,7 +32,7 @@ async def _link(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ip: 
     except OSError:  # nothing listens yet: accept, then hang up (like sshd's channel refusal)
         writer.close()
         return
-    await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+    await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
 
 
 async def main(argv: list[str]) -> int:

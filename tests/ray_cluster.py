@@ -18,6 +18,7 @@ port) because the state API (``ray list actors``, actor logs) is served by it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -116,3 +117,24 @@ def joined(tmp_path_factory: Any) -> Iterator[LocalCluster]:
         left = local.stop()
         shutil.rmtree(short, ignore_errors=True)
         assert not left, f"cluster processes survived SIGKILL: {left}"
+
+
+@contextlib.contextmanager
+def bench_cluster() -> Iterator[LocalCluster]:
+    """For the benches: the same two-node loopback cluster in a short temp folder, joined
+    from this process, stopped at the end (survivors reported on stderr, not asserted)."""
+    import ray
+
+    from pytest_hud.runtime.ray import connect
+
+    with tempfile.TemporaryDirectory(prefix="bench-ray-", dir="/tmp") as tmp:
+        cluster = LocalCluster(Path(tmp) / "t")
+        try:
+            cluster.start()
+            connect(cluster.address)
+            yield cluster
+        finally:
+            ray.shutdown()
+            left = cluster.stop()
+            if left:
+                print(f"cluster processes survived: {left}", file=sys.stderr)
