@@ -4,9 +4,13 @@ per-item columns, the episode gallery and the success plot. Real pytest sessions
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 
 import pytest
+
+from pytest_hud.evaluation import compare
 
 ENV = '''
 import numpy as np
@@ -73,6 +77,15 @@ def test_runs_three_steps(hud_result):
 def report(pytester: pytest.Pytester) -> str:
     pytester.makepyfile(dots_env=ENV, test_dots=TESTS)
     pytester.makeconftest("import dots_env  # noqa: F401\n")
+    # a previous run's results and a per-checkpoint plot drawn from them, as a user makes it
+    base = pytester.path / "base.json"
+    rows = [{"env": "dots", "task_id": "reach", "args": {"goal": 0.0, "seed": s}, "seed": s,
+             "success": s % 2 == 0} for s in range(4)]  # fmt: skip
+    base.write_text(json.dumps({"rollouts": rows}))
+    assert (
+        compare.main([str(base), str(base), "--plot", str(pytester.path / "plots" / "ckpt.png")])
+        == 0
+    )
     result = pytester.runpytest_subprocess(
         "-p",
         "no:cacheprovider",
@@ -80,10 +93,23 @@ def report(pytester: pytest.Pytester) -> str:
         "--hud-min-success=0.9",
         "--html=report.html",
         "--self-contained-html",
+        "--hud-report-image=plots/ckpt.png",
+        f"--hud-compare={base}",
         timeout=240,
     )
     result.assert_outcomes(passed=3, failed=1)
     return (pytester.path / "report.html").read_text()
+
+
+def _embedded(page: str, link: str) -> bytes:
+    """The image the report embeds in the figure linking to ``link``."""
+    found = re.search(
+        rf'<figure class="hud-figure"><a href="{re.escape(link)}">'
+        r'<img src="data:image/png;base64,([^"]+)"',
+        page,
+    )
+    assert found, f"no embedded figure linking to {link}"
+    return base64.b64decode(found.group(1))
 
 
 def _summary_rows(page: str) -> dict[str, list[str]]:
@@ -127,3 +153,34 @@ def test_gallery_shows_every_episode_failures_first_linking_to_rows(report) -> N
     assert report.count("data:image/gif;base64,") >= 4
     svg = re.search(r"<svg [^>]*aria-label=\"success rate per task[^>]*>(.*?)</svg>", report)
     assert svg and "dots/reach" in svg.group(1) and "2/4" in svg.group(1)
+
+
+def test_report_shows_and_links_the_given_plot_and_the_compare_plot(
+    report: str, pytester: pytest.Pytester
+) -> None:
+    assert "<h3>Figures</h3>" in report
+    # --hud-report-image: the per-checkpoint plot, embedded byte for byte and linked
+    # relative to the report
+    assert _embedded(report, "plots/ckpt.png") == (pytester.path / "plots/ckpt.png").read_bytes()
+    assert '<figcaption>ckpt.png (<a href="plots/ckpt.png">' in report
+    # --hud-compare: the plot it wrote beside the report is shown too
+    plot = pytester.path / "report.compare.png"
+    assert _embedded(report, "report.compare.png") == plot.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--html=r.html", "--hud-report-image=missing.png"], "missing.png (does not exist)"),
+        (["--html=r.html", "--hud-report-image=test_x.py"], "expected a PNG, GIF, JPEG or SVG"),
+        (["--hud-report-image=plot.png"], "expected --html=REPORT, got none"),
+    ],
+)
+def test_report_image_usage_errors_before_any_rollout(
+    pytester: pytest.Pytester, args: list[str], expected: str
+) -> None:
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    (pytester.path / "plot.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert expected in result.stderr.str()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_hud._plugin.html_gallery import gallery_html
 from pytest_hud._plugin.html_summary import summary_html
+from pytest_hud._plugin.report_images import Figure, figures_html
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
@@ -106,3 +107,8 @@ class HtmlHooks:
             return
         gates = self.plugin.gates or self.plugin._gates(rows)
         prefix.append(summary_html(self.plugin.agent_label, rows, gates, gallery_html(rows)))
+        figures = [
+            *self.plugin.compare_figures(),
+            *map(Figure.of, self.plugin.options.report_images),
+        ]
+        prefix.append(figures_html(figures, getattr(self.plugin.config.option, "htmlpath", None)))
