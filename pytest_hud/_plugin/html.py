@@ -103,11 +103,10 @@ class HtmlHooks:
         self, prefix: list[str], summary: list[str], postfix: list[str]
     ) -> None:
         rows = list(self.plugin.rows.values())
-        if not rows:
-            return
-        gates = self.plugin.gates or self.plugin._gates(rows)
-        prefix.append(summary_html(self.plugin.agent_label, rows, gates, gallery_html(rows)))
-        figures = [
+        if rows:
+            gates = self.plugin.gates or self.plugin._gates(rows)
+            prefix.append(summary_html(self.plugin.agent_label, rows, gates, gallery_html(rows)))
+        figures = [  # asked for by name: shown even in a session without hud rows
             *self.plugin.compare_figures(),
             *map(Figure.of, self.plugin.options.report_images),
         ]

@@ -126,4 +126,5 @@ def figures_html(figures: Sequence[Figure], report: str | Path | None) -> str:
         "border: 1px solid #ccc; } .hud-figure figcaption { font-size: 12px; }</style>"
     )
     body = "".join(_figure(f, report_dir) for f in figures)
-    return f'{style}<h3>Figures</h3><div class="hud-figures">{body}</div>'
+    # inside .hud-summary: the summary's text colours (html_summary.STYLE) apply here too
+    return f'{style}<div class="hud-summary hud-figures"><h3>Figures</h3>{body}</div>'
