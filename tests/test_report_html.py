@@ -1,12 +1,21 @@
 """The pytest-html report: the summary table with intervals and gate lines, the
-per-item columns, the episode gallery and the success plot. Real pytest sessions
-(pytester, subprocesses) with pytest-html, over an env whose camera makes animations."""
+per-item columns, the episode gallery, the success plot and the Figures section. One real
+pytest session with pytest-html (a subprocess), over an env whose camera makes animations,
+read by every test; pytester for the usage errors."""
 
 from __future__ import annotations
 
+import base64
+import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+
+from pytest_hud.evaluation import compare
 
 ENV = '''
 import numpy as np
@@ -69,21 +78,51 @@ def test_runs_three_steps(hud_result):
 """
 
 
-@pytest.fixture
-def report(pytester: pytest.Pytester) -> str:
-    pytester.makepyfile(dots_env=ENV, test_dots=TESTS)
-    pytester.makeconftest("import dots_env  # noqa: F401\n")
-    result = pytester.runpytest_subprocess(
-        "-p",
-        "no:cacheprovider",
-        "--hud-agent=zero",
-        "--hud-min-success=0.9",
-        "--html=report.html",
-        "--self-contained-html",
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One real pytest-html session for the whole module (its own process, as pytester's
+    runpytest_subprocess would start it): every test reads the same report."""
+    root = tmp_path_factory.mktemp("report_html")
+    (root / "dots_env.py").write_text(ENV)
+    (root / "test_dots.py").write_text(TESTS)
+    (root / "conftest.py").write_text("import dots_env  # noqa: F401\n")
+    # a previous run's results and a per-checkpoint plot drawn from them, as a user makes it
+    base = root / "base.json"
+    rows = [{"env": "dots", "task_id": "reach", "args": {"goal": 0.0, "seed": s}, "seed": s,
+             "success": s % 2 == 0} for s in range(4)]  # fmt: skip
+    base.write_text(json.dumps({"rollouts": rows}))
+    assert compare.main([str(base), str(base), "--plot", str(root / "plots" / "ckpt.png")]) == 0
+    argv = ["-p", "no:cacheprovider", "--hud-agent=zero", "--hud-min-success=0.9",
+            "--html=report.html", "--self-contained-html", "--hud-report-image=plots/ckpt.png",
+            f"--hud-compare={base}", f"--basetemp={root / 'tmp'}"]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"} | {"PY_COLORS": "0"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *argv],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=240,
     )
-    result.assert_outcomes(passed=3, failed=1)
-    return (pytester.path / "report.html").read_text()
+    summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr
+    assert "1 failed, 3 passed" in summary, done.stdout[-3000:] + done.stderr[-3000:]
+    return root
+
+
+@pytest.fixture
+def report(report_dir: Path) -> str:
+    return (report_dir / "report.html").read_text()
+
+
+def _embedded(page: str, link: str) -> bytes:
+    """The image the report embeds in the figure linking to ``link``."""
+    found = re.search(
+        rf'<figure class="hud-figure"><a href="{re.escape(link)}">'
+        r'<img src="data:image/png;base64,([^"]+)"',
+        page,
+    )
+    assert found, f"no embedded figure linking to {link}"
+    return base64.b64decode(found.group(1))
 
 
 def _summary_rows(page: str) -> dict[str, list[str]]:
@@ -127,3 +166,34 @@ def test_gallery_shows_every_episode_failures_first_linking_to_rows(report) -> N
     assert report.count("data:image/gif;base64,") >= 4
     svg = re.search(r"<svg [^>]*aria-label=\"success rate per task[^>]*>(.*?)</svg>", report)
     assert svg and "dots/reach" in svg.group(1) and "2/4" in svg.group(1)
+
+
+def test_report_shows_and_links_the_given_plot_and_the_compare_plot(
+    report: str, report_dir: Path
+) -> None:
+    assert "<h3>Figures</h3>" in report
+    # --hud-report-image: the per-checkpoint plot, embedded byte for byte and linked
+    # relative to the report
+    assert _embedded(report, "plots/ckpt.png") == (report_dir / "plots/ckpt.png").read_bytes()
+    assert '<figcaption>ckpt.png (<a href="plots/ckpt.png">' in report
+    # --hud-compare: the plot it wrote beside the report is shown too
+    plot = report_dir / "report.compare.png"
+    assert _embedded(report, "report.compare.png") == plot.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--html=r.html", "--hud-report-image=missing.png"], "missing.png (does not exist)"),
+        (["--html=r.html", "--hud-report-image=test_x.py"], "expected a PNG, GIF, JPEG or SVG"),
+        (["--hud-report-image=plot.png"], "expected --html=REPORT, got none"),
+    ],
+)
+def test_report_image_usage_errors_before_any_rollout(
+    pytester: pytest.Pytester, args: list[str], expected: str
+) -> None:
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    (pytester.path / "plot.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert expected in result.stderr.str()

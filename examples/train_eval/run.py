@@ -12,9 +12,10 @@ untrained (lerobot-train's seed, so its initial weights), saved through lerobot'
 ``save_pretrained``. The final checkpoint is evaluated first, and every earlier one
 with ``--hud-baseline=OUT/eval/FINAL.json`` (the baseline gate must fire on the early
 ones) and ``--hud-expect=expect.toml`` (the tasks each checkpoint is known to fail).
-Exits 1 if the final checkpoint does not beat step 0. Figures: ``OUT/summary.json`` and
+Exits 1 if the final checkpoint does not beat step 0. Figures: ``OUT/summary.json``,
 ``OUT/success.png`` (success per task vs training step with Wilson 95% intervals, drawn by
-``python -m pytest_hud compare --plot``).
+``python -m pytest_hud compare --plot``; a report shows it with ``--hud-report-image``) and
+``OUT/expect.toml`` (the per-checkpoint xfails this run's table implies).
 """
 
 from __future__ import annotations
@@ -171,6 +172,29 @@ def table(out: Path, steps: list[int]) -> dict[str, Any]:
     return rows
 
 
+def expectations(results: dict[str, Any]) -> str:
+    """The strict xfails this run's table implies: per checkpoint, the tasks it failed on
+    every seed (``OUT/expect.toml``; the committed ``expect.toml`` is this file of a run
+    of the shipped budget, so ``diff`` shows whether a new run still agrees with it)."""
+    lines = [
+        "# Tasks each checkpoint of run.py's shipped budget is known to fail on every",
+        "# evaluation seed, 100.. (written by run.py from its table: examples/train_eval/",
+        "# README.md). Tables are --hud-checkpoint names (the training step); xfail is strict,",
+        "# so a task that starts passing shows as XPASS and fails that checkpoint's run.",
+        "# Rows are metaworld/<task>-<hash of the seed>.",
+    ]
+    for step, per in sorted(results.items(), key=lambda kv: int(kv[0])):
+        name = "untrained" if step == "0" else f"step {step}"
+        failed = [
+            f'"metaworld/{task}-*" = "{name}: 0/{c["episodes"]}"'
+            for task, c in per.items()
+            if task != "overall" and c["successes"] == 0
+        ]
+        if failed:
+            lines += ["", f"[{step}]", f"xfail = {{ {', '.join(failed)} }}"]
+    return "\n".join(lines) + "\n"
+
+
 def plot(out: Path, steps: list[int]) -> Path:
     """Success per task vs training step (Wilson 95%), by the project's compare CLI."""
     png = out / "success.png"
@@ -210,6 +234,7 @@ def main() -> None:
         "success": results,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    (out / "expect.toml").write_text(expectations(results))
     for name, per in results.items():
         cells = "  ".join(
             f"{t}: {c['successes']}/{c['episodes']} [{lo:.2f}, {hi:.2f}]"

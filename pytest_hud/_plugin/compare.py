@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pytest_hud._plugin.report_images import Figure
 from pytest_hud._plugin.state import SessionState
 from pytest_hud.evaluation import compare as cmp
 from pytest_hud.evaluation import results as rep
@@ -97,6 +98,12 @@ class CompareMixin(SessionState):
                 ],
             }
         }
+
+    def compare_figures(self) -> list[Figure]:
+        """The plot this session wrote, for the html report (none without one)."""
+        if self._compare_plot is None:
+            return []
+        return [Figure(self._compare_plot, f"{self.options.compare} -> this run (--hud-compare)")]
 
     def compare_summary(self, tr: Any) -> None:
         if not self._comparisons and self._compare_error is None:

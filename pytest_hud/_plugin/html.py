@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_hud._plugin.html_gallery import gallery_html
 from pytest_hud._plugin.html_summary import summary_html
+from pytest_hud._plugin.report_images import Figure, figures_html
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
@@ -102,7 +103,11 @@ class HtmlHooks:
         self, prefix: list[str], summary: list[str], postfix: list[str]
     ) -> None:
         rows = list(self.plugin.rows.values())
-        if not rows:
-            return
-        gates = self.plugin.gates or self.plugin._gates(rows)
-        prefix.append(summary_html(self.plugin.agent_label, rows, gates, gallery_html(rows)))
+        if rows:
+            gates = self.plugin.gates or self.plugin._gates(rows)
+            prefix.append(summary_html(self.plugin.agent_label, rows, gates, gallery_html(rows)))
+        figures = [  # asked for by name: shown even in a session without hud rows
+            *self.plugin.compare_figures(),
+            *map(Figure.of, self.plugin.options.report_images),
+        ]
+        prefix.append(figures_html(figures, getattr(self.plugin.config.option, "htmlpath", None)))

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_hud._plugin.eval_options import EVALUATION_OPTIONS, EvaluationOptions
+from pytest_hud._plugin.report_images import REPORT_OPTIONS, read_report_images
 
 __all__ = ["HudOptions", "addoption"]
 
@@ -86,6 +87,7 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     ("--hud-checkpoint", "the checkpoint name (selects --hud-expect tables; shown in reports)", {}),
     ("--hud-timeout", "seconds one rollout may take before it is an error", {"type": float}),
     *EVALUATION_OPTIONS,
+    *REPORT_OPTIONS,
     (
         "--hud-allow-modules",
         "let task rows' module column import files outside the rootdir and the task "
@@ -155,6 +157,7 @@ class HudOptions(EvaluationOptions):
     timeout: float = 900.0
     allow_modules: bool = False
     delegate: str | None = None
+    report_images: list[Path] = field(default_factory=list)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> HudOptions:
@@ -177,6 +180,7 @@ class HudOptions(EvaluationOptions):
                 if value is not None:
                     setattr(o, name, store(value))
         o.read_evaluation(lambda name, kind: _get(config, name, kind))
+        o.report_images = read_report_images(config)
         allow = _get(config, "hud_allow_modules", str)
         o.allow_modules = allow is True or str(allow).lower() in ("1", "true", "yes")
         o.validate()
