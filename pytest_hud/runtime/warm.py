@@ -34,9 +34,10 @@ from typing import Any
 
 from pytest_hud.runtime.provider import Provider, Runtime
 from pytest_hud.runtime.shared import Shared
+from pytest_hud.runtime.subprocess import SubprocessRuntime
 from pytest_hud.runtime.task import Task
 
-__all__ = ["WARM_KINDS", "WarmPool", "pool_size", "warms_by_default"]
+__all__ = ["WARM_KINDS", "WarmPool", "pool_size", "spec_pool_size", "warms_by_default"]
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +50,10 @@ _DRAIN_TIMEOUT = 120.0
 
 
 def warms_by_default(provider: Any) -> bool:
-    """Whether ``provider`` declares that booting ahead pays (``warm_ahead = True``: set
-    by DockerRuntime, ModalRuntime, DaytonaRuntime and ``provider_for`` for the kinds in
-    :data:`WARM_KINDS`)."""
-    return bool(getattr(provider, "warm_ahead", False))
+    """Whether booting ahead pays for ``provider``: a SubprocessRuntime (a child process
+    per rollout), or one that says so (``warm_ahead = True``: DockerRuntime, ModalRuntime,
+    DaytonaRuntime, and ``provider_for``'s routes for the kinds in :data:`WARM_KINDS`)."""
+    return isinstance(provider, SubprocessRuntime) or bool(getattr(provider, "warm_ahead", False))
 
 
 def pool_size(provider: Any, warm: int | None, concurrency: int) -> int:
@@ -66,6 +67,14 @@ def pool_size(provider: Any, warm: int | None, concurrency: int) -> int:
     if warm is not None:
         return warm
     return concurrency if warms_by_default(provider) else 0
+
+
+def spec_pool_size(runtime: str, warm: int | None, concurrency: int) -> int:
+    """:func:`pool_size` for the provider an ``--hud-runtime`` value names (the xdist
+    controller sizes each worker's queue by it: a worker plans only what it holds)."""
+    if warm is not None:
+        return warm
+    return concurrency if runtime.partition(":")[0] in WARM_KINDS else 0
 
 
 class _Entry:
