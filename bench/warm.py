@@ -4,7 +4,8 @@ N short CartPole episodes on the docker runtime (a fresh container per rollout),
 concurrency 1 and 4, three ways side by side in one run:
 
 - ``off``: the pool off (``warm=0``): each rollout boots its container when it starts;
-- ``on``: the pool on (``warm=None``: one substrate booted ahead per concurrent slot);
+- ``on``: the pool on (``warm=c``, what ``auto`` gives docker: one substrate booted
+  ahead per concurrent slot);
 - ``up``: the episodes alone: the same rollouts on one container already up
   (``Shared(width=c)``, booted before the clock starts), the floor the pool aims for.
 
@@ -14,7 +15,8 @@ have: the episode waits on it without using the CPU the boots need). Per-rollout
 the batch's wall over N; the hidden fraction is ``(off - on) / (off - up)``: 1.0 means
 the pool's rollouts cost what the episodes alone cost.
 
-    PYTHONPATH=$PWD .venv/bin/python bench/warm.py [--rollouts 12] [--latency 0.1] [--reps 1]
+    PYTHONPATH=$PWD .venv/bin/python bench/warm.py [--rollouts 12] [--latency 0.3] [--reps 1]
+        [--concurrency 1 4] [--runtime docker|subprocess|local]
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pytest_hud import Shared, Task, run  # noqa: E402
 from pytest_hud.robot import RobotAgent, ZeroModel  # noqa: E402
 
 MODES = ("off", "on", "up")
+CHEAP = ROOT / "bench" / "envs" / "cheap.py"
 
 
 class LatencyModel(ZeroModel):
@@ -49,7 +52,12 @@ class LatencyModel(ZeroModel):
         return await super().ainfer(row)
 
 
-def docker_provider() -> Any:
+def make_provider(kind: str) -> Any:
+    """The docker runtime (the image bench/placement.py builds), or local / subprocess."""
+    if kind != "docker":
+        from pytest_hud import LocalRuntime, SubprocessRuntime
+
+        return (LocalRuntime if kind == "local" else SubprocessRuntime)(CHEAP)
     from pytest_hud.runtime.docker import DockerRuntime, build_image
 
     tag = build_image(
@@ -69,7 +77,7 @@ async def one_batch(provider: Any, agent: Any, tasks: list[Task], c: int, mode: 
             results = await run(tasks, agent, shared, max_concurrent=c)
     else:
         t0 = time.perf_counter()
-        warm = 0 if mode == "off" else None
+        warm = 0 if mode == "off" else c  # on: what auto gives docker (any runtime here)
         results = await run(tasks, agent, provider, max_concurrent=c, warm=warm)
     wall = time.perf_counter() - t0
     errors = [r.error for r in results if r.error]
@@ -78,7 +86,7 @@ async def one_batch(provider: Any, agent: Any, tasks: list[Task], c: int, mode: 
 
 
 async def main(args: argparse.Namespace) -> None:
-    provider = docker_provider()
+    provider = make_provider(args.runtime)
     agent = RobotAgent(LatencyModel(args.latency))
     tasks = [Task("cheap", "balance", {"seed": s}) for s in range(args.rollouts)]
     samples: dict[tuple[int, str], list[float]] = {}
@@ -88,8 +96,8 @@ async def main(args: argparse.Namespace) -> None:
                 per = await one_batch(provider, agent, tasks, c, mode)
                 samples.setdefault((c, mode), []).append(per)
     print(
-        f"{args.rollouts} CartPole rollouts on docker, zero policy with {args.latency * 1000:.0f}"
-        f" ms per forward, median of {args.reps}; per-rollout wall (s)"
+        f"{args.rollouts} CartPole rollouts on {args.runtime}, zero policy with "
+        f"{args.latency * 1000:.0f} ms per forward, median of {args.reps}; per-rollout wall (s)"
     )
     print(f"{'concurrency':>11}{'off':>9}{'on':>9}{'up':>9}{'on/up':>8}{'hidden':>8}")
     for c in args.concurrency:
@@ -101,7 +109,8 @@ async def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--rollouts", type=int, default=12)
-    parser.add_argument("--latency", type=float, default=0.1)
+    parser.add_argument("--latency", type=float, default=0.3)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--reps", type=int, default=1)
+    parser.add_argument("--runtime", choices=["docker", "subprocess", "local"], default="docker")
     asyncio.run(main(parser.parse_args()))
