@@ -126,6 +126,8 @@ class WarmPool:
         self._entries: dict[Hashable, _Entry] = {}
         self._taken: set[Hashable] = set()
         self._discards: set[asyncio.Future[None]] = set()
+        #: boots in progress, taken or not: at most ``size`` at once
+        self._booting: set[asyncio.Future[Runtime]] = set()
         self._open = False
         #: boots started ahead; rollouts that found theirs booted / still booting / none
         self.stats = {"ahead": 0, "ready": 0, "booting": 0, "cold": 0, "discarded": 0}
@@ -190,9 +192,17 @@ class WarmPool:
         for token in [t for t in self._entries if t not in wanted]:
             self._discard(self._entries.pop(token))
         for token, task in window:
+            if len(self._booting) >= self.size:
+                break  # boots compete for the CPU: the rows needed first boot first
             if token not in self._entries:
-                self._entries[token] = _Entry(token, task, self.provider)
+                entry = self._entries[token] = _Entry(token, task, self.provider)
                 self.stats["ahead"] += 1
+                self._booting.add(entry.boot)
+                entry.boot.add_done_callback(self._booted)
+
+    def _booted(self, boot: asyncio.Future[Runtime]) -> None:
+        self._booting.discard(boot)
+        self._refill()
 
     def _discard(self, entry: _Entry) -> None:
         """Exit ``entry`` in a task the pool owns (its drain waits for it)."""
