@@ -128,3 +128,21 @@ def test_sigint_with_containers_booted_ahead_leaves_none(tmp_path: Path, hang_im
         if proc.poll() is None:
             proc.kill()
             proc.wait(30)
+
+
+def test_which_providers_warm_by_default_and_the_opt_out() -> None:
+    from pytest_hud import LocalRuntime, Shared, SubprocessRuntime
+    from pytest_hud.runtime.placement import provider_for
+    from pytest_hud.runtime.warm import pool_size
+
+    cheap = Path(__file__).parents[1] / "bench" / "envs" / "cheap.py"
+    assert pool_size(DockerRuntime("img"), None, 4) == 4  # auto: --hud-concurrency
+    assert pool_size(SubprocessRuntime(cheap), None, 2) == 2
+    assert pool_size(provider_for("subprocess"), None, 3) == 3
+    assert pool_size(provider_for("docker"), None, 1) == 1
+    assert pool_size(LocalRuntime(cheap), None, 4) == 0  # boots on the episodes' loop
+    assert pool_size(provider_for("local"), None, 4) == 0
+    assert pool_size(provider_for("tcp://127.0.0.1:1"), None, 4) == 0  # borrowed
+    assert pool_size(DockerRuntime("img"), 0, 4) == 0  # --hud-warm=off
+    assert pool_size(LocalRuntime(cheap), 2, 1) == 2  # --hud-warm=N: any runtime
+    assert pool_size(Shared(DockerRuntime("img"), width=2), 3, 4) == 0  # shared, not fresh
