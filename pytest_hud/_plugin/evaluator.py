@@ -27,6 +27,7 @@ from pytest_hud._plugin.options import HudOptions
 from pytest_hud.runtime.provider import Provider
 from pytest_hud.runtime.rollout import RolloutResult, rollout
 from pytest_hud.runtime.shared import Shared
+from pytest_hud.runtime.warm import WarmPool, pool_size
 
 __all__ = ["Evaluator"]
 
@@ -78,10 +79,20 @@ class Evaluator:
         if id(provider) not in self._providers:
             if isinstance(provider, Shared):
                 self.loop.run(self._stack.enter_async_context(provider), timeout=60)
-            self._providers[id(provider)] = provider
+            self._providers[id(provider)] = self._warm(provider)
         if id(agent) not in self._agents:  # the agent is kept too, so its id stays unique
             self._agents[id(agent)] = (agent, self._prepare(agent))
-        return provider, self._agents[id(agent)][1]
+        return self._providers[id(provider)], self._agents[id(agent)][1]
+
+    def _warm(self, provider: Provider) -> Provider:
+        """The provider, in a warm pool (its scope entered) when booting ahead pays
+        (runtime/warm.py); the fixture's value stays as the user made it."""
+        size = pool_size(provider, self.options.warm, self.options.concurrency)
+        if not size or self.options.delegate is not None:  # a delegated rollout boots afar
+            return provider
+        pool = WarmPool(provider, size)
+        self.loop.run(self._stack.enter_async_context(pool), timeout=60)
+        return pool
 
     def _prepare(self, agent: Any) -> Any:
         """The agent as rollouts call it: the session's settings (max steps, video,
@@ -125,6 +136,10 @@ class Evaluator:
         binding = self._bind(provider, agent)
         key = self.keys.get(nodeid)
         upcoming = [n for n in self.schedule(nodeid) if n in self.cases and self.keys[n] == key]
+        if isinstance(binding[0], WarmPool):  # its next rows boot while these run
+            ahead = [nodeid, *upcoming][: self.options.concurrency + binding[0].size]
+            rows = [(n, self.cases[n].task) for n in ahead]
+            self.loop.loop.call_soon_threadsafe(binding[0].plan, rows)
         for nid in [nodeid, *upcoming][: max(self.options.concurrency, 1)]:
             self._start(nid, binding)
         fut = self.futures.pop(nodeid)
@@ -153,7 +168,10 @@ class Evaluator:
     def _start(self, nodeid: str, binding: tuple[Provider, Any]) -> None:
         if nodeid in self.futures or nodeid not in self.cases:
             return
-        self.futures[nodeid] = self.loop.submit(self._rollout(self.cases[nodeid], *binding))
+        provider, agent = binding
+        if isinstance(provider, WarmPool):
+            provider = provider.serving(nodeid)
+        self.futures[nodeid] = self.loop.submit(self._rollout(self.cases[nodeid], provider, agent))
 
     async def _rollout(self, case: HudCase, provider: Provider, agent: Any) -> RolloutResult:
         async with self._sem:

@@ -41,6 +41,13 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
         "rollouts in flight per process (lookahead over the items)",
         {"type": int},
     ),
+    (
+        "--hud-warm",
+        "substrates booted ahead of the running rollouts, each fresh for one upcoming "
+        "item: auto (--hud-concurrency of them on docker, subprocess and modal; none on "
+        "local), off, or N (default: auto)",
+        {},
+    ),
     ("--hud-max-steps", "stop each episode after N control ticks", {"type": int}),
     (
         "--hud-seed",
@@ -136,6 +143,18 @@ def _flag(raw: str) -> bool:
     raise ValueError(raw)
 
 
+def _warm(raw: str | None) -> int | None:
+    """``--hud-warm``: auto (None), off (0) or a count."""
+    text = str(raw).strip().lower() if raw is not None else "auto"
+    if text in ("auto", ""):
+        return None
+    if text in ("off", "0", "no", "false"):
+        return 0
+    if text.isdigit():
+        return int(text)
+    raise pytest.UsageError(f"--hud-warm is auto, off or a count >= 0, got {raw!r}")
+
+
 @dataclass
 class HudOptions(EvaluationOptions):
     runtime: str = "local"
@@ -143,6 +162,7 @@ class HudOptions(EvaluationOptions):
     agent: str = "random"
     group: int = 1
     concurrency: int = 1
+    warm: int | None = None  # None: auto (runtime/warm.py: pool_size), 0: off
     max_steps: int | None = None
     seed: int | None = None
     record: str | None = None
@@ -181,6 +201,7 @@ class HudOptions(EvaluationOptions):
                     setattr(o, name, store(value))
         o.read_evaluation(lambda name, kind: _get(config, name, kind))
         o.report_images = read_report_images(config)
+        o.warm = _warm(_get(config, "hud_warm", str))
         allow = _get(config, "hud_allow_modules", str)
         o.allow_modules = allow is True or str(allow).lower() in ("1", "true", "yes")
         o.validate()

@@ -28,6 +28,7 @@ from pytest_hud._plugin.state import RESULT
 from pytest_hud.evaluation import results as rep
 from pytest_hud.runtime.placement import provider_for
 from pytest_hud.runtime.rollout import RolloutResult
+from pytest_hud.runtime.warm import spec_pool_size
 
 __all__ = ["HudSession"]
 
@@ -167,7 +168,9 @@ class HudSession(
             return HudBlockScheduling(config, log)
         if self.options.concurrency < 2:
             return None
-        return HudLoadScheduling(config, log, width=self.options.concurrency)
+        ahead = spec_pool_size(self.options.runtime, self.options.warm, self.options.concurrency)
+        depth = self.options.concurrency + (0 if self.options.shared else ahead)
+        return HudLoadScheduling(config, log, width=depth)  # the warm pool plans from it
 
 
 def _validate_agent(spec: str) -> str:

@@ -208,6 +208,9 @@ class DaytonaRuntime:
     ``daytona`` injects the SDK module.
     """
 
+    #: a sandbox boots in seconds: the plugin boots the next rows' ahead (runtime/warm.py)
+    warm_ahead = True
+
     def __init__(
         self,
         image: Any,

@@ -73,6 +73,9 @@ class DockerRuntime:
     (``"all"`` or a count) a GPU request.
     """
 
+    #: a container boots in seconds: the plugin boots the next rows' ahead (runtime/warm.py)
+    warm_ahead = True
+
     def __init__(
         self,
         image: str | None = None,

@@ -189,6 +189,9 @@ class ModalRuntime:
     is the sandbox's lifetime in seconds. ``modal`` injects the SDK module.
     """
 
+    #: a sandbox boots in seconds: the plugin boots the next rows' ahead (runtime/warm.py)
+    warm_ahead = True
+
     def __init__(
         self,
         image: Any,

@@ -20,6 +20,7 @@ from pytest_hud.runtime.modules import declared_environments, environments_in
 from pytest_hud.runtime.provider import Provider, Runtime
 from pytest_hud.runtime.shared import Shared
 from pytest_hud.runtime.task import Task
+from pytest_hud.runtime.warm import WARM_KINDS
 
 __all__ = [
     "PlacementError",
@@ -133,4 +134,8 @@ def provider_for(runtime: str, shared: int | None = None) -> Provider:
         provider = by_declaration(lambda path: RayRuntime(path, address=address), _undeclared)
     else:  # validated at configure time
         raise ValueError(f"unknown --hud-runtime {runtime!r}")
-    return Shared(provider, width=shared) if shared else provider
+    if shared:
+        return Shared(provider, width=shared)
+    if kind in WARM_KINDS:  # its rows' substrates are booted ahead (runtime/warm.py)
+        provider.warm_ahead = True
+    return provider

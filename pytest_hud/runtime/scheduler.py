@@ -18,6 +18,7 @@ from pytest_hud.runtime.provider import Provider
 from pytest_hud.runtime.rollout import Agent, RolloutResult, rollout
 from pytest_hud.runtime.shared import Shared
 from pytest_hud.runtime.task import Task, Taskset
+from pytest_hud.runtime.warm import WarmPool, pool_size
 
 __all__ = ["PlacementError", "resolve_placement", "run"]
 
@@ -30,18 +31,30 @@ async def run(
     group: int = 1,
     max_concurrent: int | None = None,
     rollout_timeout: float | None = None,
+    warm: int | None = None,
 ) -> list[RolloutResult]:
-    """Run every task ``group`` times; results come back in task order, repeats together."""
+    """Run every task ``group`` times; results come back in task order, repeats together.
+
+    ``warm``: how many substrates to boot ahead of the running rollouts (0: off; default:
+    ``max_concurrent`` for a provider whose boot is worth hiding, see :mod:`.warm`).
+    """
     taskset: Any = tasks if isinstance(tasks, Taskset) else list(tasks)
     provider = resolve_placement(taskset, runtime)
     items = [(task, i) for task in taskset for i in range(group)]
     limit = asyncio.Semaphore(max_concurrent or len(items) or 1)
+    ahead = pool_size(provider, warm, max_concurrent or len(items))
+    queued = max_concurrent is not None and len(items) > max_concurrent  # else all start now
+    pool = WarmPool(provider, ahead) if ahead and queued else None
 
-    async def one(task: Task, index: int) -> RolloutResult:
+    async def one(n: int, task: Task, index: int) -> RolloutResult:
         async with limit:
-            return await rollout(task, agent, provider, index=index, timeout=rollout_timeout)
+            place = pool.serving(n) if pool is not None else provider
+            return await rollout(task, agent, place, index=index, timeout=rollout_timeout)
 
     async with contextlib.AsyncExitStack() as stack:
         if isinstance(provider, Shared):
             await stack.enter_async_context(provider)
-        return list(await asyncio.gather(*(one(t, i) for t, i in items)))
+        if pool is not None:
+            await stack.enter_async_context(pool)
+            pool.plan((n, task) for n, (task, _) in enumerate(items))
+        return list(await asyncio.gather(*(one(n, t, i) for n, (t, i) in enumerate(items))))
