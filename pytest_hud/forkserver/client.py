@@ -132,8 +132,8 @@ def _settle(future: asyncio.Future[None]) -> None:
 class _Zygote:
     """One zygote this process owns: booted once (thread-safe), stopped at exit."""
 
-    def __init__(self, python: str, env: dict[str, str], cwd: str) -> None:
-        self.python, self.env, self.cwd = python, env, cwd
+    def __init__(self, key: Any, python: str, env: dict[str, str], cwd: str) -> None:
+        self.key, self.python, self.env, self.cwd = key, python, env, cwd
         self.dir = tempfile.mkdtemp(prefix="pytest-hud-zygote-")  # mode 0700: only us
         self.address = os.path.join(self.dir, "zygote.sock")
         self.log = os.path.join(self.dir, "zygote.log")
@@ -202,6 +202,9 @@ class _Zygote:
 
 
 _zygotes: dict[tuple[Any, ...], _Zygote] = {}
+_deaths: dict[tuple[Any, ...], int] = {}
+#: Zygotes of one environment that may die before that environment stops asking for more.
+MAX_DEATHS = 3
 _lock = threading.Lock()
 _atexit = False
 _may_own = True
@@ -232,14 +235,24 @@ def _owned(python: str, env: dict[str, str], cwd: str) -> _Zygote | None:
     with _lock:
         zygote = _zygotes.get(key)
         if zygote is None:
-            if len(_zygotes) >= MAX_ZYGOTES or not _may_own:
+            if len(_zygotes) >= MAX_ZYGOTES or not _may_own or _deaths.get(key, 0) >= MAX_DEATHS:
                 return None
             boot_env = {k: v for k, v in env.items() if k not in VOLATILE - {"PYTHONPATH"}}
-            zygote = _zygotes[key] = _Zygote(python, boot_env, cwd)
+            zygote = _zygotes[key] = _Zygote(key, python, boot_env, cwd)
             if not _atexit:
                 atexit.register(shutdown)
                 _atexit = True
     return zygote
+
+
+def _dead(zygote: _Zygote) -> None:
+    """Forget a zygote that died or never started: the next spawn boots a new one (up to
+    :data:`MAX_DEATHS` per environment); this one spawns plainly."""
+    with _lock:
+        if _zygotes.get(zygote.key) is zygote:
+            del _zygotes[zygote.key]
+            _deaths[zygote.key] = _deaths.get(zygote.key, 0) + 1
+    zygote.stop(timeout=0.0)
 
 
 def shutdown() -> None:
@@ -275,6 +288,7 @@ async def spawn(argv: Sequence[str], env: dict[str, str]) -> ForkedProcess | Non
             return None
         address = await asyncio.to_thread(zygote.ensure)
         if address is None:
+            await asyncio.to_thread(_dead, zygote)
             return None
     request = {"python": python, "module": module, "args": args, "cwd": cwd}
     request["env"] = {**env, ADDRESS: address}  # type: ignore[assignment]
@@ -286,7 +300,7 @@ async def spawn(argv: Sequence[str], env: dict[str, str]) -> ForkedProcess | Non
         return None
     except (OSError, TimeoutError, ValueError, KeyError):
         if zygote is not None and zygote.popen is not None and zygote.popen.poll() is not None:
-            zygote.failed = f"the zygote exited with code {zygote.popen.returncode}"
+            await asyncio.to_thread(_dead, zygote)
         return None
 
 

@@ -54,6 +54,7 @@ VOLATILE = frozenset(
         "PYTEST_HUD_SIM_HOST",
         "PYTEST_HUD_SIM_PORT",
         "PYTEST_HUD_FORKSERVER",
+        "PYTEST_HUD_FORK",
         "PYTHONPATH",
     }
 )
