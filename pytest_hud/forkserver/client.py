@@ -71,7 +71,12 @@ def enabled() -> bool:
 
 
 class _Refused(OSError):
-    """The zygote would not fork this request (its reason is the message)."""
+    """The zygote would not fork this request (its reason is the message); ``deny``: the
+    modules a new zygote must not learn (their import started a thread)."""
+
+    def __init__(self, reason: str, deny: Sequence[str] = ()) -> None:
+        super().__init__(reason)
+        self.deny = list(deny)
 
 
 class ForkedProcess:
@@ -134,6 +139,7 @@ class _Zygote:
 
     def __init__(self, key: Any, python: str, env: dict[str, str], cwd: str) -> None:
         self.key, self.python, self.env, self.cwd = key, python, env, cwd
+        self.deny: list[str] = []
         self.dir = tempfile.mkdtemp(prefix="pytest-hud-zygote-")  # mode 0700: only us
         self.address = os.path.join(self.dir, "zygote.sock")
         self.log = os.path.join(self.dir, "zygote.log")
@@ -156,7 +162,7 @@ class _Zygote:
 
     def _boot(self, timeout: float) -> None:
         argv = [self.python, "-m", "pytest_hud.forkserver.zygote", "--socket", self.address]
-        argv += ["--preload", self.env.get(PRELOAD, "")]
+        argv += ["--preload", self.env.get(PRELOAD, ""), "--deny", ",".join(self.deny)]
         with open(self.log, "wb") as log:
             self.popen = subprocess.Popen(
                 argv,
@@ -203,6 +209,7 @@ class _Zygote:
 
 _zygotes: dict[tuple[Any, ...], _Zygote] = {}
 _deaths: dict[tuple[Any, ...], int] = {}
+_denied: dict[tuple[Any, ...], set[str]] = {}
 #: Zygotes of one environment that may die before that environment stops asking for more.
 MAX_DEATHS = 3
 _lock = threading.Lock()
@@ -239,6 +246,7 @@ def _owned(python: str, env: dict[str, str], cwd: str) -> _Zygote | None:
                 return None
             boot_env = {k: v for k, v in env.items() if k not in VOLATILE - {"PYTHONPATH"}}
             zygote = _zygotes[key] = _Zygote(key, python, boot_env, cwd)
+            zygote.deny = sorted(_denied.get(key, ()))
             if not _atexit:
                 atexit.register(shutdown)
                 _atexit = True
@@ -297,6 +305,10 @@ async def spawn(argv: Sequence[str], env: dict[str, str]) -> ForkedProcess | Non
     except _Refused as exc:
         if zygote is not None:
             zygote.failed = f"refused: {exc}"
+            if exc.deny:  # replace it by one that will not learn that module
+                with _lock:
+                    _denied.setdefault(zygote.key, set()).update(exc.deny)
+                await asyncio.to_thread(_dead, zygote)
         return None
     except (OSError, TimeoutError, ValueError, KeyError):
         if zygote is not None and zygote.popen is not None and zygote.popen.poll() is not None:
@@ -320,7 +332,8 @@ async def _request(address: str, request: dict[str, Any]) -> ForkedProcess:
             child_in = child_out = -1
             reply = json.loads(await loop.sock_recv(conn, 65536) or b"{}")
         if "pid" not in reply:
-            raise _Refused(reply.get("refused", "the zygote hung up without an answer"))
+            why = reply.get("refused", "the zygote hung up without an answer")
+            raise _Refused(why, reply.get("deny", ()))
         stdout = asyncio.StreamReader(limit=1 << 20)
         await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(stdout), os.fdopen(our_out, "rb", 0)

@@ -42,6 +42,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_hud.forkserver.learn import import_learned, learnable, read_report, write_report
+
 __all__ = ["BASE_PRELOAD", "VOLATILE", "compatible", "main"]
 
 #: What every zygote imports: the sim program, the gym bridge and the env server.
@@ -90,6 +92,7 @@ class _Pending:
     pid: int
     conn: socket.socket
     pidfd: int
+    learn_fd: int  # the child reports the library modules it imported here (learn.py)
 
 
 @dataclass
@@ -101,6 +104,9 @@ class _Zygote:
     children: dict[int, _Pending] = field(default_factory=dict)  # by pidfd
     fresh: list[socket.socket] = field(default_factory=list)  # accepted, no request yet
     closing: bool = False
+    deny: frozenset[str] = frozenset()
+    tried: set[str] = field(default_factory=set)
+    tainted: str | None = None  # a learned import started a thread: fork no more
 
     def serve(self) -> None:
         self.sel.register(0, selectors.EVENT_READ, "lifeline")
@@ -147,13 +153,23 @@ class _Zygote:
             why = compatible(request["env"], request["cwd"], self.own_env, sys.path)
             if why is None and self.closing:
                 why = "the zygote is shutting down"
+            if why is None and self.tainted is not None:
+                _send(
+                    conn,
+                    {
+                        "refused": f"importing {self.tainted} started a thread",
+                        "deny": [self.tainted],
+                    },
+                )
+                conn.close()
+                return
             if why is None and threading.active_count() > 1:
                 why = f"{threading.active_count()} Python threads run in the zygote"
             if why is not None:
                 _send(conn, {"refused": why})
                 conn.close()
                 return
-            pid = self._fork(request, fds, conn)
+            pid, learn_fd = self._fork(request, fds, conn)
         except Exception as exc:  # a malformed request must not end the zygote
             with contextlib.suppress(OSError):
                 _send(conn, {"refused": f"{type(exc).__name__}: {exc}"})
@@ -163,31 +179,38 @@ class _Zygote:
             for fd in fds:
                 os.close(fd)
         pidfd = os.pidfd_open(pid)
-        self.children[pidfd] = _Pending(pid, conn, pidfd)
+        self.children[pidfd] = _Pending(pid, conn, pidfd, learn_fd)
         self.sel.register(pidfd, selectors.EVENT_READ, self.children[pidfd])
         _send(conn, {"pid": pid})
 
-    def _fork(self, request: dict[str, Any], fds: list[int], conn: socket.socket) -> int:
+    def _fork(
+        self, request: dict[str, Any], fds: list[int], conn: socket.socket
+    ) -> tuple[int, int]:
         ready_r, ready_w = os.pipe()
+        learn_r, learn_w = os.pipe()
+        modules = set(sys.modules)
         pid = os.fork()
         if pid == 0:  # pragma: no cover - runs in the child (measured by the tests' effects)
             try:
                 os.setsid()
                 os.close(ready_r)
+                os.close(learn_r)
                 os.dup2(fds[0], 0)
                 os.dup2(fds[1], 1)
                 os.dup2(fds[1], 2)
                 self._drop_zygote(conn, fds)
                 os.close(ready_w)
                 code = _run_child(request, self.base_path)
+                write_report(learn_w, learnable(modules, self.deny))
             except BaseException:
                 traceback.print_exc()
                 code = 70
             _exit(code)
         os.close(ready_w)
+        os.close(learn_w)
         os.read(ready_r, 1)  # returns b"" once the child is in its own session (or died)
         os.close(ready_r)
-        return pid
+        return pid, learn_r
 
     def _drop_zygote(self, conn: socket.socket, fds: list[int]) -> None:
         """In the child: close every descriptor the zygote held (objects, not fd ranges:
@@ -204,6 +227,7 @@ class _Zygote:
         for pending in self.children.values():
             pending.conn.close()
             os.close(pending.pidfd)
+            os.close(pending.learn_fd)
         self.children.clear()
 
     def _reap(self, pending: _Pending) -> None:
@@ -215,6 +239,10 @@ class _Zygote:
             self.sel.unregister(pending.pidfd)
         os.close(pending.pidfd)
         self.children.pop(pending.pidfd, None)
+        names = read_report(pending.learn_fd)
+        os.close(pending.learn_fd)
+        if not self.closing and self.tainted is None:
+            self.tainted = import_learned(names, self.deny, self.tried)
 
 
 def _send(conn: socket.socket, message: dict[str, Any]) -> None:
@@ -298,6 +326,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m pytest_hud.forkserver.zygote")
     parser.add_argument("--socket", required=True, help="where to listen (a path)")
     parser.add_argument("--preload", default="", help="more modules to import, comma-separated")
+    parser.add_argument("--deny", default="", help="modules never to learn, comma-separated")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the owner stops us (lifeline), not Ctrl-C
     given = set(path_entries(os.environ.get("PYTHONPATH")))
@@ -312,7 +341,8 @@ def main(argv: list[str] | None = None) -> None:
     listener.bind(args.socket + ".tmp")
     listener.listen(64)
     os.rename(args.socket + ".tmp", args.socket)  # a client sees the path only once we listen
-    _Zygote(listener, dict(os.environ), base_path).serve()
+    deny = frozenset(filter(None, args.deny.split(",")))
+    _Zygote(listener, dict(os.environ), base_path, deny=deny).serve()
 
 
 if __name__ == "__main__":
