@@ -182,3 +182,19 @@ class BootHangs(CounterSim):
         import time
 
         time.sleep(600)
+
+
+class LearningSim(CounterSim):
+    """Imports a library module (``colorsys``) nothing else imports, and reports whether it
+    was already loaded when the sim was built (a zygote that learned it preloads it)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        import sys
+
+        self.preloaded = "colorsys" in sys.modules
+        import colorsys  # noqa: F401
+
+        super().__init__(**kwargs)
+
+    def result_slots(self) -> list[dict[str, Any]]:
+        return [{**row, "preloaded": self.preloaded} for row in super().result_slots()]

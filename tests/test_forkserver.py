@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from agents import zero_agent
-from sims import BootFails, BootHangs, CounterSim
+from sims import BootFails, BootHangs, CounterSim, LearningSim
 
 from pytest_hud import LocalRuntime, SubprocessRuntime, Task
 from pytest_hud.forkserver import client as forkserver
@@ -91,6 +91,17 @@ async def test_fresh_rollouts_share_no_state(fork_mode: str, runtime: str) -> No
     assert len({g["pid"] for g in grades}) == 3, "a sim process served two rollouts"
     forked = {g["comm"] == "hud program" for g in grades}
     assert forked == {fork_mode != "plain"}, grades  # the path under test really ran
+
+
+@pytest.mark.parametrize("fork_mode", ["plain", "fork"], indirect=True)
+async def test_the_zygote_learns_what_its_children_import(fork_mode: str) -> None:
+    """A library module the first child imported is loaded before the next one starts."""
+    seen = []
+    for _ in range(2):
+        async with RobotEndpoint(LearningSim) as ep:
+            run = await ep.reset()
+            seen.append((await ep.result(run["token"]))["preloaded"])
+    assert seen == ([False, True] if fork_mode == "fork" else [False, False])
 
 
 @pytest.mark.parametrize("fork_mode", ["plain", "fork"], indirect=True)
