@@ -55,7 +55,7 @@ PRELOAD = "PYTEST_HUD_FORK_PRELOAD"
 MAX_ZYGOTES = 3
 BOOT_TIMEOUT = 120.0
 REPLY_TIMEOUT = 30.0
-STOP_TIMEOUT = 10.0
+STOP_TIMEOUT = 2.0
 #: Return code of a forked child whose zygote died first (the status died with it).
 UNKNOWN_EXIT = 255
 
@@ -187,7 +187,13 @@ class _Zygote:
         return "(no log)"
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
-        """Close the lifeline (the zygote exits once its children did), then SIGKILL."""
+        """Close the lifeline and wait up to ``timeout`` for the zygote to exit.
+
+        It exits at once when it has no children; else once they exited (their own
+        lifelines end them when their owners stop or die), SIGKILLing them past a bound
+        (zygote.CHILD_GRACE). Not waiting longer here keeps this process's exit from
+        waiting on children that end only because this process exits.
+        """
         with self._lock:
             self.failed = self.failed or "stopped"
             popen = self.popen
@@ -197,7 +203,6 @@ class _Zygote:
             if popen is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     popen.wait(timeout)
-                self._kill()
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def _kill(self) -> None:

@@ -189,6 +189,8 @@ class _Zygote:
         ready_r, ready_w = os.pipe()
         learn_r, learn_w = os.pipe()
         modules = set(sys.modules)
+        for stream in (sys.stdout, sys.stderr):  # else a child would flush our buffered text
+            stream.flush()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - runs in the child (measured by the tests' effects)
             try:
