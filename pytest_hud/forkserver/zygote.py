@@ -151,6 +151,8 @@ class _Zygote:
                 raise ValueError(f"expected a request and 2 fds, got {len(data)} bytes, {fds}")
             request = json.loads(data)
             why = compatible(request["env"], request["cwd"], self.own_env, sys.path)
+            if why is None and not _same_file(request["python"], sys.executable):
+                why = f"{request['python']} is not this zygote's interpreter {sys.executable}"
             if why is None and self.closing:
                 why = "the zygote is shutting down"
             if why is None and self.tainted is not None:
@@ -245,6 +247,11 @@ class _Zygote:
         os.close(pending.learn_fd)
         if not self.closing and self.tainted is None:
             self.tainted = import_learned(names, self.deny, self.tried)
+
+
+def _same_file(a: str, b: str) -> bool:
+    """The same interpreter path (not the same file: two venvs link one python binary)."""
+    return os.path.abspath(a) == os.path.abspath(b)
 
 
 def _send(conn: socket.socket, message: dict[str, Any]) -> None:
