@@ -20,6 +20,7 @@ from sims import BootFails, BootHangs, CounterSim, LearningSim
 
 from pytest_hud import LocalRuntime, SubprocessRuntime, Task
 from pytest_hud.forkserver import client as forkserver
+from pytest_hud.forkserver.zygote import compatible
 from pytest_hud.robot import RobotEndpoint, SimError
 from pytest_hud.runtime import rollout
 
@@ -146,6 +147,18 @@ async def test_a_dead_zygote_means_plain_spawns_never_a_hang(fork_mode: str) -> 
     async with RobotEndpoint(CounterSim) as later:  # a new zygote took the dead one's place
         assert later._child is not None and later._child.forked
         assert later.pid is not None and zygote_of(later.pid) is not zygote
+
+
+def test_a_path_entry_that_would_shadow_a_preloaded_module_is_refused(tmp_path: Path) -> None:
+    """A test folder on PYTHONPATH forks; another checkout of a preloaded package does not."""
+    env = {"PYTHONPATH": str(tmp_path), "A": "1"}
+    loaded = {"numpy", "pytest_hud"}
+    (tmp_path / "my_env.py").write_text("")
+    assert compatible(env, "/", {"A": "1"}, sys.path, loaded) is None
+    (tmp_path / "numpy").mkdir()
+    why = compatible(env, "/", {"A": "1"}, sys.path, loaded)
+    assert why is not None and "['numpy']" in why
+    assert "differs in A" in (compatible(env, "/", {"A": "2"}, sys.path, loaded) or "")
 
 
 def test_shutdown_leaves_no_zygote_and_no_child(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_hud.forkserver.zygote import VOLATILE, path_entries
+from pytest_hud.forkserver.zygote import VOLATILE
 
 __all__ = [
     "ADDRESS",
@@ -239,11 +239,8 @@ def zygotes() -> list[_Zygote]:
 
 def _owned(python: str, env: dict[str, str], cwd: str) -> _Zygote | None:
     global _atexit
-    key = (
-        python,
-        tuple(sorted((k, v) for k, v in env.items() if k not in VOLATILE)),
-        frozenset(path_entries(env.get("PYTHONPATH"))),
-    )
+    # not PYTHONPATH: a new test directory on it is fine (the zygote checks what it shadows)
+    key = (python, tuple(sorted((k, v) for k, v in env.items() if k not in VOLATILE)))
     with _lock:
         zygote = _zygotes.get(key)
         if zygote is None:
@@ -307,13 +304,12 @@ async def spawn(argv: Sequence[str], env: dict[str, str]) -> ForkedProcess | Non
     request["env"] = {**env, ADDRESS: address}  # type: ignore[assignment]
     try:
         return await _request(address, request)
-    except _Refused as exc:
-        if zygote is not None:
+    except _Refused as exc:  # this request only (its path shadows a preloaded module)
+        if zygote is not None and exc.deny:  # replace it by one that will not learn those
             zygote.failed = f"refused: {exc}"
-            if exc.deny:  # replace it by one that will not learn that module
-                with _lock:
-                    _denied.setdefault(zygote.key, set()).update(exc.deny)
-                await asyncio.to_thread(_dead, zygote)
+            with _lock:
+                _denied.setdefault(zygote.key, set()).update(exc.deny)
+            await asyncio.to_thread(_dead, zygote)
         return None
     except (OSError, TimeoutError, ValueError, KeyError):
         if zygote is not None and zygote.popen is not None and zygote.popen.poll() is not None:

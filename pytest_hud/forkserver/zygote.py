@@ -70,20 +70,35 @@ def path_entries(pythonpath: str | None) -> list[str]:
 
 
 def compatible(
-    env: dict[str, str], cwd: str, own_env: dict[str, str], own_path: list[str]
+    env: dict[str, str],
+    cwd: str,
+    own_env: dict[str, str],
+    own_path: list[str],
+    loaded: set[str],
 ) -> str | None:
     """None when a child with ``env`` (in ``cwd``) imports what this zygote imported, else
-    why not: the same variables (but :data:`VOLATILE`), and a PYTHONPATH whose entries the
-    zygote's ``sys.path`` already holds (a plain ``-m`` child puts its cwd first too)."""
+    why not: the same variables (but :data:`VOLATILE`), and no path entry of the child's
+    (its cwd first, as ``-m`` puts it, then PYTHONPATH) that the zygote lacks may provide
+    a top-level module the zygote has ``loaded`` (it would have shadowed ours). A test
+    directory or a project's own folder on the path is fine; another checkout of a
+    preloaded package, or a zip, is not."""
     mine = {k: v for k, v in own_env.items() if k not in VOLATILE}
     theirs = {k: v for k, v in env.items() if k not in VOLATILE}
     if mine != theirs:
         differ = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
         return f"environment differs in {', '.join(differ[:5])}"
-    known = {os.path.abspath(p) for p in own_path} | {os.path.abspath(cwd)}
-    extra = [p for p in path_entries(env.get("PYTHONPATH")) if p not in known]
-    if extra:
-        return f"PYTHONPATH adds {extra[:3]}, which the zygote did not import from"
+    known = {os.path.abspath(p) for p in own_path}
+    for entry in dict.fromkeys([os.path.abspath(cwd), *path_entries(env.get("PYTHONPATH"))]):
+        if entry in known or not os.path.exists(entry):
+            continue
+        if not os.path.isdir(entry):
+            return f"PYTHONPATH names {entry}, which is not a directory the zygote can check"
+        try:
+            shadow = {name.split(".")[0] for name in os.listdir(entry)} & loaded
+        except OSError as exc:
+            return f"cannot list {entry}: {exc}"
+        if shadow:
+            return f"{entry} provides {sorted(shadow)[:3]}, which the zygote imported elsewhere"
     return None
 
 
@@ -150,7 +165,8 @@ class _Zygote:
             if len(fds) != 2 or not data:
                 raise ValueError(f"expected a request and 2 fds, got {len(data)} bytes, {fds}")
             request = json.loads(data)
-            why = compatible(request["env"], request["cwd"], self.own_env, sys.path)
+            loaded = {name.partition(".")[0] for name in sys.modules}
+            why = compatible(request["env"], request["cwd"], self.own_env, sys.path, loaded)
             if why is None and not _same_file(request["python"], sys.executable):
                 why = f"{request['python']} is not this zygote's interpreter {sys.executable}"
             if why is None and self.closing:
