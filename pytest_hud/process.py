@@ -16,9 +16,12 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hud.errors import HudError
+
+if TYPE_CHECKING:
+    from pytest_hud.forkserver.client import ForkedProcess
 
 __all__ = [
     "Child",
@@ -72,7 +75,7 @@ def child_env(**extra: str) -> dict[str, str]:
 class Child:
     """One spawned child; ``await Child.spawn(...)`` returns once it announced itself."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, what: str) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process | ForkedProcess, what: str) -> None:
         self.proc = proc
         self.what = what
         self.info: dict[str, Any] = {}
@@ -93,16 +96,26 @@ class Child:
         env: dict[str, str] | None = None,
         stdin: bytes = b"",
         echo: bool = False,
+        fork: bool = False,
     ) -> Child:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            env=env if env is not None else child_env(),
-            start_new_session=True,
-            limit=1 << 20,
-        )
+        """Spawn ``argv``; with ``fork`` (``[python, "-m", module, ...]`` only), a zygote
+        forks it pre-imported when it can (:mod:`pytest_hud.forkserver`), else as always."""
+        env = env if env is not None else child_env()
+        proc: Any = None
+        if fork:
+            from pytest_hud.forkserver.client import spawn as forked
+
+            proc = await forked(argv, env)
+        if proc is None:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                limit=1 << 20,
+            )
         child = cls(proc, what)
         child.echo = echo
         if announce is None:  # a child that prints no ready line (ssh -N): caller probes it
@@ -153,6 +166,11 @@ class Child:
         self._tail.append(text)
         if self.echo:
             print(text, flush=True)
+
+    @property
+    def forked(self) -> bool:
+        """Whether a zygote forked this child (else it was spawned plainly)."""
+        return not isinstance(self.proc, asyncio.subprocess.Process)
 
     @property
     def pid(self) -> int:

@@ -13,6 +13,7 @@ import json
 import os
 import sys
 
+from pytest_hud.forkserver import client as forkserver
 from pytest_hud.loader import load_module
 from pytest_hud.process import serve_until_stopped
 from pytest_hud.runtime.environment import Environment
@@ -61,6 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lifeline", action="store_true", help="exit when stdin closes")
     args = parser.parse_args(argv)
     sys.path.insert(0, os.getcwd())
+    forkserver.borrow_only()
     serve_until_stopped(lambda: serve(args), lifeline=args.lifeline or None)
 
 

@@ -142,3 +142,59 @@ class SucceedAt(gym.Env):
 
 def make_succeed_at(at: int = 3) -> gym.Env:
     return SucceedAt(at)
+
+
+class CountingSim(CounterSim):
+    """Counts its constructions and resets in process-global state (class attributes), and
+    reports them with the grade: a sim process reused across rollouts, or state copied
+    from a zygote that had counted, would show a count above 1."""
+
+    builds = 0
+    resets = 0
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        type(self).builds += 1
+
+    def reset(self, seed: int = 0, **kwargs: Any) -> str:
+        type(self).resets += 1
+        return super().reset(seed=seed, **kwargs)
+
+    def result_slots(self) -> list[dict[str, Any]]:
+        with open("/proc/self/comm") as f:
+            comm = f.read().strip()
+        extra = {"builds": self.builds, "resets": self.resets, "pid": os.getpid(), "comm": comm}
+        return [{**row, **extra} for row in super().result_slots()]
+
+
+class BootFails(CounterSim):
+    """A sim whose construction prints a reason and exits with code 3."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        print("missing GPU driver", flush=True)
+        raise SystemExit(3)
+
+
+class BootHangs(CounterSim):
+    """A sim whose construction never returns (it never announces itself)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        import time
+
+        time.sleep(600)
+
+
+class LearningSim(CounterSim):
+    """Imports a library module (``colorsys``) nothing else imports, and reports whether it
+    was already loaded when the sim was built (a zygote that learned it preloads it)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        import sys
+
+        self.preloaded = "colorsys" in sys.modules
+        import colorsys  # noqa: F401
+
+        super().__init__(**kwargs)
+
+    def result_slots(self) -> list[dict[str, Any]]:
+        return [{**row, "preloaded": self.preloaded} for row in super().result_slots()]

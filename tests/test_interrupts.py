@@ -39,6 +39,13 @@ def _probed(token: str) -> list[int]:
     return found
 
 
+def _is_zygote(pid: int) -> bool:
+    try:
+        return b"pytest_hud.forkserver.zygote" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 def _wait_for(predicate, seconds: float) -> bool:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -115,6 +122,8 @@ def test_an_interrupted_session_leaves_no_process(
             started = _wait_for(lambda: len(_containers(token)) >= 2, 240)
         assert started, "no rollout started within the bound"
         assert len(_probed(token)) >= 3, "the probe sees no session processes"
+        if runtime == "local":  # sims are forked by each worker's zygote: it must go too
+            assert any(_is_zygote(pid) for pid in _probed(token)), "no zygote among them"
         number = getattr(signal, sig)
         if target == "group":
             os.killpg(proc.pid, number)

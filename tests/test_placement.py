@@ -16,6 +16,7 @@ import pytest
 from agents import walk_away_agent, zero_agent
 
 from pytest_hud import LocalRuntime, Runtime, Shared, SubprocessRuntime, Task, Taskset, run
+from pytest_hud.forkserver import client as forkserver
 from pytest_hud.loader import load_module
 from pytest_hud.robot import RobotClient
 from pytest_hud.runtime import (
@@ -39,15 +40,30 @@ pytestmark = pytest.mark.anyio
 
 
 def children() -> set[int]:
-    """Live (non-zombie) child processes of this process."""
-    me = str(os.getpid())
+    """Live (non-zombie) processes this process started: its children, and the children
+    of the zygotes it owns (which fork its sims and env servers); not the zygotes, which
+    live as long as the session does."""
+    zygotes = {z.pid for z in forkserver.zygotes() if z.pid is not None}
+    return set().union(*(live_children_of(p) for p in {os.getpid(), *zygotes})) - zygotes
+
+
+def live_children_of(pid: int) -> set[int]:
     out = set()
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError):
             fields = stat.read_text().rsplit(")", 1)[1].split()
-            if fields[1] == me and fields[0] != "Z":
+            if fields[1] == str(pid) and fields[0] != "Z":
                 out.add(int(stat.parent.name))
     return out
+
+
+def is_env_server(pid: int) -> bool:
+    """A plain env server runs ``-m pytest_hud.serve``; a forked one is named ``hud serve``."""
+    with contextlib.suppress(OSError):
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        return b"pytest_hud.serve" in cmdline or comm == "hud serve"
+    return False
 
 
 @pytest.fixture
@@ -304,16 +320,7 @@ async def test_fresh_substrate_per_rollout_example() -> None:
     assert children() == set()
 
 
-def children_of(pid: int) -> set[int]:
-    out = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError):
-            if stat.read_text().rsplit(")", 1)[1].split()[1] == str(pid):
-                out.add(int(stat.parent.name))
-    return out
-
-
-def killing_agent(victims: set[int]) -> Any:
+def killing_agent(victims: set[int], sims: set[int]) -> Any:
     """An agent that kills the env server (SIGKILL) after its first step, waits for its
     sim to follow (the sim's lifeline), then acts again."""
 
@@ -321,7 +328,6 @@ def killing_agent(victims: set[int]) -> Any:
         async with await RobotClient.connect(run.robot, token=run.robot_token) as client:
             await client.get_observation()
             await client.step(np.zeros(2, np.float32))
-            sims = {c for pid in victims for c in children_of(pid)}
             assert sims, "the env server has no sim process"
             for pid in victims:
                 os.kill(pid, signal.SIGKILL)
@@ -347,8 +353,10 @@ async def test_env_server_dying_mid_episode_says_which_process_and_how(shared: b
 
     async def place(provider: Any) -> Any:
         async def agent(run: Any) -> dict[str, Any]:
-            victims.update(children() - before)  # the env server: our one new child
-            return await killing_agent(victims)(run)
+            new = children() - before  # the env server, and its sim when a zygote forked it
+            victims.update(p for p in new if is_env_server(p))
+            sims = set().union(*(live_children_of(p) for p in victims)) | (new - victims)
+            return await killing_agent(victims, sims)(run)
 
         return await rollout(task("count"), agent, provider)
 

@@ -25,7 +25,11 @@ class _ChildSubstrate:
     async def __aenter__(self) -> Runtime:
         try:
             self.child = await Child.spawn(
-                self.argv, announce=ANNOUNCE, timeout=self.boot_timeout, what="env server"
+                self.argv,
+                announce=ANNOUNCE,
+                timeout=self.boot_timeout,
+                what="env server",
+                fork=True,
             )
         except ChildError as exc:
             raise SubstrateError(f"{self.task.key}: {exc}") from None

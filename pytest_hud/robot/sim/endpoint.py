@@ -130,6 +130,7 @@ class RobotEndpoint:
                 what="sim process",
                 env=env,
                 stdin=self._spec or b"",
+                fork=self._argv is None,
             )
         except ChildError as exc:
             raise SimError(str(exc)) from None
