@@ -25,6 +25,18 @@ expert, local = this process's env server. LIBERO: a libero_10 task with agentvi
 wrist and a random agent; its stack cannot live in this venv, so "local" is the LIBERO
 venv (``scripts/setup --libero``, ``--libero-python``), skipped when absent.
 
+Measured 2026-12-01, 128 px, 20 steps, 2 cores shared with other jobs (load 8-13, so
+only the side-by-side ratios mean anything; the docker boot includes building the
+image's small top layer after a source edit, and for MetaWorld egl a new deps layer)::
+
+    MetaWorld reach-v3 corner2   local egl 1.03-1.22, osmesa 1.22-1.29 steps/s
+                                 docker egl 0.74, osmesa 0.77-1.05 steps/s
+    LIBERO agentview + wrist     venv egl 1.63, osmesa 1.27 steps/s (boot 45-56 s)
+                                 docker egl 1.36, osmesa 0.75 steps/s (boot 128 s)
+
+so a rendered step in a container runs at ~0.6-0.85x local here; on an idle machine the
+same MetaWorld camera renders 7-11 steps/s (``../shared/notes/mujoco.md``).
+
     python bench/suites.py [--variations V] [--workers 1 2] [--runtimes local]
         [--no-shared] [--render-steps M] [--render-size S] [--only state|render]
         [--render-suites metaworld libero] [--render-runtimes local docker]
