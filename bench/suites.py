@@ -35,7 +35,7 @@ image's small top layer after a source edit, and for MetaWorld egl a new deps la
                                  docker egl 1.36, osmesa 0.75 steps/s (boot 128 s)
 
 so a rendered step in a container runs at ~0.6-0.85x local here; on an idle machine the
-same MetaWorld camera renders 7-11 steps/s (``../shared/notes/mujoco.md``).
+same MetaWorld camera rendered 7-11 steps/s in an earlier measurement here.
 
     python bench/suites.py [--variations V] [--workers 1 2] [--runtimes local]
         [--no-shared] [--render-steps M] [--render-size S] [--only state|render]
