@@ -135,7 +135,8 @@ def _jit_only_if_cached() -> None:
     25.5 s here, and a fresh container (one per row under the docker runtime) never has
     that cache, while plain Python costs ~0.45 ms per call: far less per episode. A venv
     whose cache exists (``robosuite/utils/__pycache__/*.nbi``) keeps the JIT; set
-    ``NUMBA_DISABLE_JIT=0`` to compile anyway (and write the cache where it can).
+    ``NUMBA_DISABLE_JIT=0`` (in a container: a row's ``runtime_config.env``) to compile
+    anyway (and write the cache where it can).
     """
     import importlib.util
     from pathlib import Path
