@@ -16,12 +16,30 @@ from ``--hud-results``. Without ``--hud-shared`` every item boots a fresh env se
 and sim process (python + metaworld import + the task's 50 goals, ~2 s here), which
 dominates the ~0.1 s an expert episode takes (39-188 steps at ~650-860 steps/s).
 
-Part 2, rendered: one reach-v3 episode with the ``corner2`` camera at S x S (default
-224), cut at M steps (default 20), through the real wire; steps/s of the episode
-(boot excluded) for each headless backend.
+Part 2, rendered: one episode cut at M steps (default 20) through the real wire, with
+cameras at S x S (default 224), for each headless backend (egl, osmesa), local and
+inside the suite's auto-built docker image (the backend reaches the container through
+``MUJOCO_GL``/``PYOPENGL_PLATFORM``); steps/s of the episode (boot excluded), with the
+load average next to it. MetaWorld: reach-v3 with the ``corner2`` camera and its
+expert, local = this process's env server. LIBERO: a libero_10 task with agentview +
+wrist and a random agent; its stack cannot live in this venv, so "local" is the LIBERO
+venv (``scripts/setup --libero``, ``--libero-python``), skipped when absent.
+
+Measured 2026-12-01, 128 px, 20 steps, 2 cores shared with other jobs (load 8-13, so
+only the side-by-side ratios mean anything; the docker boot includes building the
+image's small top layer after a source edit, and for MetaWorld egl a new deps layer)::
+
+    MetaWorld reach-v3 corner2   local egl 1.03-1.22, osmesa 1.22-1.29 steps/s
+                                 docker egl 0.74, osmesa 0.77-1.05 steps/s
+    LIBERO agentview + wrist     venv egl 1.63, osmesa 1.27 steps/s (boot 45-56 s)
+                                 docker egl 1.36, osmesa 0.75 steps/s (boot 128 s)
+
+so a rendered step in a container runs at ~0.6-0.85x local here; on an idle machine the
+same MetaWorld camera rendered 7-11 steps/s in an earlier measurement here.
 
     python bench/suites.py [--variations V] [--workers 1 2] [--runtimes local]
         [--no-shared] [--render-steps M] [--render-size S] [--only state|render]
+        [--render-suites metaworld libero] [--render-runtimes local docker]
 """
 
 from __future__ import annotations
@@ -91,25 +109,66 @@ def prebuild_image(env: dict[str, str] | None = None) -> dict[str, Any]:
     return {"tag": proc.stdout.strip(), "cache_hit": hit, "seconds": time.monotonic() - start}
 
 
-def render_run(backend: str, steps: int, size: int) -> dict[str, Any]:
-    from pytest_hud import LocalRuntime, run
-    from pytest_hud.robot import RobotAgent
-    from pytest_hud.suites.metaworld import MetaWorldExpert, mt1
+#: what a rendered episode runs per suite: rows, the camera variables, an agent
+RENDER = {
+    "metaworld": "reach-v3 corner2 camera, metaworld-expert",
+    "libero": "libero_10 task 0, init state 0, agentview + wrist, random agent",
+}
 
-    env = {
-        "PYTEST_HUD_METAWORLD_CAMERAS": "corner2",
-        "PYTEST_HUD_METAWORLD_SIZE": str(size),
-        "MUJOCO_GL": backend,
-        "PYOPENGL_PLATFORM": backend,
-    }
+
+def _render_setup(suite: str, size: int) -> tuple[list[Any], dict[str, str], Any]:
+    from pytest_hud.robot import RandomModel, RobotAgent
+
+    if suite == "metaworld":
+        from pytest_hud.suites.metaworld import MetaWorldExpert, mt1
+
+        env = {"PYTEST_HUD_METAWORLD_CAMERAS": "corner2", "PYTEST_HUD_METAWORLD_SIZE": str(size)}
+        return mt1("reach-v3", 1), env, lambda n: RobotAgent(MetaWorldExpert(), max_steps=n)
+    from pytest_hud.suites.libero import rows
+
+    env = {"PYTEST_HUD_LIBERO_SIZE": str(size)}
+    return rows("libero_10", 1)[:1], env, lambda n: RobotAgent(RandomModel(seed=0), max_steps=n)
+
+
+def _render_provider(suite: str, runtime: str, libero_python: str | None) -> Any:
+    """Where the sim runs: this process (MetaWorld), the LIBERO venv (LIBERO's "local":
+    its stack cannot live in this venv), or the suite's auto-built docker image."""
+    import importlib
+
+    from pytest_hud import LocalRuntime, SubprocessRuntime
+
+    module = f"pytest_hud.suites.{suite}"
+    if runtime == "docker":
+        from pytest_hud.runtime.docker_auto import AutoDockerRuntime
+
+        path = importlib.import_module(module).__file__
+        return AutoDockerRuntime([path], boot_timeout=900).serving(module)
+    if suite == "libero":
+        return SubprocessRuntime(module, python=libero_python, boot_timeout=900)
+    return LocalRuntime(module)
+
+
+def render_run(
+    backend: str,
+    steps: int,
+    size: int,
+    suite: str = "metaworld",
+    runtime: str = "local",
+    libero_python: str | None = None,
+) -> dict[str, Any]:
+    """One rendered episode cut at ``steps``; steps/s of the episode (boot excluded).
+    The render variables reach a container as they reach a local sim process."""
+    from pytest_hud import run
+
+    rows, env, make_agent = _render_setup(suite, size)
+    env |= {"MUJOCO_GL": backend, "PYOPENGL_PLATFORM": backend}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
+    head = {"suite": suite, "runtime": runtime, "backend": backend, "size": size}
     try:
-        agent = RobotAgent(MetaWorldExpert(), max_steps=steps)
+        provider = _render_provider(suite, runtime, libero_python)
         start = time.monotonic()
-        (result,) = asyncio.run(
-            run(mt1("reach-v3", 1), agent, LocalRuntime("pytest_hud.suites.metaworld"))
-        )
+        (result,) = asyncio.run(run(rows, make_agent(steps), provider, rollout_timeout=3600))
         wall = time.monotonic() - start
     finally:
         for k, v in saved.items():
@@ -117,17 +176,46 @@ def render_run(backend: str, steps: int, size: int) -> dict[str, Any]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+    load = os.getloadavg()[0]
     if result.error:
-        return {"backend": backend, "error": result.error}
+        return {**head, "error": result.error[-500:], "load": load}
     info = result.agent_info
     return {
-        "backend": backend,
-        "size": size,
+        **head,
         "steps": info["steps"],
         "episode_s": info["wall_s"],
         "boot_s": wall - info["wall_s"],
         "steps_per_s": info["steps"] / info["wall_s"],
+        "load": load,
     }
+
+
+def _render_table(args: argparse.Namespace) -> list[dict[str, Any]]:
+    out = []
+    python = args.libero_python
+    for suite in args.render_suites:
+        print(
+            f"\nrendered: {RENDER[suite]}, {args.render_size}x{args.render_size}, "
+            f"{args.render_steps} steps"
+        )
+        for runtime in args.render_runtimes:
+            if suite == "libero" and runtime == "local" and not (python and Path(python).exists()):
+                print(f"  {'local':<7} skipped: no LIBERO venv (scripts/setup --libero)")
+                continue
+            for backend in ("egl", "osmesa"):
+                r = render_run(backend, args.render_steps, args.render_size, suite, runtime, python)
+                out.append(r)
+                where = "venv" if suite == "libero" and runtime == "local" else runtime
+                if "error" in r:
+                    print(f"  {where:<7}{backend:<7} error: {r['error']}")
+                else:
+                    print(
+                        f"  {where:<7}{backend:<7} {r['steps_per_s']:.2f} steps/s "
+                        f"(episode {r['episode_s']:.1f} s, boot {r['boot_s']:.1f} s; "
+                        f"load {r['load']:.1f})",
+                        flush=True,
+                    )
+    return out
 
 
 def main() -> None:
@@ -139,6 +227,9 @@ def main() -> None:
     parser.add_argument("--render-steps", type=int, default=20)
     parser.add_argument("--render-size", type=int, default=224)
     parser.add_argument("--only", choices=["state", "render"])
+    parser.add_argument("--render-suites", nargs="+", default=["metaworld", "libero"])
+    parser.add_argument("--render-runtimes", nargs="+", default=["local", "docker"])
+    parser.add_argument("--libero-python", default=str(ROOT / ".ci/venvs/libero/bin/python"))
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     out: dict[str, Any] = {"state": [], "render": []}
@@ -165,21 +256,7 @@ def main() -> None:
                         flush=True,
                     )
     if args.only != "state":
-        print(
-            f"\nrendered: reach-v3, corner2 {args.render_size}x{args.render_size}, "
-            f"{args.render_steps} steps"
-        )
-        for backend in ("egl", "osmesa"):
-            r = render_run(backend, args.render_steps, args.render_size)
-            out["render"].append(r)
-            if "error" in r:
-                print(f"  {backend:<7} error: {r['error']}")
-            else:
-                print(
-                    f"  {backend:<7} {r['steps_per_s']:.1f} steps/s "
-                    f"(episode {r['episode_s']:.1f} s, boot {r['boot_s']:.1f} s)",
-                    flush=True,
-                )
+        out["render"] = _render_table(args)
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))
 

@@ -71,9 +71,10 @@ BACKENDS: dict[str, Backend] = {
         Backend(
             "egl",
             {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"},
-            ("libegl1", "libegl-mesa0", "libgl1-mesa-dri", "libgbm1"),
+            ("libegl1", "libegl-mesa0", "libgl1-mesa-dri", "libgbm1", "libgl1"),
             headless=True,
-            note="GPU driver's EGL on GPU machines, Mesa llvmpipe otherwise",
+            note="GPU driver's EGL on GPU machines, Mesa llvmpipe otherwise; PyOpenGL "
+            "loads libGL too",
         ),
         Backend(
             "osmesa",

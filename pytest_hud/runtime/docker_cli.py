@@ -3,7 +3,8 @@
     image build [FILE.py ...] [--pyargs MODULE ...] [--base IMAGE]
         import the files / dotted modules (env modules, task files or conftests that
         import them), then build the image ``--hud-runtime=docker`` would build for the
-        Environments they declare (same tag: a later pytest run is a cache hit)
+        Environments they declare (same tag: a later pytest run is a cache hit); one
+        image per env module when their requirements clash, one tag per line
     image ls                      the images built so far: tag, size, modules
     image rm TAG ... | --all      remove them
 
@@ -23,7 +24,7 @@ from typing import Any
 
 from pytest_hud.errors import HudError
 from pytest_hud.loader import load_module
-from pytest_hud.runtime.docker_auto import REPOSITORY, declared_files, ensure_image, image_spec
+from pytest_hud.runtime.docker_auto import REPOSITORY, declared_files, ensure_image, image_specs
 from pytest_hud.runtime.docker_engine import LABEL, _client, _sdk
 
 __all__ = ["main"]
@@ -34,13 +35,13 @@ def _build(args: argparse.Namespace) -> int:
         load_module(path)
     for name in args.pyargs:
         importlib.import_module(name)
-    spec = image_spec(declared_files())
-    print(f"image {spec.tag}", file=sys.stderr)
-    for host, inside in sorted(spec.modules.items()):
-        print(f"  module {host} -> {inside}", file=sys.stderr)
-    print(f"  requires {list(spec.requires)}; apt {list(spec.apt)}", file=sys.stderr)
-    ensure_image(spec)
-    print(spec.tag)
+    for spec in image_specs(declared_files()):
+        print(f"image {spec.tag}", file=sys.stderr)
+        for host, inside in sorted(spec.modules.items()):
+            print(f"  module {host} -> {inside}", file=sys.stderr)
+        print(f"  requires {list(spec.requires)}; apt {list(spec.apt)}", file=sys.stderr)
+        ensure_image(spec)
+        print(spec.tag)
     return 0
 
 
@@ -96,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(list(argv) if argv is not None else None)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("image: %(message)s"))
-    for name in ("pytest_hud.runtime.docker_image",):
+    for name in ("pytest_hud.runtime.docker_image", "pytest_hud.runtime.docker_auto"):
         logger = logging.getLogger(name)
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)

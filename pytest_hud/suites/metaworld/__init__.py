@@ -63,8 +63,12 @@ __all__ = [
 #: Python requirements of an image serving this module (``packaging``: gymnasium's
 #: MuJoCo renderer imports it without declaring it).
 REQUIRES = ["metaworld==3.1.1", "packaging"]
-#: Debian packages for headless rendering: EGL (Mesa) and OSMesa.
+#: Debian packages for headless rendering: EGL (Mesa; PyOpenGL's EGL platform also loads
+#: libGL, without which ``MUJOCO_GL=egl`` fails on ``glGetError``) and OSMesa. The same
+#: list as the LIBERO suite's (GLib is opencv's there), so their images share one apt
+#: download.
 APT = ["libegl1", "libegl-mesa0", "libgl1-mesa-dri", "libgbm1", "libosmesa6"]
+APT += ["libgl1", "libglib2.0-0"]
 
 CAMERAS_VAR = "PYTEST_HUD_METAWORLD_CAMERAS"
 SIZE_VAR = "PYTEST_HUD_METAWORLD_SIZE"
