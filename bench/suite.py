@@ -270,8 +270,25 @@ def run_plugin(
             errors=sum(r.get("error") is not None for r in rows),
             infer_s=sum(r.get("infer_s") or 0.0 for r in rows),
             env_s=sum(r.get("env_s") or 0.0 for r in rows),
+            busy=policy_busy(rows),
         )
     return row
+
+
+def policy_busy(rows: list[dict[str, Any]]) -> float | None:
+    """The fraction of the rollouts' wall time the policy's forward ran, per process.
+
+    Each row carries its process's running totals at the episode's end (BatchedAgent's
+    ``policy_busy``); a process's last row holds its totals. With several workers the
+    fraction is their busy seconds over their spans, summed.
+    """
+    last: dict[int, dict[str, float]] = {}
+    for r in rows:
+        b = r.get("policy_busy")
+        if b and (b["pid"] not in last or b["span_s"] > last[b["pid"]]["span_s"]):
+            last[b["pid"]] = b
+    span = sum(b["span_s"] for b in last.values())
+    return sum(b["busy_s"] for b in last.values()) / span if span > 0 else None
 
 
 def wait_quiet(max_wait: float, threshold: float = 0.3) -> None:
@@ -343,6 +360,8 @@ def print_width(width: int, runs: dict[str, dict[str, Any]], n: int, limit: int)
         if "lengths" in r:
             notes.append(f"{r['episodes']} eps, lengths {r['lengths']}")
             notes.append(f"infer {r['infer_s']:.0f}s/env {r['env_s']:.0f}s summed over eps")
+            if r.get("busy") is not None:
+                notes.append(f"policy busy {r['busy']:.0%}")
             if r.get("errors"):
                 notes.append(f"{r['errors']} errors")
         if "success" in r:

@@ -94,6 +94,7 @@ class RolloutResult:
             "phase": self.phase,
             "infer_s": info.get("infer_s"),
             "env_s": info.get("env_s"),
+            "policy_busy": info.get("policy_busy"),
             "video": info.get("video"),
             "dataset": info.get("dataset"),
         }

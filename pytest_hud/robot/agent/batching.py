@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import os
+import threading
 import time
 from concurrent.futures import Executor
 from typing import Any
@@ -49,12 +51,47 @@ class BatchedModel(Model):
         #: Sizes of the forwards run so far (for reports and benchmarks).
         self.batches: list[int] = []
         self.forward_s = 0.0
+        #: Seconds the wrapped model's ``infer`` has run (finished forwards), measured on
+        #: the thread that runs it; see :meth:`busy`.
+        self.busy_s = 0.0
+        self._busy_since: float | None = None  # start of the forward running now
+        self._busy_lock = threading.Lock()  # the model thread writes, the loop reads
+        self._span_start: float | None = None  # when the first rollout began
+
+    def busy_seconds(self, now: float | None = None) -> float:
+        """Seconds the forward has run so far, the one running now included."""
+        now = time.monotonic() if now is None else now
+        with self._busy_lock:
+            since = self._busy_since
+            return self.busy_s + (max(now - since, 0.0) if since is not None else 0.0)
+
+    def busy(self) -> dict[str, float]:
+        """How much of the wall time since the first rollout began the forward has run.
+
+        ``fraction`` near 1 means the policy is the bottleneck (sims never hold it up);
+        well below it, rollouts wait on sims, round trips or the event loop.
+        """
+        now = time.monotonic()
+        span = now - self._span_start if self._span_start is not None else 0.0
+        busy = self.busy_seconds(now)
+        return {"busy_s": busy, "span_s": span, "fraction": busy / span if span > 0 else 0.0}
 
     def bind(self, spaces: Spaces) -> None:
         self.model.bind(spaces)
 
     def infer(self, batch: dict[str, Any]) -> np.ndarray:
         return self.model.infer(batch)
+
+    def _timed_infer(self, batch: dict[str, Any]) -> np.ndarray:
+        """The wrapped model's forward, timed where it runs (two clock reads a forward)."""
+        with self._busy_lock:
+            start = self._busy_since = time.monotonic()
+        try:
+            return self.model.infer(batch)
+        finally:
+            with self._busy_lock:
+                self.busy_s += time.monotonic() - start
+                self._busy_since = None
 
     def executor(self) -> Executor | None:
         return self.model.executor()
@@ -63,6 +100,8 @@ class BatchedModel(Model):
     def session(self) -> Any:
         """Count one live rollout for as long as the block runs."""
         self.live += 1
+        if self._span_start is None:
+            self._span_start = time.monotonic()
         try:
             yield self
         finally:
@@ -107,7 +146,7 @@ class BatchedModel(Model):
         try:
             start = time.monotonic()
             batch = stack_rows([row for row, _ in rows])
-            out = await run_infer(self.model, batch)
+            out = await run_infer(self.model, batch, self._timed_infer)
             chunks = check_chunk(out, len(rows), None, type(self.model).__name__)
             self.forward_s += time.monotonic() - start
             self.batches.append(len(rows))
@@ -144,7 +183,7 @@ class BatchedModel(Model):
             if fut.done():  # its caller gave up
                 continue
             try:
-                out = await run_infer(self.model, stack_rows([row]))
+                out = await run_infer(self.model, stack_rows([row]), self._timed_infer)
                 chunk = check_chunk(out, 1, None, type(self.model).__name__)[0]
             except Exception as exc:
                 if not fut.done():
@@ -196,7 +235,21 @@ class BatchedAgent(RobotAgent):
         settings: RunSettings | None = None,
     ) -> EpisodeReport:
         kwargs: dict[str, Any] = {} if settings is None else {"settings": settings}
-        with self.batched.session():
-            return await self.agent.run_episode(
+        model = self.batched
+        with model.session():
+            start = time.monotonic()
+            busy0 = model.busy_seconds(start)
+            report = await self.agent.run_episode(
                 capability, token=token, prompt=prompt, run=run, **kwargs
             )
+            end = time.monotonic()
+            busy1 = model.busy_seconds(end)
+        whole = model.busy()
+        # this episode's share, and the process-wide figures so far (pid tells -n N apart)
+        report.extra["policy_busy"] = {
+            "episode": round((busy1 - busy0) / (end - start), 4) if end > start else 0.0,
+            "busy_s": round(whole["busy_s"], 3),
+            "span_s": round(whole["span_s"], 3),
+            "pid": os.getpid(),
+        }
+        return report
