@@ -30,7 +30,8 @@ runs, ``--quiet-wait S`` waits for other load to settle before each run, and
 
     python bench/suite.py [--episodes N] [--max-steps M] [--widths 4 1 10]
         [--policy diffusion|tiny-diffusion|tiny-act] [--threads T] [--pusht-reps R]
-        [--quiet-wait S] [--no-xdist] [--no-novideo] [--only pusht|overhead]
+        [--quiet-wait S] [--no-xdist] [--no-novideo] [--baseline-tree DIR]
+        [--only pusht|overhead]
         [--items 1000] [--reps 3] [--keep DIR] [--json PATH]
 """
 
@@ -108,13 +109,17 @@ def make_policy(kind: str, folder: Path) -> tuple[Path, str]:
 
 
 # -- running things ------------------------------------------------------------------------
-def timed(cmd: list[str], cwd: Path, log: Path) -> tuple[float, int]:
+def timed(
+    cmd: list[str], cwd: Path, log: Path, env: dict[str, str] | None = None
+) -> tuple[float, int]:
     start = time.perf_counter()
     cpu0, own0 = _cpu_busy(), _children_cpu()
     with log.open("w") as out:
         out.write(" ".join(cmd) + "\n")
         out.flush()
-        rc = subprocess.run(cmd, cwd=cwd, env=ENV, stdout=out, stderr=subprocess.STDOUT).returncode
+        rc = subprocess.run(
+            cmd, cwd=cwd, env=env or ENV, stdout=out, stderr=subprocess.STDOUT
+        ).returncode
     wall = time.perf_counter() - start
     busy, own = _cpu_busy() - cpu0, _children_cpu() - own0
     with log.open("a") as out:
@@ -232,10 +237,17 @@ def write_pusht_suite(folder: Path, n: int, num_envs: int) -> Path:
 
 
 def run_plugin(
-    work: Path, policy: Path, n: int, width: int, max_steps: int | None, workers: int
+    work: Path,
+    policy: Path,
+    n: int,
+    width: int,
+    max_steps: int | None,
+    workers: int,
+    tree: Path | None = None,
 ) -> dict[str, Any]:
+    """The plugin's run; ``tree``: another checkout of pytest_hud (a baseline) to run."""
     per = width // workers
-    name = f"plugin-w{width}" + (f"-n{workers}" if workers > 1 else "")
+    name = f"plugin-w{width}" + (f"-n{workers}" if workers > 1 else "") + ("-base" if tree else "")
     folder = work / name
     shutil.rmtree(folder, ignore_errors=True)
     write_pusht_suite(folder, n, per)
@@ -256,7 +268,8 @@ def run_plugin(
         cmd += ["-n", str(workers)]
     if max_steps is not None:
         cmd.append(f"--hud-max-steps={max_steps}")
-    wall, rc = timed(cmd, folder, work / f"{name}.log")
+    env = {**ENV, "PYTHONPATH": str(tree)} if tree else None
+    wall, rc = timed(cmd, folder, work / f"{name}.log", env)
     row: dict[str, Any] = {"wall": wall, "rc": rc, "log": str(work / f"{name}.log")}
     if results.exists():
         doc = json.loads(results.read_text())
@@ -324,6 +337,15 @@ def pusht(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         variants["plugin"] = lambda w: run_plugin(work, policy, n, w, args.max_steps, 1)
         if not args.no_xdist and width % 2 == 0:
             variants["plugin -n 2"] = lambda w: run_plugin(work, policy, n, w, args.max_steps, 2)
+        if args.baseline_tree:  # the same runs on another checkout, interleaved
+            base = Path(args.baseline_tree).resolve()
+            variants["plugin, baseline"] = lambda w, base=base: run_plugin(
+                work, policy, n, w, args.max_steps, 1, base
+            )
+            if not args.no_xdist and width % 2 == 0:
+                variants["plugin -n 2, baseline"] = lambda w, base=base: run_plugin(
+                    work, policy, n, w, args.max_steps, 2, base
+                )
         reps: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
         for _ in range(args.pusht_reps):  # interleaved: each rep runs every variant once
             for name, run in variants.items():
@@ -346,7 +368,7 @@ def print_width(width: int, runs: dict[str, dict[str, Any]], n: int, limit: int)
     print(f"\nW={width}")
     print(
         f"  {'run':<24} {'wall s':>7} {'eval s':>7} {'ep/s':>6} {'steps/s':>8} "
-        f"{'time/lerobot':>12}  notes"
+        f"{'time/lerobot':>12} {'policy busy':>11}  notes"
     )
     for name, r in runs.items():
         steps = r.get("steps") or n * limit
@@ -360,16 +382,15 @@ def print_width(width: int, runs: dict[str, dict[str, Any]], n: int, limit: int)
         if "lengths" in r:
             notes.append(f"{r['episodes']} eps, lengths {r['lengths']}")
             notes.append(f"infer {r['infer_s']:.0f}s/env {r['env_s']:.0f}s summed over eps")
-            if r.get("busy") is not None:
-                notes.append(f"policy busy {r['busy']:.0%}")
             if r.get("errors"):
                 notes.append(f"{r['errors']} errors")
         if "success" in r:
             notes.append(f"{r['success']} successes")
         eval_s = f"{r['eval_s']:7.1f}" if "eval_s" in r else f"{'':>7}"
+        busy = f"{r['busy']:11.0%}" if r.get("busy") is not None else f"{'':>11}"
         print(
             f"  {name:<24} {r['wall']:7.1f} {eval_s} {n / r['wall']:6.2f} "
-            f"{steps / r['wall']:8.0f} {r['wall'] / base:12.2f}  {'; '.join(notes)}"
+            f"{steps / r['wall']:8.0f} {r['wall'] / base:12.2f} {busy}  {'; '.join(notes)}"
         )
     sys.stdout.flush()
 
@@ -479,6 +500,11 @@ def main() -> None:
         "--threads", type=int, help="OMP_NUM_THREADS for every run (default: torch's, 1 a core)"
     )
     parser.add_argument("--no-xdist", action="store_true", help="skip the -n 2 plugin runs")
+    parser.add_argument(
+        "--baseline-tree",
+        metavar="DIR",
+        help="also run the plugin rows from another checkout (e.g. `git archive` of main)",
+    )
     parser.add_argument("--no-novideo", action="store_true", help="skip lerobot without video")
     parser.add_argument("--only", choices=["pusht", "overhead"])
     parser.add_argument("--items", type=int, default=1000, help="overhead: task items")
