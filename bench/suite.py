@@ -17,6 +17,10 @@ Wall time is the whole process (start-up, torch import, policy load included) fo
 Env steps counted are N x the episode length (random policy: every episode runs to the
 limit; the plugin's per-episode steps are checked from its results JSON).
 
+MetaWorld, state-only (next to PushT; bench/suite_metaworld.py): MT10 x V goals with
+metaworld's scripted experts through the shipped suite, against a plain loop over the
+same envs with the same policy (lerobot-eval's metaworld env renders pixels only).
+
 Part 2, the plugin's own overhead: 1,000 task items of a template that yields at once
 (no robot capability) and an agent that returns at once, ``--hud-shared`` so there is one
 substrate: ``--collect-only`` time, full run time, per-item overhead, and with
@@ -31,7 +35,7 @@ runs, ``--quiet-wait S`` waits for other load to settle before each run, and
     python bench/suite.py [--episodes N] [--max-steps M] [--widths 4 1 10]
         [--policy diffusion|tiny-diffusion|tiny-act] [--threads T] [--pusht-reps R]
         [--quiet-wait S] [--no-xdist] [--no-novideo] [--baseline-tree DIR]
-        [--only pusht|overhead]
+        [--only pusht|metaworld|overhead] [--mw-variations V] [--mw-no-fresh]
         [--items 1000] [--reps 3] [--keep DIR] [--json PATH]
 """
 
@@ -506,7 +510,11 @@ def main() -> None:
         help="also run the plugin rows from another checkout (e.g. `git archive` of main)",
     )
     parser.add_argument("--no-novideo", action="store_true", help="skip lerobot without video")
-    parser.add_argument("--only", choices=["pusht", "overhead"])
+    parser.add_argument("--only", choices=["pusht", "metaworld", "overhead"])
+    parser.add_argument("--mw-variations", type=int, default=5, help="MetaWorld: goals per task")
+    parser.add_argument(
+        "--mw-no-fresh", action="store_true", help="MetaWorld: skip the fresh-per-item row"
+    )
     parser.add_argument("--items", type=int, default=1000, help="overhead: task items")
     parser.add_argument("--reps", type=int, default=3, help="overhead: repetitions (median)")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (logs, results)")
@@ -523,6 +531,12 @@ def main() -> None:
     try:
         if args.only in (None, "pusht"):
             figures["pusht"] = pusht(args, work)
+        if args.only in (None, "metaworld"):
+            from suite_metaworld import metaworld
+
+            figures["metaworld"] = metaworld(
+                args.mw_variations, work, timed, LOAD, fresh=not args.mw_no_fresh
+            )
         if args.only in (None, "overhead"):
             figures["overhead"] = overhead(args, work)
     finally:
