@@ -48,12 +48,14 @@ class Actions:
         return {}
 
 
-async def episodes(bridge_cls: type[GymBridge]) -> tuple[list[Any], list[dict], list[int], Any]:
+async def episodes(
+    bridge_cls: type[GymBridge], split: int = 4
+) -> tuple[list[Any], list[dict], list[int], Any]:
     bridge = bridge_cls("Pendulum-v1", num_envs=4)
     await bridge.start()
     try:
         grants = [await bridge.claim(seed=10 + i) for i in range(4)]
-        agent = BatchedAgent(RobotAgent(Swing(), max_steps=30), max_wait_s=2.0)
+        agent = BatchedAgent(RobotAgent(Swing(), max_steps=30), max_wait_s=10.0, split_from=split)
         logs: list[list[list[float]]] = [[] for _ in grants]
         reports = await asyncio.gather(
             *(
@@ -84,6 +86,9 @@ async def test_slots_stepping_alone_give_the_same_episodes_as_the_barrier() -> N
     assert lock_batches[-1] == 4 and max(lock_batches) == 4
     assert 2 in batches and len(batches) > len(lock_batches)
     assert all(0.0 < r.extra["policy_busy"]["episode"] <= 1.0 for r in reports)
+    # below split_from live rollouts, rows that step alone still go in one forward
+    unsplit_actions, _, unsplit, _ = await episodes(GymBridge, split=5)
+    assert unsplit_actions == actions and set(unsplit) == {4}
 
 
 def test_gym_bridge_steps_one_copy_alone_like_the_vector_env() -> None:
