@@ -23,7 +23,8 @@ same envs with the same policy (lerobot-eval's metaworld env renders pixels only
 
 Part 2, the plugin's own overhead: 1,000 task items of a template that yields at once
 (no robot capability) and an agent that returns at once, ``--hud-shared`` so there is one
-substrate: ``--collect-only`` time, full run time, per-item overhead, and with
+substrate: ``--collect-only`` time, full run time, per-item overhead (wall, and CPU
+seconds of the process tree, which a loaded machine disturbs less), and with
 ``--hud-results`` and ``--html``; a plain parametrized test of 1,000 items is the
 pytest baseline.
 
@@ -459,23 +460,35 @@ def overhead(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         ("hud, run + results + html", folder, [agent, "--hud-shared=1", *report]),
         ("hud, run, concurrency 8", folder, [agent, "--hud-shared=8", "--hud-concurrency=8"]),
     ]
-    out: dict[str, Any] = {}
-    for name, cwd, extra in cases:
-        times = []
-        for rep in range(args.reps):
-            log = work / f"overhead-{len(out)}-{rep}.log"
-            wall, rc = timed([*base, *extra], cwd, log)
+    envs: dict[str, dict[str, str] | None] = {}
+    if args.baseline_tree:  # the same run on another checkout
+        cases.append(("hud, run (shared 1), baseline", folder, [agent, "--hud-shared=1"]))
+        envs[cases[-1][0]] = {**ENV, "PYTHONPATH": str(Path(args.baseline_tree).resolve())}
+    walls: dict[str, list[float]] = {}
+    cpus: dict[str, list[float]] = {}
+    for rep in range(args.reps):  # interleaved, so load swings hit every case alike
+        for name, cwd, flags in cases:
+            log = work / f"overhead-{name.replace(' ', '_')}-{rep}.log"
+            wall, rc = timed([*base, *flags], cwd, log, envs.get(name))
             if rc != 0:
                 print(f"  {name}: exit {rc}, see {log}")
-            times.append(wall)
-        out[name] = statistics.median(times)
+            walls.setdefault(name, []).append(wall)
+            cpus.setdefault(name, []).append(LOAD[str(log)][0] * wall)  # its own CPU s
+    out: dict[str, Any] = {name: statistics.median(w) for name, w in walls.items()}
+    cpu = {name: statistics.median(c) for name, c in cpus.items()}
     n = args.items
     collect, plain_run = out["hud, collect"], out["plain pytest, run"]
+    plain_cpu = cpu["plain pytest, run"]
     print(f"\nplugin overhead: {n} items, zero-cost template and agent, median of {args.reps}")
-    print(f"  {'run':<28} {'wall s':>7} {'ms/item':>8} {'ms/item over plain run':>23}")
+    print(
+        f"  {'run':<32} {'wall s':>7} {'ms/item':>8} {'ms/item over plain run':>23} "
+        f"{'CPU ms/item over plain':>22}"
+    )
     for name, wall in out.items():
-        extra = f"{(wall - plain_run) * 1000 / n:23.2f}" if "hud, run" in name else f"{'':>23}"
-        print(f"  {name:<28} {wall:7.2f} {wall * 1000 / n:8.2f} {extra}")
+        over = "hud, run" in name
+        extra = f"{(wall - plain_run) * 1000 / n:23.2f}" if over else f"{'':>23}"
+        more = f"{(cpu[name] - plain_cpu) * 1000 / n:22.2f}" if over else f"{'':>22}"
+        print(f"  {name:<32} {wall:7.2f} {wall * 1000 / n:8.2f} {extra} {more}")
     run = out["hud, run (shared 1)"]
     print(
         f"  collection {collect:.2f}s; run minus collect-only: "
