@@ -18,11 +18,12 @@ from pytest_hud.robot import BatchedAgent, GymBridge, Model, RobotAgent
 from pytest_hud.robot.agent.agent import RunSettings
 
 
-class Barrier(GymBridge):
-    """The same sim behind the barrier: every live slot acts before any steps."""
+class Alone(GymBridge):
+    """The same sim with ``step_slots_alone`` (what ``env.gym(..., step_slots_alone=True)``
+    serves): each slot steps when its agent acts."""
 
-    def can_step_slots(self) -> bool:
-        return False
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, step_slots_alone=True, **kwargs)
 
 
 class Swing(Model):
@@ -75,8 +76,8 @@ async def episodes(
 
 @pytest.mark.anyio
 async def test_slots_stepping_alone_give_the_same_episodes_as_the_barrier() -> None:
-    actions, grades, batches, reports = await episodes(GymBridge)
-    lock_actions, lock_grades, lock_batches, _ = await episodes(Barrier)
+    actions, grades, batches, reports = await episodes(Alone)
+    lock_actions, lock_grades, lock_batches, _ = await episodes(GymBridge)  # the barrier
     assert all(len(a) == 30 for a in actions)
     assert actions == lock_actions  # same seeds -> same actions, step for step
     assert [g["total_reward"] for g in grades] == [g["total_reward"] for g in lock_grades]
@@ -87,16 +88,16 @@ async def test_slots_stepping_alone_give_the_same_episodes_as_the_barrier() -> N
     assert 2 in batches and len(batches) > len(lock_batches)
     assert all(0.0 < r.extra["policy_busy"]["episode"] <= 1.0 for r in reports)
     # below split_from live rollouts, rows that step alone still go in one forward
-    unsplit_actions, _, unsplit, _ = await episodes(GymBridge, split=5)
+    unsplit_actions, _, unsplit, _ = await episodes(Alone, split=5)
     assert unsplit_actions == actions and set(unsplit) == {4}
 
 
 def test_gym_bridge_steps_one_copy_alone_like_the_vector_env() -> None:
-    alone = GymBridge("CartPole-v1", num_envs=3)
+    alone = GymBridge("CartPole-v1", num_envs=3, step_slots_alone=True)
     lockstep = GymBridge("CartPole-v1", num_envs=3)
     for bridge in (alone, lockstep):
         bridge.reset(seed=5)
-    assert alone.can_step_slots()
+    assert alone.can_step_slots() and not lockstep.can_step_slots()
     for _ in range(4):  # copy 1 steps alone; the others stay where they were
         alone.step_slots([1], np.array([[1.0]], np.float32))
         lockstep.step(np.array([[0.0], [1.0], [0.0]], np.float32))

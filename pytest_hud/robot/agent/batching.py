@@ -8,7 +8,9 @@ two halves instead: a forward starts once half of them have queued, and the othe
 steps its sims meanwhile, so the policy is not idle while sims step. On PushT at width
 10 (28.5M diffusion, one torch thread) a forward of 10 rows costs 0.77 s of CPU and
 two of 5 cost 0.89 s, while the 8 lockstep steps between forwards cost ~0.2 s (more on
-a loaded machine): the halves keep the policy busy for a little more compute. Below
+a loaded machine): the halves keep the policy busy for more compute (measured end to
+end on a loaded machine: 98% busy but 1.4x the wall of the barrier; see
+``GymBridge.can_step_slots``, which is why sims opt in to stepping alone). Below
 ``split_from`` live rollouts (default 8) they do not: a forward's fixed cost (~0.13 s
 here: 1 row 0.21 s, 3 rows 0.37 s, 5 rows 0.44 s) outweighs the shorter stepping it
 would hide (two forwards of 3 and 2 rows cost 0.68 s against 0.44 s for one of 5).
