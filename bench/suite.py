@@ -17,9 +17,14 @@ Wall time is the whole process (start-up, torch import, policy load included) fo
 Env steps counted are N x the episode length (random policy: every episode runs to the
 limit; the plugin's per-episode steps are checked from its results JSON).
 
+MetaWorld, state-only (next to PushT; bench/suite_metaworld.py): MT10 x V goals with
+metaworld's scripted experts through the shipped suite, against a plain loop over the
+same envs with the same policy (lerobot-eval's metaworld env renders pixels only).
+
 Part 2, the plugin's own overhead: 1,000 task items of a template that yields at once
 (no robot capability) and an agent that returns at once, ``--hud-shared`` so there is one
-substrate: ``--collect-only`` time, full run time, per-item overhead, and with
+substrate: ``--collect-only`` time, full run time, per-item overhead (wall, and CPU
+seconds of the process tree, which a loaded machine disturbs less), and with
 ``--hud-results`` and ``--html``; a plain parametrized test of 1,000 items is the
 pytest baseline.
 
@@ -30,7 +35,8 @@ runs, ``--quiet-wait S`` waits for other load to settle before each run, and
 
     python bench/suite.py [--episodes N] [--max-steps M] [--widths 4 1 10]
         [--policy diffusion|tiny-diffusion|tiny-act] [--threads T] [--pusht-reps R]
-        [--quiet-wait S] [--no-xdist] [--no-novideo] [--only pusht|overhead]
+        [--quiet-wait S] [--no-xdist] [--no-novideo] [--baseline-tree DIR]
+        [--only pusht|metaworld|overhead] [--mw-variations V] [--mw-no-fresh]
         [--items 1000] [--reps 3] [--keep DIR] [--json PATH]
 """
 
@@ -108,13 +114,17 @@ def make_policy(kind: str, folder: Path) -> tuple[Path, str]:
 
 
 # -- running things ------------------------------------------------------------------------
-def timed(cmd: list[str], cwd: Path, log: Path) -> tuple[float, int]:
+def timed(
+    cmd: list[str], cwd: Path, log: Path, env: dict[str, str] | None = None
+) -> tuple[float, int]:
     start = time.perf_counter()
     cpu0, own0 = _cpu_busy(), _children_cpu()
     with log.open("w") as out:
         out.write(" ".join(cmd) + "\n")
         out.flush()
-        rc = subprocess.run(cmd, cwd=cwd, env=ENV, stdout=out, stderr=subprocess.STDOUT).returncode
+        rc = subprocess.run(
+            cmd, cwd=cwd, env=env or ENV, stdout=out, stderr=subprocess.STDOUT
+        ).returncode
     wall = time.perf_counter() - start
     busy, own = _cpu_busy() - cpu0, _children_cpu() - own0
     with log.open("a") as out:
@@ -232,10 +242,17 @@ def write_pusht_suite(folder: Path, n: int, num_envs: int) -> Path:
 
 
 def run_plugin(
-    work: Path, policy: Path, n: int, width: int, max_steps: int | None, workers: int
+    work: Path,
+    policy: Path,
+    n: int,
+    width: int,
+    max_steps: int | None,
+    workers: int,
+    tree: Path | None = None,
 ) -> dict[str, Any]:
+    """The plugin's run; ``tree``: another checkout of pytest_hud (a baseline) to run."""
     per = width // workers
-    name = f"plugin-w{width}" + (f"-n{workers}" if workers > 1 else "")
+    name = f"plugin-w{width}" + (f"-n{workers}" if workers > 1 else "") + ("-base" if tree else "")
     folder = work / name
     shutil.rmtree(folder, ignore_errors=True)
     write_pusht_suite(folder, n, per)
@@ -256,7 +273,8 @@ def run_plugin(
         cmd += ["-n", str(workers)]
     if max_steps is not None:
         cmd.append(f"--hud-max-steps={max_steps}")
-    wall, rc = timed(cmd, folder, work / f"{name}.log")
+    env = {**ENV, "PYTHONPATH": str(tree)} if tree else None
+    wall, rc = timed(cmd, folder, work / f"{name}.log", env)
     row: dict[str, Any] = {"wall": wall, "rc": rc, "log": str(work / f"{name}.log")}
     if results.exists():
         doc = json.loads(results.read_text())
@@ -270,8 +288,25 @@ def run_plugin(
             errors=sum(r.get("error") is not None for r in rows),
             infer_s=sum(r.get("infer_s") or 0.0 for r in rows),
             env_s=sum(r.get("env_s") or 0.0 for r in rows),
+            busy=policy_busy(rows),
         )
     return row
+
+
+def policy_busy(rows: list[dict[str, Any]]) -> float | None:
+    """The fraction of the rollouts' wall time the policy's forward ran, per process.
+
+    Each row carries its process's running totals at the episode's end (BatchedAgent's
+    ``policy_busy``); a process's last row holds its totals. With several workers the
+    fraction is their busy seconds over their spans, summed.
+    """
+    last: dict[int, dict[str, float]] = {}
+    for r in rows:
+        b = r.get("policy_busy")
+        if b and (b["pid"] not in last or b["span_s"] > last[b["pid"]]["span_s"]):
+            last[b["pid"]] = b
+    span = sum(b["span_s"] for b in last.values())
+    return sum(b["busy_s"] for b in last.values()) / span if span > 0 else None
 
 
 def wait_quiet(max_wait: float, threshold: float = 0.3) -> None:
@@ -307,6 +342,15 @@ def pusht(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         variants["plugin"] = lambda w: run_plugin(work, policy, n, w, args.max_steps, 1)
         if not args.no_xdist and width % 2 == 0:
             variants["plugin -n 2"] = lambda w: run_plugin(work, policy, n, w, args.max_steps, 2)
+        if args.baseline_tree:  # the same runs on another checkout, interleaved
+            base = Path(args.baseline_tree).resolve()
+            variants["plugin, baseline"] = lambda w, base=base: run_plugin(
+                work, policy, n, w, args.max_steps, 1, base
+            )
+            if not args.no_xdist and width % 2 == 0:
+                variants["plugin -n 2, baseline"] = lambda w, base=base: run_plugin(
+                    work, policy, n, w, args.max_steps, 2, base
+                )
         reps: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
         for _ in range(args.pusht_reps):  # interleaved: each rep runs every variant once
             for name, run in variants.items():
@@ -329,7 +373,7 @@ def print_width(width: int, runs: dict[str, dict[str, Any]], n: int, limit: int)
     print(f"\nW={width}")
     print(
         f"  {'run':<24} {'wall s':>7} {'eval s':>7} {'ep/s':>6} {'steps/s':>8} "
-        f"{'time/lerobot':>12}  notes"
+        f"{'time/lerobot':>12} {'policy busy':>11}  notes"
     )
     for name, r in runs.items():
         steps = r.get("steps") or n * limit
@@ -348,9 +392,10 @@ def print_width(width: int, runs: dict[str, dict[str, Any]], n: int, limit: int)
         if "success" in r:
             notes.append(f"{r['success']} successes")
         eval_s = f"{r['eval_s']:7.1f}" if "eval_s" in r else f"{'':>7}"
+        busy = f"{r['busy']:11.0%}" if r.get("busy") is not None else f"{'':>11}"
         print(
             f"  {name:<24} {r['wall']:7.1f} {eval_s} {n / r['wall']:6.2f} "
-            f"{steps / r['wall']:8.0f} {r['wall'] / base:12.2f}  {'; '.join(notes)}"
+            f"{steps / r['wall']:8.0f} {r['wall'] / base:12.2f} {busy}  {'; '.join(notes)}"
         )
     sys.stdout.flush()
 
@@ -415,23 +460,35 @@ def overhead(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         ("hud, run + results + html", folder, [agent, "--hud-shared=1", *report]),
         ("hud, run, concurrency 8", folder, [agent, "--hud-shared=8", "--hud-concurrency=8"]),
     ]
-    out: dict[str, Any] = {}
-    for name, cwd, extra in cases:
-        times = []
-        for rep in range(args.reps):
-            log = work / f"overhead-{len(out)}-{rep}.log"
-            wall, rc = timed([*base, *extra], cwd, log)
+    envs: dict[str, dict[str, str] | None] = {}
+    if args.baseline_tree:  # the same run on another checkout
+        cases.append(("hud, run (shared 1), baseline", folder, [agent, "--hud-shared=1"]))
+        envs[cases[-1][0]] = {**ENV, "PYTHONPATH": str(Path(args.baseline_tree).resolve())}
+    walls: dict[str, list[float]] = {}
+    cpus: dict[str, list[float]] = {}
+    for rep in range(args.reps):  # interleaved, so load swings hit every case alike
+        for name, cwd, flags in cases:
+            log = work / f"overhead-{name.replace(' ', '_')}-{rep}.log"
+            wall, rc = timed([*base, *flags], cwd, log, envs.get(name))
             if rc != 0:
                 print(f"  {name}: exit {rc}, see {log}")
-            times.append(wall)
-        out[name] = statistics.median(times)
+            walls.setdefault(name, []).append(wall)
+            cpus.setdefault(name, []).append(LOAD[str(log)][0] * wall)  # its own CPU s
+    out: dict[str, Any] = {name: statistics.median(w) for name, w in walls.items()}
+    cpu = {name: statistics.median(c) for name, c in cpus.items()}
     n = args.items
     collect, plain_run = out["hud, collect"], out["plain pytest, run"]
+    plain_cpu = cpu["plain pytest, run"]
     print(f"\nplugin overhead: {n} items, zero-cost template and agent, median of {args.reps}")
-    print(f"  {'run':<28} {'wall s':>7} {'ms/item':>8} {'ms/item over plain run':>23}")
+    print(
+        f"  {'run':<32} {'wall s':>7} {'ms/item':>8} {'ms/item over plain run':>23} "
+        f"{'CPU ms/item over plain':>22}"
+    )
     for name, wall in out.items():
-        extra = f"{(wall - plain_run) * 1000 / n:23.2f}" if "hud, run" in name else f"{'':>23}"
-        print(f"  {name:<28} {wall:7.2f} {wall * 1000 / n:8.2f} {extra}")
+        over = "hud, run" in name
+        extra = f"{(wall - plain_run) * 1000 / n:23.2f}" if over else f"{'':>23}"
+        more = f"{(cpu[name] - plain_cpu) * 1000 / n:22.2f}" if over else f"{'':>22}"
+        print(f"  {name:<32} {wall:7.2f} {wall * 1000 / n:8.2f} {extra} {more}")
     run = out["hud, run (shared 1)"]
     print(
         f"  collection {collect:.2f}s; run minus collect-only: "
@@ -460,8 +517,17 @@ def main() -> None:
         "--threads", type=int, help="OMP_NUM_THREADS for every run (default: torch's, 1 a core)"
     )
     parser.add_argument("--no-xdist", action="store_true", help="skip the -n 2 plugin runs")
+    parser.add_argument(
+        "--baseline-tree",
+        metavar="DIR",
+        help="also run the plugin rows from another checkout (e.g. `git archive` of main)",
+    )
     parser.add_argument("--no-novideo", action="store_true", help="skip lerobot without video")
-    parser.add_argument("--only", choices=["pusht", "overhead"])
+    parser.add_argument("--only", choices=["pusht", "metaworld", "overhead"])
+    parser.add_argument("--mw-variations", type=int, default=5, help="MetaWorld: goals per task")
+    parser.add_argument(
+        "--mw-no-fresh", action="store_true", help="MetaWorld: skip the fresh-per-item row"
+    )
     parser.add_argument("--items", type=int, default=1000, help="overhead: task items")
     parser.add_argument("--reps", type=int, default=3, help="overhead: repetitions (median)")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (logs, results)")
@@ -478,6 +544,12 @@ def main() -> None:
     try:
         if args.only in (None, "pusht"):
             figures["pusht"] = pusht(args, work)
+        if args.only in (None, "metaworld"):
+            from suite_metaworld import metaworld
+
+            figures["metaworld"] = metaworld(
+                args.mw_variations, work, timed, LOAD, fresh=not args.mw_no_fresh
+            )
         if args.only in (None, "overhead"):
             figures["overhead"] = overhead(args, work)
     finally:

@@ -237,3 +237,35 @@ def test_adapters_map_by_contract() -> None:
     row = OpenPIAdapter({"wrist": "observation/wrist_image"}).bind(spaces).observation(data, "p")
     assert set(row) == {"observation/wrist_image", "front", "joints", "gripper", "prompt"}
     assert row["joints"].dtype == np.float32 and row["front"].dtype == np.uint8
+
+
+@pytest.mark.anyio
+async def test_batched_agent_reports_how_busy_the_policy_was() -> None:
+    class Slow(Recorder):
+        """A fake-slow model (the real one is torch); measures its own forwards."""
+
+        def __init__(self) -> None:
+            super().__init__(horizon=1)
+            self.own_s = 0.0
+
+        def infer(self, batch):
+            import time
+
+            start = time.monotonic()
+            time.sleep(0.02)
+            out = super().infer(batch)
+            self.own_s += time.monotonic() - start
+            return out
+
+    model = Slow()
+    agent = BatchedAgent(RobotAgent(model), max_wait_s=5.0)
+    results = await rollouts(agent, n=3)
+    assert [r.error for r in results] == [None] * 3
+    busy = [r.agent_info["policy_busy"] for r in results]
+    whole = agent.batched.busy()
+    # bounds, not timings: the accounting covers every forward and never exceeds the span
+    assert 0.0 < whole["fraction"] <= 1.0
+    assert model.own_s <= whole["busy_s"] <= whole["span_s"]
+    assert all(0.0 < b["episode"] <= 1.0 and b["busy_s"] <= b["span_s"] for b in busy)
+    assert max(b["busy_s"] for b in busy) <= round(whole["busy_s"], 3)  # rows round to ms
+    assert results[0].report_fields()["policy_busy"] == busy[0]

@@ -145,6 +145,11 @@ class ControlClient:
     async def close(self) -> None:
         await self._rpc.close()
 
+    @property
+    def closed(self) -> bool:
+        """The connection is gone (closed here, or by the server)."""
+        return self._rpc.closed
+
     async def __aenter__(self) -> ControlClient:
         return self
 

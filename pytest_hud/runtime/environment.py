@@ -142,8 +142,11 @@ class Environment:
         make_kwargs: dict[str, Any] | None = None,
         robot_type: str | None = None,
         start_timeout: float = 300.0,
+        step_slots_alone: bool = False,
     ) -> RobotEndpoint:
-        """Serve a gym-style env as this environment's robot capability; returns its endpoint."""
+        """Serve a gym-style env as this environment's robot capability; returns its endpoint.
+
+        ``step_slots_alone``: a SyncVectorEnv's slots step without a barrier (GymBridge)."""
         from pytest_hud.robot.sim.gym import GymBridge, gym_target
 
         target, extra = gym_target(target)
@@ -157,6 +160,8 @@ class Environment:
             "success_threshold": success_threshold,
             "robot_type": robot_type,
         }
+        if step_slots_alone:
+            kwargs["step_slots_alone"] = True
         endpoint = RobotEndpoint(GymBridge, kwargs=kwargs, start_timeout=start_timeout)
         self.add_capability(endpoint, name)
         return endpoint

@@ -16,8 +16,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pytest_hud.runtime.control import ControlClient, Run
+from pytest_hud.runtime.control_pool import current_pool
 from pytest_hud.runtime.errors import TemplateError
 from pytest_hud.runtime.provider import Provider
+from pytest_hud.runtime.shared import Shared
 from pytest_hud.runtime.task import Task
 from pytest_hud.tracebacks import format_exc
 
@@ -94,6 +96,7 @@ class RolloutResult:
             "phase": self.phase,
             "infer_s": info.get("infer_s"),
             "env_s": info.get("env_s"),
+            "policy_busy": info.get("policy_busy"),
             "video": info.get("video"),
             "dataset": info.get("dataset"),
         }
@@ -124,8 +127,14 @@ async def rollout(
         async with asyncio.timeout(timeout):
             async with provider(task) as runtime:
                 phase = "start"
-                control = await ControlClient.connect(runtime, timeout=connect_timeout)
-                async with control:
+                # a Shared substrate's connection may be kept for the next rollout
+                pool = current_pool() if isinstance(provider, Shared) else None
+                if pool is not None:
+                    control = await pool.acquire(runtime, timeout=connect_timeout)
+                else:
+                    control = await ControlClient.connect(runtime, timeout=connect_timeout)
+                graded = False
+                try:
                     run = await control.start(task)
                     result.prompt = run.prompt
                     phase = "agent"
@@ -138,6 +147,12 @@ async def rollout(
                     result.agent_info = dict(info or {})
                     phase = "grade"
                     grade = await control.result(run)
+                    graded = True
+                finally:
+                    if graded and pool is not None:
+                        await pool.release(runtime, control)
+                    else:
+                        await control.close()
         _apply_grade(result, grade)
     except TimeoutError as exc:
         if timeout is not None and time.monotonic() - start >= timeout * 0.999:

@@ -11,6 +11,7 @@ one agent serves any number of concurrent rollouts.
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections import deque
 from collections.abc import Callable
@@ -25,7 +26,14 @@ from pytest_hud.robot.agent.model import Model, check_chunk
 from pytest_hud.robot.contract import Spaces
 from pytest_hud.robot.wire.client import RobotClient
 
-__all__ = ["EpisodeObserver", "EpisodeReport", "RobotAgent", "RunSettings"]
+__all__ = ["STEPS_ALONE", "EpisodeObserver", "EpisodeReport", "RobotAgent", "RunSettings"]
+
+#: True inside an episode whose sim steps its slot without waiting for other slots (the
+#: bridge's ``slots_step_alone``): a BatchedModel may then run part of the rows while
+#: the rest step (see :mod:`pytest_hud.robot.agent.batching`).
+STEPS_ALONE: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "pytest_hud_steps_alone", default=False
+)
 
 
 class EpisodeObserver(Protocol):
@@ -141,6 +149,7 @@ class RobotAgent:
         client = await RobotClient.connect(capability, token=token, timeout=self.step_timeout)
         observers: list[EpisodeObserver] = []
         ok = False
+        alone = STEPS_ALONE.set(bool(client.metadata.get("slots_step_alone")))
         try:
             spaces = client.spaces()
             adapter = (self.adapter or Adapter()).bind(spaces)
@@ -190,6 +199,7 @@ class RobotAgent:
             report.total_reward = total
             ok = True
         finally:
+            STEPS_ALONE.reset(alone)
             for observer in observers:
                 report.extra.update(observer.end(ok))
             await client.close()

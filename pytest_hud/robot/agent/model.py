@@ -9,7 +9,7 @@ per-episode state: the agent owns that.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any
 
@@ -94,16 +94,19 @@ class Model:
         return check_chunk(out, 1, None, type(self).__name__)[0]
 
 
-async def run_infer(model: Model, batch: dict[str, Any]) -> Any:
+async def run_infer(
+    model: Model, batch: dict[str, Any], call: Callable[[dict[str, Any]], Any] | None = None
+) -> Any:
     """``model.infer(batch)`` on the model's executor, awaited from the event loop.
 
     Without one, it runs on :func:`~pytest_hud.threads.model_threads` (daemon threads:
     a forward that never returns does not hold the process at exit). A caller that is
     cancelled while the forward still runs (a rollout timeout) leaves it abandoned:
-    :func:`pytest_hud.threads.abandoned` lists it until it returns.
+    :func:`pytest_hud.threads.abandoned` lists it until it returns. ``call`` replaces
+    ``model.infer`` (a wrapper that times it where it runs); errors still name ``model``.
     """
     executor = model.executor() or model_threads()
-    fut = executor.submit(model.infer, batch)
+    fut = executor.submit(call or model.infer, batch)
     try:
         return await asyncio.wrap_future(fut)
     except asyncio.CancelledError:

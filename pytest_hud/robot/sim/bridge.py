@@ -6,7 +6,9 @@ one slot: the server sends a metadata frame, the client claims its slot with
 ``{"claim": token}``, then every ``{"actions": a}`` frame is answered with that
 slot's observation ``{name: array, ..., "terminated": bool}``. A vectorized sim
 (``num_envs`` slots) steps once all live slots have acted (a barrier); idle slots
-get ``hold_action()``. A text frame is an error (a message or a traceback).
+get ``hold_action()``. A sim whose slots can step alone (``step_slots``) has no
+barrier: each slot steps when its agent acts (the metadata frame says
+``slots_step_alone``). A text frame is an error (a message or a traceback).
 
 Sim hooks run on the event-loop thread, which :func:`serve_bridge` makes the main
 thread: thread-affine sims are safe and no step pays a thread hand-off. A bridge
@@ -181,8 +183,13 @@ class RobotBridge(SimHooks):
             protocol=PROTOCOL,
             num_envs=self.num_envs,
             contract=self._contract_obj.to_dict() if self._contract_obj else None,
+            slots_step_alone=self._alone(),
         )
         return pack(meta)
+
+    def _alone(self) -> bool:
+        """Whether slots step without a barrier (a vectorized sim with ``step_slots``)."""
+        return self.num_envs > 1 and self.can_step_slots()
 
     async def _serve_connection(self, ws: ServerConnection) -> None:
         slot: _Slot | None = None
@@ -284,7 +291,7 @@ class RobotBridge(SimHooks):
                 if not ready:
                     self._disarm()
                     return
-                if len(ready) < len(parts):
+                if len(ready) < len(parts) and not self._alone():
                     self._arm()
                     return
                 await self._step(ready)
@@ -325,19 +332,14 @@ class RobotBridge(SimHooks):
 
     async def _step(self, acting: list[_Slot]) -> None:
         self._disarm()
-        size = len(acting[0].action) if acting[0].action is not None else 1
-        rows = np.empty((self.num_envs, size), np.float32)
-        hold = None
-        for s in self._slots:
-            if s.action is not None:
-                rows[s.index] = s.action
-                s.action = None
-            else:
-                if hold is None:
-                    hold = np.asarray(self.hold_action(), np.float32).reshape(-1)
-                rows[s.index] = hold
         try:
-            await self._sim(self.step, rows)
+            if self._alone():  # only the slots that acted, each with its own action
+                rows = np.stack([s.action for s in acting if s.action is not None])
+                for s in acting:
+                    s.action = None
+                await self._sim(self.step_slots, [s.index for s in acting], rows)
+            else:
+                await self._sim(self.step, self._barrier_rows())
             batch = await self._sim(self.get_observation)
             if batch is None:
                 raise BridgeError("get_observation() returned None after a step")
@@ -349,6 +351,21 @@ class RobotBridge(SimHooks):
             return
         for s in acting:
             await self._send_row(s, batch)
+
+    def _barrier_rows(self) -> np.ndarray:
+        """Every slot's row for a barrier step: its action, or ``hold_action()`` if idle."""
+        acted = next((s.action for s in self._slots if s.action is not None), None)
+        rows = np.empty((self.num_envs, len(acted) if acted is not None else 1), np.float32)
+        hold = None
+        for s in self._slots:
+            if s.action is not None:
+                rows[s.index] = s.action
+                s.action = None
+            else:
+                if hold is None:
+                    hold = np.asarray(self.hold_action(), np.float32).reshape(-1)
+                rows[s.index] = hold
+        return rows
 
     # -- the control side (driven by a RobotEndpoint) ----------------------------
     async def claim(self, **task_args: Any) -> dict[str, Any]:

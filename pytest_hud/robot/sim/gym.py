@@ -95,8 +95,10 @@ class GymBridge(RobotBridge):
         contract: str | Path | Mapping[str, Any] | Contract | None = None,
         success_threshold: float | None = None,
         robot_type: str | None = None,
+        step_slots_alone: bool = False,
     ) -> None:
         self.target, extra = gym_target(target)
+        self.step_slots_alone = step_slots_alone
         self.make_kwargs = {**extra, **(make_kwargs or {})}
         self.num_envs = int(num_envs)
         self.fps = fps
@@ -275,7 +277,7 @@ class GymBridge(RobotBridge):
 
     def _cast(self, actions: np.ndarray) -> Any:
         space = self.action_space
-        n = self.num_envs
+        n = len(actions)
         if isinstance(space, gym.spaces.Discrete):
             out = np.rint(actions[:, 0]).astype(np.int64)
             out = np.clip(out, space.start, space.start + space.n - 1)
@@ -299,16 +301,59 @@ class GymBridge(RobotBridge):
             rewards = np.asarray(reward, np.float64)
             terms, truncs = np.asarray(term, bool), np.asarray(trunc, bool)
             succ = _success_vector(info, self.num_envs)
-        live = ~self._done
         self._set_obs(obs)
-        self._reward = np.where(live, rewards, 0.0).astype(np.float32)
-        self._total += np.where(live, rewards, 0.0)
-        self._steps += live
+        self._record(slice(None), rewards, terms, truncs, succ)
+
+    def can_step_slots(self) -> bool:
+        """With ``step_slots_alone``, a SyncVectorEnv's copies (independent envs) step
+        each when its agent acts, with no barrier. Off by default: measured on PushT at
+        W=10 with a 28.5M diffusion policy on a loaded 2-core machine, the barrier-free
+        halves took 103.6 s against 73.6 s for the barrier (same load, 64.8 against 44.3 s
+        of CPU), though the policy was 98% busy against 66%."""
+        return self.step_slots_alone and type(self.env) is gym.vector.SyncVectorEnv
+
+    def step_slots(self, indices: list[int], actions: np.ndarray) -> None:
+        """Step the copies ``indices`` alone, as SyncVectorEnv.step would have (it calls
+        each copy's ``step``), without stepping the others."""
+        acts = self._cast(actions)
+        envs = self.env.envs
+        for j, i in enumerate(indices):
+            if self._done[i]:
+                continue
+            obs, reward, term, trunc, info = envs[i].step(acts[j])
+            for key, value in flatten_observation(obs).items():
+                rows = self._obs[key]
+                if not rows.flags.writeable:
+                    rows = self._obs[key] = rows.copy()
+                rows[i] = _wire_array(value, 0)
+            succ = _success_single(info)
+            self._record(
+                [i],
+                np.array([reward], np.float64),
+                np.array([bool(term)]),
+                np.array([bool(trunc)]),
+                succ,
+            )
+
+    def _record(
+        self,
+        at: Any,
+        rewards: np.ndarray,
+        terms: np.ndarray,
+        truncs: np.ndarray,
+        succ: np.ndarray | None,
+    ) -> None:
+        """Account one step of the slots ``at`` (a slice or indices); finished slots keep
+        their totals."""
+        live = ~self._done[at]
+        self._reward[at] = np.where(live, rewards, 0.0)
+        self._total[at] += np.where(live, rewards, 0.0)
+        self._steps[at] += live
         if succ is not None:
-            self._success |= live & succ
-        self._terminated |= live & terms
-        self._truncated |= live & truncs & ~terms
-        self._done |= live & (terms | truncs)
+            self._success[at] |= live & succ
+        self._terminated[at] |= live & terms
+        self._truncated[at] |= live & truncs & ~terms
+        self._done[at] |= live & (terms | truncs)
 
     def get_observation(self) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
         return self._obs, self._done.copy(), self._reward.copy()

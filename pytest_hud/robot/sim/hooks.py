@@ -47,6 +47,17 @@ class SimHooks(ABC):
         """Whether :meth:`reset_slot` works here (default: the subclass overrides it)."""
         return type(self).reset_slot is not SimHooks.reset_slot
 
+    def step_slots(self, indices: list[int], actions: np.ndarray) -> None:
+        """Advance only the slots ``indices`` one tick with ``[len(indices), A]`` actions
+        (optional: copies that are independent sims, such as a SyncVectorEnv's). With it,
+        a slot steps as soon as its agent acts instead of at a barrier with its peers, so
+        one group of rollouts steps while another waits on the policy."""
+        raise NotImplementedError
+
+    def can_step_slots(self) -> bool:
+        """Whether :meth:`step_slots` works here (default: the subclass overrides it)."""
+        return type(self).step_slots is not SimHooks.step_slots
+
     def result_slots(self) -> list[dict[str, Any]]:
         """One grade dict per slot; default broadcasts :meth:`result`."""
         grade = self.result()

@@ -1,0 +1,109 @@
+"""Slots that step alone, and a BatchedModel that runs them in halves (issue 18 part 2).
+
+A real gymnasium SyncVectorEnv (Pendulum, four copies) served by GymBridge in this
+process, driven by BatchedAgent over the real wire: once without the barrier (each slot
+steps when its agent acts, the forward starts at half the rows) and once with it (the
+old lockstep), and every episode's actions and grade must be the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pytest_hud.robot import BatchedAgent, GymBridge, Model, RobotAgent
+from pytest_hud.robot.agent.agent import RunSettings
+
+
+class Alone(GymBridge):
+    """The same sim with ``step_slots_alone`` (what ``env.gym(..., step_slots_alone=True)``
+    serves): each slot steps when its agent acts."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, step_slots_alone=True, **kwargs)
+
+
+class Swing(Model):
+    """Deterministic per row (so batching cannot change a row's chunk): a 3-action chunk."""
+
+    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+        state = np.asarray(batch["observation/state"], np.float32)  # [N, 3]: cos, sin, omega
+        push = np.clip(-2.0 * state[:, 2:3] - state[:, 1:2], -2.0, 2.0)
+        return np.stack([push, 0.5 * push, -push], axis=1).astype(np.float32)  # [N, 3, 1]
+
+
+class Actions:
+    """Observer: records the episode's executed actions."""
+
+    def __init__(self, into: list[list[float]]) -> None:
+        self.seen: list[float] = []
+        into.append(self.seen)
+
+    def step(self, data: dict[str, Any], action: np.ndarray) -> None:
+        self.seen.append(float(action[0]))
+
+    def end(self, ok: bool) -> dict[str, Any]:
+        return {}
+
+
+async def episodes(
+    bridge_cls: type[GymBridge], split: int = 4
+) -> tuple[list[Any], list[dict], list[int], Any]:
+    bridge = bridge_cls("Pendulum-v1", num_envs=4)
+    await bridge.start()
+    try:
+        grants = [await bridge.claim(seed=10 + i) for i in range(4)]
+        agent = BatchedAgent(RobotAgent(Swing(), max_steps=30), max_wait_s=10.0, split_from=split)
+        logs: list[list[list[float]]] = [[] for _ in grants]
+        reports = await asyncio.gather(
+            *(
+                agent.run_episode(
+                    bridge.url,
+                    token=g["token"],
+                    settings=RunSettings(observers=(lambda run, spaces, log=log: Actions(log),)),
+                )
+                for g, log in zip(grants, logs, strict=True)
+            )
+        )
+        grades = [await bridge.release(g["token"]) for g in grants]
+    finally:
+        await bridge.stop()
+    return [log[0] for log in logs], grades, agent.batched.batches, reports
+
+
+@pytest.mark.anyio
+async def test_slots_stepping_alone_give_the_same_episodes_as_the_barrier() -> None:
+    actions, grades, batches, reports = await episodes(Alone)
+    lock_actions, lock_grades, lock_batches, _ = await episodes(GymBridge)  # the barrier
+    assert all(len(a) == 30 for a in actions)
+    assert actions == lock_actions  # same seeds -> same actions, step for step
+    assert [g["total_reward"] for g in grades] == [g["total_reward"] for g in lock_grades]
+    assert [g["steps"] for g in grades] == [g["steps"] for g in lock_grades] == [30] * 4
+    # lockstep: once all four are in, every forward takes all four rows; alone: the
+    # forwards start at half (2 of 4) and the two halves alternate
+    assert lock_batches[-1] == 4 and max(lock_batches) == 4
+    assert 2 in batches and len(batches) > len(lock_batches)
+    assert all(0.0 < r.extra["policy_busy"]["episode"] <= 1.0 for r in reports)
+    # below split_from live rollouts, rows that step alone still go in one forward
+    unsplit_actions, _, unsplit, _ = await episodes(Alone, split=5)
+    assert unsplit_actions == actions and set(unsplit) == {4}
+
+
+def test_gym_bridge_steps_one_copy_alone_like_the_vector_env() -> None:
+    alone = GymBridge("CartPole-v1", num_envs=3, step_slots_alone=True)
+    lockstep = GymBridge("CartPole-v1", num_envs=3)
+    for bridge in (alone, lockstep):
+        bridge.reset(seed=5)
+    assert alone.can_step_slots() and not lockstep.can_step_slots()
+    for _ in range(4):  # copy 1 steps alone; the others stay where they were
+        alone.step_slots([1], np.array([[1.0]], np.float32))
+        lockstep.step(np.array([[0.0], [1.0], [0.0]], np.float32))
+    a, b = alone.get_observation()[0], lockstep.get_observation()[0]
+    np.testing.assert_allclose(a["observation/state"][1], b["observation/state"][1])
+    assert not np.allclose(a["observation/state"][0], b["observation/state"][0])
+    assert [r["steps"] for r in alone.result_slots()] == [0, 4, 0]
+    alone.close()
+    lockstep.close()
