@@ -12,7 +12,10 @@ MetaWorld frame ~90-240 ms with either headless backend.
 backend (``MUJOCO_GL`` if set, else the first headless one that renders), exports
 it for the sim processes spawned afterwards, and raises one :class:`RenderError`
 naming the fix instead of letting every episode crash inside the renderer. Results
-are cached per process.
+are cached per process. Where MuJoCo is not installed at all, it probes nothing and
+returns None: the module was imported only for its declarations (``python -m pytest_hud
+image build`` on a host without MuJoCo, or collection on a host whose suite runs in its
+own image or venv), and it is imported again, and probed, where its sims run.
 
 ``PYTEST_HUD_GL_HIDE=libEGL,libOSMesa`` makes the probe's ``dlopen`` of those
 libraries fail, as on a machine without the Debian packages (tests use it; removing
@@ -21,6 +24,7 @@ the packages would break everyone else on the machine).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -188,9 +192,17 @@ def probe_all(names: Sequence[str] | None = None, *, timeout: float = 60.0) -> l
 _PREFLIGHT: dict[tuple[str, ...], str | RenderError] = {}
 
 
-def preflight(*, timeout: float = 60.0) -> str:
+def mujoco_here() -> bool:
+    """Whether this interpreter can import MuJoCo (without importing it)."""
+    return importlib.util.find_spec("mujoco") is not None
+
+
+def preflight(*, timeout: float = 60.0) -> str | None:
     """The backend sims should render with; exported as ``MUJOCO_GL``/``PYOPENGL_PLATFORM``
-    for processes spawned afterwards. Raises :class:`RenderError` with the fix otherwise."""
+    for processes spawned afterwards. Raises :class:`RenderError` with the fix otherwise.
+    None, probing nothing, where MuJoCo is not installed: no sim renders here."""
+    if not mujoco_here():
+        return None
     chosen = os.environ.get("MUJOCO_GL", "")
     key = (chosen, os.environ.get("PYOPENGL_PLATFORM", ""), os.environ.get(HIDE_VAR, ""))
     if key not in _PREFLIGHT:

