@@ -209,7 +209,7 @@ from pytest_hud import Environment
 env = Environment("pusht")
 sim = env.gym(
     "gym_pusht:gym_pusht/PushT-v0",
-    num_envs={num_envs},
+    num_envs={num_envs},{alone}
     prompt="Push the T-shaped block onto the T-shaped target.",
     make_kwargs={{"obs_type": "pixels_agent_pos", "render_mode": "rgb_array"}},
 )
@@ -223,10 +223,11 @@ async def push_t(seed: int = 0):
 '''
 
 
-def write_pusht_suite(folder: Path, n: int, num_envs: int) -> Path:
+def write_pusht_suite(folder: Path, n: int, num_envs: int, alone: bool = False) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "pytest.ini").write_text("[pytest]\n")
-    (folder / "pusht_bench_env.py").write_text(ENV_MODULE.format(num_envs=num_envs))
+    flag = "\n    step_slots_alone=True," if alone else ""
+    (folder / "pusht_bench_env.py").write_text(ENV_MODULE.format(num_envs=num_envs, alone=flag))
     (folder / "conftest.py").write_text(
         "import sys\nfrom pathlib import Path\n\n"
         "sys.path.insert(0, str(Path(__file__).parent))\n\n"
@@ -249,13 +250,16 @@ def run_plugin(
     max_steps: int | None,
     workers: int,
     tree: Path | None = None,
+    alone: bool = False,
 ) -> dict[str, Any]:
-    """The plugin's run; ``tree``: another checkout of pytest_hud (a baseline) to run."""
+    """The plugin's run; ``tree``: another checkout of pytest_hud (a baseline) to run;
+    ``alone``: the sim's slots step without a barrier (``step_slots_alone=True``)."""
     per = width // workers
     name = f"plugin-w{width}" + (f"-n{workers}" if workers > 1 else "") + ("-base" if tree else "")
+    name += "-alone" if alone else ""
     folder = work / name
     shutil.rmtree(folder, ignore_errors=True)
-    write_pusht_suite(folder, n, per)
+    write_pusht_suite(folder, n, per, alone)
     results = folder / "results.json"
     cmd = [
         PY,
@@ -342,6 +346,14 @@ def pusht(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         variants["plugin"] = lambda w: run_plugin(work, policy, n, w, args.max_steps, 1)
         if not args.no_xdist and width % 2 == 0:
             variants["plugin -n 2"] = lambda w: run_plugin(work, policy, n, w, args.max_steps, 2)
+        if args.slots_alone:  # opt-in pipelining: slots step alone, forwards in halves
+            variants["plugin, slots alone"] = lambda w: run_plugin(
+                work, policy, n, w, args.max_steps, 1, alone=True
+            )
+            if not args.no_xdist and width % 2 == 0:
+                variants["plugin -n 2, slots alone"] = lambda w: run_plugin(
+                    work, policy, n, w, args.max_steps, 2, alone=True
+                )
         if args.baseline_tree:  # the same runs on another checkout, interleaved
             base = Path(args.baseline_tree).resolve()
             variants["plugin, baseline"] = lambda w, base=base: run_plugin(
@@ -517,6 +529,11 @@ def main() -> None:
         "--threads", type=int, help="OMP_NUM_THREADS for every run (default: torch's, 1 a core)"
     )
     parser.add_argument("--no-xdist", action="store_true", help="skip the -n 2 plugin runs")
+    parser.add_argument(
+        "--slots-alone",
+        action="store_true",
+        help="also run the plugin with env.gym(..., step_slots_alone=True) (pipelined halves)",
+    )
     parser.add_argument(
         "--baseline-tree",
         metavar="DIR",
