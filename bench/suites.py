@@ -16,6 +16,17 @@ from ``--hud-results``. Without ``--hud-shared`` every item boots a fresh env se
 and sim process (python + metaworld import + the task's 50 goals, ~2 s here), which
 dominates the ~0.1 s an expert episode takes (39-188 steps at ~650-860 steps/s).
 
+Measured 2026-12-01 on a quiet machine (load 1.2-2.3), MT10 x 1 goal (10 episodes,
+10/10 each, wall includes pytest's start-up), episodes/s::
+
+    runtime   -n 1   -n 2   -n 1 shared   -n 2 shared
+    local     0.34   0.45   0.52          0.69
+    docker    0.25   0.43   0.53          0.79
+
+(fresh substrates fork from a pre-imported zygote locally, and the warm pool boots the
+next containers while episodes run; at the last stop, before both and at high load,
+local -n 1 was 0.08 and docker -n 1 0.04).
+
 Part 2, rendered: one episode cut at M steps (default 20) through the real wire, with
 cameras at S x S (default 224), for each headless backend (egl, osmesa), local and
 inside the suite's auto-built docker image (the backend reaches the container through
