@@ -112,7 +112,9 @@ class _Stream:
 class FakeSandbox:
     def __init__(self, fake: FakeModal, argv: list[str], env: dict[str, str], ports: list[int]):
         n = next(_ids)
-        self.object_id = f"sb-fake{n:04d}"
+        # the pid too: another xdist worker's fake numbers its sandboxes from the same
+        # counter, and a test's teardown must see its own sandboxes' processes only
+        self.object_id = f"sb-fake{os.getpid()}-{n:04d}"
         self.ip = f"127.77.{n % 250 + 1}.1"
         self._tunnel_net = f"127.78.{n % 250 + 1}"
         self.argv = [sys.executable if a == "python" else a for a in argv]

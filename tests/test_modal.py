@@ -45,10 +45,14 @@ def fake() -> Any:
     """A fresh fake SDK; afterwards every sandbox is terminated and no process is left."""
     fake = FakeModal()
     yield fake
-    deadline = time.monotonic() + 10
-    while live_processes() and time.monotonic() < deadline:
+
+    def mine() -> list[int]:  # this test's sandboxes only: other workers run fakes too
+        return [pid for sb in fake.sandboxes for pid in live_processes(sb.object_id)]
+
+    deadline = time.monotonic() + 30
+    while mine() and time.monotonic() < deadline:
         time.sleep(0.05)
-    leftover = live_processes()
+    leftover = mine()
     unterminated = [sb.object_id for sb in fake.sandboxes if not sb.terminated]
     for sandbox in fake.sandboxes:
         sandbox.kill()
