@@ -61,6 +61,8 @@ def died_during(task: Task, note: str, symptom: BaseException | None) -> str:
 class SubprocessRuntime:
     """Serve an env module with ``python -m pytest_hud.serve`` in a child process."""
 
+    warm_ahead = True  # a child process per rollout: worth booting ahead (runtime/warm.py)
+
     def __init__(
         self, module: str | Path, *, boot_timeout: float = 300.0, python: str | None = None
     ) -> None:

@@ -34,7 +34,6 @@ from typing import Any
 
 from pytest_hud.runtime.provider import Provider, Runtime
 from pytest_hud.runtime.shared import Shared
-from pytest_hud.runtime.subprocess import SubprocessRuntime
 from pytest_hud.runtime.task import Task
 
 __all__ = ["WARM_KINDS", "WarmPool", "pool_size", "spec_pool_size", "warms_by_default"]
@@ -50,10 +49,10 @@ _DRAIN_TIMEOUT = 120.0
 
 
 def warms_by_default(provider: Any) -> bool:
-    """Whether booting ahead pays for ``provider``: a SubprocessRuntime (a child process
-    per rollout), or one that says so (``warm_ahead = True``: DockerRuntime, ModalRuntime,
-    DaytonaRuntime, and ``provider_for``'s routes for the kinds in :data:`WARM_KINDS`)."""
-    return isinstance(provider, SubprocessRuntime) or bool(getattr(provider, "warm_ahead", False))
+    """Whether booting ahead pays for ``provider``: it says so (``warm_ahead = True``:
+    SubprocessRuntime, DockerRuntime, ModalRuntime, DaytonaRuntime, and
+    ``provider_for``'s routes for the kinds in :data:`WARM_KINDS`)."""
+    return bool(getattr(provider, "warm_ahead", False))
 
 
 def pool_size(provider: Any, warm: int | None, concurrency: int) -> int:
