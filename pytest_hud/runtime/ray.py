@@ -33,9 +33,11 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import logging
 import math
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -48,6 +50,7 @@ from pytest_hud.runtime.task import Task
 
 __all__ = ["RayRuntime", "address_from_spec", "connect", "live_actors", "placement_options"]
 
+log = logging.getLogger(__name__)
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _STOP_TIMEOUT = 15.0
 _TAIL_LINES = 40
@@ -91,7 +94,33 @@ def connect(address: str | None = None, runtime_env: Mapping[str, Any] | None = 
             kwargs.update(include_dashboard=False, _node_ip_address="127.0.0.1")
         elif not address.startswith("ray://") and host in _LOOPBACK:
             kwargs["_node_ip_address"] = "127.0.0.1"
-        ray.init(address=address, **kwargs)
+        if address is not None and address.startswith("ray://"):
+            _init_client(address, kwargs)
+        else:
+            ray.init(address=address, **kwargs)
+
+
+# Ray's client proxier starts one server process per client connection; on a loaded
+# machine that start can fail outright ("Starting Ray client server failed", seen once in
+# a full CI run at load ~10), though the next connection's start succeeds. Retried, bounded.
+_CLIENT_START_FAILURES = ("Starting Ray client server failed", "Proxy failed to Connect")
+_CLIENT_ATTEMPTS = 3
+
+
+def _init_client(address: str, kwargs: dict[str, Any]) -> None:
+    import ray
+
+    for attempt in range(1, _CLIENT_ATTEMPTS + 1):
+        try:
+            ray.init(address=address, **kwargs)
+            return
+        except ConnectionError as exc:
+            if attempt == _CLIENT_ATTEMPTS or not any(
+                m in str(exc) for m in _CLIENT_START_FAILURES
+            ):
+                raise
+            log.warning("Ray client connect to %s failed (%s); retrying", address, exc)
+            time.sleep(2.0 * attempt)
 
 
 def live_actors() -> list[str]:
