@@ -170,9 +170,17 @@ NOVIDEO = (
 
 
 def run_lerobot(
-    work: Path, policy: Path, n: int, width: int, max_steps: int | None, video: bool
+    work: Path,
+    policy: Path,
+    n: int,
+    width: int,
+    max_steps: int | None,
+    video: bool,
+    use_async: bool = False,
 ) -> dict[str, Any]:
-    out = work / f"lerobot-w{width}-{'video' if video else 'novideo'}"
+    out = (
+        work / f"lerobot-w{width}-{'video' if video else 'novideo'}{'-async' if use_async else ''}"
+    )
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)  # eval_main writes eval_info.json there; only videos create it
     args = [
@@ -186,6 +194,8 @@ def run_lerobot(
     ]
     if max_steps is not None:
         args.append(f"--env.episode_length={max_steps}")
+    if use_async:
+        args.append("--eval.use_async_envs=true")
     cmd = [str(BIN / "lerobot-eval"), *args] if video else [PY, "-c", NOVIDEO, *args]
     wall, rc = timed(cmd, work, work / f"{out.name}.log")
     row: dict[str, Any] = {"wall": wall, "rc": rc, "log": str(work / f"{out.name}.log")}
@@ -209,7 +219,7 @@ from pytest_hud import Environment
 env = Environment("pusht")
 sim = env.gym(
     "gym_pusht:gym_pusht/PushT-v0",
-    num_envs={num_envs},{alone}
+    num_envs={num_envs},{alone}{vector}
     prompt="Push the T-shaped block onto the T-shaped target.",
     make_kwargs={{"obs_type": "pixels_agent_pos", "render_mode": "rgb_array"}},
 )
@@ -223,11 +233,16 @@ async def push_t(seed: int = 0):
 '''
 
 
-def write_pusht_suite(folder: Path, n: int, num_envs: int, alone: bool = False) -> Path:
+def write_pusht_suite(
+    folder: Path, n: int, num_envs: int, alone: bool = False, vector: str = "sync"
+) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "pytest.ini").write_text("[pytest]\n")
     flag = "\n    step_slots_alone=True," if alone else ""
-    (folder / "pusht_bench_env.py").write_text(ENV_MODULE.format(num_envs=num_envs, alone=flag))
+    mode = f'\n    vectorization_mode="{vector}",' if vector != "sync" else ""
+    (folder / "pusht_bench_env.py").write_text(
+        ENV_MODULE.format(num_envs=num_envs, alone=flag, vector=mode)
+    )
     (folder / "conftest.py").write_text(
         "import sys\nfrom pathlib import Path\n\n"
         "sys.path.insert(0, str(Path(__file__).parent))\n\n"
@@ -251,15 +266,17 @@ def run_plugin(
     workers: int,
     tree: Path | None = None,
     alone: bool = False,
+    vector: str = "sync",
 ) -> dict[str, Any]:
     """The plugin's run; ``tree``: another checkout of pytest_hud (a baseline) to run;
-    ``alone``: the sim's slots step without a barrier (``step_slots_alone=True``)."""
+    ``alone``: the sim's slots step without a barrier (``step_slots_alone=True``);
+    ``vector="async"``: each sim copy steps in its own process (AsyncVectorEnv)."""
     per = width // workers
     name = f"plugin-w{width}" + (f"-n{workers}" if workers > 1 else "") + ("-base" if tree else "")
-    name += "-alone" if alone else ""
+    name += ("-alone" if alone else "") + ("-async" if vector == "async" else "")
     folder = work / name
     shutil.rmtree(folder, ignore_errors=True)
-    write_pusht_suite(folder, n, per, alone)
+    write_pusht_suite(folder, n, per, alone, vector)
     results = folder / "results.json"
     cmd = [
         PY,
@@ -353,6 +370,17 @@ def pusht(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             if not args.no_xdist and width % 2 == 0:
                 variants["plugin -n 2, slots alone"] = lambda w: run_plugin(
                     work, policy, n, w, args.max_steps, 2, alone=True
+                )
+        if args.async_sims:  # each sim copy in its own process, on both sides
+            variants["lerobot-eval, async envs"] = lambda w: run_lerobot(
+                work, policy, n, w, args.max_steps, True, use_async=True
+            )
+            variants["plugin, async sims"] = lambda w: run_plugin(
+                work, policy, n, w, args.max_steps, 1, vector="async"
+            )
+            if not args.no_xdist and width % 2 == 0:
+                variants["plugin -n 2, async sims"] = lambda w: run_plugin(
+                    work, policy, n, w, args.max_steps, 2, vector="async"
                 )
         if args.baseline_tree:  # the same runs on another checkout, interleaved
             base = Path(args.baseline_tree).resolve()
@@ -533,6 +561,12 @@ def main() -> None:
         "--slots-alone",
         action="store_true",
         help="also run the plugin with env.gym(..., step_slots_alone=True) (pipelined halves)",
+    )
+    parser.add_argument(
+        "--async-sims",
+        action="store_true",
+        help="also run each side with a sim process per copy (plugin: vectorization_mode="
+        '"async"; lerobot-eval: --eval.use_async_envs=true)',
     )
     parser.add_argument(
         "--baseline-tree",

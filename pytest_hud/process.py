@@ -268,8 +268,12 @@ def serve_until_stopped(
 
 
 def _watch_lifeline(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
+    # The raw fd, not sys.stdin: a blocked sys.stdin.buffer.read holds the reader's lock,
+    # and a process the sim forks (multiprocessing, gymnasium's AsyncVectorEnv) inherits
+    # it held: its bootstrap's sys.stdin.close() then waited forever.
     with contextlib.suppress(Exception):
-        while sys.stdin.buffer.read(4096):
+        fd = sys.stdin.fileno()
+        while os.read(fd, 4096):
             pass
     with contextlib.suppress(RuntimeError):
         loop.call_soon_threadsafe(task.cancel)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -81,12 +82,36 @@ async def test_image_env_pusht() -> None:
     assert isinstance(grade["success"], bool)
 
 
+def _children(pid: int) -> set[int]:
+    """Live (non-zombie) child pids of ``pid``."""
+    found = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found |= {int(c) for c in (task / "children").read_text().split()}
+    return {c for c in found if _alive(c)}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 @pytest.mark.anyio
-async def test_vectorized_env_four_slots_with_their_own_seeds() -> None:
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_vectorized_env_four_slots_with_their_own_seeds(mode: str) -> None:
+    """The same episodes whether the copies step in the sim process ("sync") or each in
+    its own worker process ("async", gymnasium's AsyncVectorEnv: the sim forks them, which
+    hung in the workers' start-up while the lifeline thread held sys.stdin's lock)."""
     import asyncio
 
-    async for ep in spawned(target="CartPole-v1", num_envs=4):
+    workers: set[int] = set()
+    async for ep in spawned(target="CartPole-v1", num_envs=4, vectorization_mode=mode):
         assert ep.num_envs == 4
+        assert ep.pid is not None
+        workers = _children(ep.pid)
+        assert len(workers) == (4 if mode == "async" else 0), workers
         assert ep.contract.features["action"].extra == {"n": 2}
         runs = [await ep.reset(seed=100 + i) for i in range(4)]
         clients = [await RobotClient.connect(ep.url, token=r["token"]) for r in runs]
@@ -115,6 +140,38 @@ async def test_vectorized_env_four_slots_with_their_own_seeds() -> None:
                 break
         np.testing.assert_allclose(seen[-1]["data"]["observation/state"], obs, rtol=1e-5)
         assert grade["steps"] == expected
+    assert not any(_alive(w) for w in workers), "the vector env's workers outlived the sim"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"vectorization_mode": "threads"}, "vectorization_mode is one of 'sync', 'async'"),
+        (
+            {"vectorization_mode": "async", "step_slots_alone": True},
+            "cannot with vectorization_mode=.async.: drop one of the two",
+        ),
+    ],
+)
+def test_vectorization_mode_is_checked_where_it_is_declared(kwargs: dict, match: str) -> None:
+    from pytest_hud import Environment
+
+    with pytest.raises(ValueError, match=match):
+        Environment("vector-check").gym("CartPole-v1", num_envs=2, **kwargs)
+    with pytest.raises(ValueError, match=match):
+        GymBridge("CartPole-v1", num_envs=2, **kwargs)
+
+
+def test_a_factory_steps_in_worker_processes_with_async() -> None:
+    bridge = GymBridge(make_pendulum, num_envs=2, vectorization_mode="async")
+    try:
+        bridge.reset(seed=3)
+        assert type(bridge.env) is gym.vector.AsyncVectorEnv
+        bridge.step(np.zeros((2, 1), np.float32))
+        obs, done, _ = bridge.get_observation()
+        assert obs["observation/state"].shape == (2, 3) and not done.any()
+    finally:
+        bridge.close()
 
 
 def test_build_args_rebuild_episodic_args_do_not() -> None:

@@ -143,11 +143,15 @@ class Environment:
         robot_type: str | None = None,
         start_timeout: float = 300.0,
         step_slots_alone: bool = False,
+        vectorization_mode: str = "sync",
     ) -> RobotEndpoint:
         """Serve a gym-style env as this environment's robot capability; returns its endpoint.
 
-        ``step_slots_alone``: a SyncVectorEnv's slots step without a barrier (GymBridge)."""
+        ``step_slots_alone``: a SyncVectorEnv's slots step without a barrier (GymBridge).
+        ``vectorization_mode="async"``: the ``num_envs`` copies step each in its own
+        worker process (gymnasium's AsyncVectorEnv), on every core at once."""
         from pytest_hud.robot.sim.gym import GymBridge, gym_target
+        from pytest_hud.robot.sim.vector import check_mode
 
         target, extra = gym_target(target)
         kwargs = {
@@ -162,6 +166,8 @@ class Environment:
         }
         if step_slots_alone:
             kwargs["step_slots_alone"] = True
+        if vectorization_mode != "sync":
+            kwargs["vectorization_mode"] = check_mode(vectorization_mode, step_slots_alone)
         endpoint = RobotEndpoint(GymBridge, kwargs=kwargs, start_timeout=start_timeout)
         self.add_capability(endpoint, name)
         return endpoint

@@ -18,9 +18,8 @@ short by the agent (``--hud-max-steps``).
 
 from __future__ import annotations
 
-import functools
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ import numpy as np
 from pytest_hud.robot.contract import Contract, load_or_derive
 from pytest_hud.robot.sim.bridge import RobotBridge
 from pytest_hud.robot.sim.errors import BridgeError
+from pytest_hud.robot.sim.vector import build_env, check_mode
 
 __all__ = ["SUCCESS_KEYS", "GymBridge", "flatten_observation", "gym_target"]
 
@@ -96,9 +96,11 @@ class GymBridge(RobotBridge):
         success_threshold: float | None = None,
         robot_type: str | None = None,
         step_slots_alone: bool = False,
+        vectorization_mode: str = "sync",
     ) -> None:
         self.target, extra = gym_target(target)
         self.step_slots_alone = step_slots_alone
+        self.vectorization_mode = check_mode(vectorization_mode, step_slots_alone)
         self.make_kwargs = {**extra, **(make_kwargs or {})}
         self.num_envs = int(num_envs)
         self.fps = fps
@@ -146,22 +148,7 @@ class GymBridge(RobotBridge):
             return
         self._close_env()
         kwargs = {**self.make_kwargs, **build_args}
-        env: Any
-        if isinstance(self.target, str):
-            if self.num_envs > 1:
-                env = gym.make_vec(
-                    self.target, num_envs=self.num_envs, vectorization_mode="sync", **kwargs
-                )
-            else:
-                env = gym.make(self.target, **kwargs)
-        else:
-            sig_params = _signature_names(self.target)
-            if "num_envs" in sig_params:
-                kwargs["num_envs"] = self.num_envs
-            env = self.target(**kwargs)
-            if self.num_envs > 1 and not isinstance(env, gym.vector.VectorEnv):
-                envs = [env, *(self.target(**kwargs) for _ in range(self.num_envs - 1))]
-                env = gym.vector.SyncVectorEnv([functools.partial(_same, e) for e in envs])
+        env = build_env(self.target, kwargs, self.num_envs, self.vectorization_mode)
         self._vector = isinstance(env, gym.vector.VectorEnv)
         got = int(env.num_envs) if self._vector else 1
         if got != self.num_envs:
@@ -383,17 +370,6 @@ class GymBridge(RobotBridge):
 
     def close(self) -> None:
         self._close_env()
-
-
-def _same(env: Any) -> Any:
-    return env
-
-
-def _signature_names(fn: Callable[..., Any]) -> set[str]:
-    try:
-        return set(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        return set()
 
 
 def _success_single(info: Any) -> np.ndarray | None:
