@@ -7,13 +7,17 @@ Skips only when no engine is reachable (fails instead under PYTEST_HUD_REQUIRE_A
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import test_docker
@@ -53,6 +57,36 @@ async def test_pool_boots_ahead_within_its_size_and_removes_every_container(
         assert pool.warm == 1 and pool.stats["discarded"] == 2
     # rows 3's container, booted and never taken, is removed with the scope (and `mark`
     # checks that no container of this test remains)
+    assert leftovers(client, mark["pytest-hud.test"]) == []
+
+
+class GatedExit:
+    """A real DockerRuntime whose substrates' exit first waits for ``gate`` (the test
+    opens it), so the test sees the order of a rollout's end and its container's exit."""
+
+    def __init__(self, runtime: DockerRuntime) -> None:
+        self.runtime = runtime
+        self.gate = asyncio.Event()
+
+    @contextlib.asynccontextmanager
+    async def __call__(self, task: Task) -> AsyncIterator[Any]:
+        async with self.runtime(task) as substrate:
+            yield substrate
+            await self.gate.wait()
+
+
+async def test_a_finished_rollouts_container_is_exited_behind_it(client, image, mark) -> None:
+    gated = GatedExit(DockerRuntime(image, labels=mark))
+    async with WarmPool(gated, size=1) as pool:
+        pool.plan(enumerate(ROWS[:2]))
+        first = await asyncio.wait_for(rollout(ROWS[0], zero_agent, pool.serving(0)), 300)
+        # the rollout is over while its container's exit still waits on the gate
+        assert first.error is None and first.steps and pool.stats["exited_behind"] == 1
+        await asyncio.wait_for(asyncio.shield(pool._entries[1].boot), 300)  # row 1: ahead
+        assert len(leftovers(client, mark["pytest-hud.test"])) == 2
+        gated.gate.set()
+        await pool.settled()  # waits for the exit behind row 0 too
+        assert len(leftovers(client, mark["pytest-hud.test"])) == 1  # row 1's, untaken
     assert leftovers(client, mark["pytest-hud.test"]) == []
 
 
