@@ -1,5 +1,6 @@
-"""Where a dataset lives: reading an existing one's info, probing the folder, importing
-lerobot's dataset class quietly, and the Hugging Face token a push needs.
+"""Where a dataset lives: reading an existing one's info (and whether a schema may be
+appended to it), probing the folder, importing lerobot's dataset class quietly, and the
+Hugging Face token a push needs.
 
 Destination (constructor arguments win over the environment):
 
@@ -25,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hud.robot.record.errors import DatasetError
+from pytest_hud.robot.record.schema import _comparable, _describe, _Schema
 
-__all__ = ["inspect_root"]
+__all__ = ["check_append", "inspect_root"]
 
 
 def _read_info(root: Path) -> dict[str, Any] | None:
@@ -131,3 +133,26 @@ def inspect_root(root: Path, flag: str) -> tuple[dict[str, Any] | None, bool]:
         if not os.access(root, os.W_OK | os.X_OK):
             raise DatasetError(f"the dataset folder {root} is not writable")
     return info, restart
+
+
+def check_append(info: Mapping[str, Any], schema: _Schema, root: Path, flag: str) -> None:
+    """Refuse ``schema`` unless its episodes can go into the dataset whose ``info.json`` is
+    ``info``: fps, robot type and features must match (shapes once the schema knows them)."""
+    diff: dict[str, Any] = {}
+    if info.get("fps") != schema.fps:
+        diff["fps"] = f"{info.get('fps')} (dataset) vs {schema.fps} (contract)"
+    if info.get("robot_type") != schema.robot_type:
+        diff["robot_type"] = f"{info.get('robot_type')!r} vs {schema.robot_type!r}"
+    theirs = _comparable(info["features"])
+    ours = _comparable(schema.features())
+    if sorted(theirs) != sorted(ours):
+        diff["features"] = f"{sorted(theirs)} vs {sorted(ours)}"
+    elif schema.resolved:
+        changed = [k for k in ours if ours[k] != theirs[k]]
+        if changed:
+            diff["features"] = "; ".join(f"{k}: {theirs[k]} vs {ours[k]}" for k in changed)
+    if diff:
+        raise DatasetError(
+            f"cannot append to the existing dataset at {root}: {_describe(diff)}; "
+            f"record elsewhere with {flag}"
+        )

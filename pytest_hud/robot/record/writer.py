@@ -6,7 +6,8 @@ by lerobot itself (``LeRobotDataset.create`` / ``add_frame`` / ``save_episode`` 
 ``finalize``). Append ``writer.observer`` to ``RobotAgent.observers``; lerobot is
 imported on first use.
 
-Where the dataset goes: :mod:`.store`; its schema: :mod:`.schema`.
+Where the dataset goes (and whether it can be appended to): :mod:`.store`; its schema:
+:mod:`.schema`.
 
 Episodes are committed whole: each rollout buffers its own frames in memory, so
 concurrent rollouts (BatchedAgent) never interleave. ``end(ok=True)`` assigns the
@@ -19,13 +20,8 @@ is on disk once ``flush()`` / ``finalize()`` returns). An errored episode is dis
 ``flush()`` or ``finalize()`` raises it. ``finalize()`` (idempotent; also run at exit)
 waits for queued commits and pushes.
 
-Crash safety: lerobot 0.4.4 writes parquet files whose footer only lands on
-``finalize()``; an unfinalized dataset does not read back. The writer therefore
-finalizes after EVERY episode, with lerobot's file-size limits set tiny
-(``update_chunk_settings``) so the next episode starts new data / episode-metadata /
-video files instead of overwriting the closed ones: every committed episode is
-readable even if the process is killed. ``finalize()`` restores lerobot's default
-limits in ``meta/info.json``; ``merge_datasets`` repacks files to the usual sizes.
+Crash safety (every committed episode reads back even if the process is killed) and
+every lerobot write call: :mod:`.commit`.
 """
 
 from __future__ import annotations
@@ -35,7 +31,6 @@ import atexit
 import concurrent.futures
 import contextlib
 import os
-import shutil
 import sys
 import threading
 import warnings
@@ -47,29 +42,22 @@ from typing import Any
 import numpy as np
 
 from pytest_hud.robot.contract import Contract, Spaces
-from pytest_hud.robot.record.episode import _EpisodeRecorder, _run_contract, _scalarize, _task_text
+from pytest_hud.robot.record.commit import (
+    close_dataset,
+    open_dataset,
+    push_dataset,
+    write_episode,
+)
+from pytest_hud.robot.record.episode import _EpisodeRecorder, _run_contract, _task_text
 from pytest_hud.robot.record.errors import DatasetError
-from pytest_hud.robot.record.grade import (
-    GradeFuture,
-    Grades,
-    episode_grade,
-    save_with_metadata,
-    wait_grade,
-)
-from pytest_hud.robot.record.schema import (
-    _PER_EPISODE_FILES_MB,
-    _TRUE,
-    _build_schema,
-    _comparable,
-    _describe,
-    _Schema,
-)
+from pytest_hud.robot.record.grade import GradeFuture, Grades, episode_grade, wait_grade
+from pytest_hud.robot.record.schema import _TRUE, _build_schema, _Schema
 from pytest_hud.robot.record.store import (
     _lerobot_dataset,
     _probe_writable,
-    _quiet,
     _require_token,
     _safe_name,
+    check_append,
     inspect_root,
 )
 
@@ -198,25 +186,7 @@ class DatasetWriter:
     def _match(self, schema: _Schema) -> None:
         """Refuse a schema that cannot go into this dataset."""
         if self._existing is not None:
-            info = self._existing
-            diff: dict[str, Any] = {}
-            if info.get("fps") != schema.fps:
-                diff["fps"] = f"{info.get('fps')} (dataset) vs {schema.fps} (contract)"
-            if info.get("robot_type") != schema.robot_type:
-                diff["robot_type"] = f"{info.get('robot_type')!r} vs {schema.robot_type!r}"
-            theirs = _comparable(info["features"])
-            ours = _comparable(schema.features())
-            if sorted(theirs) != sorted(ours):
-                diff["features"] = f"{sorted(theirs)} vs {sorted(ours)}"
-            elif schema.resolved:
-                changed = [k for k in ours if ours[k] != theirs[k]]
-                if changed:
-                    diff["features"] = "; ".join(f"{k}: {theirs[k]} vs {ours[k]}" for k in changed)
-            if diff:
-                raise DatasetError(
-                    f"cannot append to the existing dataset at {self.root}: {_describe(diff)}; "
-                    f"record elsewhere with {self.flag}"
-                )
+            check_append(self._existing, schema, self.root, self.flag)
         elif self._fixed is not None:
             fixed = self._fixed
             if (fixed.fps, fixed.robot_type, fixed.keys()) != (
@@ -293,16 +263,7 @@ class DatasetWriter:
             self._columns.clear()
             self._columns.update(episode_grade(frames, wait_grade(grade, index)))
             ds = self._dataset(schema)
-            with _quiet():
-                for frame in frames:
-                    ds.add_frame({**frame, "task": task})
-                _scalarize(ds, frames[0])
-                ds.save_episode()
-                ds.finalize()
-            if ds.meta.total_episodes != index + 1:
-                raise DatasetError(
-                    f"lerobot committed episode {ds.meta.total_episodes - 1}, expected {index}"
-                )
+            write_episode(ds, frames, task, index)
             self.episodes += 1
         except BaseException as exc:
             error = exc if isinstance(exc, DatasetError) else None
@@ -317,38 +278,18 @@ class DatasetWriter:
             frames.clear()
 
     def _dataset(self, schema: _Schema) -> Any:
-        if self._ds is not None:
-            return self._ds
-        dataset = _lerobot_dataset()
-        if self._existing is not None:
-            try:
-                ds = dataset(self.repo_id, root=self.root)
-            except Exception as exc:
-                raise DatasetError(
-                    f"cannot reopen the existing dataset at {self.root} to append "
-                    f"({type(exc).__name__}: {exc}); record elsewhere with {self.flag}"
-                ) from exc
-        else:
-            if self._restart:
-                for leftover in ("meta", "images"):  # an empty dataset from a crashed run
-                    shutil.rmtree(self.root / leftover, ignore_errors=True)
-            if self.root.is_dir() and not any(self.root.iterdir()):
-                self.root.rmdir()  # lerobot creates the root itself
-            ds = dataset.create(
-                repo_id=self.repo_id,
-                fps=schema.fps,
-                features=schema.features(),
-                root=self.root,
-                robot_type=schema.robot_type,
-                use_videos=self.video and bool(schema.cameras),
+        if self._ds is None:
+            self._ds = open_dataset(
+                self.root,
+                self.repo_id,
+                schema,
+                append=self._existing is not None,
+                restart=self._restart,
+                video=self.video,
+                columns=self._columns,
+                flag=self.flag,
             )
-        ds.meta.update_chunk_settings(
-            data_files_size_in_mb=_PER_EPISODE_FILES_MB,
-            video_files_size_in_mb=_PER_EPISODE_FILES_MB,
-        )
-        save_with_metadata(ds.meta, self._columns)
-        self._ds = ds
-        return ds
+        return self._ds
 
     # -- the end -------------------------------------------------------------------
     def flush(self) -> None:
@@ -383,26 +324,14 @@ class DatasetWriter:
                 with contextlib.suppress(OSError):
                     self.root.rmdir()  # only if still empty
             return None
-        from lerobot.datasets.utils import (
-            DEFAULT_DATA_FILE_SIZE_IN_MB,
-            DEFAULT_VIDEO_FILE_SIZE_IN_MB,
-        )
-
-        ds.meta.update_chunk_settings(
-            data_files_size_in_mb=DEFAULT_DATA_FILE_SIZE_IN_MB,
-            video_files_size_in_mb=DEFAULT_VIDEO_FILE_SIZE_IN_MB,
-        )
-        ds.finalize()
+        close_dataset(ds)
         self._result = self.root
         if self.push_repo:
             try:
-                ds.push_to_hub(private=self.private)
-            except Exception as exc:
-                self._error = DatasetError(
-                    f"pushing {self.root} to the Hugging Face Hub as {self.push_repo} failed "
-                    f"({type(exc).__name__}: {exc}); the local dataset is complete"
-                )
-                raise self._error from exc
+                push_dataset(ds, self.root, self.push_repo, private=self.private)
+            except DatasetError as exc:
+                self._error = exc
+                raise
         return self._result
 
     async def afinalize(self) -> Path | None:

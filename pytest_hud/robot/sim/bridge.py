@@ -14,6 +14,9 @@ Sim hooks run on the event-loop thread, which :func:`serve_bridge` makes the mai
 thread: thread-affine sims are safe and no step pays a thread hand-off. A bridge
 whose hooks block for long can set ``offload = True`` to run them on one
 dedicated sim thread instead, keeping the serve loop responsive.
+
+This module is the serving and the control side; when the sim steps (the barrier, its
+watchdog, slots that step alone) is :mod:`.barrier`, a mixin this class builds on.
 """
 
 from __future__ import annotations
@@ -26,31 +29,26 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import numpy as np
 import websockets
 from websockets.asyncio.server import ServerConnection, serve
-from websockets.exceptions import ConnectionClosed
 
 from pytest_hud.robot.contract import Contract
+from pytest_hud.robot.sim.barrier import SlotBarrier
 from pytest_hud.robot.sim.errors import BridgeError
-from pytest_hud.robot.sim.hooks import SimHooks
 from pytest_hud.robot.sim.messages import (
     _describe,
     _send_error,
     decode_action,
     decode_frame,
-    slot_row,
 )
 from pytest_hud.robot.sim.slots import SlotState, _Slot, next_free, resolve_slot
 from pytest_hud.robot.wire.codec import (
     PROTOCOL,
     frame_limit,
     pack,
-    pack_chunks,
     release_memory,
     ws_options,
 )
-from pytest_hud.robot.wire.vectored import send_chunks
 from pytest_hud.rpc import Connection
 from pytest_hud.tracebacks import format_exc
 
@@ -60,7 +58,7 @@ __all__ = ["ANNOUNCE", "BridgeError", "RobotBridge"]
 ANNOUNCE = "PYTEST_HUD_SIM"
 
 
-class RobotBridge(SimHooks):
+class RobotBridge(SlotBarrier):
     """Serve a sim over openpi/0. Implement ``reset``, ``step`` and ``get_observation``.
 
     ``reset(**task_args) -> prompt`` starts an episode (all slots); ``step(actions)``
@@ -187,10 +185,6 @@ class RobotBridge(SimHooks):
         )
         return pack(meta)
 
-    def _alone(self) -> bool:
-        """Whether slots step without a barrier (a vectorized sim with ``step_slots``)."""
-        return self.num_envs > 1 and self.can_step_slots()
-
     async def _serve_connection(self, ws: ServerConnection) -> None:
         slot: _Slot | None = None
         try:
@@ -264,108 +258,6 @@ class RobotBridge(SimHooks):
                     slot.state, slot.reason = SlotState.DONE, "agent disconnected"
                 await self._maybe_step()
             release_memory()
-
-    async def _send_row(self, slot: _Slot, batch: tuple[Any, ...] | None) -> None:
-        """Send one slot's row of a batched observation; a terminated slot leaves the barrier."""
-        ws = slot.ws
-        if ws is None:
-            return
-        if batch is None:
-            raise BridgeError("get_observation() returned None: the sim has no observation yet")
-        msg, done = slot_row(batch, slot.index, self.num_envs)
-        if done and slot.state is SlotState.LIVE:
-            slot.state, slot.reason = SlotState.DONE, "terminated"
-        with contextlib.suppress(ConnectionClosed):  # not websockets.X: a lazy import per step
-            await send_chunks(ws, pack_chunks(msg))
-
-    # -- the barrier -----------------------------------------------------------
-    async def _maybe_step(self) -> None:
-        """Step while every participant is ready; re-entrant calls return at once."""
-        if self._stepping:
-            return
-        self._stepping = True
-        try:
-            while True:
-                parts = [s for s in self._slots if s.participant]
-                ready = [s for s in parts if s.ready]
-                if not ready:
-                    self._disarm()
-                    return
-                if len(ready) < len(parts) and not self._alone():
-                    self._arm()
-                    return
-                await self._step(ready)
-        finally:
-            self._stepping = False
-
-    def _arm(self) -> None:
-        if self._watchdog is None:
-            loop = asyncio.get_running_loop()
-            self._watchdog = loop.call_later(
-                self.step_timeout, lambda: self._spawn(self._expire_laggards())
-            )
-
-    def _disarm(self) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
-
-    async def _expire_laggards(self) -> None:
-        self._watchdog = None
-        for s in self._slots:
-            if s.participant and not s.ready:
-                why = "never connected" if s.state is SlotState.CLAIMED else "never acted"
-                await self._fail(
-                    s,
-                    f"robot env error: slot timed out: its agent {why} within "
-                    f"{self.step_timeout} s while other slots waited",
-                    reason=f"timed out ({why})",
-                )
-        await self._maybe_step()
-
-    async def _fail(self, slot: _Slot, message: str, *, reason: str) -> None:
-        ws = slot.ws
-        slot.state, slot.reason, slot.action, slot.ws = SlotState.DONE, reason, None, None
-        if ws is not None:
-            await _send_error(ws, message)
-            self._spawn(ws.close())
-
-    async def _step(self, acting: list[_Slot]) -> None:
-        self._disarm()
-        try:
-            if self._alone():  # only the slots that acted, each with its own action
-                rows = np.stack([s.action for s in acting if s.action is not None])
-                for s in acting:
-                    s.action = None
-                await self._sim(self.step_slots, [s.index for s in acting], rows)
-            else:
-                await self._sim(self.step, self._barrier_rows())
-            batch = await self._sim(self.get_observation)
-            if batch is None:
-                raise BridgeError("get_observation() returned None after a step")
-        except Exception:
-            tb = format_exc()
-            for s in self._slots:
-                if s.participant:
-                    await self._fail(s, tb, reason="the sim raised")
-            return
-        for s in acting:
-            await self._send_row(s, batch)
-
-    def _barrier_rows(self) -> np.ndarray:
-        """Every slot's row for a barrier step: its action, or ``hold_action()`` if idle."""
-        acted = next((s.action for s in self._slots if s.action is not None), None)
-        rows = np.empty((self.num_envs, len(acted) if acted is not None else 1), np.float32)
-        hold = None
-        for s in self._slots:
-            if s.action is not None:
-                rows[s.index] = s.action
-                s.action = None
-            else:
-                if hold is None:
-                    hold = np.asarray(self.hold_action(), np.float32).reshape(-1)
-                rows[s.index] = hold
-        return rows
 
     # -- the control side (driven by a RobotEndpoint) ----------------------------
     async def claim(self, **task_args: Any) -> dict[str, Any]:

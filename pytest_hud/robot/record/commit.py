@@ -1,0 +1,118 @@
+"""Putting episodes into lerobot's files: what :class:`~.writer.DatasetWriter`'s one writer
+thread does, and closing the dataset at the end.
+
+Everything that calls lerobot's writing API (``LeRobotDataset.create`` / ``add_frame`` /
+``save_episode`` / ``finalize``, ``push_to_hub``) lives here, apart from the writer's
+bookkeeping (episode indices, schema checks, the commit queue), so that bookkeeping
+reads without lerobot's quirks in the way.
+
+Crash safety: lerobot 0.4.4 writes parquet files whose footer only lands on
+``finalize()``; an unfinalized dataset does not read back. Each episode is therefore
+finalized as soon as it is saved (:func:`write_episode`), with lerobot's file-size limits
+set tiny (``update_chunk_settings``, :func:`open_dataset`) so the next episode starts new
+data / episode-metadata / video files instead of overwriting the closed ones: every
+committed episode is readable even if the process is killed. :func:`close_dataset`
+restores lerobot's default limits in ``meta/info.json``; ``merge_datasets`` repacks files
+to the usual sizes.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_hud.robot.record.episode import _scalarize
+from pytest_hud.robot.record.errors import DatasetError
+from pytest_hud.robot.record.grade import save_with_metadata
+from pytest_hud.robot.record.schema import _PER_EPISODE_FILES_MB, _Schema
+from pytest_hud.robot.record.store import _lerobot_dataset, _quiet
+
+__all__: list[str] = []
+
+
+def open_dataset(
+    root: Path,
+    repo_id: str,
+    schema: _Schema,
+    *,
+    append: bool,
+    restart: bool,
+    video: bool,
+    columns: Mapping[str, Any],
+    flag: str,
+) -> Any:
+    """The ``LeRobotDataset`` episodes go into: the one at ``root`` reopened (``append``)
+    or a new one, with per-episode file limits and each episode's row taking ``columns``
+    (read at every save: the caller updates it in place per episode)."""
+    dataset = _lerobot_dataset()
+    if append:
+        try:
+            ds = dataset(repo_id, root=root)
+        except Exception as exc:
+            raise DatasetError(
+                f"cannot reopen the existing dataset at {root} to append "
+                f"({type(exc).__name__}: {exc}); record elsewhere with {flag}"
+            ) from exc
+    else:
+        if restart:
+            for leftover in ("meta", "images"):  # an empty dataset from a crashed run
+                shutil.rmtree(root / leftover, ignore_errors=True)
+        if root.is_dir() and not any(root.iterdir()):
+            root.rmdir()  # lerobot creates the root itself
+        ds = dataset.create(
+            repo_id=repo_id,
+            fps=schema.fps,
+            features=schema.features(),
+            root=root,
+            robot_type=schema.robot_type,
+            use_videos=video and bool(schema.cameras),
+        )
+    ds.meta.update_chunk_settings(
+        data_files_size_in_mb=_PER_EPISODE_FILES_MB,
+        video_files_size_in_mb=_PER_EPISODE_FILES_MB,
+    )
+    save_with_metadata(ds.meta, columns)
+    return ds
+
+
+def write_episode(ds: Any, frames: list[dict[str, np.ndarray]], task: str, index: int) -> None:
+    """One whole episode as episode ``index``, then finalize so it reads back after a crash."""
+    with _quiet():
+        for frame in frames:
+            ds.add_frame({**frame, "task": task})
+        _scalarize(ds, frames[0])
+        ds.save_episode()
+        ds.finalize()
+    if ds.meta.total_episodes != index + 1:
+        raise DatasetError(
+            f"lerobot committed episode {ds.meta.total_episodes - 1}, expected {index}"
+        )
+
+
+def close_dataset(ds: Any) -> None:
+    """The last finalize, with lerobot's default file-size limits back in ``meta/info.json``."""
+    from lerobot.datasets.utils import (
+        DEFAULT_DATA_FILE_SIZE_IN_MB,
+        DEFAULT_VIDEO_FILE_SIZE_IN_MB,
+    )
+
+    ds.meta.update_chunk_settings(
+        data_files_size_in_mb=DEFAULT_DATA_FILE_SIZE_IN_MB,
+        video_files_size_in_mb=DEFAULT_VIDEO_FILE_SIZE_IN_MB,
+    )
+    ds.finalize()
+
+
+def push_dataset(ds: Any, root: Path, repo: str, *, private: bool) -> None:
+    """Push the closed dataset to the Hugging Face Hub as ``repo``."""
+    try:
+        ds.push_to_hub(private=private)
+    except Exception as exc:
+        raise DatasetError(
+            f"pushing {root} to the Hugging Face Hub as {repo} failed "
+            f"({type(exc).__name__}: {exc}); the local dataset is complete"
+        ) from exc

@@ -1,0 +1,160 @@
+"""When a served sim steps: the lockstep barrier over a vectorized sim's slots.
+
+:class:`~pytest_hud.robot.sim.bridge.RobotBridge` serves one agent connection per slot,
+but a vectorized sim (``num_envs`` copies) advances all of its copies with one
+``step([num_envs, A])`` call. So the bridge holds each slot's action until every live
+slot has acted (the barrier), then steps once, filling idle slots with
+``hold_action()``. A slot whose agent never connects or never acts would stall its peers
+forever: after ``step_timeout`` seconds the watchdog fails the laggards and the others
+step on. A sim whose copies step alone (``step_slots``) has no barrier: each slot steps
+as soon as its agent acts, so one slow agent never holds the rest back.
+
+Kept apart from the bridge's serving and control code because this is the one place
+that decides *when* the sim runs; everything here runs on the serve loop's thread, so
+slot state needs no lock (re-entrant calls are turned away by ``_stepping``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from websockets.exceptions import ConnectionClosed
+
+from pytest_hud.robot.sim.errors import BridgeError
+from pytest_hud.robot.sim.hooks import SimHooks
+from pytest_hud.robot.sim.messages import _send_error, slot_row
+from pytest_hud.robot.sim.slots import SlotState, _Slot
+from pytest_hud.robot.wire.codec import pack_chunks
+from pytest_hud.robot.wire.vectored import send_chunks
+from pytest_hud.tracebacks import format_exc
+
+__all__: list[str] = []
+
+
+class SlotBarrier(SimHooks):
+    """RobotBridge's stepping: a mixin over the slot state the bridge sets up.
+
+    The bridge provides the attributes below (``_init_serving``) and the two helpers
+    declared under ``TYPE_CHECKING``: running a hook on the sim thread and spawning a task
+    it cancels at ``stop()``.
+    """
+
+    num_envs: int
+    step_timeout: float
+    _slots: list[_Slot]
+    _stepping: bool
+    _watchdog: asyncio.TimerHandle | None
+
+    if TYPE_CHECKING:
+
+        async def _sim(self, fn: Any, *args: Any, **kwargs: Any) -> Any: ...
+
+        def _spawn(self, coro: Any) -> None: ...
+
+    def _alone(self) -> bool:
+        """Whether slots step without a barrier (a vectorized sim with ``step_slots``)."""
+        return self.num_envs > 1 and self.can_step_slots()
+
+    async def _send_row(self, slot: _Slot, batch: tuple[Any, ...] | None) -> None:
+        """Send one slot's row of a batched observation; a terminated slot leaves the barrier."""
+        ws = slot.ws
+        if ws is None:
+            return
+        if batch is None:
+            raise BridgeError("get_observation() returned None: the sim has no observation yet")
+        msg, done = slot_row(batch, slot.index, self.num_envs)
+        if done and slot.state is SlotState.LIVE:
+            slot.state, slot.reason = SlotState.DONE, "terminated"
+        with contextlib.suppress(ConnectionClosed):  # not websockets.X: a lazy import per step
+            await send_chunks(ws, pack_chunks(msg))
+
+    async def _maybe_step(self) -> None:
+        """Step while every participant is ready; re-entrant calls return at once."""
+        if self._stepping:
+            return
+        self._stepping = True
+        try:
+            while True:
+                parts = [s for s in self._slots if s.participant]
+                ready = [s for s in parts if s.ready]
+                if not ready:
+                    self._disarm()
+                    return
+                if len(ready) < len(parts) and not self._alone():
+                    self._arm()
+                    return
+                await self._step(ready)
+        finally:
+            self._stepping = False
+
+    def _arm(self) -> None:
+        if self._watchdog is None:
+            loop = asyncio.get_running_loop()
+            self._watchdog = loop.call_later(
+                self.step_timeout, lambda: self._spawn(self._expire_laggards())
+            )
+
+    def _disarm(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+
+    async def _expire_laggards(self) -> None:
+        self._watchdog = None
+        for s in self._slots:
+            if s.participant and not s.ready:
+                why = "never connected" if s.state is SlotState.CLAIMED else "never acted"
+                await self._fail(
+                    s,
+                    f"robot env error: slot timed out: its agent {why} within "
+                    f"{self.step_timeout} s while other slots waited",
+                    reason=f"timed out ({why})",
+                )
+        await self._maybe_step()
+
+    async def _fail(self, slot: _Slot, message: str, *, reason: str) -> None:
+        ws = slot.ws
+        slot.state, slot.reason, slot.action, slot.ws = SlotState.DONE, reason, None, None
+        if ws is not None:
+            await _send_error(ws, message)
+            self._spawn(ws.close())
+
+    async def _step(self, acting: list[_Slot]) -> None:
+        self._disarm()
+        try:
+            if self._alone():  # only the slots that acted, each with its own action
+                rows = np.stack([s.action for s in acting if s.action is not None])
+                for s in acting:
+                    s.action = None
+                await self._sim(self.step_slots, [s.index for s in acting], rows)
+            else:
+                await self._sim(self.step, self._barrier_rows())
+            batch = await self._sim(self.get_observation)
+            if batch is None:
+                raise BridgeError("get_observation() returned None after a step")
+        except Exception:
+            tb = format_exc()
+            for s in self._slots:
+                if s.participant:
+                    await self._fail(s, tb, reason="the sim raised")
+            return
+        for s in acting:
+            await self._send_row(s, batch)
+
+    def _barrier_rows(self) -> np.ndarray:
+        """Every slot's row for a barrier step: its action, or ``hold_action()`` if idle."""
+        acted = next((s.action for s in self._slots if s.action is not None), None)
+        rows = np.empty((self.num_envs, len(acted) if acted is not None else 1), np.float32)
+        hold = None
+        for s in self._slots:
+            if s.action is not None:
+                rows[s.index] = s.action
+                s.action = None
+            else:
+                if hold is None:
+                    hold = np.asarray(self.hold_action(), np.float32).reshape(-1)
+                rows[s.index] = hold
+        return rows
