@@ -4,8 +4,10 @@ N short CartPole episodes on the docker runtime (a fresh container per rollout),
 concurrency 1 and 4, three ways side by side in one run:
 
 - ``off``: the pool off (``warm=0``): each rollout boots its container when it starts;
+- ``inline``: the pool on, but each rollout exits its own substrate before it ends (the
+  pool before it exited finished rollouts' substrates behind them);
 - ``on``: the pool on (``warm=c``, what ``auto`` gives docker: one substrate booted
-  ahead per concurrent slot);
+  ahead per concurrent slot, finished ones exited behind their rollouts);
 - ``up``: the episodes alone: the same rollouts on one container already up
   (``Shared(width=c)``, booted before the clock starts), the floor the pool aims for.
 
@@ -34,8 +36,9 @@ sys.path.insert(0, str(ROOT))
 
 from pytest_hud import Shared, Task, run  # noqa: E402
 from pytest_hud.robot import RobotAgent, ZeroModel  # noqa: E402
+from pytest_hud.runtime.warm import WarmPool  # noqa: E402
 
-MODES = ("off", "on", "up")
+MODES = ("off", "inline", "on", "up")
 CHEAP = ROOT / "bench" / "envs" / "cheap.py"
 
 
@@ -78,7 +81,13 @@ async def one_batch(provider: Any, agent: Any, tasks: list[Task], c: int, mode: 
     else:
         t0 = time.perf_counter()
         warm = 0 if mode == "off" else c  # on: what auto gives docker (any runtime here)
-        results = await run(tasks, agent, provider, max_concurrent=c, warm=warm)
+        behind = WarmPool._exit_behind
+        if mode == "inline":  # the rollout exits its substrate itself
+            WarmPool._exit_behind = lambda self, cm: False  # type: ignore[method-assign]
+        try:
+            results = await run(tasks, agent, provider, max_concurrent=c, warm=warm)
+        finally:
+            WarmPool._exit_behind = behind  # type: ignore[method-assign]
     wall = time.perf_counter() - t0
     errors = [r.error for r in results if r.error]
     assert not errors, errors[:1]
@@ -99,11 +108,20 @@ async def main(args: argparse.Namespace) -> None:
         f"{args.rollouts} CartPole rollouts on {args.runtime}, zero policy with "
         f"{args.latency * 1000:.0f} ms per forward, median of {args.reps}; per-rollout wall (s)"
     )
-    print(f"{'concurrency':>11}{'off':>9}{'on':>9}{'up':>9}{'on/up':>8}{'hidden':>8}")
+    print(
+        f"{'concurrency':>11}{'off':>9}{'inline':>9}{'on':>9}{'up':>9}{'on/up':>8}"
+        f"{'hidden inline':>14}{'hidden':>8}"
+    )
     for c in args.concurrency:
-        off, on, up = (statistics.median(samples[(c, m)]) for m in MODES)
-        hidden = (off - on) / (off - up) if off > up else float("nan")
-        print(f"{c:>11}{off:>9.3f}{on:>9.3f}{up:>9.3f}{on / up:>8.2f}{hidden:>8.0%}")
+        off, inline, on, up = (statistics.median(samples[(c, m)]) for m in MODES)
+
+        def hidden(x: float, off: float = off, up: float = up) -> float:
+            return (off - x) / (off - up) if off > up else float("nan")
+
+        print(
+            f"{c:>11}{off:>9.3f}{inline:>9.3f}{on:>9.3f}{up:>9.3f}{on / up:>8.2f}"
+            f"{hidden(inline):>14.0%}{hidden(on):>8.0%}"
+        )
 
 
 if __name__ == "__main__":

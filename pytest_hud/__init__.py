@@ -1,26 +1,33 @@
 """pytest-hud: policy evaluation as pytest tests."""
 
+from typing import TYPE_CHECKING
+
+from pytest_hud._lazy import exports
 from pytest_hud.errors import HudError
-from pytest_hud.runtime import (
-    ControlClient,
-    DaytonaRuntime,
-    DockerRuntime,
-    Environment,
-    LocalRuntime,
-    ModalRuntime,
-    Provider,
-    RayRuntime,
-    RolloutResult,
-    Run,
-    Runtime,
-    RuntimeConfig,
-    Shared,
-    SubprocessRuntime,
-    Task,
-    Taskset,
-    run,
-)
-from pytest_hud.wrapping import wrap
+
+if TYPE_CHECKING:
+    from pytest_hud.runtime import (
+        ControlClient,
+        DaytonaRuntime,
+        DockerRuntime,
+        Environment,
+        LocalRuntime,
+        ModalRuntime,
+        Provider,
+        RayRuntime,
+        RolloutResult,
+        Run,
+        Runtime,
+        RuntimeConfig,
+        Shared,
+        SubprocessRuntime,
+        Task,
+        Taskset,
+        run,
+    )
+    from pytest_hud.wrapping import wrap
+
+__getattr__, __dir__ = exports(__name__, __file__)
 
 __version__ = "0.1.0"
 

@@ -1,21 +1,36 @@
 """The robot capability: the openpi/0 wire, env-side bridges, the agent stack."""
 
-from pytest_hud.robot.agent.adapter import Adapter, LeRobotAdapter, OpenPIAdapter
-from pytest_hud.robot.agent.agent import EpisodeReport, RobotAgent, RunSettings
-from pytest_hud.robot.agent.batching import BatchedAgent, BatchedModel
-from pytest_hud.robot.agent.ensembler import Ensembler
-from pytest_hud.robot.agent.errors import AdapterError, AgentSpecError, ModelOutputError
-from pytest_hud.robot.agent.model import Model, RandomModel, ZeroModel
-from pytest_hud.robot.agent.registry import load_agent
-from pytest_hud.robot.contract import Contract, ContractError, Feature, Spaces
-from pytest_hud.robot.sim.bridge import RobotBridge
-from pytest_hud.robot.sim.endpoint import RobotEndpoint
-from pytest_hud.robot.sim.errors import BridgeError, SimError
-from pytest_hud.robot.sim.gym import GymBridge
-from pytest_hud.robot.sim.program import serve_bridge
-from pytest_hud.robot.wire.client import RobotClient
-from pytest_hud.robot.wire.codec import PROTOCOL
-from pytest_hud.robot.wire.errors import RobotError, WireError
+from typing import TYPE_CHECKING
+
+from pytest_hud._lazy import exports
+
+if TYPE_CHECKING:
+    from pytest_hud.robot.agent.adapter import Adapter, LeRobotAdapter, OpenPIAdapter
+    from pytest_hud.robot.agent.agent import EpisodeReport, RobotAgent, RunSettings
+    from pytest_hud.robot.agent.batching import BatchedAgent, BatchedModel
+    from pytest_hud.robot.agent.ensembler import Ensembler
+    from pytest_hud.robot.agent.errors import AdapterError, AgentSpecError, ModelOutputError
+
+    # (LeRobotModel ... DatasetWriter: heavy or optional, torch or lerobot; not in __all__)
+    from pytest_hud.robot.agent.lerobot import LeRobotModel as LeRobotModel
+    from pytest_hud.robot.agent.lerobot import lerobot_agent as lerobot_agent
+    from pytest_hud.robot.agent.model import Model, RandomModel, ZeroModel
+    from pytest_hud.robot.agent.policy_server import PolicyServer as PolicyServer
+    from pytest_hud.robot.agent.registry import load_agent
+    from pytest_hud.robot.agent.remote import RemoteModel as RemoteModel
+    from pytest_hud.robot.contract import Contract, ContractError, Feature, Spaces
+    from pytest_hud.robot.record.merge import merge_datasets as merge_datasets
+    from pytest_hud.robot.record.writer import DatasetWriter as DatasetWriter
+    from pytest_hud.robot.sim.bridge import RobotBridge
+    from pytest_hud.robot.sim.endpoint import RobotEndpoint
+    from pytest_hud.robot.sim.errors import BridgeError, SimError
+    from pytest_hud.robot.sim.gym import GymBridge
+    from pytest_hud.robot.sim.program import serve_bridge
+    from pytest_hud.robot.wire.client import RobotClient
+    from pytest_hud.robot.wire.codec import PROTOCOL
+    from pytest_hud.robot.wire.errors import RobotError, WireError
+
+__getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
     "PROTOCOL",
@@ -49,21 +64,3 @@ __all__ = [
     "load_agent",
     "serve_bridge",
 ]
-
-_LAZY = {
-    "LeRobotModel": "pytest_hud.robot.agent.lerobot",
-    "lerobot_agent": "pytest_hud.robot.agent.lerobot",
-    "RemoteModel": "pytest_hud.robot.agent.remote",
-    "PolicyServer": "pytest_hud.robot.agent.policy_server",
-    "DatasetWriter": "pytest_hud.robot.record.writer",
-    "merge_datasets": "pytest_hud.robot.record.merge",
-}
-
-
-def __getattr__(name: str):
-    """Heavy or optional parts (torch, lerobot) import on first use."""
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'pytest_hud.robot' has no attribute {name!r}")
