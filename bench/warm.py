@@ -18,7 +18,7 @@ the batch's wall over N; the hidden fraction is ``(off - on) / (off - up)``: 1.0
 the pool's rollouts cost what the episodes alone cost.
 
     PYTHONPATH=$PWD .venv/bin/python bench/warm.py [--rollouts 12] [--latency 0.3] [--reps 1]
-        [--concurrency 1 4] [--runtime docker|subprocess|local]
+        [--concurrency 1 4] [--runtime docker|subprocess|local] [--sim-ports 1]
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class LatencyModel(ZeroModel):
         return await super().ainfer(row)
 
 
-def make_provider(kind: str) -> Any:
+def make_provider(kind: str, sim_ports: int = 1) -> Any:
     """The docker runtime (the image bench/placement.py builds), or local / subprocess."""
     if kind != "docker":
         from pytest_hud import LocalRuntime, SubprocessRuntime
@@ -68,7 +68,8 @@ def make_provider(kind: str) -> Any:
         module="envs/cheap.py",
         extra_files={"envs": ROOT / "bench" / "envs"},
     )
-    return DockerRuntime(tag, labels={"pytest-hud.bench": "warm"})
+    # sim_ports: what --hud-runtime=docker publishes for a one-robot module (docker_auto)
+    return DockerRuntime(tag, labels={"pytest-hud.bench": "warm"}, sim_ports=sim_ports)
 
 
 async def one_batch(provider: Any, agent: Any, tasks: list[Task], c: int, mode: str) -> float:
@@ -95,7 +96,7 @@ async def one_batch(provider: Any, agent: Any, tasks: list[Task], c: int, mode: 
 
 
 async def main(args: argparse.Namespace) -> None:
-    provider = make_provider(args.runtime)
+    provider = make_provider(args.runtime, args.sim_ports)
     agent = RobotAgent(LatencyModel(args.latency))
     tasks = [Task("cheap", "balance", {"seed": s}) for s in range(args.rollouts)]
     samples: dict[tuple[int, str], list[float]] = {}
@@ -130,5 +131,11 @@ if __name__ == "__main__":
     parser.add_argument("--latency", type=float, default=0.3)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--reps", type=int, default=1)
+    parser.add_argument(
+        "--sim-ports",
+        type=int,
+        default=1,
+        help="docker: sim ports to publish (DockerRuntime's default: 8)",
+    )
     parser.add_argument("--runtime", choices=["docker", "subprocess", "local"], default="docker")
     asyncio.run(main(parser.parse_args()))

@@ -65,6 +65,29 @@ def test_image_spec_gathers_modules_requirements_and_hashes_sources(tmp_path: Pa
     assert "libosmesa6" in shipped.apt
 
 
+def test_an_auto_built_container_publishes_one_sim_port_per_robot(tmp_path: Path) -> None:
+    """Each published port is a docker-proxy process (DockerRuntime's default of 8 sim
+    ports made 9 per container); an auto-built image's containers publish what the env
+    module's robots need, at least one (the example suite, run under docker in this file,
+    shows the ports suffice)."""
+    from pytest_hud.loader import load_module
+
+    two = tmp_path / "two_robots_env.py"
+    two.write_text(
+        "from pytest_hud import Environment\n"
+        "arm = Environment('ports-arm')\n"
+        "arm.gym('CartPole-v1', name='left')\n"
+        "arm.gym('CartPole-v1', name='right')\n"
+        "cam = Environment('ports-cam')\n"
+        "cam.gym('Pendulum-v1')\n"
+    )
+    none = tmp_path / "no_robot_env.py"
+    none.write_text("from pytest_hud import Environment\nenv = Environment('ports-none')\n")
+    load_module(two), load_module(none)
+    assert docker_auto.sim_ports(str(two)) == 3
+    assert docker_auto.sim_ports(str(none)) == 1
+
+
 def test_render_backend_and_hud_variables_reach_containers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
