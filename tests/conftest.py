@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,14 @@ pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 REQUIRE_ALL = os.environ.get("PYTEST_HUD_REQUIRE_ALL") == "1"
+
+# Several tests send SIGINT to a pytest (or Ray driver) subprocess and expect it to end.
+# A shell without job control starts background commands (`.ci/run &`, nohup) with SIGINT
+# ignored, children inherit the ignore across exec, and Python then never raises
+# KeyboardInterrupt: those sessions ran to their bound (8 failures in a backgrounded CI
+# run). Python's own handler here resets to the default in every child at exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def require(condition: object, what: str, how: str) -> None:
