@@ -128,6 +128,9 @@ class WarmPool:
         self._discards: set[asyncio.Future[Any]] = set()
         #: finished rollouts' substrates being exited behind them (in _discards too)
         self._exits: set[asyncio.Future[Any]] = set()
+        #: exits behind rollouts that failed: the drain raises the first (had the rollout
+        #: exited its own substrate, the failure would have been that rollout's error)
+        self._exit_errors: list[BaseException] = []
         #: boots in progress, taken or not: at most ``size`` at once
         self._booting: set[asyncio.Future[Runtime]] = set()
         self._open = False
@@ -177,6 +180,8 @@ class WarmPool:
             error = fut.exception() if fut.done() and not fut.cancelled() else None
             if error is not None:
                 raise error
+        if self._exit_errors:
+            raise self._exit_errors[0]
 
     # -- the plan ------------------------------------------------------------------------
     def plan(self, upcoming: Iterable[tuple[Hashable, Task]]) -> None:
@@ -232,7 +237,8 @@ class WarmPool:
         stop and removal took ~0.4 s of each docker rollout here, the part of the boot
         cost booting ahead cannot hide. At most ``size`` such exits run at once (beyond
         that, and for a rollout that raised, the rollout exits its own, as before); the
-        pool's drain waits for them, and a failed one is raised there."""
+        pool's drain waits for them and raises the first that failed (logged when it
+        fails)."""
         if not self._open or len(self._exits) >= self.size:
             return False
         self.stats["exited_behind"] += 1
@@ -246,6 +252,9 @@ class WarmPool:
 
     def _exited(self, fut: asyncio.Future[Any]) -> None:
         self._exits.discard(fut)
+        error = None if fut.cancelled() else fut.exception()
+        if error is not None:
+            self._exit_errors.append(error)
         self._discarded(fut)
 
     # -- taking ----------------------------------------------------------------------------
