@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from procs import alive
 from sims import CounterSim
 
 from pytest_hud.robot import RobotClient, RobotEndpoint, RobotError, SimError
@@ -19,16 +19,6 @@ from pytest_hud.robot.sim.bridge import ANNOUNCE
 
 HERE = Path(__file__).parent
 pytestmark = pytest.mark.anyio
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is dead for our purposes
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().split()[2] == "Z")
 
 
 def wait_dead(pid: int, seconds: float = 20.0) -> bool:

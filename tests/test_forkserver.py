@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from agents import zero_agent
+from procs import live_children_of
 from sims import BootFails, BootHangs, CounterSim, LearningSim
 
 from pytest_hud import LocalRuntime, SubprocessRuntime, Task
@@ -52,18 +53,6 @@ def zygote_of(pid: int) -> forkserver._Zygote:
     ppid = parent(pid)
     (zygote,) = [z for z in forkserver.zygotes() if z.pid == ppid]
     return zygote
-
-
-def zygote_children(pid: int) -> set[int]:
-    out = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[1] == str(pid) and fields[0] != "Z":
-            out.add(int(stat.parent.name))
-    return out
 
 
 @pytest.fixture
@@ -125,7 +114,7 @@ async def test_a_crashed_child_is_reaped_and_the_zygote_serves_on(fork_mode: str
         with pytest.raises(SimError, match="exited with code -9|killed by signal SIGKILL"):
             await ep.reset()
     assert gone(pid)
-    assert zygote.pid is not None and zygote_children(zygote.pid) == set()
+    assert zygote.pid is not None and live_children_of(zygote.pid) == set()
     async with RobotEndpoint(CounterSim) as again:  # the zygote still forks
         assert again._child is not None and again._child.forked
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
+from procs import alive, live_children_of
 from sims import make_pendulum, make_succeed_at
 
 from pytest_hud.robot import Contract, GymBridge, RobotClient, RobotEndpoint
@@ -82,22 +82,6 @@ async def test_image_env_pusht() -> None:
     assert isinstance(grade["success"], bool)
 
 
-def _children(pid: int) -> set[int]:
-    """Live (non-zombie) child pids of ``pid``."""
-    found = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(OSError):
-            found |= {int(c) for c in (task / "children").read_text().split()}
-    return {c for c in found if _alive(c)}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["sync", "async"])
 async def test_vectorized_env_four_slots_with_their_own_seeds(mode: str) -> None:
@@ -110,7 +94,7 @@ async def test_vectorized_env_four_slots_with_their_own_seeds(mode: str) -> None
     async for ep in spawned(target="CartPole-v1", num_envs=4, vectorization_mode=mode):
         assert ep.num_envs == 4
         assert ep.pid is not None
-        workers = _children(ep.pid)
+        workers = live_children_of(ep.pid)
         assert len(workers) == (4 if mode == "async" else 0), workers
         assert ep.contract.features["action"].extra == {"n": 2}
         runs = [await ep.reset(seed=100 + i) for i in range(4)]
@@ -140,7 +124,7 @@ async def test_vectorized_env_four_slots_with_their_own_seeds(mode: str) -> None
                 break
         np.testing.assert_allclose(seen[-1]["data"]["observation/state"], obs, rtol=1e-5)
         assert grade["steps"] == expected
-    assert not any(_alive(w) for w in workers), "the vector env's workers outlived the sim"
+    assert not any(alive(w) for w in workers), "the vector env's workers outlived the sim"
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from agents import walk_away_agent, zero_agent
+from procs import live_children_of
 
 from pytest_hud import LocalRuntime, Runtime, Shared, SubprocessRuntime, Task, Taskset, run
 from pytest_hud.forkserver import client as forkserver
@@ -45,16 +46,6 @@ def children() -> set[int]:
     live as long as the session does."""
     zygotes = {z.pid for z in forkserver.zygotes() if z.pid is not None}
     return set().union(*(live_children_of(p) for p in {os.getpid(), *zygotes})) - zygotes
-
-
-def live_children_of(pid: int) -> set[int]:
-    out = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if fields[1] == str(pid) and fields[0] != "Z":
-                out.add(int(stat.parent.name))
-    return out
 
 
 def is_env_server(pid: int) -> bool:

@@ -49,7 +49,7 @@ def build_env(target: Any, kwargs: dict[str, Any], num_envs: int, mode: str) -> 
         if num_envs > 1:
             return gym.make_vec(target, num_envs=num_envs, vectorization_mode=mode, **kwargs)
         return gym.make(target, **kwargs)
-    if "num_envs" in signature_names(target):
+    if "num_envs" in _signature_names(target):
         return target(**kwargs, num_envs=num_envs)
     if num_envs == 1:
         return target(**kwargs)
@@ -62,7 +62,7 @@ def build_env(target: Any, kwargs: dict[str, Any], num_envs: int, mode: str) -> 
     return gym.vector.SyncVectorEnv([functools.partial(_same, e) for e in envs])
 
 
-def signature_names(fn: Callable[..., Any]) -> set[str]:
+def _signature_names(fn: Callable[..., Any]) -> set[str]:
     try:
         return set(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
