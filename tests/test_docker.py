@@ -208,6 +208,26 @@ def test_reap_removes_only_labelled_containers_of_dead_owners(client, image, mar
                 c.remove(force=True)
 
 
+def test_reap_skips_a_container_removed_while_it_lists(client, image, mark, monkeypatch) -> None:
+    """A container removed between the engine's list and its inspect (another session's exit
+    racing the reap; CI saw this as a 404 out of ``containers.list``) is skipped, not raised."""
+    mine = docker_engine.owner_labels()
+    racing = client.containers.create(image, ["python3", "-c", "pass"], labels={**mine, **mark})
+    inspect = client.api.inspect_container
+
+    def removed_first(container_id, *args, **kwargs):
+        if container_id == racing.id:
+            racing.remove(force=True)
+        return inspect(container_id, *args, **kwargs)
+
+    monkeypatch.setattr(client.api, "inspect_container", removed_first)
+    try:
+        assert racing.id not in reap_containers(client)
+    finally:
+        with contextlib.suppress(Exception):
+            racing.remove(force=True)
+
+
 async def test_row_image_wins_over_the_providers(client, image, mark) -> None:
     ran: list[list[str]] = []
     runtime = DockerRuntime("pytest-hud-no-such-image:0", labels=mark)

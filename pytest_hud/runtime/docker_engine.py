@@ -181,7 +181,9 @@ def reap_containers(client: Any = None) -> list[str]:
     host = socket.gethostname()
     filters = {"label": [f"{LABEL}=1", f"{LABEL}.host={host}"]}
     removed: list[str] = []
-    for container in client.containers.list(all=True, filters=filters):
+    # ignore_removed: a container removed between the list and its inspect (a removal racing
+    # this reap, e.g. its own session's exit) is not an error.
+    for container in client.containers.list(all=True, filters=filters, ignore_removed=True):
         labels = container.labels or {}
         if labels.get(LABEL) != "1" or labels.get(f"{LABEL}.host") != host:
             continue
