@@ -61,6 +61,12 @@ def fork_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     test sims' module, whose classes count in process-global state)."""
     mode = request.param
     monkeypatch.setenv(forkserver.SWITCH, "0" if mode == "plain" else "1")
+    # A fresh slate: earlier tests in this worker may have used up the zygote slots, killed
+    # zygotes of this environment or taught one a module that started a thread; any of those
+    # turns this test's forks into plain spawns.
+    forkserver.shutdown()
+    monkeypatch.setattr(forkserver, "_deaths", {})
+    monkeypatch.setattr(forkserver, "_denied", {})
     if mode == "preload":
         monkeypatch.setenv(forkserver.PRELOAD, "sims")
     yield mode
@@ -86,11 +92,14 @@ async def test_fresh_rollouts_share_no_state(fork_mode: str, runtime: str) -> No
 @pytest.mark.parametrize("fork_mode", ["plain", "fork"], indirect=True)
 async def test_the_zygote_learns_what_its_children_import(fork_mode: str) -> None:
     """A library module the first child imported is loaded before the next one starts."""
-    seen = []
+    seen, forked = [], []
     for _ in range(2):
         async with RobotEndpoint(LearningSim) as ep:
+            assert ep._child is not None
+            forked.append(ep._child.forked)
             run = await ep.reset()
             seen.append((await ep.result(run["token"]))["preloaded"])
+    assert forked == [fork_mode == "fork"] * 2
     assert seen == ([False, True] if fork_mode == "fork" else [False, False])
 
 
