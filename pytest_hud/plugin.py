@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from pytest_hud._plugin import heap
 from pytest_hud._plugin.errors import EpisodeFailed
 from pytest_hud._plugin.html import HtmlHooks
 from pytest_hud._plugin.interrupts import restore_sigterm, sigterm_interrupts
@@ -53,6 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(PLUGIN, None)
     if session is not None:
+        heap.closed()
         session.evaluator.close()
         session.reap_dead_workers()
         restore_sigterm(session.sigterm)

@@ -269,6 +269,56 @@ async def test_shared_real_substrate_serves_a_vectorized_sim() -> None:
     assert children() == set()
 
 
+async def test_shared_boots_a_sibling_when_one_substrate_seats_fewer_than_the_width() -> None:
+    """width 8 over a 4-slot sim: 8 rollouts at once on 2 substrates, each reused, where
+    one substrate alone made the other 4 wait (the sims then step on separate cores)."""
+    inner = SubprocessRuntime(COUNTER)
+    shared = Shared(inner, width=8)
+    live = peak = 0
+
+    async def counted(run: Any) -> Any:
+        nonlocal live, peak
+        live += 1
+        peak = max(peak, live)
+        try:
+            await asyncio.sleep(0.2)  # every rollout of a wave is in its episode at once
+            return await zero_agent(run)
+        finally:
+            live -= 1
+
+    rows = [task("count", seed=s) for s in range(16)]
+    results = await run(rows, counted, shared, max_concurrent=8)
+    assert [r.error for r in results] == [None] * 16
+    assert sorted(r.grade["seed"] for r in results) == list(range(16))
+    assert shared.boots == 2 and peak == 8
+    assert children() == set()
+
+
+async def test_shared_boots_no_sibling_before_the_first_substrate_reports_its_capacity() -> None:
+    """The first boot could still seat everyone: leases wait for its capacity instead of
+    each booting a substrate of its own."""
+    from pytest_hud.runtime.capacity import Seats
+
+    seats = Seats(width=8)
+    order: list[str] = []
+
+    async def lease(name: str, hold: asyncio.Event) -> None:
+        async with seats.seat() as sub:
+            order.append(f"{name} on {seats.subs.index(sub)}")
+            if not sub.sized:
+                await seats.resize(sub, 3)  # the boot learns: 3 slots
+            await hold.wait()
+
+    hold = asyncio.Event()
+    tasks = [asyncio.ensure_future(lease(str(i), hold)) for i in range(8)]
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert len(seats.subs) == 3  # 3 + 3 + 2 seats for 8 leases
+    assert [o.split(" on ")[1] for o in order] == ["0", "0", "0", "1", "1", "1", "2", "2"]
+    hold.set()
+    await asyncio.gather(*tasks)
+
+
 # -- resolution and routing ------------------------------------------------------------
 async def test_resolution_serves_a_python_taskset_from_its_file() -> None:
     ts = Taskset.load(PENDULUM)

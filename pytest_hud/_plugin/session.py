@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from pytest_hud._plugin import heap
 from pytest_hud._plugin.abandoned import AbandonedMixin
 from pytest_hud._plugin.collect import CollectMixin
 from pytest_hud._plugin.crash import CrashMixin
@@ -42,6 +43,8 @@ class HudSession(
         self.config = config
         self.options = options
         self.is_worker = is_worker(config)
+        #: Not run inside another pytest session of this process (pytester's in-process).
+        self.outermost = heap.opened()
         root = Path(str(config.rootpath))
         self.artifacts = root / ".hud"
         self.evaluator = Evaluator(options, self.artifacts)
@@ -92,7 +95,8 @@ class HudSession(
             if self._agent_error is not None:  # one attempt per session, not one per item
                 raise pytest.UsageError(self._agent_error)
             try:
-                self._agent = ray_agent(spec, self.options.runtime) or load_agent(spec)
+                with heap.long_lived(freeze=self.outermost):  # lives as long as we do
+                    self._agent = ray_agent(spec, self.options.runtime) or load_agent(spec)
             except AgentSpecError as exc:
                 self._agent_error = f"--hud-agent={spec}: {exc}"
             except Exception as exc:  # a user factory that raises: its type and message

@@ -3,9 +3,10 @@
 An env server reports, per env, the fewest slots among its robot endpoints (``envs``
 -> ``capacity``). Shared leased ``width`` rollouts to every substrate regardless: with
 the examples' one-slot sims, ``--hud-shared=8`` errored 7 of 8 rollouts (``sim reset()
-failed: all 1 slots are claimed``, issue 12 #3). :class:`Gate` is the lease limit that
-starts at one (the lease that boots the substrate and learns its capacity) and then
-opens to ``min(width, capacity)``.
+failed: all 1 slots are claimed``, issue 12 #3). :class:`Seats` seats leases on a key's
+substrates: a substrate seats one lease (the one that boots it and learns its capacity),
+then ``min(width, capacity)``; when all are full and fewer than ``width`` leases sit, it
+adds a substrate.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 from typing import Any
 
 from pytest_hud.runtime.control import ControlClient
 from pytest_hud.runtime.errors import ControlError
 from pytest_hud.runtime.task import Task
 
-__all__ = ["Gate", "substrate_capacity"]
+__all__ = ["Seats", "Substrate", "substrate_capacity"]
 
 
 async def substrate_capacity(runtime: Any, task: Task, timeout: float = 30.0) -> int | None:
@@ -35,28 +37,68 @@ async def substrate_capacity(runtime: Any, task: Task, timeout: float = 30.0) ->
     return int(value) if isinstance(value, int) and value > 0 else None
 
 
-class Gate:
-    """At most ``limit`` holders at once; the limit can change while others wait."""
+class Substrate:
+    """One shared substrate: its runtime while up, and how many leases it seats."""
 
-    def __init__(self, limit: int = 1) -> None:
-        self.limit = limit
+    def __init__(self) -> None:
+        self.limit = 1  # seats: one (the lease that boots it) until it reports capacity
         self.sized = False  # whether the limit came from the substrate's capacity
-        self._active = 0
+        self.seated = 0
+        self.boot_lock = asyncio.Lock()
+        self.runtime: Any = None
+        self.stack: AsyncExitStack | None = None
+        self.provisioned: Any = None  # the provider's context manager (may know death())
+        self.leases = 0
+        self.booted_at = 0.0
+        self.recycle = False
+
+    async def teardown(self) -> None:
+        stack, self.stack, self.runtime = self.stack, None, None
+        self.recycle = False
+        if stack is not None:
+            await stack.aclose()
+
+
+class Seats:
+    """The substrates of one key and who sits where: at most ``width`` leases in all,
+    none past a substrate's limit. A lease takes a free seat on an existing substrate;
+    only when every substrate is sized and full does it add one (so no second boot
+    starts while the first could still turn out to seat everyone)."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.subs: list[Substrate] = []
+        self._seated = 0
         self._cond = asyncio.Condition()
 
+    def _free(self) -> Substrate | None:
+        """A substrate with a free seat (a new one when all are sized and full), or None."""
+        if self._seated >= self.width:
+            return None
+        for sub in self.subs:
+            if sub.seated < sub.limit:
+                return sub
+        if all(sub.sized for sub in self.subs):
+            self.subs.append(Substrate())
+            return self.subs[-1]
+        return None
+
     @contextlib.asynccontextmanager
-    async def hold(self) -> AsyncIterator[None]:
+    async def seat(self) -> AsyncIterator[Substrate]:
         async with self._cond:
-            await self._cond.wait_for(lambda: self._active < self.limit)
-            self._active += 1
+            while (sub := self._free()) is None:
+                await self._cond.wait()
+            sub.seated += 1
+            self._seated += 1
         try:
-            yield
+            yield sub
         finally:
             async with self._cond:
-                self._active -= 1
+                sub.seated -= 1
+                self._seated -= 1
                 self._cond.notify_all()
 
-    async def resize(self, limit: int) -> None:
+    async def resize(self, sub: Substrate, limit: int) -> None:
         async with self._cond:
-            self.limit, self.sized = max(1, limit), True
+            sub.limit, sub.sized = max(1, limit), True
             self._cond.notify_all()

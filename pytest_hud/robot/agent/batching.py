@@ -36,6 +36,7 @@ import numpy as np
 
 from pytest_hud.robot.agent.agent import STEPS_ALONE, EpisodeReport, RobotAgent, RunSettings
 from pytest_hud.robot.agent.model import Model, check_chunk, run_infer, stack_rows
+from pytest_hud.robot.agent.pacing import CURRENT, Arrivals, Rollout
 from pytest_hud.robot.contract import Spaces
 
 __all__ = ["BatchedAgent", "BatchedModel"]
@@ -51,6 +52,7 @@ class BatchedModel(Model):
         max_wait_s: float = 0.05,
         batch_size: int | None = None,
         split_from: int = 8,
+        pace: bool = True,
     ) -> None:
         if batch_size is not None and batch_size < 1:
             raise ValueError("batch_size must be >= 1")
@@ -58,7 +60,11 @@ class BatchedModel(Model):
         #: Rollouts whose sims step alone run in two halves once this many are live.
         self.split_from = split_from
         self.max_wait_s = max_wait_s
+        #: Wait past ``max_wait_s`` for rollouts predicted to ask within a forward (pacing.py).
+        self.pace = pace
         self.batch_size = batch_size
+        self._arrivals = Arrivals()
+        self._who: dict[asyncio.Future[np.ndarray], Rollout | None] = {}
         self.ensembler = getattr(model, "ensembler", None)
         self.n_action_steps = getattr(model, "n_action_steps", None)
         self.n_obs_steps = getattr(model, "n_obs_steps", 1)
@@ -122,21 +128,33 @@ class BatchedModel(Model):
         self.live += 1
         if self._span_start is None:
             self._span_start = time.monotonic()
+        rollout = Rollout()
+        self._arrivals.live.add(rollout)
+        token = CURRENT.set(rollout)
         try:
             yield self
         finally:
+            CURRENT.reset(token)
+            self._arrivals.live.discard(rollout)
             self.live -= 1
             self._maybe_flush()
 
     async def ainfer(self, row: dict[str, Any]) -> np.ndarray:
-        fut: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[np.ndarray] = loop.create_future()
+        rollout = CURRENT.get()
+        self._arrivals.asked(rollout, loop.time())
         self._pending.append((row, fut))
+        self._who[fut] = rollout
         if STEPS_ALONE.get():
             self._alone.add(fut)
         if len(self._pending) == 1 and self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(self.max_wait_s, self._flush_now)
+            self._timer = loop.call_later(self.max_wait_s, self._waited)
         self._maybe_flush()
-        return await fut
+        try:
+            return await fut
+        finally:
+            self._who.pop(fut, None)
 
     def _maybe_flush(self) -> None:
         if self._due():
@@ -153,6 +171,19 @@ class BatchedModel(Model):
         if self.live < self.split_from or n < -(-self.live // 2):
             return False
         return all(fut in self._alone for _, fut in self._pending)
+
+    def _waited(self) -> None:
+        """The fixed window is over: run the queued rows now, or, when every missing
+        rollout is predicted to ask within a forward's time, at that time."""
+        self._timer = None
+        if self.pace and self._pending and not self._busy:
+            loop = asyncio.get_running_loop()
+            queued = [self._who.get(fut) for _, fut in self._pending]
+            until = self._arrivals.hold_until(queued, loop.time())
+            if until is not None and until > loop.time():
+                self._timer = loop.call_at(until, self._flush_now)
+                return
+        self._flush_now()
 
     def _flush_now(self) -> None:
         if self._timer is not None:
@@ -181,7 +212,10 @@ class BatchedModel(Model):
             batch = stack_rows([row for row, _ in rows])
             out = await run_infer(self.model, batch, self._timed_infer)
             chunks = check_chunk(out, len(rows), None, type(self.model).__name__)
-            self.forward_s += time.monotonic() - start
+            took = time.monotonic() - start
+            self.forward_s += took
+            now = asyncio.get_running_loop().time()
+            self._arrivals.answered((self._who.get(fut) for _, fut in rows), took, now)
             self.batches.append(len(rows))
             for i, (_, fut) in enumerate(rows):
                 if not fut.done():
@@ -199,7 +233,7 @@ class BatchedModel(Model):
                     self._flush_now()
                 elif self._timer is None:
                     loop = asyncio.get_running_loop()
-                    self._timer = loop.call_later(self.max_wait_s, self._flush_now)
+                    self._timer = loop.call_later(self.max_wait_s, self._waited)
 
     async def _rows_alone(
         self, rows: list[tuple[dict[str, Any], asyncio.Future[np.ndarray]]]
@@ -247,11 +281,16 @@ class BatchedAgent(RobotAgent):
         max_wait_s: float = 0.05,
         batch_size: int | None = None,
         split_from: int = 8,
+        pace: bool = True,
     ) -> None:
         model = agent.model
         if not isinstance(model, BatchedModel):
             model = BatchedModel(
-                model, max_wait_s=max_wait_s, batch_size=batch_size, split_from=split_from
+                model,
+                max_wait_s=max_wait_s,
+                batch_size=batch_size,
+                split_from=split_from,
+                pace=pace,
             )
         super().__init__(model, name=agent.name)
         self.agent = copy.copy(agent)
