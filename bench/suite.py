@@ -11,7 +11,10 @@ LeRobot policy, saved once into a temp folder and loaded by both sides, seeds 0.
   a conftest importing it, ``@pytest.mark.hud(tasks=[push_t.task(seed=s) ...])``) run as
   ``python -m pytest --hud-agent=lerobot:DIR --hud-concurrency=W --hud-shared=W``;
 * plugin -n 2: two xdist workers, each with its own ``num_envs=W/2`` sim and
-  ``--hud-concurrency=W/2 --hud-shared=W/2`` (W even only).
+  ``--hud-concurrency=W/2 --hud-shared=W/2`` (W even only);
+* plugin, K sims of W/K (``--sims K``, default 2): one process, the env declaring
+  ``num_envs=W/K`` and ``--hud-shared=W`` booting K sims that step on separate cores while
+  one forward serves all W rows.
 
 Wall time is the whole process (start-up, torch import, policy load included) for both.
 Env steps counted are N x the episode length (random policy: every episode runs to the
@@ -35,7 +38,7 @@ runs, ``--quiet-wait S`` waits for other load to settle before each run, and
 
     python bench/suite.py [--episodes N] [--max-steps M] [--widths 4 1 10]
         [--policy diffusion|tiny-diffusion|tiny-act] [--threads T] [--pusht-reps R]
-        [--quiet-wait S] [--no-xdist] [--no-novideo] [--baseline-tree DIR]
+        [--quiet-wait S] [--no-xdist] [--no-novideo] [--sims K] [--baseline-tree DIR]
         [--only pusht|metaworld|overhead] [--mw-variations V] [--mw-no-fresh]
         [--items 1000] [--reps 3] [--keep DIR] [--json PATH]
 """
@@ -265,16 +268,19 @@ def run_plugin(
     tree: Path | None = None,
     alone: bool = False,
     vector: str = "sync",
+    sims: int = 1,
 ) -> dict[str, Any]:
     """The plugin's run; ``tree``: another checkout of pytest_hud (a baseline) to run;
     ``alone``: the sim's slots step without a barrier (``step_slots_alone=True``);
-    ``vector="async"``: each sim copy steps in its own process (AsyncVectorEnv)."""
+    ``vector="async"``: each sim copy steps in its own process (AsyncVectorEnv);
+    ``sims``: a worker's copies split over that many sims (``--hud-shared`` boots them)."""
     per = width // workers
     name = f"plugin-w{width}" + (f"-n{workers}" if workers > 1 else "") + ("-base" if tree else "")
     name += ("-alone" if alone else "") + ("-async" if vector == "async" else "")
+    name += f"-sims{sims}" if sims > 1 else ""
     folder = work / name
     shutil.rmtree(folder, ignore_errors=True)
-    write_pusht_suite(folder, n, per, alone, vector)
+    write_pusht_suite(folder, n, per // sims, alone, vector)
     results = folder / "results.json"
     cmd = [
         PY,
@@ -379,6 +385,11 @@ def pusht(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 variants["plugin -n 2, async sims"] = lambda w: run_plugin(
                     work, policy, n, w, args.max_steps, 2, vector="async"
                 )
+        if args.sims > 1 and width % args.sims == 0:  # copies in K sims, on K cores
+            k = args.sims
+            variants[f"plugin, {k} sims of {width // k}"] = lambda w, k=k: run_plugin(
+                work, policy, n, w, args.max_steps, 1, sims=k
+            )
         if args.baseline_tree:  # the same runs on another checkout, interleaved
             base = Path(args.baseline_tree).resolve()
             variants["plugin, baseline"] = lambda w, base=base: run_plugin(
@@ -564,6 +575,12 @@ def main() -> None:
         action="store_true",
         help='also run the plugin with env.gym(..., vectorization_mode="async") (a sim '
         "process per copy)",
+    )
+    parser.add_argument(
+        "--sims",
+        type=int,
+        default=2,
+        help="also run the plugin with the W copies in this many sims (1: no such row)",
     )
     parser.add_argument(
         "--baseline-tree",
