@@ -75,9 +75,12 @@ class HudHooks:
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         self.session.generate_tests(metafunc)
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> Any:
         self.session.collection_modifyitems(items)
+        result = yield
+        self.session.collection_ordered(items)  # after every other plugin's reordering
+        return result
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.session.collection_finish(session)
@@ -85,6 +88,7 @@ class HudHooks:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         self.session.skip_decided(item)
+        self.session.prime_worker(item)
 
     # -- reporting ------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True, tryfirst=True)

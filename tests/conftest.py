@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -24,6 +25,14 @@ REQUIRE_ALL = os.environ.get("PYTEST_HUD_REQUIRE_ALL") == "1"
 # run). Python's own handler here resets to the default in every child at exec.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# The docker SDK (and requests under it) is imported here, before any test runs: pytester
+# restores sys.modules after each test that uses it, and when docker was first imported
+# later, half of requests' modules were dropped and re-imported while the other half kept
+# the old ones (test_plugin.py then test_warm.py in one process: every docker call failed
+# with "You can only merge into CookieJar").
+with contextlib.suppress(ImportError):  # the docker tests say what is missing
+    import docker  # noqa: F401
 
 
 def require(condition: object, what: str, how: str) -> None:

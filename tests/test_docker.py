@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -44,12 +45,15 @@ def engine():
         import docker
     except ImportError:
         return None
-    try:
-        client = docker.from_env()
-        client.ping()
-    except Exception:
-        return None
-    return client
+    for attempt in range(3):  # a loaded engine can miss one ping: absent only if it keeps on
+        try:
+            client = docker.from_env()
+            client.ping()
+        except Exception:
+            time.sleep(2.0 * (attempt + 1))
+            continue
+        return client
+    return None
 
 
 def docker_errors():

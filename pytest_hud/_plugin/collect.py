@@ -72,15 +72,41 @@ class CollectMixin(SessionState):
                 item.add_marker(pytest.mark.xdist_group(name=f"hud-{case.row.env}"))
         if self.baseline is not None:
             self._check_baseline_covers([item.stash[CASE] for item in items if CASE in item.stash])
-        self._load_agent_before_items(items)
 
-    def _load_agent_before_items(self, items: list[pytest.Item]) -> None:
-        """An agent that cannot load is one usage error now, before any item runs."""
+    def collection_ordered(self, items: list[pytest.Item]) -> None:
+        """After every plugin reordered the items: boot the first ones' substrates, then
+        load the agent (both before any item runs; the boots run while it loads)."""
         if self.is_worker:  # the controller ran registry.preflight; a worker's UsageError
             return  # would crash xdist, so its items error (once loaded, never retried)
+        self.prime(items)
         plugin_agent = "pytest_hud.fixtures"
         if any(CASE in i.stash and uses_fixture_from(i, "hud_agent", plugin_agent) for i in items):
             self.load_agent()
+
+    def prime(self, items: list[pytest.Item]) -> None:
+        """Boot the plugin provider's substrates for the first of ``items`` that use it,
+        in the background (:meth:`Evaluator.prime`); once a session. An xdist worker primes
+        at its first item's setup, before its fixtures load the agent."""
+        if self._primed:
+            return
+        self._primed = True
+        ours = [
+            i.nodeid
+            for i in items
+            if i.nodeid in self.evaluator.cases
+            and uses_fixture_from(i, "hud_provider", "pytest_hud.fixtures")
+        ]
+        if ours:
+            self.evaluator.prime(self.default_provider(), ours)
+
+    def prime_worker(self, item: pytest.Item) -> None:
+        """pytest_runtest_setup on an xdist worker: prime for this item and the ones queued
+        after it here, before the item's fixtures load the agent."""
+        if not self.is_worker or self._primed or item.nodeid not in self.evaluator.cases:
+            return
+        by_id = {i.nodeid: i for i in item.session.items}
+        upcoming = [by_id[n] for n in self.evaluator.schedule(item.nodeid) if n in by_id]
+        self.prime([item, *upcoming])
 
     def _apply_expectations(self, item: pytest.Item, case: HudCase) -> None:
         rules = Expectations()

@@ -16,6 +16,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
+import logging
 import time
 from collections.abc import Callable, Hashable
 from pathlib import Path
@@ -31,6 +32,8 @@ from pytest_hud.runtime.shared import Shared
 from pytest_hud.runtime.warm import WarmPool, pool_size
 
 __all__ = ["Evaluator"]
+
+log = logging.getLogger(__name__)
 
 
 class Evaluator:
@@ -61,6 +64,8 @@ class Evaluator:
         #: ``rollout``, or a drop-in such as --hud-delegate's (_plugin/delegate.py).
         self.run_rollout: Callable[..., Any] = rollout
         self._pool = ControlPool()  # control connections kept between rollouts
+        self._keep: list[Provider] = []  # providers bound, kept so their ids stay unique
+        self._primes: list[concurrent.futures.Future[None]] = []  # boots started by prime()
 
     # -- setup -------------------------------------------------------------------------
     def register(self, nodeid: str, case: HudCase, key: Hashable = None) -> None:
@@ -78,13 +83,33 @@ class Evaluator:
     def _bind(self, provider: Provider, agent: Any) -> tuple[Provider, Any]:
         """The provider (its Shared scope entered on first use) and the agent as rollouts
         use it (batched for --hud-concurrency, with the plugin's observers), once each."""
+        if id(agent) not in self._agents:  # the agent is kept too, so its id stays unique
+            self._agents[id(agent)] = (agent, self._prepare(agent))
+        return self._bound(provider), self._agents[id(agent)][1]
+
+    def _bound(self, provider: Provider) -> Provider:
         if id(provider) not in self._providers:
             if isinstance(provider, Shared):
                 self.loop.run(self._stack.enter_async_context(provider), timeout=60)
             self._providers[id(provider)] = self._warm(provider)
-        if id(agent) not in self._agents:  # the agent is kept too, so its id stays unique
-            self._agents[id(agent)] = (agent, self._prepare(agent))
-        return self._providers[id(provider)], self._agents[id(agent)][1]
+            self._keep.append(provider)  # so its id stays unique
+        return self._providers[id(provider)]
+
+    def prime(self, provider: Provider, nodeids: list[str]) -> None:
+        """Start booting the substrates of these items (the first to run) now, in the
+        background: the session calls this before it loads the agent, so the boots run
+        while torch and the policy load (6.7 s for the PushT bench's policy here) instead
+        of after. A warm pool gets them as its plan; a Shared provider boots the first
+        row's substrate. A failed boot here is not an error: the rollout boots again."""
+        rows = [(n, self.cases[n].task) for n in nodeids if n in self.cases]
+        if not rows or self.options.delegate is not None:
+            return
+        bound = self._bound(provider)
+        if isinstance(bound, WarmPool):
+            ahead = rows[: max(self.options.concurrency, 1) + bound.size]
+            self.loop.loop.call_soon_threadsafe(bound.plan, ahead)
+        elif isinstance(provider, Shared):
+            self._primes.append(self.loop.submit(_boot(provider, rows[0][1])))
 
     def _warm(self, provider: Provider) -> Provider:
         """The provider, in a warm pool (its scope entered) when booting ahead pays
@@ -204,6 +229,8 @@ class Evaluator:
         """Cancel rollouts nobody asked for, leave Shared scopes, stop the loop."""
         for fut in self.futures.values():
             fut.cancel()
+        for prime in self._primes:
+            prime.cancel()
         self.futures.clear()
         if self._loop is None:
             return
@@ -213,6 +240,16 @@ class Evaluator:
             self._loop.run(self._stack.aclose(), timeout=120)
         self._loop.close()
         self._loop = None
+
+
+async def _boot(shared: Shared, task: Any) -> None:
+    """Boot ``task``'s substrate in ``shared`` by leasing it once (it stays up for the
+    rollouts' leases)."""
+    try:
+        async with shared(task):
+            pass
+    except Exception as exc:  # the first rollout's own lease boots again and reports it
+        log.debug("booting ahead for %s failed: %s", task, exc)
 
 
 class _StepCounter:

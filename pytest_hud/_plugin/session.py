@@ -49,6 +49,8 @@ class HudSession(
         self.artifacts = root / ".hud"
         self.evaluator = Evaluator(options, self.artifacts)
         self._agent: Any = None
+        self._provider: Any = None
+        self._primed = False
         self._agent_error: str | None = None
         self._agent_name = _validate_agent(options.agent)
         if not self.is_worker and config.getoption("dist", "no") != "no":
@@ -135,7 +137,11 @@ class HudSession(
         return show
 
     def default_provider(self) -> Any:
-        return provider_for(self.options.runtime, self.options.shared)
+        """The plugin's ``hud_provider``: one object per session (the one rollouts use
+        is the one :meth:`prime` booted ahead for)."""
+        if self._provider is None:
+            self._provider = provider_for(self.options.runtime, self.options.shared)
+        return self._provider
 
     def _load_expectations(self) -> Expectations:
         if self.options.expect is None:

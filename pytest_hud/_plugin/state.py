@@ -52,6 +52,7 @@ class SessionState:
     finished: set[str]
     _order: list[str]
     _agent_name: str
+    _primed: bool  # the first items' substrates were booted ahead (collect.prime)
     record_root: Path | None
     writers: dict[str, Any]
     dataset: str | None
@@ -104,6 +105,9 @@ class SessionState:
         raise NotImplementedError
 
     def load_agent(self) -> Any:
+        raise NotImplementedError
+
+    def default_provider(self) -> Any:
         raise NotImplementedError
 
     def abandoned_summary(self, tr: Any) -> None:
