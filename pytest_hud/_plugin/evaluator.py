@@ -64,7 +64,6 @@ class Evaluator:
         #: ``rollout``, or a drop-in such as --hud-delegate's (_plugin/delegate.py).
         self.run_rollout: Callable[..., Any] = rollout
         self._pool = ControlPool()  # control connections kept between rollouts
-        self._keep: list[Provider] = []  # providers bound, kept so their ids stay unique
         self._primes: list[concurrent.futures.Future[None]] = []  # boots started by prime()
 
     # -- setup -------------------------------------------------------------------------
@@ -91,8 +90,7 @@ class Evaluator:
         if id(provider) not in self._providers:
             if isinstance(provider, Shared):
                 self.loop.run(self._stack.enter_async_context(provider), timeout=60)
-            self._providers[id(provider)] = self._warm(provider)
-            self._keep.append(provider)  # so its id stays unique
+            self._providers[id(provider)] = self._warm(provider)  # holds it: its id stays unique
         return self._providers[id(provider)]
 
     def prime(self, provider: Provider, nodeids: list[str]) -> None:

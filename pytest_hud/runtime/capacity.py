@@ -68,12 +68,11 @@ class Seats:
     def __init__(self, width: int) -> None:
         self.width = width
         self.subs: list[Substrate] = []
-        self._seated = 0
         self._cond = asyncio.Condition()
 
     def _free(self) -> Substrate | None:
         """A substrate with a free seat (a new one when all are sized and full), or None."""
-        if self._seated >= self.width:
+        if sum(sub.seated for sub in self.subs) >= self.width:
             return None
         for sub in self.subs:
             if sub.seated < sub.limit:
@@ -89,13 +88,11 @@ class Seats:
             while (sub := self._free()) is None:
                 await self._cond.wait()
             sub.seated += 1
-            self._seated += 1
         try:
             yield sub
         finally:
             async with self._cond:
                 sub.seated -= 1
-                self._seated -= 1
                 self._cond.notify_all()
 
     async def resize(self, sub: Substrate, limit: int) -> None:

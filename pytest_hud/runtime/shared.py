@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any, cast
 
@@ -61,7 +61,7 @@ class Shared:
     @property
     def substrates(self) -> int:
         """How many substrates are up right now."""
-        return sum(s.runtime is not None for seats in self._seats.values() for s in seats.subs)
+        return sum(s.runtime is not None for s in self._substrates())
 
     async def __aenter__(self) -> Shared:
         self._depth += 1
@@ -70,12 +70,15 @@ class Shared:
     async def __aexit__(self, *exc: object) -> None:
         self._depth -= 1
         if self._depth == 0:
-            subs = [s for seats in self._seats.values() for s in seats.subs]
+            subs = list(self._substrates())
             self._seats = {}
             results = await asyncio.gather(*(s.teardown() for s in subs), return_exceptions=True)
             errors = [r for r in results if isinstance(r, BaseException)]
             if errors:
                 raise errors[0]
+
+    def _substrates(self) -> Iterator[Substrate]:
+        return (sub for seats in self._seats.values() for sub in seats.subs)
 
     def __call__(self, task: Task, /) -> AbstractAsyncContextManager[Runtime]:
         return self._lease(task)
