@@ -234,6 +234,9 @@ def test_adapters_map_by_contract() -> None:
         AdapterError, match=r"expects 1 camera\(s\) \['img'\].*has 2 \['wrist', 'front'\]"
     ):
         LeRobotAdapter(["img"]).bind(spaces)
+    # a state-only policy gets the state and no camera (an env may send one for the report)
+    row = LeRobotAdapter([]).bind(spaces).observation(data, "p")
+    assert set(row) == {"observation.state", "task"}
     row = OpenPIAdapter({"wrist": "observation/wrist_image"}).bind(spaces).observation(data, "p")
     assert set(row) == {"observation/wrist_image", "front", "joints", "gripper", "prompt"}
     assert row["joints"].dtype == np.float32 and row["front"].dtype == np.uint8

@@ -138,6 +138,12 @@ def test_plot_has_one_bar_per_task_and_run(tmp_path: Path, two_runs: tuple[Path,
     assert len(fig3.axes) == 2  # + success vs run index
     assert len(fig3.axes[0].patches) == 12
     assert len(fig3.axes[1].lines) >= 4  # one per task (+ the pooled error bar line)
+    assert fig3.axes[1].get_xlabel() == "run (in the order given)"
+    # results files named by training step: the runs sit at their steps
+    steps = [C.Run(str(s), None, runs[i % 2].tasks) for i, s in enumerate((0, 500, 2000))]
+    trend = figure(steps).axes[1]
+    assert trend.get_xlabel() == "training step"
+    assert list(trend.get_xticks()) == [0, 500, 2000]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

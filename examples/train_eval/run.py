@@ -1,5 +1,5 @@
 """The whole loop from nothing: record expert demonstrations -> train -> evaluate every
-checkpoint (and the same architecture untrained) -> a per-checkpoint table.
+checkpoint (and the same architecture untrained) -> plot -> report and gate.
 
     nice -n 10 python examples/train_eval/run.py OUT [--tiny]
 
@@ -15,7 +15,11 @@ ones) and ``--hud-expect=expect.toml`` (the tasks each checkpoint is known to fa
 Exits 1 if the final checkpoint does not beat step 0. Figures: ``OUT/summary.json``,
 ``OUT/success.png`` (success per task vs training step with Wilson 95% intervals, drawn by
 ``python -m pytest_hud compare --plot``; a report shows it with ``--hud-report-image``) and
-``OUT/expect.toml`` (the per-checkpoint xfails this run's table implies).
+``OUT/expect.toml`` (the per-checkpoint xfails this run's table implies). Last, the final
+checkpoint runs once more as README.md's main job runs the shipped one: ``OUT/report.html``
+with every episode's animation and the training curve in its Figures section, gated by
+``--hud-baseline=OUT/eval/0.json`` (it fails if the trained policy is significantly worse
+than the untrained one).
 """
 
 from __future__ import annotations
@@ -101,6 +105,7 @@ def record(out: Path, budget: dict[str, Any]) -> float:
     expert = f"{HERE / 'metaworld_env.py'}:expert"
     dataset = f"--hud-record={out / 'dataset'}"
     argv, env = _pytest(out, "record", expert, (0, budget["demos"]), budget["tasks"], dataset)
+    env["MW_SKETCH"] = "0"  # the animations' camera stays out of the training data
     return _run(argv, out / "record.log", env)
 
 
@@ -204,6 +209,17 @@ def plot(out: Path, steps: list[int]) -> Path:
     return png
 
 
+def report(out: Path, step: int, folder: Path, budget: dict[str, Any]) -> float:
+    """The final checkpoint as the README's main job runs the shipped one: an html report
+    with its animations and the training curve, gated against the untrained step."""
+    html = [f"--html={out / 'report.html'}", "--self-contained-html",
+            f"--hud-report-image={out / 'success.png'}"]  # fmt: skip
+    gate = f"--hud-baseline={out / 'eval' / '0.json'}"
+    argv, env = _pytest(out, "report", f"lerobot:{folder}", (100, budget["evals"]),
+                        budget["tasks"], f"--hud-checkpoint={step}", gate, *html)  # fmt: skip
+    return _run(argv, out / "report.log", env)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="a new folder for every artefact")
@@ -226,6 +242,8 @@ def main() -> None:
     info = json.loads((out / "dataset" / "meta" / "info.json").read_text())
     results = table(out, sorted(found))
     plot(out, sorted(found))
+    times["report_s"] = report(out, final, found[final], budget)
+    print(f"reported in {times['report_s']:.0f} s: {out / 'report.html'}", flush=True)
     summary = {
         "budget": budget,
         "policy": {"type": "act", **ACT},

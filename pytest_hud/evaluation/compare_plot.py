@@ -1,6 +1,8 @@
 """The comparison PNG: per-task success rates with Wilson 95% error bars, one colour per
-run, and -- given three or more runs -- success rate against run index (checkpoints in
-the order given), one line per task plus the pooled rate."""
+run, and -- given three or more runs -- success rate per task (Wilson 95% bars) and
+pooled against the runs: at their training steps when every label is a number (results
+files named by step, as ``examples/train_eval/run.py`` writes them), else in the order
+given."""
 
 from __future__ import annotations
 
@@ -29,6 +31,14 @@ def _rate(s: int, n: int) -> tuple[float, float, float]:
 def _pooled(run: Run, tasks: Sequence[str]) -> tuple[int, int]:
     counts = [run.counts(t) for t in tasks]
     return sum(s for s, _ in counts), sum(n for _, n in counts)
+
+
+def _steps(runs: Sequence[Run]) -> list[float] | None:
+    """The runs' labels as training steps, when every one is a number."""
+    try:
+        return [float(run.label) for run in runs]
+    except ValueError:
+        return None
 
 
 def figure(runs: Sequence[Run]) -> Figure:
@@ -65,15 +75,19 @@ def figure(runs: Sequence[Run]) -> Figure:
     bars.legend(fontsize=8)
     if trend:
         line = fig.add_subplot(2, 1, 2)
-        index = list(range(len(runs)))
+        steps = _steps(runs)
+        index = steps if steps is not None else list(range(len(runs)))
         for j, task in enumerate(tasks):
             counts = [run.counts(task) for run in runs]
-            line.plot(
+            rates = [_rate(*c) for c in counts]
+            line.errorbar(
                 index,
-                [s / n if n else float("nan") for s, n in counts],
+                [r[0] if n else float("nan") for r, (_, n) in zip(rates, counts, strict=True)],
+                yerr=[[r[1] for r in rates], [r[2] for r in rates]],
                 marker="o",
                 color=f"C{j % 10}",
                 alpha=0.5,
+                capsize=2,
                 label=task,
             )
         pooled = [_rate(*_pooled(run, tasks)) for run in runs]
@@ -87,7 +101,7 @@ def figure(runs: Sequence[Run]) -> Figure:
             label="all tasks",
         )
         line.set_xticks(index, [run.label for run in runs], fontsize=8)
-        line.set_xlabel("run")
+        line.set_xlabel("training step" if steps is not None else "run (in the order given)")
         line.set_ylabel("success rate")
         line.set_ylim(0, 1.05)
         line.legend(fontsize=7, ncol=2)

@@ -86,7 +86,10 @@ class LeRobotAdapter(Adapter):
     ``observation/images/image`` for ``observation.images.image``; else in contract
     order); the state as float32 ``observation.state``, observations named
     ``environment_state`` as ``observation.environment_state`` (what ACT and Diffusion need
-    to act without a camera); the prompt as ``task``.
+    to act without a camera); the prompt as ``task``. A policy that reads no image
+    (``model_image_keys=[]``: state-only ACT/Diffusion) gets none of the env's cameras, as
+    LeRobot's own policies ignore features they were not configured with: an env may send
+    a camera for the report's animations only (``examples/train_eval/metaworld_env.py``).
     """
 
     def __init__(
@@ -112,6 +115,8 @@ class LeRobotAdapter(Adapter):
                     f"camera_map names env cameras {unknown}; the env's cameras are {cameras}"
                 )
             self._images = list(self.camera_map.items())
+        elif not self.model_image_keys:  # the policy reads no image
+            self._images = []
         elif _same_names(cameras, self.model_image_keys):
             # the env already uses the policy's names (LIBERO's observation/images/image ->
             # observation.images.image): map by name, whatever the order
