@@ -2,8 +2,9 @@
 Environment(requires=, apt=), the image spec (which modules, where, which tag), the
 ``image build|ls|rm`` command (a bogus requirement named with pip's log tail), and the
 example suite (two env modules, three envs) giving the same per-row results under
-docker as under the local runtime. Skips only when no engine is reachable (fails
-instead under PYTEST_HUD_REQUIRE_ALL=1)."""
+docker as under the local runtime; and the host variables both docker forms (this one
+and ``docker:IMAGE``) forward into containers. Skips only when no engine is reachable
+(fails instead under PYTEST_HUD_REQUIRE_ALL=1)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from test_docker import engine
 from pytest_hud import Environment
 from pytest_hud.runtime import docker_auto
 from pytest_hud.runtime.docker_auto import REPOSITORY, image_spec
-from pytest_hud.runtime.docker_engine import DEFAULT_BASE
+from pytest_hud.runtime.docker_engine import DEFAULT_BASE, RENDER_VARS, _forwarded_env
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -91,18 +92,33 @@ def test_an_auto_built_container_publishes_one_sim_port_per_robot(tmp_path: Path
 def test_render_backend_and_hud_variables_reach_containers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """What a container of an auto-built image gets from the host's environment (the
-    LIBERO suite's tests show a bogus MUJOCO_GL failing inside a real container)."""
+    """What a container of either docker form gets from the host's environment (the
+    LIBERO suite's tests show a bogus MUJOCO_GL failing inside a real container), and in
+    which order: forwarded, then the runtime's ``env``, then the row's."""
     monkeypatch.setenv("MUJOCO_GL", "osmesa")
     monkeypatch.setenv("PYOPENGL_PLATFORM", "osmesa")
     monkeypatch.setenv("PYTEST_HUD_METAWORLD_CAMERAS", "corner2")
     monkeypatch.setenv("PYTEST_HUD_MODULE", "host/only.py")
     monkeypatch.setenv("PYTEST_HUD_CACHE", "/host/cache")
     monkeypatch.setenv("LD_LIBRARY_PATH", "/host/lib")
-    env = docker_auto._forwarded_env()
+    env = _forwarded_env()
     assert env["MUJOCO_GL"] == "osmesa" and env["PYOPENGL_PLATFORM"] == "osmesa"
     assert env["PYTEST_HUD_METAWORLD_CAMERAS"] == "corner2"
     assert not {"PYTEST_HUD_MODULE", "PYTEST_HUD_CACHE", "LD_LIBRARY_PATH"} & set(env)
+    assert docker_auto.RENDER_VARS is RENDER_VARS  # one definition, importable from both
+
+    from pytest_hud import DockerRuntime, Task
+    from pytest_hud.runtime.placement import provider_for
+
+    image_form = provider_for("docker:some-image")
+    assert isinstance(image_form, DockerRuntime) and image_form.forward_env
+    row = Task("e", "t", runtime_config={"env": {"PYOPENGL_PLATFORM": "egl"}})
+    runtime = DockerRuntime("img", env={"MUJOCO_GL": "glfw"}, forward_env=True)
+    created = runtime.create_kwargs(row, "img", "m")["environment"]
+    assert created["MUJOCO_GL"] == "glfw" and created["PYOPENGL_PLATFORM"] == "egl"
+    assert created["PYTEST_HUD_METAWORLD_CAMERAS"] == "corner2"
+    plain = DockerRuntime("img").create_kwargs(row, "img", "m")["environment"]
+    assert "MUJOCO_GL" not in plain  # a Python-built DockerRuntime forwards nothing
 
 
 @pytest.mark.timeout(900)
@@ -146,9 +162,12 @@ def client():
     found.close()
 
 
-def _python(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    """``python ARGS`` with this checkout importable (bounded: image builds are slow)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def _python(
+    *args: str, cwd: Path = ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` in ``env`` (default: this one) with this checkout importable
+    (bounded: image builds are slow)."""
+    env = {**(os.environ if env is None else env), "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, *args],
         capture_output=True,
@@ -242,3 +261,65 @@ def test_metaworld_mt10_under_docker_with_the_expert(client, tmp_path: Path) -> 
     assert overall["episodes"] == 10 and overall["errors"] == 0, proc.stdout[-3000:]
     assert overall["success_rate"] >= 0.9, proc.stdout[-3000:]
     assert proc.returncode == 0, proc.stdout[-3000:]  # the 90% gate passed
+
+
+#: An env module reporting, as its prompt, what its container's environment holds.
+PROBE_ENV = """
+import json, os
+from pytest_hud import Environment
+
+env = Environment("env-probe")
+pole = env.gym("CartPole-v1")
+SEEN = ("MUJOCO_GL", "PYTEST_HUD_PROBE_VAR", "PYTEST_HUD_CACHE", "HUD_PROBE_UNFORWARDED")
+
+
+@env.template()
+async def seen(n: int = 0):
+    ep = await pole.reset(seed=n)
+    prompt = json.dumps({k: os.environ.get(k) for k in SEEN})
+    yield {"prompt": prompt, "robot": {"token": ep["token"]}}
+    yield {"score": 1.0, "success": True}
+"""
+
+
+@pytest.mark.timeout(900)  # the image builds on a cold cache
+def test_docker_image_form_forwards_the_host_variables(client, tmp_path: Path) -> None:
+    """``--hud-runtime=docker:IMAGE`` (an image the user built) gives its containers the
+    host's render backend and ``PYTEST_HUD_*`` variables, as the auto-built form does, so
+    ``MUJOCO_GL=osmesa`` selects the same backend in the container as on the host; a
+    row's ``runtime_config.env`` wins; host-only and unrelated variables stay out."""
+    from pytest_hud.runtime.docker import build_image
+
+    module = tmp_path / "probe_env.py"
+    module.write_text(PROBE_ENV)
+    tag = build_image(
+        "pytest-hud-env-probe:test", module="probe_env.py", extra_files={"probe_env.py": module}
+    )
+    rows = [
+        {"env": "env-probe", "id": "seen", "args": {"n": 0}},
+        {
+            "env": "env-probe",
+            "id": "seen",
+            "args": {"n": 1},
+            "runtime_config": {"env": {"MUJOCO_GL": "egl"}},
+        },
+    ]
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_HUD_")}
+    env.update(MUJOCO_GL="osmesa", PYTEST_HUD_PROBE_VAR="from-host")
+    env.update(PYTEST_HUD_CACHE=str(tmp_path / "cache"), HUD_PROBE_UNFORWARDED="host-only")
+    args = ["rows.jsonl", f"--hud-runtime=docker:{tag}", "--hud-agent=zero", "-q"]
+    args += ["-p", "no:cacheprovider", "--hud-results=results.json", "--rootdir", str(tmp_path)]
+    proc = _python("-m", "pytest", *args, cwd=tmp_path, env=env)
+    results = tmp_path / "results.json"
+    assert results.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    seen = {
+        r["key"]: json.loads(r["prompt"]) if r["prompt"] else r["error"]
+        for r in json.loads(results.read_text())["rollouts"]
+    }
+    expected = {"PYTEST_HUD_PROBE_VAR": "from-host", "PYTEST_HUD_CACHE": None}
+    expected["HUD_PROBE_UNFORWARDED"] = None
+    assert sorted(seen.values(), key=str) == [
+        {"MUJOCO_GL": "egl", **expected},  # the row's runtime_config.env
+        {"MUJOCO_GL": "osmesa", **expected},  # the host's
+    ], (seen, proc.stdout[-3000:])

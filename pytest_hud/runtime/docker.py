@@ -9,6 +9,13 @@ container. Every container is labelled with its owner (session, pid, host), so
 ``reap_containers()`` can remove the leftovers of crashed sessions, and does once
 per process.
 
+``forward_env=True`` (both ``--hud-runtime=docker`` forms, ``docker:IMAGE`` and the
+auto-built image) gives each container the host's ``PYTEST_HUD_*`` and render backend
+variables (``MUJOCO_GL``, ...; :func:`.docker_engine._forwarded_env`), so ``MUJOCO_GL=osmesa
+pytest --hud-runtime=docker:IMAGE`` renders with OSMesa in the container as on the host.
+They are read at the first container's creation (after collection, so a render preflight
+run at import has exported its pick) and a row's ``runtime_config.env`` overrides them.
+
 ``build_image(tag, module=..., extra_files=[...])`` builds such an image without a
 registry: a base image with a Python of the host's minor version, plus this project
 and its runtime dependencies installed on the host with ``pip install --target``.
@@ -39,6 +46,7 @@ from pytest_hud.runtime.docker_engine import (
     _blocking,
     _client,
     _force_remove,
+    _forwarded_env,
     _reap_once,
     _sdk,
     _settled,
@@ -66,7 +74,10 @@ class DockerRuntime:
     the env module inside the image (else the image's ``$PYTEST_HUD_MODULE`` or its
     ``pytest-hud.module`` label). ``sim_ports``: how many robot sim ports (8001..) to
     publish; a module must declare at most that many sims. ``env``: extra container
-    environment (a row's ``runtime_config.env`` adds to it). ``network``: a Docker
+    environment (a row's ``runtime_config.env`` adds to it). ``forward_env``: give
+    containers the host's ``PYTEST_HUD_*`` and render variables too (under ``env`` and the
+    row's; off by default, so a Python-built runtime stays as hermetic as written; the
+    ``--hud-runtime=docker`` forms turn it on). ``network``: a Docker
     network to attach (a bridge; ports are still published). ``command``: run this
     argv instead of the env server (it must serve the control channel on port 8000).
     A row's ``runtime_config`` ``cpu`` and ``memory`` become container limits, ``gpu``
@@ -88,6 +99,7 @@ class DockerRuntime:
         labels: Mapping[str, str] | None = None,
         network: str | None = None,
         command: Sequence[str] | None = None,
+        forward_env: bool = False,
     ) -> None:
         if sim_ports < 0 or sim_ports > 99:
             raise ValueError(f"sim_ports must be between 0 and 99, got {sim_ports!r}")
@@ -104,6 +116,8 @@ class DockerRuntime:
         self.labels = dict(labels or {})
         self.network = network
         self.command = list(command) if command is not None else None
+        self.forward_env = forward_env
+        self._forwarded: dict[str, str] | None = None  # read once, at the first container
         self._client = client
         self._lock = threading.Lock()
         self._pull_lock = threading.Lock()
@@ -120,6 +134,15 @@ class DockerRuntime:
             if self._client is None:
                 self._client = _client()
             return self._client
+
+    def host_env(self) -> dict[str, str]:
+        """The host variables forwarded to containers (none unless ``forward_env``)."""
+        if not self.forward_env:
+            return {}
+        with self._lock:
+            if self._forwarded is None:
+                self._forwarded = _forwarded_env()
+            return self._forwarded
 
     def image_for(self, task: Task) -> str:
         image = (task.runtime_config.image if task.runtime_config else None) or self.image
@@ -175,7 +198,8 @@ class DockerRuntime:
             if sims:
                 argv += ["--sim-ports", f"{sims[0]}-{sims[-1]}"]
         cfg = task.runtime_config
-        env = {"PYTHONUNBUFFERED": "1", **self.env, **dict(cfg.env if cfg else ())}
+        row_env = dict(cfg.env if cfg else ())
+        env = {"PYTHONUNBUFFERED": "1", **self.host_env(), **self.env, **row_env}
         labels = {**self.labels, **owner_labels(), f"{LABEL}.task": task.key}
         kwargs: dict[str, Any] = {
             "image": image,

@@ -36,7 +36,9 @@ its render backend choice (:data:`RENDER_VARS`: ``MUJOCO_GL``, ``PYOPENGL_PLATFO
 MuJoCo binds its GL platform at import from them, so ``MUJOCO_GL=osmesa pytest ...``
 renders with OSMesa in the image as it does locally (both backends are in images built
 from the suites' ``apt=``). A suite's render preflight exports the backend it picked
-on the host, so the image then probes that one first.
+on the host, so the image then probes that one first. ``docker:IMAGE`` forwards the
+same variables (both forms are ``DockerRuntime(..., forward_env=True)``; the one list
+is :func:`.docker_engine._forwarded_env`), and a row's ``runtime_config.env`` wins.
 """
 
 from __future__ import annotations
@@ -46,7 +48,6 @@ import functools
 import hashlib
 import json
 import logging
-import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -56,7 +57,7 @@ from typing import Any
 
 from pytest_hud.loader import load_module
 from pytest_hud.runtime.docker import DockerRuntime
-from pytest_hud.runtime.docker_engine import LABEL, MODULE_ENV
+from pytest_hud.runtime.docker_engine import LABEL, RENDER_VARS
 from pytest_hud.runtime.docker_groups import image_groups
 from pytest_hud.runtime.docker_image import (
     _hash_tree,
@@ -86,10 +87,6 @@ log = logging.getLogger(__name__)
 #: the repository of every image built here (``python -m pytest_hud image ls`` lists it)
 REPOSITORY = "pytest-hud-env"
 _PACKAGE = Path(__file__).resolve().parent.parent  # .../pytest_hud
-_NOT_FORWARDED = frozenset({MODULE_ENV, "PYTEST_HUD_LIFELINE", "PYTEST_HUD_CACHE"})
-#: MuJoCo's and PyOpenGL's backend choice (``MUJOCO_GL=osmesa``) and the EGL device a GPU
-#: machine renders on: set on the host, they select the same in the image
-RENDER_VARS = frozenset({"MUJOCO_GL", "PYOPENGL_PLATFORM", "MUJOCO_EGL_DEVICE_ID"})
 
 
 @dataclass(frozen=True)
@@ -210,15 +207,6 @@ def _module_file(path: str) -> str:
     return str(Path(module.__file__).resolve()) if getattr(module, "__file__", None) else path
 
 
-def _forwarded_env() -> dict[str, str]:
-    """The host variables a container gets: ``PYTEST_HUD_*`` and the render backend."""
-    return {
-        k: v
-        for k, v in os.environ.items()
-        if (k.startswith("PYTEST_HUD_") and k not in _NOT_FORWARDED) or k in RENDER_VARS
-    }
-
-
 def sim_ports(file: str) -> int:
     """Sim ports to publish for the env module ``file``: one per robot capability its
     Environments declare (at least one). DockerRuntime's default, 8, spawns 9
@@ -293,7 +281,7 @@ class AutoDockerRuntime:
         module = spec.modules[file]
         with self._lock:
             if module not in self._runtimes:
-                kwargs = {"env": _forwarded_env(), "sim_ports": sim_ports(file), **self.kwargs}
+                kwargs = {"forward_env": True, "sim_ports": sim_ports(file), **self.kwargs}
                 self._runtimes[module] = DockerRuntime(spec.tag, module=module, **kwargs)
             return self._runtimes[module]
 

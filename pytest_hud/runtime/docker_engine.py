@@ -1,8 +1,9 @@
 """The docker engine as DockerRuntime and build_image use it: the SDK (imported lazily,
 ``pip install 'pytest-hud[docker]'``), a client, worker threads for its blocking calls,
-and ownership labels: every container carries its owner (session, pid, host), so
+ownership labels: every container carries its owner (session, pid, host), so
 ``reap_containers()`` can remove the leftovers of crashed sessions, and does once per
-process.
+process; and which host variables a container of ``--hud-runtime=docker`` (either form)
+inherits (:func:`_forwarded_env`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ CONTROL_PORT = 8000
 RUNTIME_DEPS = ("numpy", "msgpack", "websockets", "gymnasium")
 REMOVE_TIMEOUT = 60.0
 LOG_TAIL = 40
+#: MuJoCo's and PyOpenGL's backend choice (``MUJOCO_GL=osmesa``) and the EGL device a GPU
+#: machine renders on: set on the host, they select the same in the image
+RENDER_VARS = frozenset({"MUJOCO_GL", "PYOPENGL_PLATFORM", "MUJOCO_EGL_DEVICE_ID"})
+#: ``PYTEST_HUD_*`` variables that describe this host, not the run: the module to serve
+#: (the image names its own), the stdin lifeline (a container has none), the cache path
+_NOT_FORWARDED = frozenset({MODULE_ENV, "PYTEST_HUD_LIFELINE", "PYTEST_HUD_CACHE"})
 
 T = TypeVar("T")
 
@@ -93,6 +100,18 @@ async def _settled(
             if undo is not None:
                 await asyncio.shield(asyncio.ensure_future(_blocking(undo, result)))
         raise
+
+
+def _forwarded_env() -> dict[str, str]:
+    """The host variables a container of ``--hud-runtime=docker[:IMAGE]`` gets:
+    ``PYTEST_HUD_*`` (``PYTEST_HUD_METAWORLD_CAMERAS`` configures a module the same way
+    in the image) and the render backend (:data:`RENDER_VARS`: MuJoCo binds its GL
+    platform at import from them)."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if (k.startswith("PYTEST_HUD_") and k not in _NOT_FORWARDED) or k in RENDER_VARS
+    }
 
 
 # -- ownership labels and reaping -----------------------------------------------------------

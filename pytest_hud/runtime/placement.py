@@ -118,7 +118,7 @@ def provider_for(runtime: str, shared: int | None = None) -> Provider:
         if arg:
             from pytest_hud.runtime.docker import DockerRuntime
 
-            provider = DockerRuntime(arg)
+            provider = DockerRuntime(arg, forward_env=True)  # as the auto-built form does
         else:  # an image built from the declaring modules (runtime/docker_auto.py)
             from pytest_hud.runtime.docker_auto import AutoDockerRuntime
 
