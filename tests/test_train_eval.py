@@ -62,6 +62,7 @@ def test_tiny_loop_makes_every_artefact_and_learns(loop: Path) -> None:
         meta.features
     )
     assert all(meta.episodes["grade/success"])  # the scripted experts succeed
+    assert not [k for k in meta.features if "images" in k]  # recorded without the sketch
     steps = sorted(int(s) for s in summary["success"])
     every = budget["steps"] // budget["checkpoints"]
     assert steps == [0, *range(every, budget["steps"] + 1, every)]
@@ -85,6 +86,15 @@ def test_tiny_loop_makes_every_artefact_and_learns(loop: Path) -> None:
         never = {t for t, c in summary["success"][str(step)].items() if c["successes"] == 0}
         globs = set(expected.get(str(step), {}).get("xfail", {}))
         assert globs == {f"metaworld/{t}-*" for t in never - {"overall"}}, (step, globs)
+    # the report stage: the final checkpoint again, every episode animated, the curve shown,
+    # and its gate against the untrained step passed (run.py exits 0 only then)
+    html = (loop / "report.html").read_text()
+    episodes = len(tasks) * budget["evals"]
+    assert html.count('alt="episode" src="data:image/gif') >= episodes
+    assert "data:image/png" in html  # success.png, embedded in the Figures section
+    report = json.loads((loop / "report.json").read_text())
+    assert report["agent"] == str(steps[-1]) and report["overall"]["episodes"] == episodes
+    assert report["gates"] and all(g["passed"] for g in report["gates"])
 
 
 def test_plugin_acts_as_lerobots_select_action(loop: Path) -> None:

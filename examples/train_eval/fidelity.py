@@ -9,6 +9,7 @@ plugin sent on the wire. Usage: ``python fidelity.py CHECKPOINT [TASK] [SEED]``.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -38,7 +39,12 @@ def compare(
         agent = load_agent(f"lerobot:{checkpoint}")
         agent.observers.append(writer.observer)
         row = Task("metaworld", task, {"seed": seed})
-        [result] = asyncio.run(run([row], agent, LocalRuntime(HERE / "metaworld_env.py")))
+        sketch = os.environ.get("MW_SKETCH")
+        os.environ["MW_SKETCH"] = "0"  # record the states the policy reads, no animation
+        try:
+            [result] = asyncio.run(run([row], agent, LocalRuntime(HERE / "metaworld_env.py")))
+        finally:
+            os.environ.pop("MW_SKETCH") if sketch is None else os.environ.update(MW_SKETCH=sketch)
         if result.error is not None:
             raise RuntimeError(f"the episode errored: {result.error}")
         writer.finalize()
