@@ -101,3 +101,27 @@ def test_a_cached_checkpoint_loads_without_the_network(
     )
     assert load_agent("pi05") == "pi05"
     assert loaded == [str(repo / "snapshots" / revision)]
+
+
+def test_the_headline_command_offline_is_one_usage_error_naming_the_path_form(
+    tmp_path: Path,
+) -> None:
+    """``pytest --hud-runtime=docker --hud-agent=pi05 -n 2`` on the LIBERO suite, offline:
+    the xdist controller's preflight fails once, before any worker or container starts,
+    with pi05's own fix (it used to print the generic hub message without the form)."""
+    import os
+    import subprocess
+    import sys
+
+    require_lerobot()
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(tmp_path / "hub"))
+    argv = [sys.executable, "-m", "pytest", "--pyargs", "pytest_hud.suites.libero",
+            "--hud-runtime=docker", "--hud-agent=pi05", "-n", "2",
+            "-p", "no:cacheprovider"]  # fmt: skip
+    done = subprocess.run(
+        argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 4, out[-3000:]  # pytest's usage error
+    assert out.count("--hud-agent=pi05:/path/to/pi05_libero_finetuned") == 1, out[-3000:]
+    assert "HF_HUB_OFFLINE is set" in out and "[gw" not in out  # no worker started

@@ -50,6 +50,7 @@ __all__ = [
     "lerobot_agent",
     "load_policy",
     "pi05_agent",
+    "pi05_source",
     "torch_thread",
 ]
 
@@ -359,28 +360,44 @@ def lerobot_agent(
     return RobotAgent(model, adapter, chunk_size=steps, name=name or f"lerobot:{path_or_repo}")
 
 
+_PI05_HINT = (
+    "Pass a local copy of the checkpoint: --hud-agent=pi05:/path/to/pi05_libero_finetuned "
+    "(or lerobot:/path/to/it)"
+)
+
+
+def pi05_source() -> str:
+    """The pi0.5 LIBERO hub id when it is in the local hub cache or the hub is reachable
+    now; else a CheckpointError naming the ``pi05:/path`` form (also the xdist
+    controller's preflight, so ``-n 8`` users read the same fix)."""
+    from pytest_hud.robot.agent.hub import cached_or_reachable
+
+    try:
+        return cached_or_reachable(PI05_CHECKPOINT, hint=_PI05_HINT)
+    except CheckpointError as exc:
+        raise _pi05_error(exc) from None
+
+
+def _pi05_error(exc: CheckpointError) -> CheckpointError:
+    return CheckpointError(
+        f"pi05: cannot load the pi0.5 LIBERO checkpoint {PI05_CHECKPOINT!r} "
+        f"({exc.reason or exc}). {_PI05_HINT}",
+        reason=exc.reason,
+    )
+
+
 def pi05_agent(arg: str | None = None) -> RobotAgent:
     """pi0.5 fine-tuned on LIBERO (``--hud-agent=pi05``, or ``pi05:/local/checkpoint``).
 
     Without a path the hub checkpoint is taken from the local hub cache, or downloaded
     when the hub is reachable; offline it fails at once naming the ``pi05:/path`` form
-    (:func:`pytest_hud.robot.agent.hub.cached_or_reachable`), not after the hub's retries.
+    (:func:`pi05_source`), not after the hub's retries.
     """
     if arg:
         return lerobot_agent(arg, name=f"pi05:{arg}")
-    from pytest_hud.robot.agent.hub import cached_or_reachable
-
-    hint = (
-        "Pass a local copy of the checkpoint: --hud-agent=pi05:/path/to/pi05_libero_finetuned "
-        "(or lerobot:/path/to/it)"
-    )
+    _import_torch()
+    source = pi05_source()
     try:
-        _import_torch()
-        source = cached_or_reachable(PI05_CHECKPOINT, hint=hint)
         return lerobot_agent(source, name="pi05")
     except CheckpointError as exc:
-        raise CheckpointError(
-            f"pi05: cannot load the pi0.5 LIBERO checkpoint {PI05_CHECKPOINT!r} "
-            f"({exc.reason or exc}). {hint}",
-            reason=exc.reason,
-        ) from None
+        raise _pi05_error(exc) from None

@@ -125,11 +125,14 @@ def preflight(spec: str) -> None:
     spec = spec.strip()
     name, _, arg = spec.partition(":")
     if name in ("lerobot", "pi05"):
-        from pytest_hud.robot.agent.lerobot import PI05_CHECKPOINT, check_checkpoint
+        from pytest_hud.robot.agent.lerobot import check_checkpoint, pi05_source
 
         if name == "lerobot" and not arg:
             raise AgentSpecError("lerobot: needs a checkpoint, e.g. --hud-agent=lerobot:path")
-        check_checkpoint(arg or PI05_CHECKPOINT)
+        if arg:
+            check_checkpoint(arg)
+        else:  # pi05: its own message, naming the pi05:/path form
+            pi05_source()
     elif name not in BUILTINS and spec not in _entry_points() and ":" in spec:
         from pytest_hud.loader import load_object
 
