@@ -163,6 +163,23 @@ def test_an_unreachable_hub_checkpoint_is_one_quick_usage_error(
     assert "ERROR at setup" not in result.stdout.str()
 
 
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+@pytest.mark.parametrize("runtime", ["docker", "docker:some-image"])
+def test_a_docker_engine_that_does_not_answer_is_one_usage_error(
+    faulty, monkeypatch, tmp_path, runtime, xdist
+) -> None:
+    """DOCKER_HOST names a socket nobody serves: one line before any item, not the same
+    SubstrateError on every item (it was 32 ERRORs for 32 rows)."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-engine.sock'}")
+    faulty.makepyfile(test_rows=ROWS)
+    result = run(faulty, f"--hud-runtime={runtime}", *xdist)
+    assert result.ret == 4, result.stdout.str() + result.stderr.str()
+    err = result.stderr.str()
+    assert err.count(f"--hud-runtime={runtime}: cannot reach a Docker engine") == 1, err
+    assert "start one (e.g. .ci/docker-up) or point DOCKER_HOST at one" in err
+    assert "ERROR at setup" not in result.stdout.str()
+
+
 def test_usage_errors_come_without_fixture_source(faulty) -> None:
     faulty.makepyfile(
         test_usage="""

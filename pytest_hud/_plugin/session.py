@@ -55,6 +55,8 @@ class HudSession(
         self._agent_name = _validate_agent(options.agent)
         if not self.is_worker and config.getoption("dist", "no") != "no":
             _preflight_agent(options.agent)  # workers cannot stop the session: check here
+        if not self.is_worker and options.runtime.split(":", 1)[0] == "docker":
+            _preflight_docker(options.runtime)
         self.expect = self._load_expectations()
         self.baseline = self._load_baseline()
         self.rows: dict[str, dict[str, Any]] = {}
@@ -192,6 +194,17 @@ def _validate_agent(spec: str) -> str:
     raise pytest.UsageError(
         f"unknown --hud-agent {spec!r}; valid forms: {', '.join(available_agents())}"
     )
+
+
+def _preflight_docker(runtime: str) -> None:
+    """One usage error for an engine that does not answer, before any item (exit 4)."""
+    from pytest_hud.runtime.docker_engine import require_engine
+    from pytest_hud.runtime.errors import SubstrateError
+
+    try:
+        require_engine()
+    except (SubstrateError, ImportError) as exc:  # no engine, or no docker SDK
+        raise pytest.UsageError(f"--hud-runtime={runtime}: {exc}") from None
 
 
 def _preflight_agent(spec: str) -> None:

@@ -72,6 +72,24 @@ def _client(client: Any = None) -> Any:
         ) from None
 
 
+def require_engine(timeout: float = 10.0) -> None:
+    """Raise SubstrateError (naming the fix) unless an engine answers a ping within
+    ``timeout`` s: a session on the docker runtime checks once before any item, so a
+    stopped engine is one line, not the same error on every item (32 of them for 32 rows)."""
+    docker = _sdk()
+    try:
+        client = docker.from_env(timeout=max(1, int(timeout)))
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except (docker.errors.DockerException, OSError) as exc:
+        raise SubstrateError(
+            f"cannot reach a Docker engine ({exc}); start one (e.g. .ci/docker-up) "
+            "or point DOCKER_HOST at one"
+        ) from None
+
+
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
 
