@@ -66,10 +66,14 @@ def _client(client: Any = None) -> Any:
     try:
         return docker.from_env(max_pool_size=32)
     except docker.errors.DockerException as exc:
-        raise SubstrateError(
-            f"cannot reach a Docker engine ({exc}); start one (e.g. .ci/docker-up) "
-            "or point DOCKER_HOST at one"
-        ) from None
+        raise _unreachable(exc) from None
+
+
+def _unreachable(exc: BaseException) -> SubstrateError:
+    return SubstrateError(
+        f"cannot reach a Docker engine ({exc}); start one (e.g. .ci/docker-up) "
+        "or point DOCKER_HOST at one"
+    )
 
 
 def require_engine(timeout: float = 10.0) -> None:
@@ -84,10 +88,7 @@ def require_engine(timeout: float = 10.0) -> None:
         finally:
             client.close()
     except (docker.errors.DockerException, OSError) as exc:
-        raise SubstrateError(
-            f"cannot reach a Docker engine ({exc}); start one (e.g. .ci/docker-up) "
-            "or point DOCKER_HOST at one"
-        ) from None
+        raise _unreachable(exc) from None
 
 
 _executor: ThreadPoolExecutor | None = None
