@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pytest_hud.process import environ_snapshot
 from pytest_hud.runtime.errors import SubstrateError
 
 __all__ = ["DEFAULT_BASE", "owner_labels", "reap_containers", "session_id"]
@@ -126,9 +127,9 @@ def _forwarded_env() -> dict[str, str]:
     ``PYTEST_HUD_*`` (``PYTEST_HUD_METAWORLD_CAMERAS`` configures a module the same way
     in the image) and the render backend (:data:`RENDER_VARS`: MuJoCo binds its GL
     platform at import from them)."""
-    return {
+    return {  # environ_snapshot: pytest's thread sets and deletes PYTEST_CURRENT_TEST meanwhile
         k: v
-        for k, v in os.environ.items()
+        for k, v in environ_snapshot().items()
         if (k.startswith("PYTEST_HUD_") and k not in _NOT_FORWARDED) or k in RENDER_VARS
     }
 
