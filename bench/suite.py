@@ -14,7 +14,12 @@ LeRobot policy, saved once into a temp folder and loaded by both sides, seeds 0.
   ``--hud-concurrency=W/2 --hud-shared=W/2`` (W even only);
 * plugin, K sims of W/K (``--sims K``, default 2): one process, the env declaring
   ``num_envs=W/K`` and ``--hud-shared=W`` booting K sims that step on separate cores while
-  one forward serves all W rows.
+  one forward serves all W rows;
+* with ``--ways``, the plugin with each way pinned: lockstep (``step_slots_alone=False``,
+  every slot waits for the others, the default before the split was measured),
+  ``--hud-split=halves`` (one half steps while the other's forward runs) and
+  ``--hud-split=whole`` (one forward for every row); the default ``auto`` measures the two
+  and keeps the faster. "policy busy" is the share of the wall the forward ran.
 
 Wall time is the whole process (start-up, torch import, policy load included) for both.
 Env steps counted are N x the episode length (random policy: every episode runs to the
@@ -38,7 +43,7 @@ runs, ``--quiet-wait S`` waits for other load to settle before each run, and
 
     python bench/suite.py [--episodes N] [--max-steps M] [--widths 4 1 10]
         [--policy diffusion|tiny-diffusion|tiny-act] [--threads T] [--pusht-reps R]
-        [--quiet-wait S] [--no-xdist] [--no-novideo] [--sims K] [--baseline-tree DIR]
+        [--quiet-wait S] [--no-xdist] [--no-novideo] [--sims K] [--ways] [--baseline-tree DIR]
         [--only pusht|metaworld|overhead] [--mw-variations V] [--mw-no-fresh]
         [--items 1000] [--reps 3] [--keep DIR] [--json PATH]
 """
@@ -235,11 +240,11 @@ async def push_t(seed: int = 0):
 
 
 def write_pusht_suite(
-    folder: Path, n: int, num_envs: int, alone: bool = False, vector: str = "sync"
+    folder: Path, n: int, num_envs: int, lockstep: bool = False, vector: str = "sync"
 ) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "pytest.ini").write_text("[pytest]\n")
-    flag = "\n    step_slots_alone=True," if alone else ""
+    flag = "\n    step_slots_alone=False," if lockstep else ""
     mode = f'\n    vectorization_mode="{vector}",' if vector != "sync" else ""
     (folder / "pusht_bench_env.py").write_text(
         ENV_MODULE.format(num_envs=num_envs, alone=flag, vector=mode)
@@ -266,21 +271,24 @@ def run_plugin(
     max_steps: int | None,
     workers: int,
     tree: Path | None = None,
-    alone: bool = False,
+    lockstep: bool = False,
     vector: str = "sync",
     sims: int = 1,
+    split: str | None = None,
 ) -> dict[str, Any]:
     """The plugin's run; ``tree``: another checkout of pytest_hud (a baseline) to run;
-    ``alone``: the sim's slots step without a barrier (``step_slots_alone=True``);
+    ``lockstep``: the sim's slots step together (``step_slots_alone=False``, the barrier);
+    ``split``: ``--hud-split`` (halves or whole; default auto);
     ``vector="async"``: each sim copy steps in its own process (AsyncVectorEnv);
     ``sims``: a worker's copies split over that many sims (``--hud-shared`` boots them)."""
     per = width // workers
     name = f"plugin-w{width}" + (f"-n{workers}" if workers > 1 else "") + ("-base" if tree else "")
-    name += ("-alone" if alone else "") + ("-async" if vector == "async" else "")
+    name += ("-lockstep" if lockstep else "") + ("-async" if vector == "async" else "")
+    name += f"-{split}" if split else ""
     name += f"-sims{sims}" if sims > 1 else ""
     folder = work / name
     shutil.rmtree(folder, ignore_errors=True)
-    write_pusht_suite(folder, n, per // sims, alone, vector)
+    write_pusht_suite(folder, n, per // sims, lockstep, vector)
     results = folder / "results.json"
     cmd = [
         PY,
@@ -296,6 +304,8 @@ def run_plugin(
     ]
     if workers > 1:
         cmd += ["-n", str(workers)]
+    if split:
+        cmd.append(f"--hud-split={split}")
     if max_steps is not None:
         cmd.append(f"--hud-max-steps={max_steps}")
     env = {**ENV, "PYTHONPATH": str(tree)} if tree else None
@@ -367,13 +377,13 @@ def pusht(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         variants["plugin"] = lambda w: run_plugin(work, policy, n, w, args.max_steps, 1)
         if not args.no_xdist and width % 2 == 0:
             variants["plugin -n 2"] = lambda w: run_plugin(work, policy, n, w, args.max_steps, 2)
-        if args.slots_alone:  # opt-in pipelining: slots step alone, forwards in halves
-            variants["plugin, slots alone"] = lambda w: run_plugin(
-                work, policy, n, w, args.max_steps, 1, alone=True
+        if args.ways:  # each way pinned: the barrier, halves only, one batch only
+            variants["plugin, lockstep"] = lambda w: run_plugin(
+                work, policy, n, w, args.max_steps, 1, lockstep=True
             )
-            if not args.no_xdist and width % 2 == 0:
-                variants["plugin -n 2, slots alone"] = lambda w: run_plugin(
-                    work, policy, n, w, args.max_steps, 2, alone=True
+            for way in ("halves", "whole"):
+                variants[f"plugin, {way}"] = lambda w, way=way: run_plugin(
+                    work, policy, n, w, args.max_steps, 1, split=way
                 )
         if args.async_sims:  # each sim copy in its own process (lerobot-eval's
             # --eval.use_async_envs=true fails on PushT in lerobot 0.4: its env check reads
@@ -566,9 +576,10 @@ def main() -> None:
     )
     parser.add_argument("--no-xdist", action="store_true", help="skip the -n 2 plugin runs")
     parser.add_argument(
-        "--slots-alone",
+        "--ways",
         action="store_true",
-        help="also run the plugin with env.gym(..., step_slots_alone=True) (pipelined halves)",
+        help="also run the plugin with each way pinned: lockstep (step_slots_alone=False), "
+        "--hud-split=halves and --hud-split=whole (the default measures and picks)",
     )
     parser.add_argument(
         "--async-sims",

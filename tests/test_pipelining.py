@@ -26,6 +26,13 @@ class Alone(GymBridge):
         super().__init__(*args, step_slots_alone=True, **kwargs)
 
 
+class Lockstep(GymBridge):
+    """The same sim with the barrier: every slot waits for the others' actions."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, step_slots_alone=False, **kwargs)
+
+
 class Swing(Model):
     """Deterministic per row (so batching cannot change a row's chunk): a 3-action chunk."""
 
@@ -56,7 +63,9 @@ async def episodes(
     await bridge.start()
     try:
         grants = [await bridge.claim(seed=10 + i) for i in range(4)]
-        agent = BatchedAgent(RobotAgent(Swing(), max_steps=30), max_wait_s=10.0, split_from=split)
+        agent = BatchedAgent(
+            RobotAgent(Swing(), max_steps=30), max_wait_s=10.0, split_from=split, split="halves"
+        )
         logs: list[list[list[float]]] = [[] for _ in grants]
         reports = await asyncio.gather(
             *(
@@ -77,7 +86,7 @@ async def episodes(
 @pytest.mark.anyio
 async def test_slots_stepping_alone_give_the_same_episodes_as_the_barrier() -> None:
     actions, grades, batches, reports = await episodes(Alone)
-    lock_actions, lock_grades, lock_batches, _ = await episodes(GymBridge)  # the barrier
+    lock_actions, lock_grades, lock_batches, _ = await episodes(Lockstep)  # the barrier
     assert all(len(a) == 30 for a in actions)
     assert actions == lock_actions  # same seeds -> same actions, step for step
     assert [g["total_reward"] for g in grades] == [g["total_reward"] for g in lock_grades]
@@ -93,8 +102,8 @@ async def test_slots_stepping_alone_give_the_same_episodes_as_the_barrier() -> N
 
 
 def test_gym_bridge_steps_one_copy_alone_like_the_vector_env() -> None:
-    alone = GymBridge("CartPole-v1", num_envs=3, step_slots_alone=True)
-    lockstep = GymBridge("CartPole-v1", num_envs=3)
+    alone = GymBridge("CartPole-v1", num_envs=3)  # the default, where the env allows it
+    lockstep = GymBridge("CartPole-v1", num_envs=3, step_slots_alone=False)
     for bridge in (alone, lockstep):
         bridge.reset(seed=5)
     assert alone.can_step_slots() and not lockstep.can_step_slots()
@@ -107,3 +116,69 @@ def test_gym_bridge_steps_one_copy_alone_like_the_vector_env() -> None:
     assert [r["steps"] for r in alone.result_slots()] == [0, 4, 0]
     alone.close()
     lockstep.close()
+
+
+class SlowEnd:
+    """Observer of the rollout that ends first: its ``end`` (on a worker thread, as the
+    episode GIF's) waits until the other rollout has stepped after it began."""
+
+    end_in_thread = True
+
+    def __init__(self, began: Any, other_stepped: Any) -> None:
+        self.began, self.other_stepped = began, other_stepped
+
+    def step(self, data: dict[str, Any], action: np.ndarray) -> None:
+        pass
+
+    def end(self, ok: bool) -> dict[str, Any]:
+        self.began.set()
+        return {"other_stepped_meanwhile": self.other_stepped.wait(timeout=30.0)}
+
+
+class Watch:
+    """Observer of the rollout still running: notes a step taken after the end began."""
+
+    def __init__(self, began: Any, other_stepped: Any) -> None:
+        self.began, self.other_stepped = began, other_stepped
+
+    def step(self, data: dict[str, Any], action: np.ndarray) -> None:
+        if self.began.is_set():
+            self.other_stepped.set()
+
+    def end(self, ok: bool) -> dict[str, Any]:
+        return {}
+
+
+@pytest.mark.anyio
+async def test_an_observer_end_in_a_thread_does_not_hold_the_other_rollouts() -> None:
+    """One rollout's episode-end work (a GIF encode) runs off the event loop: the other
+    rollout keeps stepping meanwhile. On the loop, the end would wait out its 30 s bound
+    with the other rollout frozen, and report that it never stepped."""
+    import threading
+
+    began, other_stepped = threading.Event(), threading.Event()
+    short, long = GymBridge("Pendulum-v1"), GymBridge("Pendulum-v1")
+    for bridge in (short, long):
+        await bridge.start()
+    try:
+        grants = [await short.claim(seed=1), await long.claim(seed=2)]
+        agent = RobotAgent(Swing())
+        ends = (lambda run, spaces: SlowEnd(began, other_stepped),)
+        watch = (lambda run, spaces: Watch(began, other_stepped),)
+        first, second = await asyncio.gather(
+            agent.run_episode(
+                short.url,
+                token=grants[0]["token"],
+                settings=RunSettings(max_steps=3, observers=ends),
+            ),
+            agent.run_episode(
+                long.url,
+                token=grants[1]["token"],
+                settings=RunSettings(max_steps=150, observers=watch),
+            ),
+        )
+    finally:
+        for bridge in (short, long):
+            await bridge.stop()
+    assert first.steps == 3 and second.steps == 150
+    assert first.extra["other_stepped_meanwhile"] is True

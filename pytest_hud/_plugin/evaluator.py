@@ -138,7 +138,7 @@ class Evaluator:
         )
         batchable = getattr(agent.model, "batchable", True)  # RemoteModel is per-row
         if self.options.concurrency > 1 and batchable and not isinstance(agent, BatchedAgent):
-            agent = BatchedAgent(agent)
+            agent = BatchedAgent(agent, split=self.options.split)
         return functools.partial(agent, settings=settings)
 
     # -- running -----------------------------------------------------------------------

@@ -48,6 +48,13 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
         "local), off, or N (default: auto)",
         {},
     ),
+    (
+        "--hud-split",
+        "batched rollouts whose sims step alone run in two halves (one half steps while "
+        "the other's forward runs) or in one batch: auto (measure both, keep the faster), "
+        "halves or whole (default: auto)",
+        {},
+    ),
     ("--hud-max-steps", "stop each episode after N control ticks", {"type": int}),
     (
         "--hud-seed",
@@ -162,6 +169,7 @@ class HudOptions(EvaluationOptions):
     agent: str = "random"
     group: int = 1
     concurrency: int = 1
+    split: str = "auto"
     warm: int | None = None  # None: auto (runtime/warm.py: pool_size), 0: off
     max_steps: int | None = None
     seed: int | None = None
@@ -188,7 +196,7 @@ class HudOptions(EvaluationOptions):
 
         # (how a value is read, how it is stored, the options read that way)
         readers: list[tuple[Any, Any, tuple[str, ...]]] = [
-            (str, str, ("runtime", "agent", "gate", "checkpoint", "record", "delegate")),
+            (str, str, ("runtime", "agent", "gate", "checkpoint", "record", "delegate", "split")),
             (_flag, bool, ("baseline_strict", "baseline_force")),
             (int, int, ("shared", "group", "concurrency", "max_steps", "seed")),
             (float, float, ("min_success", "timeout")),
@@ -222,6 +230,8 @@ class HudOptions(EvaluationOptions):
             raise pytest.UsageError(
                 f"--hud-gate is raw, wilson, sequential or none, got {self.gate!r}"
             )
+        if self.split not in ("auto", "halves", "whole"):
+            raise pytest.UsageError(f"--hud-split is auto, halves or whole, got {self.split!r}")
         self.validate_evaluation()
         if self.shared is not None and self.concurrency > self.shared:
             raise pytest.UsageError(

@@ -15,7 +15,10 @@ __all__ = ["VideoObserver", "video_factory"]
 
 
 class VideoObserver:
-    """Keeps every ``stride``-th frame of one camera (at most ``limit``) and writes a GIF."""
+    """Keeps every ``stride``-th frame of one camera (at most ``limit``) and writes a GIF
+    (on a worker thread: ``end`` reads only its own frames)."""
+
+    end_in_thread = True
 
     def __init__(self, path: Path, camera: str, fps: float, limit: int = 150) -> None:
         self.path = path

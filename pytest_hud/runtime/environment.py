@@ -142,12 +142,13 @@ class Environment:
         make_kwargs: dict[str, Any] | None = None,
         robot_type: str | None = None,
         start_timeout: float = 300.0,
-        step_slots_alone: bool = False,
+        step_slots_alone: bool | None = None,
         vectorization_mode: str = "sync",
     ) -> RobotEndpoint:
         """Serve a gym-style env as this environment's robot capability; returns its endpoint.
 
-        ``step_slots_alone``: a SyncVectorEnv's slots step without a barrier (GymBridge).
+        ``step_slots_alone``: a SyncVectorEnv's slots step without a barrier (GymBridge;
+        the default where the env allows it, ``False`` keeps the lockstep barrier).
         ``vectorization_mode="async"``: the ``num_envs`` copies step each in its own
         worker process (gymnasium's AsyncVectorEnv), on every core at once."""
         from pytest_hud.robot.sim.gym import GymBridge, gym_target
@@ -164,10 +165,10 @@ class Environment:
             "success_threshold": success_threshold,
             "robot_type": robot_type,
         }
-        if step_slots_alone:
-            kwargs["step_slots_alone"] = True
+        if step_slots_alone is not None:
+            kwargs["step_slots_alone"] = step_slots_alone
         if vectorization_mode != "sync":
-            kwargs["vectorization_mode"] = check_mode(vectorization_mode, step_slots_alone)
+            kwargs["vectorization_mode"] = check_mode(vectorization_mode, step_slots_alone is True)
         endpoint = RobotEndpoint(GymBridge, kwargs=kwargs, start_timeout=start_timeout)
         self.add_capability(endpoint, name)
         return endpoint

@@ -3,17 +3,16 @@
 ``BatchedModel`` queues concurrent ``ainfer`` rows and runs them as one ``[N, ...]``
 forward once every live rollout has queued (or ``max_wait_s`` after the first row,
 or at ``batch_size``), then scatters the rows back. Rollouts whose sims step alone
-(:data:`~pytest_hud.robot.agent.agent.STEPS_ALONE`: no barrier between slots) run in
+(:data:`~pytest_hud.robot.agent.agent.STEPS_ALONE`: no barrier between slots) may run in
 two halves instead: a forward starts once half of them have queued, and the other half
-steps its sims meanwhile, so the policy is not idle while sims step. On PushT at width
-10 (28.5M diffusion, one torch thread) a forward of 10 rows costs 0.77 s of CPU and
-two of 5 cost 0.89 s, while the 8 lockstep steps between forwards cost ~0.2 s (more on
-a loaded machine): the halves keep the policy busy for more compute (measured end to
-end on a loaded machine: 98% busy but 1.4x the wall of the barrier; see
-``GymBridge.can_step_slots``, which is why sims opt in to stepping alone). Below
-``split_from`` live rollouts (default 8) they do not: a forward's fixed cost (~0.13 s
-here: 1 row 0.21 s, 3 rows 0.37 s, 5 rows 0.44 s) outweighs the shorter stepping it
-would hide (two forwards of 3 and 2 rows cost 0.68 s against 0.44 s for one of 5).
+steps its sims meanwhile, so the policy is not idle while sims step. Whether they do is
+measured, not assumed (:mod:`pytest_hud.robot.agent.split`, ``split="auto"``): halves pay
+a forward's fixed cost twice, which on one CPU thread eats what the overlap saves (PushT
+at W=10, 28.5M diffusion: 97% busy in halves against 66% in one batch, and the same
+wall), while on a GPU two forwards of 5 rows cost about one of 10. Below ``split_from``
+live rollouts (default 8) they never split: a forward's fixed cost (~0.13 s here: 1 row
+0.21 s, 3 rows 0.37 s, 5 rows 0.44 s) outweighs the shorter stepping it would hide (two
+forwards of 3 and 2 rows cost 0.68 s against 0.44 s for one of 5).
 
 A failing forward is rerun row by row, so only the callers whose own rows raise get
 the error. ``BatchedAgent`` wraps a RobotAgent: it runs it with the batched model and
@@ -37,6 +36,7 @@ import numpy as np
 from pytest_hud.robot.agent.agent import STEPS_ALONE, EpisodeReport, RobotAgent, RunSettings
 from pytest_hud.robot.agent.model import Model, check_chunk, run_infer, stack_rows
 from pytest_hud.robot.agent.pacing import CURRENT, Arrivals, Rollout
+from pytest_hud.robot.agent.split import Split
 from pytest_hud.robot.contract import Spaces
 
 __all__ = ["BatchedAgent", "BatchedModel"]
@@ -53,12 +53,15 @@ class BatchedModel(Model):
         batch_size: int | None = None,
         split_from: int = 8,
         pace: bool = True,
+        split: str = "auto",
     ) -> None:
         if batch_size is not None and batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         self.model = model
-        #: Rollouts whose sims step alone run in two halves once this many are live.
+        #: Rollouts whose sims step alone may run in two halves once this many are live.
         self.split_from = split_from
+        #: Whether they do: "auto" measures both ways and keeps the faster (split.py).
+        self.split = Split(split)
         self.max_wait_s = max_wait_s
         #: Wait past ``max_wait_s`` for rollouts predicted to ask within a forward (pacing.py).
         self.pace = pace
@@ -168,7 +171,7 @@ class BatchedModel(Model):
             return False
         if (self.batch_size is not None and n >= self.batch_size) or n >= max(self.live, 1):
             return True
-        if self.live < self.split_from or n < -(-self.live // 2):
+        if not self.split.halves or self.live < self.split_from or n < -(-self.live // 2):
             return False
         return all(fut in self._alone for _, fut in self._pending)
 
@@ -200,13 +203,16 @@ class BatchedModel(Model):
         for item in self._pending:
             (rows if len(rows) < take and _layout(item[0]) == first else rest).append(item)
         self._pending = rest
+        alone = all(fut in self._alone for _, fut in rows)
         self._alone.difference_update(fut for _, fut in rows)
         self._busy = True
-        task = asyncio.ensure_future(self._forward(rows))
+        task = asyncio.ensure_future(self._forward(rows, alone))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _forward(self, rows: list[tuple[dict[str, Any], asyncio.Future[np.ndarray]]]):
+    async def _forward(
+        self, rows: list[tuple[dict[str, Any], asyncio.Future[np.ndarray]]], alone: bool = False
+    ) -> None:
         try:
             start = time.monotonic()
             batch = stack_rows([row for row, _ in rows])
@@ -217,6 +223,8 @@ class BatchedModel(Model):
             now = asyncio.get_running_loop().time()
             self._arrivals.answered((self._who.get(fut) for _, fut in rows), took, now)
             self.batches.append(len(rows))
+            eligible = alone and self.live >= self.split_from
+            self.split.answered(len(rows), time.monotonic(), self.live, eligible)
             for i, (_, fut) in enumerate(rows):
                 if not fut.done():
                     fut.set_result(chunks[i])
@@ -282,6 +290,7 @@ class BatchedAgent(RobotAgent):
         batch_size: int | None = None,
         split_from: int = 8,
         pace: bool = True,
+        split: str = "auto",
     ) -> None:
         model = agent.model
         if not isinstance(model, BatchedModel):
@@ -291,6 +300,7 @@ class BatchedAgent(RobotAgent):
                 batch_size=batch_size,
                 split_from=split_from,
                 pace=pace,
+                split=split,
             )
         super().__init__(model, name=agent.name)
         self.agent = copy.copy(agent)
@@ -328,5 +338,6 @@ class BatchedAgent(RobotAgent):
             "busy_s": round(whole["busy_s"], 3),
             "span_s": round(whole["span_s"], 3),
             "pid": os.getpid(),
+            "halves": model.split.halves,  # the way its forwards ran at the episode's end
         }
         return report

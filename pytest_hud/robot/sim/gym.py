@@ -95,12 +95,12 @@ class GymBridge(RobotBridge):
         contract: str | Path | Mapping[str, Any] | Contract | None = None,
         success_threshold: float | None = None,
         robot_type: str | None = None,
-        step_slots_alone: bool = False,
+        step_slots_alone: bool | None = None,
         vectorization_mode: str = "sync",
     ) -> None:
         self.target, extra = gym_target(target)
         self.step_slots_alone = step_slots_alone
-        self.vectorization_mode = check_mode(vectorization_mode, step_slots_alone)
+        self.vectorization_mode = check_mode(vectorization_mode, step_slots_alone is True)
         self.make_kwargs = {**extra, **(make_kwargs or {})}
         self.num_envs = int(num_envs)
         self.fps = fps
@@ -292,12 +292,13 @@ class GymBridge(RobotBridge):
         self._record(slice(None), rewards, terms, truncs, succ)
 
     def can_step_slots(self) -> bool:
-        """With ``step_slots_alone``, a SyncVectorEnv's copies (independent envs) step
-        each when its agent acts, with no barrier. Off by default: measured on PushT at
-        W=10 with a 28.5M diffusion policy on a loaded 2-core machine, the barrier-free
-        halves took 103.6 s against 73.6 s for the barrier (same load, 64.8 against 44.3 s
-        of CPU), though the policy was 98% busy against 66%."""
-        return self.step_slots_alone and type(self.env) is gym.vector.SyncVectorEnv
+        """A SyncVectorEnv's copies (independent envs) step each when its agent acts, with
+        no barrier, unless ``step_slots_alone=False``: the same episodes either way
+        (tests/test_pipelining.py), and a BatchedModel may then run the rollouts in
+        halves, one half stepping while the other's forward runs, where it measures that
+        to be faster (robot/agent/split.py). A vector env of another kind (async, or with
+        vector-level wrappers) keeps the barrier."""
+        return self.step_slots_alone is not False and type(self.env) is gym.vector.SyncVectorEnv
 
     def step_slots(self, indices: list[int], actions: np.ndarray) -> None:
         """Step the copies ``indices`` alone, as SyncVectorEnv.step would have (it calls
