@@ -1,20 +1,25 @@
-"""Split: whether rollouts whose sims step alone run in halves, chosen by measuring both.
+"""Split: whether rollouts whose sims step alone run in halves, checked by measuring.
 
 In halves, a forward starts once half of the live rollouts have queued and the other
 half steps its sims meanwhile, so the policy does not wait for them; in one batch, every
 row waits for the slowest sim, but a forward is paid once per chunk instead of twice.
 Which is faster depends on the machine: on a GPU two forwards of 5 rows cost about one
 of 10, so the halves win; on one CPU thread a forward's fixed cost (~0.17 s of 0.35 s for
-5 rows of the 28.5M diffusion policy here) is paid twice and the two came out even on
-PushT at W=10 (40.8 s against 40.6 s, three interleaved runs), the halves using 18% more
-CPU, which loses wherever the cores are already full.
+5 rows of the 28.5M diffusion policy here) is paid twice, with 18% more CPU, which loses
+wherever the cores are already full. Measured on PushT at W=10 here (bench/suite.py
+--ways, one torch thread), the halves were the faster way in every pairing: 40.3 s
+against 43.4 s for one batch, 47.5 s against 50.4 s.
 
-So :class:`Split` measures: it runs one batch for a window of chunks, then the halves
-for one, keeps whichever answered rows faster, and probes the other again now and then
-(machine load changes). Rates are rows answered per second and per live
-rollout (so a rollout ending between windows does not tip the choice), over a window of
-``WINDOW`` chunks per live rollout, not counting the chunk after a switch (the two
-halves settle out of phase over one chunk). Ties keep the way running now.
+So :class:`Split` runs the halves and checks: after one window of chunks it probes one
+batch for one window, and keeps one batch only if that answered rows ``MARGIN`` faster
+than the halves' window just before it; it probes the other way again every ``REPROBE``
+windows (load changes). A probe is compared with the window next to it in time, never
+with an old one: the rates drift by 20% over one run here (halves 1.26 -> 0.95 chunks/s
+a rollout from the start of a PushT run to its end), so an old window would decide by
+when it ran. Rates are rows answered per second and per live rollout (a rollout ending
+between windows does not tip it), over ``WINDOW`` chunks per live rollout, not counting
+the chunk after a switch (the two halves settle out of phase over one chunk). Ties keep
+the halves: the policy stays busy.
 """
 
 from __future__ import annotations
@@ -25,8 +30,8 @@ __all__ = ["Split"]
 WINDOW = 3
 #: Windows on the chosen way between two probes of the other.
 REPROBE = 8
-#: The other way must answer this much faster to be chosen (noise between windows).
-MARGIN = 0.03
+#: The probed way must answer this much faster to be chosen (one window is noisy).
+MARGIN = 0.05
 
 
 class Split:
@@ -40,16 +45,17 @@ class Split:
             raise ValueError(f"split is 'auto', 'halves' or 'whole', got {mode!r}")
         self.mode = mode
         #: Run the next forwards in halves.
-        self.halves = mode == "halves"
-        #: Rows answered per second per live rollout, by way (True: halves), as last
-        #: measured.
+        self.halves = mode != "whole"
+        #: The way chosen (True: halves); ``halves`` differs from it during a probe.
+        self.chosen = self.halves
+        #: Rows answered per second per live rollout, by way, as last measured.
         self.rates: dict[bool, float] = {}
         #: Every (halves, rate) measured, oldest first (for reports and tests).
         self.history: list[tuple[bool, float]] = []
         self._skip = 0  # rows still to ignore after a switch
         self._since: float | None = None  # start of the current window
         self._rows = 0  # rows answered in it
-        self._chosen_windows = 0  # windows on the chosen way since the last probe
+        self._windows = 0  # windows on the chosen way since the last probe
 
     def answered(self, rows: int, now: float, live: int, eligible: bool) -> None:
         """A forward of ``rows`` rows ended at ``now`` with ``live`` rollouts running;
@@ -69,26 +75,23 @@ class Split:
         if self._rows < WINDOW * live or now <= self._since:
             return
         rate = self._rows / (now - self._since) / live
-        self.rates[self.halves] = rate
-        self.history.append((self.halves, rate))
         self._since, self._rows = None, 0
-        self._decide(live)
-
-    def _decide(self, live: int) -> None:
-        other = not self.halves
-        if other not in self.rates:  # never tried: probe it now
-            self._switch(live)
+        self.history.append((self.halves, rate))
+        probed = self.halves != self.chosen
+        before = self.rates.get(self.chosen)
+        self.rates[self.halves] = rate
+        if probed:  # the other way's window against the chosen one's just before it
+            if before is None or rate > before * (1 + MARGIN):
+                self.chosen = self.halves
+            self._go(self.chosen, live)
             return
-        mine, theirs = self.rates[self.halves], self.rates[other]
-        if theirs > mine * (1 + MARGIN):  # the other way was faster when last measured
-            self._switch(live)
-            self._chosen_windows = 0
-            return
-        self._chosen_windows += 1
-        if self._chosen_windows >= REPROBE:  # load changes: measure the other way again
-            self._chosen_windows = 0
-            self._switch(live)
+        self._windows += 1
+        if self._windows >= REPROBE or (not self.chosen) not in self.rates:
+            self._go(not self.chosen, live)
 
-    def _switch(self, live: int) -> None:
-        self.halves = not self.halves
-        self._skip = live  # one chunk per rollout to settle
+    def _go(self, halves: bool, live: int) -> None:
+        """Run the next forwards ``halves`` (or in one batch) from the next chunk on."""
+        self._windows = 0
+        if halves != self.halves:
+            self.halves = halves
+            self._skip = live  # one chunk per rollout to settle
