@@ -6,10 +6,11 @@ or at ``batch_size``), then scatters the rows back. Rollouts whose sims step alo
 (:data:`~pytest_hud.robot.agent.agent.STEPS_ALONE`: no barrier between slots) may run in
 two halves instead: a forward starts once half of them have queued, and the other half
 steps its sims meanwhile, so the policy is not idle while sims step. Whether they do is
-measured, not assumed (:mod:`pytest_hud.robot.agent.split`, ``split="auto"``): halves pay
-a forward's fixed cost twice, which on one CPU thread eats what the overlap saves (PushT
-at W=10, 28.5M diffusion: 97% busy in halves against 66% in one batch, and the same
-wall), while on a GPU two forwards of 5 rows cost about one of 10. Below ``split_from``
+checked by measuring (:mod:`pytest_hud.robot.agent.split`, ``split="auto"``): halves pay
+a forward's fixed cost twice, which can eat what the overlap saves on one CPU thread
+(PushT at W=10, 28.5M diffusion: 98% busy in halves against 66% in one batch, 40.3 s
+against 43.4 s, with 18% more CPU), while on a GPU two forwards of 5 rows cost about one
+of 10. Below ``split_from``
 live rollouts (default 8) they never split: a forward's fixed cost (~0.13 s here: 1 row
 0.21 s, 3 rows 0.37 s, 5 rows 0.44 s) outweighs the shorter stepping it would hide (two
 forwards of 3 and 2 rows cost 0.68 s against 0.44 s for one of 5).
