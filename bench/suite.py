@@ -410,10 +410,14 @@ def pusht(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                     work, policy, n, w, args.max_steps, 2, base
                 )
         reps: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
-        for _ in range(args.pusht_reps):  # interleaved: each rep runs every variant once
-            for name, run in variants.items():
+        order = list(variants)
+        for rep in range(args.pusht_reps):  # interleaved: each rep runs every variant once
+            # rotated each rep, and dirty pages flushed before each run: the run right
+            # after lerobot-eval (which writes 10 mp4s) was 4-8 s slower whatever it was
+            for name in order[rep % len(order) :] + order[: rep % len(order)]:
+                os.sync()
                 wait_quiet(args.quiet_wait)
-                row = run(width)
+                row = variants[name](width)
                 row["load"] = LOAD.get(row["log"], (0.0, 0.0))
                 reps[name].append(row)
         runs = {}
