@@ -51,8 +51,8 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     (
         "--hud-split",
         "batched rollouts whose sims step alone run in two halves (one half steps while "
-        "the other's forward runs) or in one batch: auto (measure both, keep the faster), "
-        "halves or whole (default: auto)",
+        "the other's forward runs) or in one batch: auto (halves, switching to one batch "
+        "where it measures that 5%% faster), halves or whole (default: auto)",
         {},
     ),
     ("--hud-max-steps", "stop each episode after N control ticks", {"type": int}),
