@@ -18,8 +18,9 @@ LeRobot policy, saved once into a temp folder and loaded by both sides, seeds 0.
 * with ``--ways``, the plugin with each way pinned: lockstep (``step_slots_alone=False``,
   every slot waits for the others, the default before the split was measured),
   ``--hud-split=halves`` (one half steps while the other's forward runs) and
-  ``--hud-split=whole`` (one forward for every row); the default ``auto`` measures the two
-  and keeps the faster. "policy busy" is the share of the wall the forward ran.
+  ``--hud-split=whole`` (one forward for every row); the default ``auto`` runs the halves
+  and keeps one batch where it measures that 5% faster. "policy busy" is the share of the
+  wall the forward ran.
 
 Wall time is the whole process (start-up, torch import, policy load included) for both.
 Env steps counted are N x the episode length (random policy: every episode runs to the
@@ -583,7 +584,7 @@ def main() -> None:
         "--ways",
         action="store_true",
         help="also run the plugin with each way pinned: lockstep (step_slots_alone=False), "
-        "--hud-split=halves and --hud-split=whole (the default measures and picks)",
+        "--hud-split=halves and --hud-split=whole (the default, auto, checks by measuring)",
     )
     parser.add_argument(
         "--async-sims",

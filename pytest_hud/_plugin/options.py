@@ -230,7 +230,9 @@ class HudOptions(EvaluationOptions):
             raise pytest.UsageError(
                 f"--hud-gate is raw, wilson, sequential or none, got {self.gate!r}"
             )
-        if self.split not in ("auto", "halves", "whole"):
+        from pytest_hud.robot.agent.split import WAYS  # no torch: a leaf module
+
+        if self.split not in WAYS:
             raise pytest.UsageError(f"--hud-split is auto, halves or whole, got {self.split!r}")
         self.validate_evaluation()
         if self.shared is not None and self.concurrency > self.shared:

@@ -10,10 +10,10 @@ checked by measuring (:mod:`pytest_hud.robot.agent.split`, ``split="auto"``): ha
 a forward's fixed cost twice, which can eat what the overlap saves on one CPU thread
 (PushT at W=10, 28.5M diffusion: 98% busy in halves against 66% in one batch, 40.3 s
 against 43.4 s, with 18% more CPU), while on a GPU two forwards of 5 rows cost about one
-of 10. Below ``split_from``
-live rollouts (default 8) they never split: a forward's fixed cost (~0.13 s here: 1 row
-0.21 s, 3 rows 0.37 s, 5 rows 0.44 s) outweighs the shorter stepping it would hide (two
-forwards of 3 and 2 rows cost 0.68 s against 0.44 s for one of 5).
+of 10. Below ``split_from`` live rollouts (default 8) they never split: a forward's fixed
+cost (~0.13 s here: 1 row 0.21 s, 3 rows 0.37 s, 5 rows 0.44 s) outweighs the shorter
+stepping it would hide (two forwards of 3 and 2 rows cost 0.68 s against 0.44 s for one
+of 5).
 
 A failing forward is rerun row by row, so only the callers whose own rows raise get
 the error. ``BatchedAgent`` wraps a RobotAgent: it runs it with the batched model and
@@ -61,7 +61,7 @@ class BatchedModel(Model):
         self.model = model
         #: Rollouts whose sims step alone may run in two halves once this many are live.
         self.split_from = split_from
-        #: Whether they do: "auto" measures both ways and keeps the faster (split.py).
+        #: Whether they do: "auto" runs halves, one batch where measured faster (split.py).
         self.split = Split(split)
         self.max_wait_s = max_wait_s
         #: Wait past ``max_wait_s`` for rollouts predicted to ask within a forward (pacing.py).
@@ -225,7 +225,7 @@ class BatchedModel(Model):
             self._arrivals.answered((self._who.get(fut) for _, fut in rows), took, now)
             self.batches.append(len(rows))
             eligible = alone and self.live >= self.split_from
-            self.split.answered(len(rows), time.monotonic(), self.live, eligible)
+            self.split.answered(len(rows), now, self.live, eligible)
             for i, (_, fut) in enumerate(rows):
                 if not fut.done():
                     fut.set_result(chunks[i])

@@ -24,7 +24,10 @@ the halves: the policy stays busy.
 
 from __future__ import annotations
 
-__all__ = ["Split"]
+__all__ = ["WAYS", "Split"]
+
+#: The values of ``--hud-split`` (and ``BatchedAgent(split=...)``).
+WAYS = ("auto", "halves", "whole")
 
 #: Chunks per live rollout in one measuring window.
 WINDOW = 3
@@ -41,7 +44,7 @@ class Split:
     """
 
     def __init__(self, mode: str = "auto") -> None:
-        if mode not in ("auto", "halves", "whole"):
+        if mode not in WAYS:
             raise ValueError(f"split is 'auto', 'halves' or 'whole', got {mode!r}")
         self.mode = mode
         #: Run the next forwards in halves.
