@@ -21,8 +21,10 @@ from agents import zero_agent
 from conftest import require
 
 from pytest_hud import DockerRuntime, Shared, Task, run
-from pytest_hud.runtime import ControlClient, docker_engine, docker_image
+from pytest_hud.runtime import ControlClient
 from pytest_hud.runtime.docker import DEFAULT_BASE, build_image, reap_containers, session_id
+from pytest_hud.runtime.docker import image as docker_image
+from pytest_hud.runtime.docker import owners as docker_engine
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent

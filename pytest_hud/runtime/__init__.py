@@ -7,7 +7,7 @@ from pytest_hud._lazy import exports
 if TYPE_CHECKING:
     from pytest_hud.runtime.control import ControlClient, Run
     from pytest_hud.runtime.daytona import DaytonaRuntime
-    from pytest_hud.runtime.docker import DockerRuntime
+    from pytest_hud.runtime.docker.container import DockerRuntime
     from pytest_hud.runtime.environment import Environment, Template
     from pytest_hud.runtime.errors import (
         ControlError,

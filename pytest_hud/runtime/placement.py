@@ -116,11 +116,11 @@ def provider_for(runtime: str, shared: int | None = None) -> Provider:
             )
     elif kind == "docker":
         if arg:
-            from pytest_hud.runtime.docker import DockerRuntime
+            from pytest_hud.runtime.docker.container import DockerRuntime
 
             provider = DockerRuntime(arg, forward_env=True)  # as the auto-built form does
-        else:  # an image built from the declaring modules (runtime/docker_auto.py)
-            from pytest_hud.runtime.docker_auto import AutoDockerRuntime
+        else:  # an image built from the declaring modules (runtime/docker/auto.py)
+            from pytest_hud.runtime.docker.auto import AutoDockerRuntime
 
             provider = by_declaration(AutoDockerRuntime().serving, _undeclared)
     elif kind == "modal":

@@ -11,7 +11,7 @@ per process.
 
 ``forward_env=True`` (both ``--hud-runtime=docker`` forms, ``docker:IMAGE`` and the
 auto-built image) gives each container the host's ``PYTEST_HUD_*`` and render backend
-variables (``MUJOCO_GL``, ...; :func:`.docker_engine._forwarded_env`), so ``MUJOCO_GL=osmesa
+variables (``MUJOCO_GL``, ...; :func:`.engine._forwarded_env`), so ``MUJOCO_GL=osmesa
 pytest --hud-runtime=docker:IMAGE`` renders with OSMesa in the container as on the host.
 They are read at the first container's creation (after collection, so a render preflight
 run at import has exported its pick) and a row's ``runtime_config.env`` overrides them.
@@ -36,9 +36,8 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from pytest_hud.runtime.docker_engine import (
+from pytest_hud.runtime.docker.engine import (
     CONTROL_PORT,
-    DEFAULT_BASE,
     LABEL,
     LOG_TAIL,
     MODULE_ENV,
@@ -47,21 +46,17 @@ from pytest_hud.runtime.docker_engine import (
     _client,
     _force_remove,
     _forwarded_env,
-    _reap_once,
     _sdk,
     _settled,
-    owner_labels,
-    reap_containers,
-    session_id,
 )
-from pytest_hud.runtime.docker_image import build_image
+from pytest_hud.runtime.docker.owners import _reap_once, owner_labels
 from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.readiness import NotReady, wait_until_ping
 from pytest_hud.runtime.subprocess import died_during
 from pytest_hud.runtime.task import Task
 
-__all__ = ["DEFAULT_BASE", "DockerRuntime", "build_image", "reap_containers", "session_id"]
+__all__ = ["DockerRuntime"]
 
 log = logging.getLogger(__name__)
 
