@@ -124,7 +124,7 @@ def provider_for(runtime: str, shared: int | None = None) -> Provider:
 
             provider = by_declaration(AutoDockerRuntime().serving, _undeclared)
     elif kind == "modal":
-        from pytest_hud.runtime.modal import ModalRuntime
+        from pytest_hud.runtime.sandbox.modal import ModalRuntime
 
         provider = ModalRuntime(arg or None)
     elif kind == "ray":  # ray, ray:HOST:PORT, ray://HOST:PORT

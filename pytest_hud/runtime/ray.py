@@ -44,9 +44,8 @@ from types import TracebackType
 from typing import Any
 
 from pytest_hud.runtime.errors import SubstrateError
-from pytest_hud.runtime.modal import memory_mib
 from pytest_hud.runtime.provider import Runtime
-from pytest_hud.runtime.task import Task
+from pytest_hud.runtime.task import Task, memory_mib
 
 __all__ = ["RayRuntime", "address_from_spec", "connect", "live_actors", "placement_options"]
 

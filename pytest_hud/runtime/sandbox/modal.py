@@ -22,14 +22,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import re
 from types import ModuleType, TracebackType
 from typing import Any
 
 from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.readiness import wait_until_ping
-from pytest_hud.runtime.task import Task
+from pytest_hud.runtime.task import Task, memory_mib
 
 __all__ = ["ModalRuntime"]
 
@@ -46,22 +45,6 @@ def _import_modal() -> ModuleType:
             "ModalRuntime needs the Modal SDK: pip install 'pytest-hud[modal]'"
         ) from exc
     return modal
-
-
-_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b?)\s*$", re.IGNORECASE)
-_MIB = {"": 1.0, "k": 1 / 1024, "m": 1.0, "g": 1024.0, "t": 1024.0 * 1024}
-
-
-def memory_mib(value: int | float | str | None) -> int | None:
-    """Memory in MiB as Modal wants it: a number is MiB; "512Mi", "4g", "4GB" are binary units."""
-    if value is None:
-        return None
-    if isinstance(value, int | float):
-        return math.ceil(value)
-    match = _MEMORY.match(str(value))
-    if not match:
-        raise ValueError(f"memory must be MiB or like '512Mi' / '4Gi' / '4g', got {value!r}")
-    return math.ceil(float(match.group(1)) * _MIB[match.group(2).lower()])
 
 
 class _Exited(Exception):

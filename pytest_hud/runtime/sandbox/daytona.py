@@ -37,10 +37,9 @@ from typing import Any
 
 from pytest_hud.process import Child, child_env
 from pytest_hud.runtime.errors import SubstrateError
-from pytest_hud.runtime.modal import memory_mib
 from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.readiness import wait_until_ping
-from pytest_hud.runtime.task import Task
+from pytest_hud.runtime.task import Task, memory_mib
 
 __all__ = ["DaytonaRuntime"]
 
