@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from pytest_hud.runtime.local import LocalRuntime
     from pytest_hud.runtime.placement import resolve_placement
     from pytest_hud.runtime.provider import Provider, Runtime
-    from pytest_hud.runtime.ray import RayRuntime
+    from pytest_hud.runtime.ray.runtime import RayRuntime
     from pytest_hud.runtime.rollout import Agent, RolloutResult, rollout
     from pytest_hud.runtime.sandbox.daytona import DaytonaRuntime
     from pytest_hud.runtime.sandbox.modal import ModalRuntime

@@ -128,7 +128,7 @@ def provider_for(runtime: str, shared: int | None = None) -> Provider:
 
         provider = ModalRuntime(arg or None)
     elif kind == "ray":  # ray, ray:HOST:PORT, ray://HOST:PORT
-        from pytest_hud.runtime.ray import RayRuntime, address_from_spec
+        from pytest_hud.runtime.ray.runtime import RayRuntime, address_from_spec
 
         address = address_from_spec(runtime)
         provider = by_declaration(lambda path: RayRuntime(path, address=address), _undeclared)
