@@ -169,7 +169,7 @@ async def test_substrate_that_never_answers_times_out_with_its_log(client, image
     runtime = DockerRuntime(image, command=hang, boot_timeout=2.0, labels=mark)
     [result] = await run([PENDULUM], zero_agent, runtime)
     assert result.error_type == "SubstrateError" and result.phase == "place"
-    assert "did not answer a control ping within 2.0 s" in result.error
+    assert "did not answer a control ping within boot_timeout=2.0 s" in result.error
     assert "warming up" in result.error
     assert leftovers(client, mark["pytest-hud.test"]) == []
 

@@ -27,7 +27,7 @@ from typing import Any, cast
 from pytest_hud.runtime.capacity import Seats, Substrate, substrate_capacity
 from pytest_hud.runtime.errors import SharedScopeError, SubstrateError
 from pytest_hud.runtime.provider import Provider, Runtime
-from pytest_hud.runtime.subprocess import died_during
+from pytest_hud.runtime.substrate import died_during
 from pytest_hud.runtime.task import Task
 
 __all__ = ["Shared", "SharedScopeError"]

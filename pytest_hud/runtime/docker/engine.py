@@ -27,7 +27,6 @@ LABEL = "pytest-hud"
 #: The image env var (or ``pytest-hud.module`` label) naming the env module to serve.
 MODULE_ENV = "PYTEST_HUD_MODULE"
 DEFAULT_BASE = "pytest-hud-python:3.11"
-CONTROL_PORT = 8000
 #: The project's dependencies a container needs (not pytest, pytest-html, xdist, docker).
 RUNTIME_DEPS = ("numpy", "msgpack", "websockets", "gymnasium")
 REMOVE_TIMEOUT = 60.0

@@ -33,13 +33,13 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from pytest_hud.cluster import connect
 from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.ray.resources import feasibility, placement_options, requested
+from pytest_hud.runtime.substrate import Substrate, bounded
 from pytest_hud.runtime.task import Task, memory_mib
 
 __all__ = ["RayRuntime", "address_from_spec", "live_actors"]
@@ -88,10 +88,12 @@ def _actor_log(actor_id: str) -> str:
     return text.rstrip() or "(empty log)"
 
 
-class _RaySubstrate:
+class _RaySubstrate(Substrate):
+    kind = "Ray actor"
+
     def __init__(self, owner: RayRuntime, task: Task, module: str) -> None:
+        super().__init__(task)
         self.owner = owner
-        self.task = task
         self.module = module
         self.handle: Any = None
         self.actor_id = ""
@@ -108,14 +110,14 @@ class _RaySubstrate:
             async with asyncio.timeout(owner.boot_timeout):
                 return await self._boot(options)
         except TimeoutError:
-            await self._kill()
+            await self.stop()
             raise SubstrateError(
                 f"{self.task.key}: the Ray actor for its env server was not serving within "
                 f"boot_timeout={owner.boot_timeout} s (killed): it waited for resources "
                 f"{requested(options)} that stayed busy, or the server did not start"
             ) from None
         except BaseException:
-            await self._kill()
+            await self.stop()
             raise
 
     async def _boot(self, options: dict[str, Any]) -> Runtime:
@@ -156,18 +158,12 @@ class _RaySubstrate:
             self.task.runtime_config,
         )
 
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        died = await self._death() if e is not None and self.handle is not None else None
-        await self._kill()
-        if died is not None:
-            raise SubstrateError(died) from e
-
-    async def _death(self) -> str | None:
+    async def death(self) -> str | None:
         """A message naming the node and the log tail when the actor is dead, else None."""
         import ray
 
+        if self.handle is None:
+            return None
         try:
             async with asyncio.timeout(10):
                 await self.handle.returncode.remote()
@@ -176,20 +172,18 @@ class _RaySubstrate:
             cause = str(exc).strip().splitlines()
             log = await asyncio.to_thread(_actor_log, self.actor_id)
             return (
-                f"{self.task.key}: Ray actor {self.actor_id} (env server) died mid-episode on "
+                f"Ray actor {self.actor_id} (env server) died mid-episode on "
                 f"node {self.info.get('node_id', '?')} ({self.info.get('node_ip', '?')}); "
                 f"Ray says: {' '.join(cause)[:600]}\nits log tail:\n{log}"
             )
 
-    async def _kill(self) -> None:
+    async def stop(self) -> None:
         handle, self.handle = self.handle, None
         if handle is None:
             return
         import ray
 
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(_STOP_TIMEOUT):
-                await handle.stop.remote()
+        await bounded(handle.stop.remote(), _STOP_TIMEOUT)
         with contextlib.suppress(Exception):
             ray.kill(handle, no_restart=True)
         _LIVE.pop(self.actor_id, None)
