@@ -59,10 +59,10 @@ def connect(address: str | None = None, runtime_env: Mapping[str, Any] | None = 
 
 
 # Ray's client proxier starts one server process per client connection; on a loaded
-# machine that start can fail outright ("Starting Ray client server failed", seen once in
-# a full CI run at load ~10), though the next connection's start succeeds. It can also
-# fail inspecting a previous connection's server that has just exited ("Initialization
-# failure from server ... psutil.ZombieProcess", once in a full suite). Retried, bounded.
+# machine that start can fail outright ("Starting Ray client server failed"), though the
+# next connection's start succeeds. It can also fail inspecting a previous connection's
+# server that has just exited ("Initialization failure from server ...
+# psutil.ZombieProcess"). Retried, bounded.
 _CLIENT_START_FAILURES = (
     "Starting Ray client server failed",
     "Proxy failed to Connect",

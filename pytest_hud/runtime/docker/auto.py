@@ -24,7 +24,7 @@ sibling files must put them on a package path instead).
 
 The tag is ``pytest-hud-env:<key>``, ``key`` a hash of the modules' sources, their
 requires/apt and pytest-hud's own source, so any change builds a new image and an
-unchanged session reuses the old one (a cache hit costs hashing the sources, ~0.1 s).
+unchanged session reuses the old one (a cache hit costs hashing the sources).
 The pip folder and the apt root filesystem are cached on the host by their package
 sets (:mod:`.image`, :mod:`.apt`). ``python -m pytest_hud image build``
 (:mod:`.cli`) prebuilds the same image.
@@ -210,8 +210,8 @@ def _module_file(path: str) -> str:
 def sim_ports(file: str) -> int:
     """Sim ports to publish for the env module ``file``: one per robot capability its
     Environments declare (at least one). DockerRuntime's default, 8, spawns 9
-    ``docker-proxy`` processes per container; a boot with one sim port took ~0.6 s less
-    here, and a container's boot CPU is what bounds how many the warm pool can hide."""
+    ``docker-proxy`` processes per container, and a container's boot CPU is what bounds
+    how many the warm pool can hide."""
     from pytest_hud.robot.sim.endpoint import RobotEndpoint
 
     here = Path(file).resolve()

@@ -4,9 +4,8 @@ A base image with a Python of the host's minor version, plus this project and it
 runtime dependencies installed on the host with ``pip install --target`` (and Debian
 packages unpacked on the host, :mod:`.apt`). Two images: ``pytest-hud-deps:<key>``
 (base + dependencies, keyed by the requirement and package sets) and the tag, FROM it,
-adding the project and the env files (keyed by content hash). Measured here (2 loaded
-cores), MetaWorld + Mesa: cold ~5 min (pip ~3 min, apt ~1 min, 585 MB context ~1.5
-min), 612 MB image; after a source edit only the small top image rebuilds.
+adding the project and the env files (keyed by content hash): after a source edit only
+the small top image rebuilds.
 """
 
 from __future__ import annotations
@@ -204,8 +203,8 @@ def _deps_tag(base_id: str, reqs: list[str], apt: list[str]) -> str:
 def _deps_image(client: Any, base: str, tag: str, reqs: list[str], apt: list[str]) -> None:
     """The base plus the pip folder (and apt root filesystem), as its own image.
 
-    Why a layer image: the dependencies are hundreds of MB (MetaWorld + Mesa: 585 MB of
-    build context, ~90 s to send and commit here) and change rarely, while the project
+    Why a layer image: the dependencies are hundreds of MB and slow to send and commit,
+    and change rarely, while the project
     and env modules change often; the final image builds FROM this one with a context
     of a few MB, so editing a module rebuilds in seconds.
     """
