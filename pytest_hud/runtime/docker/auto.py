@@ -24,10 +24,10 @@ sibling files must put them on a package path instead).
 
 The tag is ``pytest-hud-env:<key>``, ``key`` a hash of the modules' sources, their
 requires/apt and pytest-hud's own source, so any change builds a new image and an
-unchanged session reuses the old one (a cache hit costs hashing the sources, ~0.1 s).
+unchanged session reuses the old one (a cache hit costs hashing the sources).
 The pip folder and the apt root filesystem are cached on the host by their package
-sets (:mod:`.docker_image`, :mod:`.docker_apt`). ``python -m pytest_hud image build``
-(:mod:`.docker_cli`) prebuilds the same image.
+sets (:mod:`.image`, :mod:`.apt`). ``python -m pytest_hud image build``
+(:mod:`.cli`) prebuilds the same image.
 
 Containers get the host's ``PYTEST_HUD_*`` variables (e.g.
 ``PYTEST_HUD_METAWORLD_CAMERAS``), so a module configured by them boots the same way
@@ -38,7 +38,7 @@ renders with OSMesa in the image as it does locally (both backends are in images
 from the suites' ``apt=``). A suite's render preflight exports the backend it picked
 on the host, so the image then probes that one first. ``docker:IMAGE`` forwards the
 same variables (both forms are ``DockerRuntime(..., forward_env=True)``; the one list
-is :func:`.docker_engine._forwarded_env`), and a row's ``runtime_config.env`` wins.
+is :func:`.engine._forwarded_env`), and a row's ``runtime_config.env`` wins.
 """
 
 from __future__ import annotations
@@ -56,10 +56,10 @@ from types import TracebackType
 from typing import Any
 
 from pytest_hud.loader import load_module
-from pytest_hud.runtime.docker import DockerRuntime
-from pytest_hud.runtime.docker_engine import LABEL, RENDER_VARS
-from pytest_hud.runtime.docker_groups import image_groups
-from pytest_hud.runtime.docker_image import (
+from pytest_hud.runtime.docker.container import DockerRuntime
+from pytest_hud.runtime.docker.engine import LABEL, RENDER_VARS
+from pytest_hud.runtime.docker.groups import image_groups
+from pytest_hud.runtime.docker.image import (
     _hash_tree,
     _project,
     _requirements,
@@ -86,7 +86,7 @@ log = logging.getLogger(__name__)
 
 #: the repository of every image built here (``python -m pytest_hud image ls`` lists it)
 REPOSITORY = "pytest-hud-env"
-_PACKAGE = Path(__file__).resolve().parent.parent  # .../pytest_hud
+_PACKAGE = Path(__file__).resolve().parents[2]  # .../pytest_hud
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,7 @@ def image_spec(files: Iterable[str | Path]) -> ImageSpec:
 
 def image_specs(files: Iterable[str | Path]) -> list[ImageSpec]:
     """The images serving ``files``: one, unless their requirements clash
-    (:mod:`.docker_groups`), then one per env module declaring requirements."""
+    (:mod:`.groups`), then one per env module declaring requirements."""
     paths = _paths(files)
     requires = {p: r for p, (r, _) in _declared(paths).items()}
     groups, reason = image_groups(requires, _requirements(()), cache_dir())
@@ -210,8 +210,8 @@ def _module_file(path: str) -> str:
 def sim_ports(file: str) -> int:
     """Sim ports to publish for the env module ``file``: one per robot capability its
     Environments declare (at least one). DockerRuntime's default, 8, spawns 9
-    ``docker-proxy`` processes per container; a boot with one sim port took ~0.6 s less
-    here, and a container's boot CPU is what bounds how many the warm pool can hide."""
+    ``docker-proxy`` processes per container, and a container's boot CPU is what bounds
+    how many the warm pool can hide."""
     from pytest_hud.robot.sim.endpoint import RobotEndpoint
 
     here = Path(file).resolve()

@@ -22,19 +22,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import re
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any
 
 from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.provider import Runtime
-from pytest_hud.runtime.readiness import wait_until_ping
-from pytest_hud.runtime.task import Task
+from pytest_hud.runtime.substrate import (
+    CONTROL_PORT,
+    PingedSubstrate,
+    bounded,
+    serve_argv,
+    serve_ports,
+    setting,
+)
+from pytest_hud.runtime.task import Task, memory_mib
 
 __all__ = ["ModalRuntime"]
 
-CONTROL_PORT = 8000
-_TAIL_LINES = 40
 _IO_TIMEOUT = 10.0  # bound on terminate and on reading a sandbox's output
 
 
@@ -48,69 +52,23 @@ def _import_modal() -> ModuleType:
     return modal
 
 
-_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b?)\s*$", re.IGNORECASE)
-_MIB = {"": 1.0, "k": 1 / 1024, "m": 1.0, "g": 1024.0, "t": 1024.0 * 1024}
+class _ModalSubstrate(PingedSubstrate):
+    kind = "modal sandbox"
+    # a tunnel may accept before the server listens; a sandbox's streams end with it
+    pacing = {"delay": 0.25, "max_delay": 2.0, "factor": 2.0, "attempt": 10.0}
+    output_after_stop = True
 
-
-def memory_mib(value: int | float | str | None) -> int | None:
-    """Memory in MiB as Modal wants it: a number is MiB; "512Mi", "4g", "4GB" are binary units."""
-    if value is None:
-        return None
-    if isinstance(value, int | float):
-        return math.ceil(value)
-    match = _MEMORY.match(str(value))
-    if not match:
-        raise ValueError(f"memory must be MiB or like '512Mi' / '4Gi' / '4g', got {value!r}")
-    return math.ceil(float(match.group(1)) * _MIB[match.group(2).lower()])
-
-
-class _Exited(Exception):
-    def __init__(self, code: int) -> None:
-        self.code = code
-
-
-class _ModalSubstrate:
     def __init__(self, owner: ModalRuntime, task: Task) -> None:
+        super().__init__(task, owner.boot_timeout)
         self.owner = owner
-        self.task = task
         self.sandbox: Any = None
+        self.tunnels: Any = None
 
-    @property
-    def _sandbox_id(self) -> str:
+    def ident(self) -> str:
         return str(getattr(self.sandbox, "object_id", None) or "(not created)")
 
-    async def __aenter__(self) -> Runtime:
-        owner = self.owner
-        try:
-            async with asyncio.timeout(owner.boot_timeout):
-                return await self._boot()
-        except _Exited as exc:
-            tail = await self._output_tail()
-            await self._terminate()
-            raise SubstrateError(
-                f"{self.task.key}: modal sandbox {self._sandbox_id} exited with code "
-                f"{exc.code} before it served; its output:\n{tail}"
-            ) from None
-        except TimeoutError:
-            await self._terminate()
-            tail = await self._output_tail()
-            raise SubstrateError(
-                f"{self.task.key}: modal sandbox {self._sandbox_id} did not answer a control "
-                f"ping within boot_timeout={owner.boot_timeout} s (terminated); its output:\n{tail}"
-            ) from None
-        except BaseException:
-            await self._terminate()
-            raise
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self._terminate()
-
-    async def _boot(self) -> Runtime:
+    async def start(self) -> None:
         owner, modal = self.owner, self.owner.modal
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + owner.boot_timeout
         kwargs = owner.sandbox_kwargs(self.task)
         try:
             app = await owner.app()
@@ -119,65 +77,51 @@ class _ModalSubstrate:
             raise SubstrateError(
                 f"{self.task.key}: modal Sandbox.create failed: {type(exc).__name__}: {exc}"
             ) from exc
-        sandbox = self.sandbox
+
+    async def endpoint(self) -> Runtime | None:
+        owner = self.owner
+        remaining = max(1, int(self.deadline - asyncio.get_running_loop().time()))
         try:
-            remaining = max(1, int(deadline - loop.time()))
-            tunnels = await sandbox.tunnels.aio(timeout=remaining)
+            tunnels = await self.sandbox.tunnels.aio(timeout=remaining)
         except Exception as exc:
-            code = await sandbox.poll.aio()
-            if code is not None:
-                raise _Exited(code) from None
+            if await self.stopped() is not None:
+                return None  # the next probe reports the exit
             raise SubstrateError(
-                f"{self.task.key}: modal sandbox {self._sandbox_id} gave no tunnels: "
-                f"{type(exc).__name__}: {exc}"
+                f"{self.task.key}: {self.name} gave no tunnels: {type(exc).__name__}: {exc}"
             ) from exc
         missing = [p for p in owner.ports if p not in tunnels]
         if missing:
             raise SubstrateError(
-                f"{self.task.key}: modal sandbox {self._sandbox_id} has no tunnel for "
-                f"port(s) {missing} (it has {sorted(tunnels)})"
+                f"{self.task.key}: {self.name} has no tunnel for port(s) {missing} (it has "
+                f"{sorted(tunnels)})"
             )
         host, port = tunnels[CONTROL_PORT].tcp_socket
         port_map = {}
         for sim_port in owner.ports[1:]:
             sim_host, sim_tunnel_port = tunnels[sim_port].tcp_socket
             port_map[str(sim_port)] = f"{sim_host}:{sim_tunnel_port}"
-        runtime = Runtime(
-            f"tcp://{host}:{port}",
-            {"kind": "modal", "sandbox": self._sandbox_id, "host": host, "port_map": port_map},
-            self.task.runtime_config,
-        )
+        params = {"kind": "modal", "sandbox": self.ident(), "host": host, "port_map": port_map}
+        return Runtime(f"tcp://{host}:{port}", params, self.task.runtime_config)
 
-        async def probe() -> Runtime:
-            code = await sandbox.poll.aio()
-            if code is not None:
-                raise _Exited(code)
-            return runtime
+    async def stopped(self) -> str | None:
+        code = await self.sandbox.poll.aio()
+        return None if code is None else f"exited with code {code}"
 
-        # bounded by boot_timeout around _boot; a tunnel may accept before the server listens
-        return await wait_until_ping(probe, delay=0.25, max_delay=2.0, factor=2.0, attempt=10.0)
-
-    async def _terminate(self) -> None:
-        sandbox = self.sandbox
-        if sandbox is None:
-            return
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(_IO_TIMEOUT):
-                await sandbox.terminate.aio()
-
-    async def _output_tail(self) -> str:
-        sandbox = self.sandbox
-        if sandbox is None:
+    async def output(self) -> str:
+        if self.sandbox is None:
             return "(no sandbox)"
         parts = []
         for stream in ("stdout", "stderr"):
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(_IO_TIMEOUT):
-                    text = await getattr(sandbox, stream).read.aio()
+                    text = await getattr(self.sandbox, stream).read.aio()
                     if text:
                         parts.append(text if isinstance(text, str) else text.decode("replace"))
-        lines = "".join(parts).splitlines()[-_TAIL_LINES:]
-        return "\n".join(lines) or "(no output)"
+        return "".join(parts)
+
+    async def stop(self) -> None:
+        if self.sandbox is not None:
+            await bounded(self.sandbox.terminate.aio(), _IO_TIMEOUT)
 
 
 class ModalRuntime:
@@ -207,8 +151,6 @@ class ModalRuntime:
         secrets: list[Any] | None = None,
         modal: ModuleType | Any = None,
     ) -> None:
-        if not isinstance(sim_ports, int) or sim_ports < 0:
-            raise ValueError(f"sim_ports must be a non-negative int, got {sim_ports!r}")
         self.modal = modal if modal is not None else _import_modal()
         self.image = image
         self.module = module
@@ -219,7 +161,7 @@ class ModalRuntime:
         memory_mib(memory)  # fail early on a malformed value
         self.timeout = timeout
         self.boot_timeout = boot_timeout
-        self.ports = [CONTROL_PORT, *range(CONTROL_PORT + 1, CONTROL_PORT + 1 + sim_ports)]
+        self.ports = serve_ports(sim_ports)
         self.secrets = list(secrets or [])
         self._app: Any = None
         self._images: dict[str, Any] = {}
@@ -234,11 +176,7 @@ class ModalRuntime:
         """The sandbox's command; empty (the image's CMD) when ``module`` is None."""
         if self.module is None:
             return []
-        argv = ["python", "-m", "pytest_hud.serve", self.module, "--host", "0.0.0.0"]
-        argv += ["--port", str(CONTROL_PORT), "--sim-host", "0.0.0.0"]
-        if len(self.ports) > 1:
-            argv += ["--sim-ports", f"{self.ports[1]}-{self.ports[-1]}"]
-        return argv
+        return serve_argv("python", self.module, "0.0.0.0", len(self.ports) - 1)
 
     async def app(self) -> Any:
         if self._app is None:
@@ -255,18 +193,14 @@ class ModalRuntime:
     def sandbox_kwargs(self, task: Task) -> dict[str, Any]:
         """Sandbox.create's keyword arguments for ``task`` (its runtime_config wins)."""
         cfg = task.runtime_config
-
-        def pick(name: str) -> Any:
-            return getattr(cfg, name, None) if cfg is not None else None
-
-        timeout = pick("timeout") or self.timeout
+        timeout = setting(task, "timeout", self.timeout)
         kwargs: dict[str, Any] = {
-            "image": self.resolve_image(pick("image") or self.image),
+            "image": self.resolve_image(setting(task, "image", self.image)),
             "timeout": math.ceil(timeout),
             "unencrypted_ports": list(self.ports),
         }
-        gpu, cpu = pick("gpu") or self.gpu, pick("cpu") or self.cpu
-        memory = memory_mib(pick("memory") or self.memory)
+        gpu, cpu = setting(task, "gpu", self.gpu), setting(task, "cpu", self.cpu)
+        memory = memory_mib(setting(task, "memory", self.memory))
         if gpu is not None:
             kwargs["gpu"] = gpu
         if cpu is not None:

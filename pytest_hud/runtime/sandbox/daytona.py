@@ -27,27 +27,30 @@ with ``daytona`` is available.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import shlex
 import socket
 from collections.abc import Sequence
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any
 
 from pytest_hud.process import Child, child_env
 from pytest_hud.runtime.errors import SubstrateError
-from pytest_hud.runtime.modal import memory_mib
 from pytest_hud.runtime.provider import Runtime
-from pytest_hud.runtime.readiness import wait_until_ping
-from pytest_hud.runtime.task import Task
+from pytest_hud.runtime.substrate import (
+    CONTROL_PORT,
+    PingedSubstrate,
+    bounded,
+    serve_argv,
+    serve_ports,
+    setting,
+)
+from pytest_hud.runtime.task import Task, memory_mib
 
 __all__ = ["DaytonaRuntime"]
 
-CONTROL_PORT = 8000
 SESSION = "pytest-hud"
 _IO_TIMEOUT = 30.0  # bound on one SDK call made while tearing down or reading logs
-_TAIL_LINES = 40
 
 
 def _import_daytona() -> ModuleType:
@@ -74,41 +77,23 @@ def _gpu_count(value: int | str) -> int:
         raise ValueError(f"Daytona takes a GPU count (gpu=1), got {value!r}") from None
 
 
-class _DaytonaSubstrate:
+class _DaytonaSubstrate(PingedSubstrate):
+    kind = "daytona sandbox"
+    pacing = {"delay": 0.25, "max_delay": 2.0, "factor": 2.0}
+
     def __init__(self, owner: DaytonaRuntime, task: Task) -> None:
+        super().__init__(task, owner.boot_timeout)
         self.owner = owner
-        self.task = task
         self.sandbox: Any = None
         self.cmd_id: str | None = None
         self.access: Any = None
         self.tunnel: Child | None = None
+        self.local: dict[int, int] = {}
 
-    @property
-    def _sandbox_id(self) -> str:
+    def ident(self) -> str:
         return str(getattr(self.sandbox, "id", None) or "(not created)")
 
-    async def __aenter__(self) -> Runtime:
-        try:
-            async with asyncio.timeout(self.owner.boot_timeout):
-                return await self._boot()
-        except TimeoutError:
-            tail = await self._output_tail()
-            await self._teardown()
-            raise SubstrateError(
-                f"{self.task.key}: daytona sandbox {self._sandbox_id} did not answer a control "
-                f"ping within boot_timeout={self.owner.boot_timeout} s (deleted); its output:\n"
-                f"{tail}"
-            ) from None
-        except BaseException:
-            await self._teardown()
-            raise
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self._teardown()
-
-    async def _boot(self) -> Runtime:
+    async def start(self) -> None:
         owner, sdk = self.owner, self.owner.daytona
         try:
             client = await owner.client()
@@ -124,52 +109,43 @@ class _DaytonaSubstrate:
             )
         except Exception as exc:
             raise SubstrateError(
-                f"{self.task.key}: daytona sandbox {self._sandbox_id}: {type(exc).__name__}: {exc}"
+                f"{self.task.key}: {self.name}: {type(exc).__name__}: {exc}"
             ) from exc
-        local = {port: _free_loopback_port() for port in owner.ports}
-        self.tunnel = tunnel = await Child.spawn(
-            owner.tunnel_argv(self.access.ssh_command, local),
+        self.local = {port: _free_loopback_port() for port in owner.ports}
+        self.tunnel = await Child.spawn(
+            owner.tunnel_argv(self.access.ssh_command, self.local),
             announce=None,  # ssh -N prints nothing: readiness is a ping through it
             timeout=0,
             what="ssh tunnel",
             env=child_env(),
         )
-        runtime = Runtime(
-            f"tcp://127.0.0.1:{local[CONTROL_PORT]}",
-            {
-                "kind": "daytona",
-                "sandbox": self._sandbox_id,
-                "host": "127.0.0.1",
-                "port_map": {str(p): local[p] for p in owner.ports[1:]},
-            },
-            self.task.runtime_config,
-        )
 
-        async def probe() -> Runtime:
-            code = await self._exit_code()
-            if code is not None:
-                tail = await self._output_tail()
-                raise SubstrateError(
-                    f"{self.task.key}: the env server in daytona sandbox {self._sandbox_id} "
-                    f"exited with code {code} before it served; its output:\n{tail}"
-                )
-            if tunnel.returncode is not None:
-                raise SubstrateError(
-                    f"{self.task.key}: the ssh tunnel to daytona sandbox {self._sandbox_id} "
-                    f"exited with code {tunnel.returncode}; its output:\n"
-                    f"{tunnel.log_tail()}"
-                )
-            return runtime
+    async def endpoint(self) -> Runtime:
+        params = {
+            "kind": "daytona",
+            "sandbox": self.ident(),
+            "host": "127.0.0.1",
+            "port_map": {str(p): self.local[p] for p in self.owner.ports[1:]},
+        }
+        url = f"tcp://127.0.0.1:{self.local[CONTROL_PORT]}"
+        return Runtime(url, params, self.task.runtime_config)
 
-        return await wait_until_ping(probe, delay=0.25, max_delay=2.0, factor=2.0)
-
-    async def _exit_code(self) -> int | None:
+    async def stopped(self) -> str | None:
         if self.sandbox is None or self.cmd_id is None:
             return None
         command = await self.sandbox.process.get_session_command(SESSION, self.cmd_id)
-        return getattr(command, "exit_code", None)
+        code = getattr(command, "exit_code", None)
+        if code is not None:
+            return f"exited with code {code}"
+        tunnel = self.tunnel
+        if tunnel is not None and tunnel.returncode is not None:
+            raise SubstrateError(
+                f"{self.task.key}: the ssh tunnel to {self.name} exited with code "
+                f"{tunnel.returncode}; its output:\n{tunnel.log_tail()}"
+            )
+        return None
 
-    async def _output_tail(self) -> str:
+    async def output(self) -> str:
         if self.sandbox is None or self.cmd_id is None:
             return "(no command started)"
         try:
@@ -177,10 +153,9 @@ class _DaytonaSubstrate:
                 logs = await self.sandbox.process.get_session_command_logs(SESSION, self.cmd_id)
         except Exception as exc:
             return f"(logs unavailable: {type(exc).__name__}: {exc})"
-        text = logs.output or f"{logs.stdout or ''}{logs.stderr or ''}"
-        return "\n".join(text.splitlines()[-_TAIL_LINES:]) or "(no output)"
+        return str(logs.output or f"{logs.stdout or ''}{logs.stderr or ''}")
 
-    async def _teardown(self) -> None:
+    async def stop(self) -> None:
         tunnel, self.tunnel = self.tunnel, None
         if tunnel is not None:
             await tunnel.terminate()
@@ -189,12 +164,8 @@ class _DaytonaSubstrate:
             return
         access, self.access = self.access, None
         if access is not None:
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(_IO_TIMEOUT):
-                    await sandbox.revoke_ssh_access(access.token)
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(_IO_TIMEOUT):
-                await sandbox.delete()
+            await bounded(sandbox.revoke_ssh_access(access.token), _IO_TIMEOUT)
+        await bounded(sandbox.delete(), _IO_TIMEOUT)
 
 
 class DaytonaRuntime:
@@ -226,8 +197,6 @@ class DaytonaRuntime:
         ssh: str | Sequence[str] = "ssh",
         daytona: ModuleType | Any = None,
     ) -> None:
-        if not isinstance(sim_ports, int) or sim_ports < 0:
-            raise ValueError(f"sim_ports must be a non-negative int, got {sim_ports!r}")
         self.daytona = daytona if daytona is not None else _import_daytona()
         self.image = image
         self.module = module
@@ -235,7 +204,7 @@ class DaytonaRuntime:
         memory_mib(memory)  # fail early on a malformed value
         self.timeout = timeout
         self.boot_timeout = boot_timeout
-        self.ports = [CONTROL_PORT, *range(CONTROL_PORT + 1, CONTROL_PORT + 1 + sim_ports)]
+        self.ports = serve_ports(sim_ports)
         self.config = config
         self.ssh = [ssh] if isinstance(ssh, str) else list(ssh)
         self._client: Any = None
@@ -253,11 +222,7 @@ class DaytonaRuntime:
 
     def command(self) -> str:
         """The session command: the env server on the sandbox's loopback."""
-        argv = ["python", "-m", "pytest_hud.serve", self.module, "--host", "127.0.0.1"]
-        argv += ["--port", str(CONTROL_PORT), "--sim-host", "127.0.0.1"]
-        if len(self.ports) > 1:
-            argv += ["--sim-ports", f"{self.ports[1]}-{self.ports[-1]}"]
-        return shlex.join(argv)
+        return shlex.join(serve_argv("python", self.module, "127.0.0.1", len(self.ports) - 1))
 
     def tunnel_argv(self, ssh_command: str, local: dict[int, int]) -> list[str]:
         """The gateway's ssh command plus a loopback-only forward per port (no shell)."""
@@ -273,12 +238,8 @@ class DaytonaRuntime:
     def create_params(self, task: Task) -> Any:
         """``CreateSandboxFromImageParams`` for ``task`` (its runtime_config wins)."""
         sdk, cfg = self.daytona, task.runtime_config
-
-        def pick(name: str) -> Any:
-            return getattr(cfg, name, None) if cfg is not None else None
-
-        cpu, gpu = pick("cpu") or self.cpu, pick("gpu") or self.gpu
-        mib = memory_mib(pick("memory") or self.memory)
+        cpu, gpu = setting(task, "cpu", self.cpu), setting(task, "gpu", self.gpu)
+        mib = memory_mib(setting(task, "memory", self.memory))
         resources = None
         if cpu is not None or gpu is not None or mib is not None:
             resources = sdk.Resources(
@@ -287,7 +248,7 @@ class DaytonaRuntime:
                 gpu=None if gpu is None else _gpu_count(gpu),
             )
         return sdk.CreateSandboxFromImageParams(
-            image=pick("image") or self.image,
+            image=setting(task, "image", self.image),
             env_vars=dict(cfg.env) if cfg is not None and cfg.env else None,
             labels={"pytest-hud": task.env},
             resources=resources,

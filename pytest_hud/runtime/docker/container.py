@@ -11,7 +11,7 @@ per process.
 
 ``forward_env=True`` (both ``--hud-runtime=docker`` forms, ``docker:IMAGE`` and the
 auto-built image) gives each container the host's ``PYTEST_HUD_*`` and render backend
-variables (``MUJOCO_GL``, ...; :func:`.docker_engine._forwarded_env`), so ``MUJOCO_GL=osmesa
+variables (``MUJOCO_GL``, ...; :func:`.engine._forwarded_env`), so ``MUJOCO_GL=osmesa
 pytest --hud-runtime=docker:IMAGE`` renders with OSMesa in the container as on the host.
 They are read at the first container's creation (after collection, so a render preflight
 run at import has exported its pick) and a row's ``runtime_config.env`` overrides them.
@@ -27,18 +27,13 @@ calls block, so they run in worker threads, never on the event loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import threading
-import time
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
-from pytest_hud.runtime.docker_engine import (
-    CONTROL_PORT,
-    DEFAULT_BASE,
+from pytest_hud.runtime.docker.engine import (
     LABEL,
     LOG_TAIL,
     MODULE_ENV,
@@ -47,21 +42,16 @@ from pytest_hud.runtime.docker_engine import (
     _client,
     _force_remove,
     _forwarded_env,
-    _reap_once,
     _sdk,
     _settled,
-    owner_labels,
-    reap_containers,
-    session_id,
 )
-from pytest_hud.runtime.docker_image import build_image
+from pytest_hud.runtime.docker.owners import _reap_once, owner_labels
 from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.provider import Runtime
-from pytest_hud.runtime.readiness import NotReady, wait_until_ping
-from pytest_hud.runtime.subprocess import died_during
+from pytest_hud.runtime.substrate import CONTROL_PORT, PingedSubstrate, serve_argv
 from pytest_hud.runtime.task import Task
 
-__all__ = ["DEFAULT_BASE", "DockerRuntime", "build_image", "reap_containers", "session_id"]
+__all__ = ["DockerRuntime"]
 
 log = logging.getLogger(__name__)
 
@@ -193,10 +183,7 @@ class DockerRuntime:
         if self.command is not None:
             argv = list(self.command)
         else:
-            argv = ["python3", "-m", "pytest_hud.serve", str(module)]
-            argv += ["--host", "0.0.0.0", "--port", str(CONTROL_PORT), "--sim-host", "0.0.0.0"]
-            if sims:
-                argv += ["--sim-ports", f"{sims[0]}-{sims[-1]}"]
+            argv = serve_argv("python3", str(module), "0.0.0.0", self.sim_ports)
         cfg = task.runtime_config
         row_env = dict(cfg.env if cfg else ())
         env = {"PYTHONUNBUFFERED": "1", **self.host_env(), **self.env, **row_env}
@@ -250,84 +237,63 @@ def _log_tail(container: Any, lines: int = LOG_TAIL) -> str:
     return text or "(no output)"
 
 
-class _DockerSubstrate:
-    def __init__(self, provider: DockerRuntime, task: Task) -> None:
-        self.provider = provider
-        self.task = task
-        self.container: Any = None
-        #: seconds from create to a ping reply, and to remove the container (for reports)
-        self.boot_seconds: float | None = None
-        self.teardown_seconds: float | None = None
+def _exit_of(container: Any) -> str | None:
+    """``exited with code 1 (out of memory)`` once the (reloaded) container has stopped."""
+    state = container.attrs.get("State") or {}
+    if state.get("Status") not in ("exited", "dead", "removing"):
+        return None
+    extra = f" ({state['Error']})" if state.get("Error") else ""
+    extra += " (out of memory)" if state.get("OOMKilled") else ""
+    return f"exited with code {state.get('ExitCode')}{extra}"
 
-    async def __aenter__(self) -> Runtime:
+
+class _DockerSubstrate(PingedSubstrate):
+    kind = "container"
+
+    def __init__(self, provider: DockerRuntime, task: Task) -> None:
+        super().__init__(task, provider.boot_timeout)
+        self.provider = provider
+        self.container: Any = None
+        self.image = ""
+        self.kwargs: dict[str, Any] = {}
+
+    def ident(self) -> str:
+        short = self.container.short_id if self.container is not None else "(not created)"
+        return f"{short} ({self.image})"
+
+    async def prepare(self) -> None:
+        """Find (or pull) the image and the module it serves: not part of the boot's clock."""
         provider, task = self.provider, self.task
-        image = provider.image_for(task)
+        self.image = provider.image_for(task)
         client = await _blocking(provider.client)
         await _blocking(_reap_once, client)
-        module = await _blocking(provider._resolve, image)
-        kwargs = provider.create_kwargs(task, image, module)
-        start = time.monotonic()
+        module = await _blocking(provider._resolve, self.image)
+        self.kwargs = provider.create_kwargs(task, self.image, module)
+
+    async def start(self) -> None:
+        create = functools.partial(self.provider.client().containers.create, **self.kwargs)
+        self.container = await _settled(create, undo=_force_remove)
         try:
-            create = functools.partial(client.containers.create, **kwargs)
-            self.container = await _settled(create, undo=_force_remove)
-            try:
-                await _settled(self.container.start)
-            except _sdk().errors.APIError as exc:
-                raise SubstrateError(
-                    f"{task.key}: container of {image!r} would not start: {exc}"
-                ) from None
-            runtime = await self._wait_ready(image)
-        except BaseException:
-            await self._remove()
-            raise
-        self.boot_seconds = time.monotonic() - start
-        log.debug(
-            "%s: container %s ready in %.2fs",
-            task.key,
-            runtime.params["container"][:12],
-            self.boot_seconds,
-        )
-        return runtime
-
-    async def _wait_ready(self, image: str) -> Runtime:
-        container, task = self.container, self.task
-        timeout = self.provider.boot_timeout
-        deadline = asyncio.get_running_loop().time() + timeout
-        what = f"{task.key}: container {container.short_id} ({image})"
-        known: list[Runtime] = []
-
-        async def probe() -> Runtime | None:
-            await _blocking(container.reload)
-            state = container.attrs.get("State") or {}
-            if state.get("Status") in ("exited", "dead", "removing"):
-                code = state.get("ExitCode")
-                extra = f" ({state['Error']})" if state.get("Error") else ""
-                extra += " (out of memory)" if state.get("OOMKilled") else ""
-                tail = await _blocking(_log_tail, container)
-                raise SubstrateError(
-                    f"{what} exited with code {code}{extra} before its env server answered; "
-                    f"the last lines of its log:\n{tail}"
-                )
-            if not known:
-                runtime = _runtime_of(container, task)
-                if runtime is not None:
-                    known.append(runtime)
-            return known[0] if known else None
-
-        try:
-            return await wait_until_ping(probe, deadline=deadline)
-        except NotReady as exc:
-            tail = await _blocking(_log_tail, container)
+            await _settled(self.container.start)
+        except _sdk().errors.APIError as exc:
             raise SubstrateError(
-                f"{what} did not answer a control ping within {timeout} s (last attempt: "
-                f"{exc.last}); the last lines of its log:\n{tail}"
+                f"{self.task.key}: container of {self.image!r} would not start: {exc}"
             ) from None
 
-    async def _remove(self) -> None:
+    async def endpoint(self) -> Runtime | None:
+        return _runtime_of(self.container, self.task)  # the probe has just reloaded it
+
+    async def stopped(self) -> str | None:
+        await _blocking(self.container.reload)
+        return _exit_of(self.container)
+
+    async def output(self) -> str:
+        return await _blocking(_log_tail, self.container)
+
+    async def stop(self) -> None:
         container, self.container = self.container, None
         if container is None:
             return
-        start = time.monotonic()
         fut = asyncio.ensure_future(_blocking(_force_remove, container))
         try:
             await asyncio.wait_for(asyncio.shield(fut), REMOVE_TIMEOUT)
@@ -336,7 +302,6 @@ class _DockerSubstrate:
                 f"{self.task.key}: container {container.short_id} was not removed within "
                 f"{REMOVE_TIMEOUT} s (reap_containers() removes it once this process is gone)"
             ) from None
-        self.teardown_seconds = time.monotonic() - start
 
     async def death(self) -> str | None:
         """How the container died (exit code, OOM, its log's tail); None while it runs."""
@@ -348,34 +313,14 @@ class _DockerSubstrate:
                 await _blocking(container.reload)
             except Exception as exc:  # removed under us: say so rather than guess
                 return f"container {container.short_id} is gone ({exc})"
-            state = container.attrs.get("State") or {}
-            if state.get("Status") in ("exited", "dead", "removing"):
+            how = _exit_of(container)
+            if how is not None:
                 break
             await asyncio.sleep(0.2)
         else:
             return None
-        extra = " (out of memory)" if state.get("OOMKilled") else ""
-        extra += f" ({state['Error']})" if state.get("Error") else ""
         tail = await _blocking(_log_tail, container)
         return (
-            f"container {container.short_id} exited with code {state.get('ExitCode')}{extra} "
-            f"during the rollout; the last lines of its log:\n{tail}"
+            f"container {container.short_id} {how} during the rollout; the last lines of "
+            f"its log:\n{tail}"
         )
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        note = None
-        if isinstance(e, Exception):
-            with contextlib.suppress(Exception):
-                note = await self.death()
-        try:
-            await self._remove()
-        except Exception as exc:
-            if et is None:
-                raise SubstrateError(
-                    f"{self.task.key}: could not remove its container: {exc}"
-                ) from exc
-            log.warning("%s: could not remove its container: %s", self.task.key, exc)
-        if note is not None:  # the rollout's own error was only the symptom
-            raise SubstrateError(died_during(self.task, note, e)) from e

@@ -22,8 +22,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from pytest_hud.cluster import connect
 from pytest_hud.runtime.provider import Provider
-from pytest_hud.runtime.ray import connect, placement_options
+from pytest_hud.runtime.ray.resources import placement_options
 from pytest_hud.runtime.rollout import Agent, RolloutResult, rollout
 from pytest_hud.runtime.task import Task
 

@@ -24,8 +24,8 @@ from typing import Any
 
 from pytest_hud.errors import HudError
 from pytest_hud.loader import load_module
-from pytest_hud.runtime.docker_auto import REPOSITORY, declared_files, ensure_image, image_specs
-from pytest_hud.runtime.docker_engine import LABEL, _client, _sdk
+from pytest_hud.runtime.docker.auto import REPOSITORY, declared_files, ensure_image, image_specs
+from pytest_hud.runtime.docker.engine import LABEL, _client, _sdk
 
 __all__ = ["main"]
 
@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(list(argv) if argv is not None else None)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("image: %(message)s"))
-    for name in ("pytest_hud.runtime.docker_image", "pytest_hud.runtime.docker_auto"):
+    for name in ("pytest_hud.runtime.docker.image", "pytest_hud.runtime.docker.auto"):
         logger = logging.getLogger(name)
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)

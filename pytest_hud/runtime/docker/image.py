@@ -2,11 +2,10 @@
 
 A base image with a Python of the host's minor version, plus this project and its
 runtime dependencies installed on the host with ``pip install --target`` (and Debian
-packages unpacked on the host, :mod:`.docker_apt`). Two images: ``pytest-hud-deps:<key>``
+packages unpacked on the host, :mod:`.apt`). Two images: ``pytest-hud-deps:<key>``
 (base + dependencies, keyed by the requirement and package sets) and the tag, FROM it,
-adding the project and the env files (keyed by content hash). Measured here (2 loaded
-cores), MetaWorld + Mesa: cold ~5 min (pip ~3 min, apt ~1 min, 585 MB context ~1.5
-min), 612 MB image; after a source edit only the small top image rebuilds.
+adding the project and the env files (keyed by content hash): after a source edit only
+the small top image rebuilds.
 """
 
 from __future__ import annotations
@@ -30,16 +29,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_hud.runtime.docker_apt import apt_rootfs
-from pytest_hud.runtime.docker_engine import (
+from pytest_hud.runtime.docker.apt import apt_rootfs
+from pytest_hud.runtime.docker.engine import (
     DEFAULT_BASE,
     LABEL,
     MODULE_ENV,
     RUNTIME_DEPS,
     _client,
     _sdk,
-    owner_labels,
 )
+from pytest_hud.runtime.docker.owners import owner_labels
 
 __all__ = ["build_image", "cache_dir"]
 
@@ -89,7 +88,7 @@ def _project() -> tuple[Path, list[Path]]:
     A source checkout (editable install): its pyproject and package. An installed
     copy: just the package folder (copied as is).
     """
-    package = Path(__file__).resolve().parent.parent
+    package = Path(__file__).resolve().parents[2]  # pytest_hud/
     root = package.parent
     pyproject = root / "pyproject.toml"
     if pyproject.is_file() and 'name = "pytest-hud"' in pyproject.read_text():
@@ -204,8 +203,8 @@ def _deps_tag(base_id: str, reqs: list[str], apt: list[str]) -> str:
 def _deps_image(client: Any, base: str, tag: str, reqs: list[str], apt: list[str]) -> None:
     """The base plus the pip folder (and apt root filesystem), as its own image.
 
-    Why a layer image: the dependencies are hundreds of MB (MetaWorld + Mesa: 585 MB of
-    build context, ~90 s to send and commit here) and change rarely, while the project
+    Why a layer image: the dependencies are hundreds of MB and slow to send and commit,
+    and change rarely, while the project
     and env modules change often; the final image builds FROM this one with a context
     of a few MB, so editing a module rebuilds in seconds.
     """
@@ -300,7 +299,7 @@ def build_image(
     ``$PYTEST_HUD_MODULE``. Nothing is rebuilt while the tag carries the same content
     hash; the dependency folder is cached under :func:`cache_dir` by requirement set.
     ``dockerfile``: build that file instead (its folder is the context). ``apt``: Debian
-    packages unpacked on the host (:mod:`.docker_apt`) and copied to ``/``. ``labels``:
+    packages unpacked on the host (:mod:`.apt`) and copied to ``/``. ``labels``:
     extra image labels. Progress goes to this module's logger at INFO.
     """
     docker = _sdk()

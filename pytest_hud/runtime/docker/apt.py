@@ -10,10 +10,8 @@ the loader finds ``/usr/lib/x86_64-linux-gnu`` without an ``ld.so.cache``), not 
 daemons. The packages the base image already carries (glibc, libgcc, libstdc++) are
 left out so the image's copies stay the ones the interpreter was checked with.
 
-Measured here for MetaWorld's five rendering packages: a closure of 45 packages,
-about 215 MB unpacked (libLLVM-15 is 112 MB of it), downloaded and unpacked in about
-64 s cold on this loaded 2-core machine; the folder is cached under
-``cache_dir()/apt/<key>/root`` by the sorted package list, so a second build reuses it.
+The folder is cached under ``cache_dir()/apt/<key>/root`` by the sorted package list,
+so a second build reuses it.
 """
 
 from __future__ import annotations

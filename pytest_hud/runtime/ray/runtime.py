@@ -1,7 +1,7 @@
 """RayRuntime: each lease's env server runs in a Ray actor placed by Ray's scheduler.
 
 ``RayRuntime("envs/pendulum.py", resources={"libero": 1})`` is a provider: entering a
-lease creates an :class:`~pytest_hud.runtime.ray_actor.EnvServerActor` with the row's
+lease creates an :class:`~pytest_hud.runtime.ray.env_server.EnvServerActor` with the row's
 ``runtime_config`` as actor resources (``cpu`` -> ``num_cpus``, ``gpu`` -> ``num_gpus``,
 ``memory`` -> bytes, ``resources`` -> custom resources, on top of the constructor's),
 waits for it to report the control url, its node and every port it bound, and yields a
@@ -21,11 +21,8 @@ that dies mid-episode turns the rollout's error into one naming the actor, its n
 and the tail of its log (the server's output, via Ray's state API when the dashboard
 runs).
 
-Connecting: ``address`` (``"HOST:PORT"``, ``"ray://HOST:PORT"``, ``"auto"``), else
-``$RAY_ADDRESS``, else a local single-node cluster started for this process. A
-loopback or local cluster is joined in Ray's loopback mode
-(``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``: Ray then resolves "localhost" to 127.0.0.1
-instead of this machine's first interface, so every Ray port stays on loopback).
+Connecting: :func:`pytest_hud.cluster.connect` (``address``, else ``$RAY_ADDRESS``, else a
+local single-node cluster; loopback stays loopback).
 """
 
 from __future__ import annotations
@@ -34,36 +31,23 @@ import asyncio
 import atexit
 import contextlib
 import logging
-import math
-import os
-import threading
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
+from pytest_hud.cluster import connect
 from pytest_hud.runtime.errors import SubstrateError
-from pytest_hud.runtime.modal import memory_mib
 from pytest_hud.runtime.provider import Runtime
-from pytest_hud.runtime.task import Task
+from pytest_hud.runtime.ray.resources import feasibility, placement_options, requested
+from pytest_hud.runtime.substrate import Substrate, bounded
+from pytest_hud.runtime.task import Task, memory_mib
 
-__all__ = ["RayRuntime", "address_from_spec", "connect", "live_actors", "placement_options"]
+__all__ = ["RayRuntime", "address_from_spec", "live_actors"]
 
 log = logging.getLogger(__name__)
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _STOP_TIMEOUT = 15.0
 _TAIL_LINES = 40
-_connect_lock = threading.Lock()
 _LIVE: dict[str, Any] = {}  # actor id -> handle, for the atexit backstop
-
-
-def _loopback_mode() -> None:
-    """Make Ray resolve localhost to 127.0.0.1 (here and in processes it spawns)."""
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    import ray._private.ray_constants as constants
-
-    constants.ENABLE_RAY_CLUSTER = False
 
 
 def address_from_spec(spec: str) -> str | None:
@@ -75,58 +59,6 @@ def address_from_spec(spec: str) -> str | None:
     if rest.startswith("//"):
         return spec
     return rest or None
-
-
-def connect(address: str | None = None, runtime_env: Mapping[str, Any] | None = None) -> None:
-    """Join (or start) the Ray cluster once per process; see the module docs."""
-    import ray
-
-    with _connect_lock:
-        if ray.is_initialized():
-            return
-        address = address or os.environ.get("RAY_ADDRESS") or None
-        host = (address or "").removeprefix("ray://").rpartition(":")[0]
-        kwargs: dict[str, Any] = {"log_to_driver": False, "runtime_env": runtime_env}
-        if address is None or host in _LOOPBACK:
-            _loopback_mode()
-        if address is None:
-            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-            kwargs.update(include_dashboard=False, _node_ip_address="127.0.0.1")
-        elif not address.startswith("ray://") and host in _LOOPBACK:
-            kwargs["_node_ip_address"] = "127.0.0.1"
-        if address is not None and address.startswith("ray://"):
-            _init_client(address, kwargs)
-        else:
-            ray.init(address=address, **kwargs)
-
-
-# Ray's client proxier starts one server process per client connection; on a loaded
-# machine that start can fail outright ("Starting Ray client server failed", seen once in
-# a full CI run at load ~10), though the next connection's start succeeds. It can also
-# fail inspecting a previous connection's server that has just exited ("Initialization
-# failure from server ... psutil.ZombieProcess", once in a full suite). Retried, bounded.
-_CLIENT_START_FAILURES = (
-    "Starting Ray client server failed",
-    "Proxy failed to Connect",
-    "ZombieProcess",
-)
-_CLIENT_ATTEMPTS = 3
-
-
-def _init_client(address: str, kwargs: dict[str, Any]) -> None:
-    import ray
-
-    for attempt in range(1, _CLIENT_ATTEMPTS + 1):
-        try:
-            ray.init(address=address, **kwargs)
-            return
-        except ConnectionError as exc:
-            if attempt == _CLIENT_ATTEMPTS or not any(
-                m in str(exc) for m in _CLIENT_START_FAILURES
-            ):
-                raise
-            log.warning("Ray client connect to %s failed (%s); retrying", address, exc)
-            time.sleep(2.0 * attempt)
 
 
 def live_actors() -> list[str]:
@@ -146,38 +78,6 @@ def _kill_leftovers() -> None:
     _LIVE.clear()
 
 
-def _requested(options: Mapping[str, Any]) -> dict[str, float]:
-    asked = {"CPU": float(options.get("num_cpus") or 0), "GPU": float(options.get("num_gpus") or 0)}
-    asked["memory"] = float(options.get("memory") or 0)
-    asked.update({k: float(v) for k, v in (options.get("resources") or {}).items()})
-    return {k: v for k, v in asked.items() if v > 0}
-
-
-def _feasibility(asked: Mapping[str, float]) -> str | None:
-    """Why no alive node could ever hold ``asked`` (None when one could)."""
-    import ray
-
-    nodes = [n for n in ray.nodes() if n.get("Alive")]
-    for node in nodes:
-        total = node.get("Resources", {})
-        if all(total.get(k, 0.0) >= v for k, v in asked.items()):
-            return None
-    totals = [
-        f"{n['NodeID'][:8]}@{n['NodeManagerAddress']}: {_public(n.get('Resources', {}))}"
-        for n in nodes
-    ]
-    return (
-        f"no node of the Ray cluster can ever hold it: asked {asked}; the nodes have "
-        f"{'; '.join(totals) or 'none'}; available now: "
-        f"{_public(ray.available_resources())}. Fix: lower the row's runtime_config, or add "
-        "a node with those resources (ray start --resources='{...}')"
-    )
-
-
-def _public(resources: Mapping[str, float]) -> dict[str, float]:
-    return {k: v for k, v in sorted(resources.items()) if not k.startswith("node:")}
-
-
 def _actor_log(actor_id: str) -> str:
     try:
         from ray.util.state import get_log
@@ -188,10 +88,12 @@ def _actor_log(actor_id: str) -> str:
     return text.rstrip() or "(empty log)"
 
 
-class _RaySubstrate:
+class _RaySubstrate(Substrate):
+    kind = "Ray actor"
+
     def __init__(self, owner: RayRuntime, task: Task, module: str) -> None:
+        super().__init__(task)
         self.owner = owner
-        self.task = task
         self.module = module
         self.handle: Any = None
         self.actor_id = ""
@@ -201,27 +103,27 @@ class _RaySubstrate:
         owner = self.owner
         await asyncio.to_thread(connect, owner.address, owner.runtime_env)
         options = owner.actor_options(self.task)
-        reason = await asyncio.to_thread(_feasibility, _requested(options))
+        reason = await asyncio.to_thread(feasibility, requested(options))
         if reason is not None:
             raise SubstrateError(f"{self.task.key}: a Ray actor for its env server: {reason}")
         try:
             async with asyncio.timeout(owner.boot_timeout):
                 return await self._boot(options)
         except TimeoutError:
-            await self._kill()
+            await self.stop()
             raise SubstrateError(
                 f"{self.task.key}: the Ray actor for its env server was not serving within "
                 f"boot_timeout={owner.boot_timeout} s (killed): it waited for resources "
-                f"{_requested(options)} that stayed busy, or the server did not start"
+                f"{requested(options)} that stayed busy, or the server did not start"
             ) from None
         except BaseException:
-            await self._kill()
+            await self.stop()
             raise
 
     async def _boot(self, options: dict[str, Any]) -> Runtime:
         import ray
 
-        from pytest_hud.runtime.ray_actor import EnvServerActor
+        from pytest_hud.runtime.ray.env_server import EnvServerActor
 
         actor_cls = ray.remote(EnvServerActor)
         self.handle = actor_cls.options(**options).remote()
@@ -256,18 +158,12 @@ class _RaySubstrate:
             self.task.runtime_config,
         )
 
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        died = await self._death() if e is not None and self.handle is not None else None
-        await self._kill()
-        if died is not None:
-            raise SubstrateError(died) from e
-
-    async def _death(self) -> str | None:
+    async def death(self) -> str | None:
         """A message naming the node and the log tail when the actor is dead, else None."""
         import ray
 
+        if self.handle is None:
+            return None
         try:
             async with asyncio.timeout(10):
                 await self.handle.returncode.remote()
@@ -276,20 +172,18 @@ class _RaySubstrate:
             cause = str(exc).strip().splitlines()
             log = await asyncio.to_thread(_actor_log, self.actor_id)
             return (
-                f"{self.task.key}: Ray actor {self.actor_id} (env server) died mid-episode on "
+                f"Ray actor {self.actor_id} (env server) died mid-episode on "
                 f"node {self.info.get('node_id', '?')} ({self.info.get('node_ip', '?')}); "
                 f"Ray says: {' '.join(cause)[:600]}\nits log tail:\n{log}"
             )
 
-    async def _kill(self) -> None:
+    async def stop(self) -> None:
         handle, self.handle = self.handle, None
         if handle is None:
             return
         import ray
 
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(_STOP_TIMEOUT):
-                await handle.stop.remote()
+        await bounded(handle.stop.remote(), _STOP_TIMEOUT)
         with contextlib.suppress(Exception):
             ray.kill(handle, no_restart=True)
         _LIVE.pop(self.actor_id, None)
@@ -350,34 +244,3 @@ class RayRuntime:
             runtime_env=self.runtime_env,
         )
         return {**options, "max_restarts": 0}
-
-
-def placement_options(
-    task: Task,
-    *,
-    num_cpus: float = 1,
-    num_gpus: float | None = None,
-    memory: int | str | None = None,
-    resources: Mapping[str, float] | None = None,
-    runtime_env: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Ray ``.options(...)`` placing ``task``: its runtime_config (cpu, gpu count, memory,
-    custom resources) on top of the given defaults."""
-    cfg = task.runtime_config
-    merged = {**(resources or {}), **dict(cfg.resources if cfg is not None else ())}
-    cpu = cfg.cpu if cfg is not None and cfg.cpu is not None else num_cpus
-    gpu: Any = cfg.gpu if cfg is not None and cfg.gpu is not None else num_gpus
-    mib = memory_mib((cfg.memory if cfg is not None else None) or memory)
-    options: dict[str, Any] = {"num_cpus": float(cpu)}
-    if gpu is not None:
-        try:
-            options["num_gpus"] = float(gpu)
-        except ValueError:
-            raise ValueError(f"Ray takes a GPU count (gpu=1), got {gpu!r}") from None
-    if mib is not None:
-        options["memory"] = math.ceil(mib * 1024 * 1024)
-    if merged:
-        options["resources"] = {k: float(v) for k, v in merged.items()}
-    if runtime_env is not None:
-        options["runtime_env"] = dict(runtime_env)
-    return options

@@ -9,8 +9,8 @@ whose rows span both then gets one image per env module that declares requiremen
 the MetaWorld image of a mixed session is the one a MetaWorld-only session reuses.
 
 Whether a set resolves is asked of pip itself (``pip install --dry-run``, metadata
-only: ~15 s here for MetaWorld + LIBERO), only when two or more modules declare
-requirements, and the verdict is cached under :func:`.docker_image.cache_dir` by the
+only), only when two or more modules declare
+requirements, and the verdict is cached under :func:`.image.cache_dir` by the
 requirement set. A dry run that fails for another reason (an unknown package, no
 network) counts as "resolves": the real build then fails with pip's message naming the
 package, as a single-module session would.

@@ -1,9 +1,7 @@
-"""The docker engine as DockerRuntime and build_image use it: the SDK (imported lazily,
+"""The docker engine as the docker runtime uses it: the SDK (imported lazily,
 ``pip install 'pytest-hud[docker]'``), a client, worker threads for its blocking calls,
-ownership labels: every container carries its owner (session, pid, host), so
-``reap_containers()`` can remove the leftovers of crashed sessions, and does once per
-process; and which host variables a container of ``--hud-runtime=docker`` (either form)
-inherits (:func:`_forwarded_env`).
+the labels and ports every container shares, and which host variables a container of
+``--hud-runtime=docker`` (either form) inherits (:func:`_forwarded_env`).
 """
 
 from __future__ import annotations
@@ -12,19 +10,15 @@ import asyncio
 import contextlib
 import functools
 import logging
-import os
-import socket
 import threading
-import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, TypeVar
 
 from pytest_hud.process import environ_snapshot
 from pytest_hud.runtime.errors import SubstrateError
 
-__all__ = ["DEFAULT_BASE", "owner_labels", "reap_containers", "session_id"]
+__all__ = ["DEFAULT_BASE", "require_engine"]
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +27,6 @@ LABEL = "pytest-hud"
 #: The image env var (or ``pytest-hud.module`` label) naming the env module to serve.
 MODULE_ENV = "PYTEST_HUD_MODULE"
 DEFAULT_BASE = "pytest-hud-python:3.11"
-CONTROL_PORT = 8000
 #: The project's dependencies a container needs (not pytest, pytest-html, xdist, docker).
 RUNTIME_DEPS = ("numpy", "msgpack", "websockets", "gymnasium")
 REMOVE_TIMEOUT = 60.0
@@ -134,69 +127,6 @@ def _forwarded_env() -> dict[str, str]:
     }
 
 
-# -- ownership labels and reaping -----------------------------------------------------------
-_session: str | None = None
-
-
-def session_id() -> str:
-    """This process's session id: $PYTEST_HUD_SESSION, else a uuid made once per process."""
-    global _session
-    if _session is None:
-        _session = os.environ.get("PYTEST_HUD_SESSION") or uuid.uuid4().hex[:12]
-    return _session
-
-
-def _proc_start(pid: int) -> str | None:
-    """The start time (clock ticks since boot) of a process, to tell a reused pid apart."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
-def owner_labels() -> dict[str, str]:
-    labels = {
-        LABEL: "1",
-        f"{LABEL}.session": session_id(),
-        f"{LABEL}.pid": str(os.getpid()),
-        f"{LABEL}.host": socket.gethostname(),
-    }
-    start = _proc_start(os.getpid())
-    if start is not None:
-        labels[f"{LABEL}.pidstart"] = start
-    return labels
-
-
-def _owner_alive(labels: Mapping[str, str]) -> bool:
-    """Whether the process named by a container's labels still runs (unknown counts as alive)."""
-    try:
-        pid = int(labels.get(f"{LABEL}.pid", ""))
-    except ValueError:
-        return True
-    if pid <= 0:
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    if _zombie(pid):  # dead, not yet reaped (no init reaping orphans, e.g. in a container)
-        return False
-    started = labels.get(f"{LABEL}.pidstart")
-    now = _proc_start(pid)
-    return not (started and now is not None and now != started)  # else: the pid was reused
-
-
-def _zombie(pid: int) -> bool:
-    """Whether ``pid`` has exited and waits to be reaped (``kill(pid, 0)`` still succeeds):
-    a session SIGKILLed with its workers left them so, and their containers unreaped."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
-    except (OSError, IndexError):
-        return False
-
-
 def _force_remove(container: Any) -> None:
     docker = _sdk()
     try:
@@ -206,50 +136,3 @@ def _force_remove(container: Any) -> None:
     except docker.errors.APIError as exc:
         if exc.status_code != 409:  # 409: its removal is already in progress
             raise
-
-
-def reap_containers(client: Any = None) -> list[str]:
-    """Remove pytest-hud containers of this host whose owner process is gone; their ids.
-
-    Only containers labelled ``pytest-hud=1`` and ``pytest-hud.host=<this host>`` are
-    looked at; one is removed when the pid in its ``pytest-hud.pid`` label no longer
-    runs (or was reused by another process).
-    """
-    client = _client(client)
-    docker = _sdk()
-    host = socket.gethostname()
-    filters = {"label": [f"{LABEL}=1", f"{LABEL}.host={host}"]}
-    removed: list[str] = []
-    # ignore_removed: a container removed between the list and its inspect (a removal racing
-    # this reap, e.g. its own session's exit) is not an error.
-    for container in client.containers.list(all=True, filters=filters, ignore_removed=True):
-        labels = container.labels or {}
-        if labels.get(LABEL) != "1" or labels.get(f"{LABEL}.host") != host:
-            continue
-        if _owner_alive(labels):
-            continue
-        try:
-            _force_remove(container)
-        except docker.errors.APIError as exc:
-            log.warning("could not reap container %s: %s", container.short_id, exc)
-            continue
-        removed.append(container.id)
-    if removed:
-        log.info("reaped %d container(s) of dead pytest-hud sessions", len(removed))
-    return removed
-
-
-_reaped_in: int | None = None
-_reap_lock = threading.Lock()
-
-
-def _reap_once(client: Any) -> None:
-    global _reaped_in
-    with _reap_lock:
-        if _reaped_in == os.getpid():
-            return
-        _reaped_in = os.getpid()
-    try:
-        reap_containers(client)
-    except Exception as exc:  # reaping is hygiene: never fail a rollout for it
-        log.warning("could not reap leftover pytest-hud containers: %s", exc)

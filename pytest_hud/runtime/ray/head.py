@@ -9,8 +9,8 @@ times the daemons on a 2-core machine); the plugin's controller starts a
 Loopback: every node gets ``--node-ip-address=127.0.0.1`` and runs in Ray's loopback
 mode (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``), in which Ray keeps 127.0.0.1 instead of
 the machine's first interface address and binds its servers there. No dashboard by
-default: on a loaded 2-core machine it can keep ``ray start`` from coming up within
-120 s (measured), and rollouts do not need it.
+default: on a loaded machine it can keep ``ray start`` from coming up in time, and
+rollouts do not need it.
 
 Stopping: every ``ray start`` runs as the leader of a new process group, which the
 daemons it starts inherit; :meth:`RayHead.stop` signals exactly those groups (never

@@ -2,7 +2,7 @@
 
 The "many simulators, few policy replicas" pattern: each replica is a Ray actor that
 builds its model (``factory()``, so the weights load on the replica's node, once) and
-serves it with :class:`~pytest_hud.robot.policy_server.PolicyServer` (openpi/0,
+serves it with :class:`~pytest_hud.robot.agent.policy_server.PolicyServer` (openpi/0,
 batching requests across connections) on the node's address. ``replicas.agent()``
 is an agent that sends each rollout to the next replica in turn, as a ``RobotAgent``
 over ``RemoteModel``; so rollouts placed by RayRuntime anywhere in the cluster share
@@ -18,6 +18,11 @@ the Ray namespace ``pytest_hud``, so another driver on the cluster (a pytest run
 them with :func:`replica_urls` ``("pi")``; the plugin resolves
 ``--hud-agent=openpi:ray:NAME`` that way (the agent registry itself stays free of Ray).
 The actors still belong to the driver that started them: they live while it does.
+
+Agent-side work (it serves a model and builds agents), so it lives beside the agent
+stack and imports no placement code: it joins the cluster through the shared bottom
+(:mod:`pytest_hud.cluster`). A replica that is not serving within ``boot_timeout`` is a
+:class:`RemoteModelError`; a name with no replicas behind it an :class:`AgentSpecError`.
 """
 
 from __future__ import annotations
@@ -27,9 +32,9 @@ import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pytest_hud.cluster import connect
 from pytest_hud.robot.agent.agent import RobotAgent, RunSettings
-from pytest_hud.runtime.errors import PlacementError, SubstrateError
-from pytest_hud.runtime.ray import connect
+from pytest_hud.robot.agent.errors import AgentSpecError, RemoteModelError
 
 __all__ = ["NAMESPACE", "PolicyActor", "PolicyReplicas", "ReplicaAgent", "replica_urls"]
 
@@ -123,7 +128,7 @@ class PolicyReplicas:
         except BaseException as exc:
             await self._stop()
             if isinstance(exc, TimeoutError):
-                raise SubstrateError(
+                raise RemoteModelError(
                     f"{self.replicas} policy replica(s) asking {self.options} were not "
                     f"serving within boot_timeout={self.boot_timeout} s (killed)"
                 ) from None
@@ -190,7 +195,7 @@ def replica_urls(name: str, address: str | None = None) -> list[str]:
     )
     if not ours:
         names = sorted({a["name"].rpartition("/")[0] for a in found})
-        raise PlacementError(
+        raise AgentSpecError(
             f"no policy replicas named {name!r} on the Ray cluster; expected actors "
             f"{name}/0.. in namespace {NAMESPACE!r} (PolicyReplicas(..., name={name!r})), "
             f"got {names or 'none'}; fix: start them, or name one of those"
@@ -200,5 +205,5 @@ def replica_urls(name: str, address: str | None = None) -> list[str]:
     urls = [str(u) for u in answers]
     missing = [n for n, u in zip(ours, urls, strict=True) if not u]
     if missing:
-        raise PlacementError(f"policy replicas {missing} are not serving yet; retry")
+        raise AgentSpecError(f"policy replicas {missing} are not serving yet; retry")
     return urls

@@ -80,7 +80,7 @@ class EnvServerActor:
             "node_ip": ray.util.get_node_ip_address(),
             "host": host,
             "ports": self.ports(),
-            "pytest_hud": str(Path(__file__).resolve().parents[1] / "__init__.py"),
+            "pytest_hud": str(Path(__file__).resolve().parents[2] / "__init__.py"),
         }
 
     def ports(self) -> list[tuple[str, int]]:
