@@ -359,3 +359,59 @@ async def test_container_dying_mid_episode_says_how_with_its_log_tail(client, im
     assert res.error_type == "SubstrateError" and res.phase == "agent", res.error
     assert f"container {killed[0]} exited with code 137" in res.error, res.error
     assert "the last lines of its log:" in res.error
+
+
+def _dead_pid() -> tuple[int, str]:
+    """A pid that ran and exited, with its start time (as an intent file names it)."""
+    proc = subprocess.Popen(["sleep", "30"])
+    start = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    proc.kill()
+    proc.wait()
+    return proc.pid, start
+
+
+def test_a_create_finished_after_its_owner_died_is_removed(
+    client, mark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26 #1: a worker killed while the engine served its create leaves an intent
+    file; the engine completes the create after the reap. settle_intents waits on the
+    engine's event stream for that create and removes its container; an intent of a live
+    process is left alone, and the dead one's file is gone afterwards."""
+    import threading
+
+    from pytest_hud.runtime.docker.intents import INTENT_LABEL, settle_intents
+
+    monkeypatch.setenv("PYTEST_HUD_INTENTS", str(tmp_path))
+    folder = tmp_path / "pytest-hud-creates"
+    folder.mkdir()
+    pid, start = _dead_pid()
+    dead = f"{pid}.{start}.deadbeef0001"
+    (folder / dead).touch()
+    mine = f"{os.getpid()}.0.alive0000001"
+    (folder / mine).touch()
+    removed: list[str] = []
+    settler = threading.Thread(target=lambda: removed.extend(settle_intents(client, timeout=120)))
+    settler.start()
+    # the engine finishing the dead worker's create, after the settle began
+    late = client.containers.create(
+        DEFAULT_BASE, ["sleep", "60"], labels={**mark, INTENT_LABEL: dead}
+    )
+    settler.join(timeout=180)
+    assert not settler.is_alive(), "settle_intents did not return within its bound"
+    assert removed == [late.id]
+    assert leftovers(client, mark["pytest-hud.test"]) == []
+    assert sorted(p.name for p in folder.iterdir()) == [mine]
+
+
+def test_creates_leave_no_intent_behind(client, mark, tmp_path: Path, monkeypatch) -> None:
+    from pytest_hud.runtime.docker.intents import INTENT_LABEL, create_container
+
+    monkeypatch.setenv("PYTEST_HUD_INTENTS", str(tmp_path))
+    container = create_container(
+        client, {"image": DEFAULT_BASE, "command": ["true"], "labels": mark}
+    )
+    try:
+        assert container.labels[INTENT_LABEL].startswith(f"{os.getpid()}.")
+        assert list((tmp_path / "pytest-hud-creates").iterdir()) == []
+    finally:
+        container.remove(force=True)

@@ -93,9 +93,11 @@ class CrashMixin(SessionState):
         left alone. Other runtimes' children die with their worker (lifeline)."""
         if self.is_worker or not self.options.runtime.startswith("docker"):
             return
+        from pytest_hud.runtime.docker.intents import settle_intents
         from pytest_hud.runtime.docker.owners import reap_containers
 
         try:
             reap_containers()
+            settle_intents()  # creates a killed worker left in flight at the engine
         except Exception as exc:  # no engine reachable: nothing of ours can be running
             self.__dict__["reap_error"] = f"{type(exc).__name__}: {exc}"

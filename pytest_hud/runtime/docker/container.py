@@ -45,6 +45,7 @@ from pytest_hud.runtime.docker.engine import (
     _sdk,
     _settled,
 )
+from pytest_hud.runtime.docker.intents import create_container
 from pytest_hud.runtime.docker.owners import _reap_once, owner_labels
 from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.provider import Runtime
@@ -271,7 +272,7 @@ class _DockerSubstrate(PingedSubstrate):
         self.kwargs = provider.create_kwargs(task, self.image, module)
 
     async def start(self) -> None:
-        create = functools.partial(self.provider.client().containers.create, **self.kwargs)
+        create = functools.partial(create_container, self.provider.client(), self.kwargs)
         self.container = await _settled(create, undo=_force_remove)
         try:
             await _settled(self.container.start)

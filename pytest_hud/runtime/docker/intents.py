@@ -1,0 +1,113 @@
+"""Creates in flight: a container whose create the engine finishes after its owner died.
+
+A process killed while ``containers.create`` is in flight (an xdist worker SIGKILLed by
+its interrupted controller) cannot remove the container the engine goes on to create,
+and a reap that runs before the engine finishes finds nothing. So every create first
+writes an intent file (owner pid and start time, a random name) and labels the container
+with that name; the file is removed when the call returns. :func:`settle_intents`, run
+by whoever tears down after such a death (the controller at unconfigure), takes the
+files whose owner is dead, waits on the engine's event stream (bounded) for the creates
+they name, and removes what they produce.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pytest_hud.runtime.docker.engine import LABEL, _client, _force_remove
+from pytest_hud.runtime.docker.owners import _owner_alive, _proc_start
+
+__all__ = ["INTENT_LABEL", "create_container", "settle_intents"]
+
+log = logging.getLogger(__name__)
+
+INTENT_LABEL = f"{LABEL}.intent"
+#: how long an intent file may name a create the engine may still be serving; older
+#: ones are looked up once, not waited for (the engine's event history is finite)
+RECENT = 120.0
+
+
+def _folder() -> Path:
+    return Path(os.environ.get("PYTEST_HUD_INTENTS") or tempfile.gettempdir()) / (
+        "pytest-hud-creates"
+    )
+
+
+def create_container(client: Any, kwargs: dict[str, Any]) -> Any:
+    """``client.containers.create(**kwargs)`` behind an intent file (blocking)."""
+    folder = _folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    pid = os.getpid()
+    name = f"{pid}.{_proc_start(pid) or 0}.{uuid.uuid4().hex[:12]}"
+    path = folder / name
+    path.touch()
+    labels = {**(kwargs.get("labels") or {}), INTENT_LABEL: name}
+    try:
+        return client.containers.create(**{**kwargs, "labels": labels})
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def _dead(name: str) -> bool:
+    pid, start, _ = [*name.split("."), "", "", ""][:3]
+    labels = {f"{LABEL}.pid": pid, **({f"{LABEL}.pidstart": start} if start != "0" else {})}
+    return not _owner_alive(labels)
+
+
+def settle_intents(client: Any = None, timeout: float = 20.0) -> list[str]:
+    """Remove the containers of creates whose owner died, waiting up to ``timeout`` s for
+    the engine to finish recent ones; returns the removed ids."""
+    folder = _folder()
+    pending = {p.name: p for p in folder.glob("*.*.*") if _dead(p.name)} if folder.is_dir() else {}
+    if not pending:
+        return []
+    client = _client(client)
+    removed: list[str] = []
+
+    def resolve(name: str) -> bool:
+        found = client.containers.list(
+            all=True, sparse=True, filters={"label": f"{INTENT_LABEL}={name}"}
+        )
+        for container in found:
+            with contextlib.suppress(Exception):
+                _force_remove(container)
+                removed.append(container.id)
+        return bool(found)
+
+    now = time.time()
+    for name, path in list(pending.items()):
+        old = now - path.stat().st_mtime > RECENT
+        if resolve(name) or old:
+            pending.pop(name)
+            path.unlink(missing_ok=True)
+    if pending:
+        since = min(p.stat().st_mtime for p in pending.values()) - 1
+        events = client.events(
+            since=int(since),
+            until=int(time.time() + timeout) + 1,
+            filters={"type": "container", "event": "create", "label": INTENT_LABEL},
+            decode=True,
+        )
+        try:
+            for event in events:
+                intent = (event.get("Actor", {}).get("Attributes") or {}).get(INTENT_LABEL)
+                if intent in pending and resolve(intent):
+                    pending.pop(intent).unlink(missing_ok=True)
+                if not pending:
+                    break
+        finally:
+            with contextlib.suppress(Exception):
+                events.close()
+    for name, path in pending.items():  # the engine never created it: nothing to remove
+        log.warning("docker create %s of a dead process never completed; dropping it", name)
+        path.unlink(missing_ok=True)
+    if removed:
+        log.info("removed %d container(s) created after their owner died", len(removed))
+    return removed
