@@ -108,7 +108,7 @@ def error_tree() -> str:
 
     def walk(name: str, depth: int) -> None:
         bases, module, doc = classes[name]
-        builtin = [b for b in bases if b not in classes]
+        builtin = [b for b in bases if b not in classes and b != "Exception"]
         also = f" (also {', '.join(builtin)})" if builtin else ""
         what = f": {doc}" if doc else ""
         lines.append(f"{'    ' * depth}- `{name}`{also}, `{module}`{what}")
