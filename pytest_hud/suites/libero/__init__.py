@@ -1,20 +1,14 @@
-"""LIBERO as a shipped benchmark suite: the env module and its task rows.
+"""LIBERO as a shipped benchmark suite: the env module and its task rows (guide:
+docs/guides/suites.md).
 
-    pytest --pyargs pytest_hud.suites.libero.libero_10 --hud-agent=pi05:/path/to/ckpt
-
-``libero_spatial``, ``libero_object``, ``libero_goal`` and ``libero_10`` ship 10 tasks x
-50 initial states (the benchmark protocol), ``libero_90`` 90 x 10; ``rows(suite,
-init_states)`` returns them for your own tests. One template per task (LIBERO's task
-name), args ``init_state`` and ``seed``; the prompt is the task's instruction; the layout
-is the one lerobot and openpi feed pi0/pi0.5 (:mod:`pytest_hud.suites.libero.sim`).
-
-The sim's stack (``REQUIRES``: robosuite 1.4.0, mujoco 3.17, bddl) clashes with most
-users' (and MetaWorld's mujoco pin), so ``--hud-runtime=docker`` serves this module from
-its own image, built from ``REQUIRES`` and ``APT`` and cached by content (or a venv:
-``scripts/setup --libero``, ``--hud-runtime=subprocess:PYTHON``). Importing it needs only
-pytest-hud's dependencies; libero is imported in the sim process. The cameras are always
-on, so importing runs the rendering preflight (:func:`pytest_hud.doctor.preflight`)
-where MuJoCo is installed. ``PYTEST_HUD_LIBERO_SIZE`` sets the camera size (default 256).
+One package of rows per suite (``libero_spatial``, ``libero_object``, ``libero_goal``,
+``libero_10``: 10 tasks x 50 initial states; ``libero_90``: 90 x 10); ``rows(suite,
+init_states)`` returns them. One template per task, args ``init_state`` and ``seed``, the
+layout lerobot and openpi feed pi0/pi0.5 (:mod:`.sim`). The sim's stack (``REQUIRES``,
+``APT``) clashes with most users', so it runs in its own image under
+``--hud-runtime=docker`` (or its own venv); importing this module needs only pytest-hud's
+dependencies, and runs the rendering preflight where MuJoCo is installed (the cameras are
+always on). ``PYTEST_HUD_LIBERO_SIZE`` sets the camera size (default 256).
 """
 
 from __future__ import annotations

@@ -1,19 +1,14 @@
-"""MetaWorld v3 as a shipped benchmark suite: the env module, its task rows, its expert.
+"""MetaWorld v3 as a shipped benchmark suite: the env module, its task rows, its expert
+(guide: docs/guides/suites.md).
 
-    pytest --pyargs pytest_hud.suites.metaworld.mt10 --hud-agent=metaworld-expert -n 2
-
-``.mt1`` (reach-v3 x its 50 train goals), ``.mt10`` and ``.mt50`` (50 tasks x 2 goals) run
-the same way; ``mt1()``, ``mt10()``, ``mt50()`` return the rows for your own tests. One
-template per task (its id is the task name), args ``variation`` (which of the task's 50
-train goals) and ``seed``; the prompt is the task's instruction (:data:`PROMPTS`); the
-episode ends at success (``info["success"]``, latched) or at metaworld's 500-step limit.
-
-Cameras are off by default (rendering costs far more than physics on a CPU):
-``PYTEST_HUD_METAWORLD_CAMERAS=corner2`` and ``PYTEST_HUD_METAWORLD_SIZE=224`` turn them
-on, or build your own with :func:`make_environment`; then importing runs the rendering
-preflight (:func:`pytest_hud.doctor.preflight`). The Environment declares ``requires=``
-:data:`REQUIRES` and ``apt=`` :data:`APT`, so ``--hud-runtime=docker`` builds an image
-holding metaworld and Mesa's EGL/OSMesa.
+``.mt1`` / ``.mt10`` / ``.mt50`` hold the rows (``mt1()``, ``mt10()``, ``mt50()`` for your
+own tests); one template per task, args ``variation`` (one of the task's 50 train goals)
+and ``seed``; the prompt is the task's instruction (:data:`PROMPTS`); the episode ends at
+success (latched) or metaworld's 500-step limit. Cameras are off by default (rendering
+costs far more than physics on a CPU): ``PYTEST_HUD_METAWORLD_CAMERAS`` and
+``PYTEST_HUD_METAWORLD_SIZE`` turn them on, and then importing runs the rendering
+preflight. ``requires=`` :data:`REQUIRES` and ``apt=`` :data:`APT` let
+``--hud-runtime=docker`` build the image.
 """
 
 from __future__ import annotations
