@@ -259,3 +259,25 @@ def test_no_module_docstring_claims_a_measured_figure() -> None:
         f"{len(offenders)} module docstrings hold measured figures; move them to "
         f"docs/performance.md (bench/_report.py) and keep the contract:\n{listing}"
     )
+
+
+# -- bench/_report.py --------------------------------------------------------------------------
+def test_bench_tables_are_written_once_and_replaced(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("bench_report", ROOT / "bench" / "_report.py")
+    assert spec is not None and spec.loader is not None
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    page = tmp_path / "performance.md"
+    page.write_text("# Performance\n\nhand-written text\n")
+    for value in ("1.0", "2.0"):
+        report.write_table(
+            "demo", "Demo", ["a", "b|c"], [["x", value]], argv=["bench/x.py"], path=page
+        )
+    report.write_table("other", "Other", ["a"], [["y"]], argv=["bench/y.py"], path=page)
+    text = page.read_text()
+    assert text.count("<!-- bench:demo -->") == 1 and "| x | 2.0 |" in text and "1.0" not in text
+    assert "hand-written text" in text and text.index("bench:demo") < text.index("bench:other")
+    assert "- command: `python bench/x.py`" in text and "b\\|c" in text
+    assert re.search(r"- machine: \d+ cores, .+, Python \d", text)
+    with pytest.raises(ValueError, match="lowercase"):
+        report.write_table("Bad Name", "t", ["a"], [], path=page)
