@@ -68,12 +68,17 @@ def _value(attrs: dict[str, Any]) -> str:
 
 
 def table() -> str:
-    lines = ["| option | ini | value | what it does |", "|---|---|---|---|"]
+    """One row per option; its ini key is its flag as ``hud_...`` (said where it is not)."""
+    lines = ["| option | value | what it does |", "|---|---|---|"]
     for row in hud_options():
         flags = ", ".join(f"`{f}`" for f in row["flags"])
-        ini = f"`{row['ini']}`" if row["ini"] else "-"
+        derived = row["flags"][0][2:].replace("-", "_")
+        if row["ini"] is None:
+            flags += " (no ini key)"
+        elif row["ini"] != derived:
+            flags += f" (ini `{row['ini']}`)"
         help_ = row["help"].replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| {flags} | {ini} | {row['value']} | {help_} |")
+        lines.append(f"| {flags} | {row['value']} | {help_} |")
     return "\n".join(lines) + "\n"
 
 
