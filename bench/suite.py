@@ -46,7 +46,10 @@ runs, ``--quiet-wait S`` waits for other load to settle before each run, and
         [--policy diffusion|tiny-diffusion|tiny-act] [--threads T] [--pusht-reps R]
         [--quiet-wait S] [--no-xdist] [--no-novideo] [--sims K] [--ways] [--baseline-tree DIR]
         [--only pusht|metaworld|overhead] [--mw-variations V] [--mw-no-fresh]
-        [--items 1000] [--reps 3] [--keep DIR] [--json PATH]
+        [--items 1000] [--reps 3] [--keep DIR] [--json PATH] [--report]
+
+``--report`` writes the PushT and overhead tables into docs/performance.md
+(bench/_report.py).
 """
 
 from __future__ import annotations
@@ -561,6 +564,47 @@ def overhead(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     return out
 
 
+def report_tables(figures: dict[str, Any], args: argparse.Namespace) -> None:
+    """The PushT widths and the overhead run as tables in docs/performance.md."""
+    from _report import write_table
+
+    pusht_ = figures.get("pusht") or {}
+    for width, runs in pusht_.get("widths", {}).items():
+        base = runs["lerobot-eval"]["wall"]
+        rows = [
+            [
+                name,
+                f"{r['wall']:.1f} s",
+                f"{r['wall'] / base:.2f}",
+                "-" if r.get("busy") is None else f"{r['busy']:.0%}",
+                f"{r['load'][1]:.1f}",
+            ]
+            for name, r in runs.items()
+        ]
+        write_table(
+            f"suite-pusht-w{width}",
+            f"PushT at W={width}: lerobot-eval against the plugin (bench/suite.py)",
+            ["run", "wall", "x lerobot-eval", "policy busy", "others' load (cores)"],
+            rows,
+            note=f"{pusht_.get('policy')}; {args.episodes} episodes, fastest of "
+            f"{args.pusht_reps} interleaved reps.",
+        )
+    over = figures.get("overhead")
+    if over:
+        plain = over["plain pytest, run"]
+        rows = [
+            [name, f"{wall:.2f} s", f"{(wall - plain) * 1000 / args.items:.2f}"]
+            for name, wall in over.items()
+        ]
+        write_table(
+            "suite-overhead",
+            "The plugin's own cost per item (bench/suite.py --only overhead)",
+            ["run", "wall", "ms/item over a plain pytest run"],
+            rows,
+            note=f"{args.items} items, median of {args.reps}.",
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=20)
@@ -613,6 +657,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3, help="overhead: repetitions (median)")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (logs, results)")
     parser.add_argument("--json", metavar="PATH", help="write the figures as JSON")
+    parser.add_argument("--report", action="store_true", help="write docs/performance.md")
     args = parser.parse_args()
 
     if args.threads:
@@ -636,6 +681,8 @@ def main() -> None:
     finally:
         if args.json:
             Path(args.json).write_text(json.dumps(figures, indent=2, default=str))
+        if args.report:
+            report_tables(figures, args)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 

@@ -18,7 +18,9 @@ Servers and clients always run in different processes. Each config warms up,
 then measures a fixed number of steps per client (bounded by a time cap); the
 figures are medians over repetitions.
 
-    python bench/wire.py [--quick] [--json PATH] [--steps N] [--reps R]
+    python bench/wire.py [--quick] [--json PATH] [--steps N] [--reps R] [--report]
+
+``--report`` writes the table into docs/performance.md (bench/_report.py).
 """
 
 from __future__ import annotations
@@ -395,6 +397,31 @@ def print_clients(rows: list[dict[str, Any]]) -> None:
         )
 
 
+def report_table(rows: list[dict[str, Any]], args: Any) -> None:
+    from _report import write_table
+
+    both = args.client == "both"
+    header = ["payload", "clients", "ours/s", "p50 ms", "bare/s", "ours/bare"]
+    table = []
+    for r in rows:
+        o, b = r["ours"], r["bare"]
+        line = [PAYLOAD_LABELS[r["payload"]], r["mode"], fmt_rate(o["steps_per_s"])]
+        line += [f"{o['p50_ms']:.3f}", fmt_rate(b["steps_per_s"]), f"{r['ratio']:.0%}"]
+        if both:
+            w = r["websockets"]["steps_per_s"]
+            line += [fmt_rate(w), f"{o['steps_per_s'] / w:.2f}x"]
+        table.append(line)
+    if both:
+        header += ["websockets client/s", "ours/websockets"]
+    write_table(
+        "wire",
+        "Wire round trips (bench/wire.py)",
+        header,
+        table,
+        note=f"{args.steps} steps a client after {args.warmup} warm-up, median of {args.reps}.",
+    )
+
+
 def check_targets(rows: list[dict[str, Any]]) -> list[str]:
     lines = []
     for r in rows:
@@ -436,6 +463,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="short run: 300 steps, 1 rep")
     parser.add_argument("--json", metavar="PATH", help="write the figures as JSON")
+    parser.add_argument("--report", action="store_true", help="write docs/performance.md")
     parser.add_argument("--steps", type=int, help="measured steps per client (default 3000)")
     parser.add_argument("--warmup", type=int, help="warm-up steps per client (default 200)")
     parser.add_argument("--reps", type=int, help="repetitions, median reported (default 3)")
@@ -479,6 +507,8 @@ if __name__ == "__main__":
     for line in check_targets(rows):
         print(line)
     print(f"\n({time.perf_counter() - t:.0f} s)")
+    if args.report:
+        report_table(rows, args)
     if args.json:
         out.update(
             steps=args.steps,

@@ -1,13 +1,9 @@
 """A package's exports, imported on first use (PEP 562), declared once as plain imports.
 
-Why: every process pytest-hud starts imports the package first: an env server in a
-container, each sim, each zygote. Eagerly, ``import pytest_hud.serve`` imported every
-runtime (Docker, Modal, Ray, Daytona glue) and the whole agent stack: 0.38 s of CPU in the
-bench image (``python -X importtime``), paid two or three times per fresh container,
-where a boot's CPU (not its latency) bounds how many the warm pool can hide on 2 cores.
-
-A package writes its exports as ordinary ``from X import a, b`` lines under ``if
-TYPE_CHECKING:`` (type checkers and readers see them as imports), then::
+Every process pytest-hud starts (an env server, each sim, each zygote) imports the package
+first; importing every runtime and the agent stack eagerly would make each fresh
+substrate's boot pay for code it never uses. A package writes its exports as ordinary
+``from X import a, b`` lines under ``if TYPE_CHECKING:``, then::
 
     __getattr__, __dir__ = exports(__name__, __file__)
 

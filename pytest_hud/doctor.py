@@ -1,25 +1,16 @@
 """Rendering preflight: which MuJoCo GL backends work here, and the fix for those that don't.
 
 ``python -m pytest_hud doctor`` probes each backend (egl, osmesa, glfw) in a fresh
-subprocess with a bounded timeout: it renders one 32x32 frame of a tiny MJCF scene
-and checks the pixels are not blank. A fresh process per backend matters because
-MuJoCo and PyOpenGL bind their GL platform once, at import, from ``MUJOCO_GL`` and
-``PYOPENGL_PLATFORM``. Exit code 0 when at least one headless backend (egl, osmesa)
-renders. Measured here (2 cores, Mesa llvmpipe): a probe takes ~1.5 s, a 224x224
-MetaWorld frame ~90-240 ms with either headless backend.
+subprocess, bounded, rendering one 32x32 frame of a tiny MJCF scene and checking it is not
+blank (a fresh process each, because MuJoCo and PyOpenGL bind their GL platform once, at
+import). Exit code 0 when a headless backend (egl, osmesa) renders.
 
-``preflight()`` is the same check for a sim that boots with cameras: it picks the
-backend (``MUJOCO_GL`` if set, else the first headless one that renders), exports
-it for the sim processes spawned afterwards, and raises one :class:`RenderError`
-naming the fix instead of letting every episode crash inside the renderer. Results
-are cached per process. Where MuJoCo is not installed at all, it probes nothing and
-returns None: the module was imported only for its declarations (``python -m pytest_hud
-image build`` on a host without MuJoCo, or collection on a host whose suite runs in its
-own image or venv), and it is imported again, and probed, where its sims run.
-
-``PYTEST_HUD_GL_HIDE=libEGL,libOSMesa`` makes the probe's ``dlopen`` of those
-libraries fail, as on a machine without the Debian packages (tests use it; removing
-the packages would break everyone else on the machine).
+``preflight()`` is the same check for a sim booting with cameras: it picks the backend
+(``MUJOCO_GL`` if set, else the first headless one that renders), exports it for the sims
+spawned after, and raises one :class:`RenderError` naming the fix. Cached per process;
+where MuJoCo is absent it probes nothing and returns None (the module was imported only
+for its declarations). ``PYTEST_HUD_GL_HIDE=libEGL,libOSMesa`` makes the probe's
+``dlopen`` of those libraries fail, as on a machine without them (for tests).
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Worker threads that never hold the process hostage, and a record of the ones given up on.
 
-A model forward can wedge (a CUDA call that never returns, a deadlocked tokenizer).
-``concurrent.futures.ThreadPoolExecutor`` — asyncio's default executor included —
-joins every worker at interpreter exit, so one wedged forward kept a finished
-session alive for ~2.5 minutes after ``--hud-timeout`` had already reported it.
-:class:`DaemonExecutor` runs work on daemon threads that exit does not wait for.
-
-When a caller stops waiting for a call that is still running (a rollout timeout
-cancels it), the call is *abandoned*: its thread keeps running. :func:`abandon`
-records it and :func:`abandoned` lists those still running, so a report can say
-that a thread was left behind and what it was doing.
+A model forward can wedge (a CUDA call that never returns, a deadlocked tokenizer), and
+``ThreadPoolExecutor`` (asyncio's default executor included) joins every worker at
+interpreter exit, keeping a finished session alive. :class:`DaemonExecutor` runs work on
+daemon threads that exit does not wait for. A call still running when its caller stops
+waiting (a rollout timeout) is *abandoned*: :func:`abandon` records it and
+:func:`abandoned` lists those still running, so a report can name what was left behind.
 """
 
 from __future__ import annotations

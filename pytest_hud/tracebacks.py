@@ -1,14 +1,12 @@
 """Traceback text that never calls ``ast.parse``, for threads other than pytest's.
 
-Python 3.11's ``traceback`` module parses each frame's source line with ``ast.parse``
-to place the ``^^^^`` carets. CPython 3.11.7's AST constructor keeps a recursion
-counter that is not safe across threads: while the rollout loop thread formatted
-tracebacks (``traceback.format_exc()`` for each erroring rollout) and pytest's main
-thread parsed source for its reports, the session died with ``INTERNALERROR
-SystemError: AST constructor recursion depth mismatch`` after 143-298 of 1,360
-erroring items (issue 12 #2, 2 of 2 runs). Everything pytest-hud formats off the
-main thread goes through :func:`format_exc` / :func:`format_exception`, which give
-the same frames, source lines, chained causes and exception line, without carets.
+Python 3.11's ``traceback`` parses each frame's source line with ``ast.parse`` to place
+its carets, and CPython 3.11.7's AST constructor keeps a recursion counter that is not
+thread-safe: formatting tracebacks on the rollout loop thread while pytest's main thread
+parsed source killed sessions with ``SystemError: AST constructor recursion depth
+mismatch`` (issue 12 #2). Everything pytest-hud formats off the main thread goes through
+:func:`format_exc` / :func:`format_exception`: the same frames, source lines, chained
+causes and exception line, without carets.
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
 """Checkpoint comparison over results JSONs (``--hud-results``), per task and overall.
 
-``python -m pytest_hud compare base.json new.json [more.json]``: every later run is
-compared with the first. Per task (env and template, non-seed args kept apart, seeds
-and repeats pooled): both success rates with Wilson 95% intervals, the difference with
-Newcombe's interval, and an exact p-value -- McNemar on paired seeds when both runs ran
-exactly the same seeded episodes of that task, else Fisher's exact test -- and a
-verdict at ``alpha``. ``--fail-on-drop PP`` exits 1 when any task dropped significantly
-by at least PP percentage points; ``--plot PATH`` writes the PNG (see ``compare_plot``).
-Rates count graded episodes (no error), expected failures included: an xfail mark
-belongs to one checkpoint, a comparison must not drop its episodes.
+``python -m pytest_hud compare base.json new.json [more.json]`` compares every later run
+with the first, per task (env and template, non-seed args kept apart, seeds and repeats
+pooled): both rates with Wilson 95% intervals, the difference with Newcombe's interval,
+an exact p-value (McNemar when both ran the same seeded episodes, else Fisher) and a
+verdict at ``alpha``. ``--fail-on-drop PP`` exits 1 on a significant drop of at least PP
+points; ``--plot PATH`` writes the PNG. Rates count graded episodes, expected failures
+included: an xfail belongs to one checkpoint, a comparison must not drop its episodes.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Exact tests and intervals for comparing two success rates, in pure Python.
 
-Exact p-values from ``math.comb`` (no scipy needed to compare two results files; the
-tests check them against scipy): Fisher's exact test for two independent samples and
-the exact McNemar test for paired ones (the same seeds run by both checkpoints).
-Intervals for the difference are Newcombe's hybrid score intervals built from Wilson
-intervals: method 10 of Newcombe (1998), "Interval estimation for the difference
-between independent proportions: comparison of eleven methods", Stat. Med. 17:873-890,
-and its paired form, method 10 of Newcombe (1998), "Improved confidence intervals for
-the difference between binomial proportions based on paired data", Stat. Med.
-17:2635-2650. Both keep near-nominal coverage at the small n and extreme rates of
-robot evaluation, where the Wald interval does not.
+Exact p-values from ``math.comb`` (no scipy needed): Fisher's exact test for independent
+samples and the exact McNemar test for paired ones (the same seeds run by both
+checkpoints). Intervals for the difference are Newcombe's hybrid score intervals from
+Wilson intervals (method 10 of Newcombe 1998, Stat. Med. 17:873-890, and its paired form,
+Stat. Med. 17:2635-2650), which keep near-nominal coverage at robot evaluation's small n
+and extreme rates, where the Wald interval does not.
 """
 
 from __future__ import annotations

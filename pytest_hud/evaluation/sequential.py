@@ -1,21 +1,15 @@
 """Anytime-valid sequential gates: decide after each episode, stop once the answer is known.
 
-Two gates, each with the fixed-n test it replaces:
+* :class:`ThresholdGate`: is the task's success rate above or below the bar? Two
+  one-sided beta-mixture tests (H0: p <= bar and H0: p >= bar, each at alpha/2;
+  :mod:`pytest_hud.evaluation.mixture`), so the gate errs at p == bar with probability at
+  most alpha however often it looks.
+* :class:`BaselineGate`: is the candidate worse than the baseline on paired outcomes
+  (same seed, both checkpoints)? TRI's STEP test (``sequentialized-barnard-tests``),
+  mirrored so a significantly better candidate stops early too.
 
-* :class:`ThresholdGate` -- "is this task's success rate above or below the bar?"
-  One-sided beta-mixture likelihood ratios (Robbins 1970; boundaries and citations in
-  :mod:`pytest_hud.evaluation.mixture`): one tests H0: p <= bar, the other H0:
-  p >= bar, each at alpha/2. Either side deciding at p == bar is an error, so the gate
-  errs there with probability at most alpha, however often it is looked at. No PyPI
-  package fits: ``confseq`` is a C++ sdist last released 2023, ``expectation`` needs
-  Python 3.12, ``savvi`` tests multinomial point nulls and pulls cvxpy.
-* :class:`BaselineGate` -- "is the candidate worse than the baseline?" on paired
-  outcomes (same seed, both checkpoints), with TRI's STEP test (Snyder et al., RSS 2025,
-  arXiv:2503.10966) from ``sequentialized-barnard-tests``, mirrored so a significantly
-  better candidate stops early too.
-
-:class:`FixedThresholdGate` is the exact binomial test at the same alpha (split the
-same way), the yardstick in ``bench/stats.py``.
+:class:`FixedThresholdGate` is the exact binomial test at the same alpha, the yardstick
+in ``bench/stats.py``.
 """
 
 from __future__ import annotations

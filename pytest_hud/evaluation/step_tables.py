@@ -1,15 +1,12 @@
 """STEP decision tables for the paired baseline gate, kept in a cache this project controls.
 
-``sequentialized-barnard-tests`` (TRI's STEP, Snyder et al., RSS 2025,
-arXiv:2503.10966) ships decision tables only for ``n_max`` 200 and 500 at alpha 0.05.
-For any other setting its ``StepTest`` runs a synthesis script on first use and writes
-the table *into site-packages*; in a read-only install that write fails and every
-later ``step`` silently returns ``FailToDecide``. The library has no path option, so
-this module finds a table in (1) the package's shipped set, (2) our cache directory
-(``$PYTEST_HUD_CACHE/step``, default ``~/.cache/pytest-hud/step``), or (3) synthesizes
-it in-process with the library's own ``run_step_policy_synthesis`` (measured 1.9 s for
-``n_max`` 60, 3-6 s for 100-200 on this machine) and stores it in that cache. The gate
-hands the table to the test object, so the library never touches the file system.
+``sequentialized-barnard-tests`` (TRI's STEP, Snyder et al., RSS 2025) ships tables only
+for ``n_max`` 200 and 500 at alpha 0.05 and otherwise writes a synthesized table *into
+site-packages*, which fails in a read-only install and leaves every later ``step``
+returning ``FailToDecide``. So a table is found in (1) the package's shipped set, (2)
+``$PYTEST_HUD_CACHE/step`` (default ``~/.cache/pytest-hud/step``), or (3) synthesized
+in-process with the library's own ``run_step_policy_synthesis`` and stored in that cache.
+The gate hands the table to the test object: the library never touches the file system.
 """
 
 from __future__ import annotations

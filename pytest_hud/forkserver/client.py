@@ -1,19 +1,14 @@
 """Ask a zygote for a ``python -m MODULE`` child instead of booting a new interpreter.
 
 :func:`spawn` returns a :class:`ForkedProcess` (what :class:`pytest_hud.process.Child`
-needs of an ``asyncio.subprocess.Process``: ``pid``, ``returncode``, ``stdin``,
-``stdout``, ``wait()``) or None, and None always means "spawn it plainly": fork is
-off (``PYTEST_HUD_FORK=0``), unavailable (no ``os.pidfd_open`` / ``socket.send_fds``),
-the argv is not ``[python, "-m", module, ...]``, or the zygote refused, died or did not
-answer within a bound. A plain spawn is never worse than before, and nothing waits
-forever on a zygote.
+needs of a process) or None, and None always means "spawn it plainly": fork is off
+(``PYTEST_HUD_FORK=0``) or unavailable, the argv is not ``[python, "-m", module, ...]``,
+or the zygote refused, died or did not answer within a bound. Nothing waits forever.
 
-This process owns one zygote per (interpreter, environment): booted on first use (a
-thread waits for it, bounded), stopped at exit (:func:`shutdown`, also ``atexit``) and
-tied to us by its stdin lifeline. A process a zygote forked (an env server of the
-subprocess runtime) finds that zygote's address in ``$PYTEST_HUD_FORKSERVER`` and asks it
-for its own children (sims) rather than owning one. ``$PYTEST_HUD_FORK_PRELOAD`` names
-extra modules a zygote imports (an env's heavy imports: ``mujoco,metaworld``).
+This process owns one zygote per (interpreter, environment): booted on first use, stopped
+at exit and tied to us by its stdin lifeline. A process a zygote forked finds its address
+in ``$PYTEST_HUD_FORKSERVER`` and asks it for its own children. ``$PYTEST_HUD_FORK_PRELOAD``
+names extra modules to import up front.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """What a zygote learns from its children: the library modules they had to import.
 
-The zygote preloads pytest_hud's sim program, the gym bridge and the env server; an env's
-own heavy imports (``mujoco``, ``gym_pusht``, ``metaworld``) are known only once a child
-ran it. A forked child that exits normally reports the modules it imported that live in
-the interpreter's libraries (site-packages, the standard library), never the user's own
-files, which every child still imports fresh; the zygote imports them before its next
-fork, so the next child starts with them loaded.
-
-Not learned: packages that start threads or open GL contexts at import or on use
-(:data:`DENY`), and, in the zygote, any module whose import started a thread (the zygote
-then stops forking and the owner boots a new zygote told to deny that module).
+An env's heavy imports (``mujoco``, ``gym_pusht``, ``metaworld``) are known only once a
+child ran it. A forked child that exits normally reports the modules it imported from the
+interpreter's libraries (site-packages, the standard library; never the user's files,
+which every child imports fresh), and the zygote imports them before its next fork. Not
+learned: packages that start threads or open GL contexts (:data:`DENY`), and any module
+whose import started a thread in the zygote (it then stops forking, and the owner boots a
+new zygote told to deny that module).
 """
 
 from __future__ import annotations

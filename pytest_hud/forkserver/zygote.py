@@ -1,25 +1,17 @@
 """The zygote: a clean, pre-imported interpreter that forks ``python -m MODULE`` children.
 
-A sim process spent ~0.55 s of its ~0.6 s boot importing (numpy, asyncio, gymnasium,
-websockets and pytest_hud itself, measured with ``-X importtime`` on a quiet 2-core
-machine); running ``-m pytest_hud.robot.sim.program`` on top of those imports costs a few
-ms. The zygote pays the imports once: it is spawned cleanly (fork+exec, never forked
-from pytest), imports the preload set, then serves requests on a Unix socket
-(SOCK_SEQPACKET, mode-0700 directory). A request is one message: JSON ``{"module",
-"args", "env", "cwd"}`` plus two file descriptors (the child's stdin and its
-stdout/stderr); the reply is ``{"pid": N}`` (or ``{"refused": why}``), and later, on the
-same connection, ``{"exit": returncode}`` once the zygote reaped the child.
+Spawned cleanly (fork+exec, never forked from pytest), it imports the preload set, then
+serves requests on a Unix socket (SOCK_SEQPACKET, mode-0700 directory). A request is JSON
+``{"module", "args", "env", "cwd"}`` plus two file descriptors (the child's stdin and its
+stdout/stderr); the reply is ``{"pid": N}`` (or ``{"refused": why}``), then, on the same
+connection, ``{"exit": returncode}`` once the child is reaped.
 
-The forked child becomes what ``python -m MODULE ARGS`` would have been: its own
-session (``setsid``, so ``killpg(pid)`` reaches it), the given fds as 0/1/2, the given
-environment, cwd and ``sys.path``, default signal handlers, numpy's global RNG reseeded
-(``random`` reseeds itself at fork), then ``runpy`` runs the module as ``__main__``.
-
+The child becomes what ``python -m MODULE ARGS`` would have been: its own session
+(``setsid``), the given fds as 0/1/2, environment, cwd and ``sys.path``, default signal
+handlers, numpy's global RNG reseeded, then ``runpy`` runs the module as ``__main__``.
 Fork safety: the zygote is single-threaded in Python (it refuses to fork otherwise) and
-never creates an event loop, GL context or socket besides its own; OpenBLAS's worker
-thread (numpy) is shut down and restarted around fork by OpenBLAS's own atfork handlers.
-Lifetime: it exits when its stdin (the lifeline from its owner) closes, after its
-children exited (their own lifelines end them) or, past a bound, after SIGKILL.
+creates no event loop, GL context or socket besides its own. It exits when its stdin (the
+lifeline) closes, after its children exited or, past a bound, after SIGKILL.
 """
 
 from __future__ import annotations

@@ -1,24 +1,19 @@
 """Batching: many concurrent rollouts, one shared model, one stacked forward per tick.
 
 ``BatchedModel`` queues concurrent ``ainfer`` rows and runs them as one ``[N, ...]``
-forward once every live rollout has queued (or ``max_wait_s`` after the first row,
-or at ``batch_size``), then scatters the rows back. Rollouts whose sims step alone
-(:data:`~pytest_hud.robot.agent.agent.STEPS_ALONE`: no barrier between slots) may run in
-two halves instead: a forward starts once half of them have queued, and the other half
-steps its sims meanwhile, so the policy is not idle while sims step. Whether they do is
-checked by measuring (:mod:`pytest_hud.robot.agent.split`, ``split="auto"``): halves pay
-a forward's fixed cost twice, which can eat what the overlap saves on one CPU thread
-(PushT at W=10, 28.5M diffusion: 98% busy in halves against 66% in one batch, 40.3 s
-against 43.4 s, with 18% more CPU), while on a GPU two forwards of 5 rows cost about one
-of 10. Below ``split_from`` live rollouts (default 8) they never split: a forward's fixed
-cost (~0.13 s here: 1 row 0.21 s, 3 rows 0.37 s, 5 rows 0.44 s) outweighs the shorter
-stepping it would hide (two forwards of 3 and 2 rows cost 0.68 s against 0.44 s for one
-of 5).
+forward once every live rollout has queued (or ``max_wait_s`` after the first row, or at
+``batch_size``), then scatters the rows back. Rollouts whose sims step alone
+(:data:`~pytest_hud.robot.agent.agent.STEPS_ALONE`) may run in two halves instead: a
+forward starts once half have queued while the other half steps, so the policy is not
+idle while sims step. Halves pay a forward's fixed cost twice, so whether they run is
+decided by measuring (:mod:`pytest_hud.robot.agent.split`), and never below
+``split_from`` live rollouts (default 8), where that fixed cost outweighs the stepping
+it would hide.
 
-A failing forward is rerun row by row, so only the callers whose own rows raise get
-the error. ``BatchedAgent`` wraps a RobotAgent: it runs it with the batched model and
-tells that how many rollouts are live, so the batch is as wide as whatever is in
-flight and the tail of a suite never waits for stragglers.
+A failing forward is rerun row by row, so only the callers whose own rows raise get the
+error. ``BatchedAgent`` wraps a RobotAgent: it runs it with the batched model and tells
+that how many rollouts are live, so the batch is as wide as what is in flight and a
+suite's tail never waits for stragglers.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Resolve a Hugging Face Hub checkpoint id without waiting on an unreachable hub.
 
-Offline, ``from_pretrained("lerobot/pi05_libero_finetuned")`` does not fail fast:
-huggingface_hub retries its requests with backoff, which cost ~21 s per attempt here
-and, once per test item, 4 min 40 s for a 13-item session before the first error. So a
-hub id is first looked up in the local hub cache (no network); when it is not there we
-fail at once if the hub is off (``HF_HUB_OFFLINE``), if its host name does not resolve
-(one lookup, bounded) or if one connect to it fails (bounded, no retries), and only
-otherwise leave the download to lerobot.
+Offline, ``from_pretrained`` does not fail fast: huggingface_hub retries with backoff,
+once per test item. So a hub id is first looked up in the local hub cache (no network);
+when it is not there we fail at once if the hub is off (``HF_HUB_OFFLINE``), if its host
+name does not resolve (one lookup, bounded) or if one connect to it fails (bounded, no
+retries), and only otherwise leave the download to lerobot.
 """
 
 from __future__ import annotations

@@ -1,27 +1,19 @@
 """LeRobot checkpoints as Models and agents (lerobot 0.4.x).
 
 ``LeRobotModel`` runs a policy through its own pre/post-processor pipelines, as
-``lerobot-eval`` and LeRobot's async policy server do, so a checkpoint acts here as it
-does upstream. ``lerobot_agent(path_or_repo)`` loads any checkpoint folder or hub id
-into a RobotAgent; ``pi05_agent`` is the pi0.5 LIBERO preset. torch and lerobot are
-imported only when one of these is used, so ``import pytest_hud`` never needs them.
+``lerobot-eval`` does, so a checkpoint acts here as it does upstream.
+``lerobot_agent(path_or_repo)`` loads a checkpoint folder or hub id into a RobotAgent;
+``pi05_agent`` is the pi0.5 LIBERO preset. torch and lerobot are imported only when one of
+these is used, so ``import pytest_hud`` never needs them.
 
-Models are stateless (one forward per call, any rows from any rollouts), which shapes
-two things:
-
-- Policies that condition on an observation history (Diffusion, VQ-BeT: ``n_obs_steps >
-  1``) get it from the agent: each row carries the episode's last ``n_obs_steps``
-  observations (``Model.n_obs_steps``), each goes through the preprocessor and into the
-  policy's queues in order, as ``select_action`` would have put them there. A row
-  without that axis (a plain call, a remote openpi client) is the current observation
-  repeated, which is what LeRobot feeds a policy at the first step of an episode.
-- The chunk returned is the policy's whole predicted chunk (e.g. ACT's ``chunk_size``);
-  the agent keeps the first ``n_action_steps`` of it, as ``select_action`` does
-  (``lerobot_agent`` sets ``chunk_size`` to that), or blends chunks with an Ensembler.
-
-All torch work (loading a checkpoint and every forward) runs on one thread,
-:func:`torch_thread`: here a forward on another thread than the one that loaded the
-policy took 1.8x as long (0.34 s against 0.19 s for a batch-4 diffusion forward).
+Models are stateless, so: a policy with an observation history (``n_obs_steps > 1``) gets
+each row's last ``n_obs_steps`` observations from the agent, fed into its queues in order
+as ``select_action`` would (a row without that axis is the current observation repeated,
+as at an episode's first step); and the chunk returned is the policy's whole predicted
+chunk, of which the agent keeps the first ``n_action_steps`` (or blends chunks with an
+Ensembler). All torch work (loading and every forward) runs on one thread,
+:func:`torch_thread`, the one that loaded the policy: forwards on another thread are
+slower.
 """
 
 from __future__ import annotations

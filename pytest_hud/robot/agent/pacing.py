@@ -1,19 +1,13 @@
 """Pacing: how long a batch may wait for the live rollouts that have not queued yet.
 
-A rollout that runs a chunk of actions asks the policy again once its sim has stepped
-them. Rollouts on different sims (``--hud-shared`` over sims of fewer slots than the
-width, or several vectorized substrates) reach that point at different times, and a
-fixed wait (``max_wait_s``, 50 ms) then splits every forward in two for good: the half
-that arrives first runs alone, the other half steps meanwhile and arrives while the
-forward runs, so it runs alone next. Measured on PushT (28.5M diffusion, one torch
-thread, 2 sims of 5 copies on 2 cores): 76 forwards of 5 rows and a 41.0 s episode
-against 37 forwards of 10 and 31.9 s once each forward waited for the other half.
-
-:class:`Arrivals` predicts when a missing rollout will ask: when its last chunk was
-answered plus how long rollouts take to step a chunk (a running mean of what was seen).
-A batch waits for the missing rollouts when every one of them is predicted to ask within
-one forward's time (a running mean too): starting without them would make them wait that
-long anyway and then cost a second forward. Otherwise it keeps the fixed wait.
+Rollouts on different sims reach their next chunk at different times, and a fixed wait
+(``max_wait_s``) then splits every forward in two for good: the half that arrives first
+runs alone while the other steps, arrives during the forward, and runs alone next.
+:class:`Arrivals` predicts when a missing rollout will ask (its last answer plus the
+running mean of how long rollouts take to step a chunk). A batch waits for the missing
+rollouts when each is predicted to ask within one forward's time (a running mean too):
+starting without them would make them wait that long anyway and cost a second forward.
+Otherwise it keeps the fixed wait.
 """
 
 from __future__ import annotations

@@ -1,25 +1,17 @@
 """PolicyServer: serve any in-process Model on the openpi policy-server protocol.
 
-Wire-compatible with openpi's ``WebsocketPolicyServer``, so ``openpi_client``'s
-``WebsocketClientPolicy`` and our :class:`~pytest_hud.robot.agent.remote.RemoteModel` both
-drive it: on connect the server sends the packed metadata map; every binary
-observation frame is answered with ``{"actions": [T, A], "server_timing": {"infer_ms",
-"prev_total_ms"}}``. A request that fails gets the traceback as a text frame and its
-connection is closed with 1011, as openpi does; other connections carry on.
-``GET /healthz`` answers 200 ``OK``.
+Wire-compatible with openpi's ``WebsocketPolicyServer`` (``openpi_client`` and our
+:class:`~pytest_hud.robot.agent.remote.RemoteModel` both drive it): the metadata map on
+connect, then each observation frame answered with ``{"actions": [T, A], "server_timing":
+{...}}``; a failing request gets its traceback as a text frame and a 1011 close, other
+connections carry on; ``GET /healthz`` answers 200 ``OK``. The protocol carries no
+contract, so a model sized from the env's action space (``zero``, ``random``) needs one
+(``--contract contract.json``).
 
-The openpi protocol carries no contract, so a model that sizes its actions from the
-env's action space (``zero``, ``random``) needs one given to the server
-(``contract=``, ``--contract contract.json``): the server binds the model to it once.
-
-Unlike openpi's server it batches: every connection is a live rollout of one
-:class:`~pytest_hud.robot.agent.batching.BatchedModel` (``session()`` per connection), so
-requests that arrive together from many connections run as one ``model.infer``
-forward (once every connection has a request queued, or ``max_wait_s`` after the
-first, or at ``batch_size``). A forward that raises is rerun row by row: only the
-connection whose row raises gets the error (and the 1011 close).
-
-Sharing one set of weights across ``pytest -n 8`` workers::
+Unlike openpi's it batches: each connection is a live rollout of one
+:class:`~pytest_hud.robot.agent.batching.BatchedModel`, so requests from many connections
+run as one forward, and a forward that raises is rerun row by row. One set of weights for
+``pytest -n 8``::
 
     python -m pytest_hud.robot.policy_server --agent lerobot:ckpt --port 8000
     pytest -n 8 --hud-agent=openpi:127.0.0.1:8000

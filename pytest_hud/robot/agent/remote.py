@@ -1,34 +1,21 @@
 """RemoteModel: a Model that is a client of an openpi policy server.
 
-The openpi protocol (``openpi_client.WebsocketClientPolicy`` against openpi's
-``WebsocketPolicyServer``, or our :class:`~pytest_hud.robot.agent.policy_server.PolicyServer`):
-after the handshake the server sends one metadata frame (a msgpack map); then every
-binary observation frame is answered by one binary frame ``{"actions": [T, A], ...}``
-(extra keys such as ``server_timing`` are ignored). A text frame is the server's
-traceback; openpi then closes the connection with 1011.
+The protocol (openpi's ``WebsocketPolicyServer``, or our
+:class:`~pytest_hud.robot.agent.policy_server.PolicyServer`): one metadata frame after the
+handshake, then each binary observation frame is answered by ``{"actions": [T, A], ...}``;
+a text frame is the server's traceback (openpi then closes with 1011).
 
-One connection per episode. The protocol has no request ids and no batched request,
-so a connection carries one request at a time. RemoteModel opens one connection per
-asyncio task that calls :meth:`ainfer` (the scheduler runs each rollout in its own
-task, and RobotAgent calls ``ainfer`` from the rollout's task) and closes it when that
-task ends. Rationale:
-
-* it is what openpi does: one ``WebsocketClientPolicy`` per robot/episode, and servers
-  may keep per-connection state (task-lifecycle hooks, real-time chunking);
-* concurrent rollouts keep their requests in flight together, which is what lets a
-  batching server (PolicyServer) run them as one forward; serialising every rollout
-  on one shared connection would make them queue behind each other and the server
-  would only ever see batches of one.
+The protocol has no request ids, so a connection carries one request at a time.
+RemoteModel opens one connection per asyncio task that calls :meth:`ainfer` (one per
+rollout) and closes it when the task ends: that is what openpi does (servers may keep
+per-connection state), and it keeps concurrent rollouts' requests in flight together so a
+batching server sees them as one batch. ``infer(batch)`` raises: batch on the server.
 
 A server that goes away and comes back (a restarted replica, a preempted node) is
-reconnected: the rollouts whose connection was lost are errors (their episode cannot
-be resumed mid-way), and a later rollout whose connect is refused retries with
-backoff, logged, for up to ``reconnect`` seconds counted from the first refusal of
-that outage; after that every connect is a single attempt until one succeeds. A
-server never reached is not retried: a wrong url fails at once.
-
-``infer(batch)`` raises: RemoteModel is per-row and cannot back a BatchedModel or
-BatchedAgent. Batch on the server instead (PolicyServer batches across connections).
+reconnected: rollouts whose connection was lost are errors (an episode cannot resume
+mid-way); a later rollout whose connect is refused retries with backoff, logged, for up
+to ``reconnect`` seconds from the outage's first refusal, then single attempts until one
+succeeds. A server never reached is not retried: a wrong url fails at once.
 """
 
 from __future__ import annotations

@@ -1,25 +1,15 @@
 """Split: whether rollouts whose sims step alone run in halves, checked by measuring.
 
-In halves, a forward starts once half of the live rollouts have queued and the other
-half steps its sims meanwhile, so the policy does not wait for them; in one batch, every
-row waits for the slowest sim, but a forward is paid once per chunk instead of twice.
-Which is faster depends on the machine: on a GPU two forwards of 5 rows cost about one
-of 10, so the halves win; on one CPU thread a forward's fixed cost (~0.17 s of 0.35 s for
-5 rows of the 28.5M diffusion policy here) is paid twice, with 18% more CPU, which loses
-wherever the cores are already full. Measured on PushT at W=10 here (bench/suite.py
---ways, one torch thread), the halves were the faster way in every pairing: 40.3 s
-against 43.4 s for one batch, 47.5 s against 50.4 s.
-
-So :class:`Split` runs the halves and checks: after one window of chunks it probes one
-batch for one window, and keeps one batch only if that answered rows ``MARGIN`` faster
-than the halves' window just before it; it probes the other way again every ``REPROBE``
-windows (load changes). A probe is compared with the window next to it in time, never
-with an old one: the rates drift by 20% over one run here (halves 1.26 -> 0.95 chunks/s
-a rollout from the start of a PushT run to its end), so an old window would decide by
-when it ran. Rates are rows answered per second and per live rollout (a rollout ending
-between windows does not tip it), over ``WINDOW`` chunks per live rollout, not counting
-the chunk after a switch (the two halves settle out of phase over one chunk). Ties keep
-the halves: the policy stays busy.
+In halves, a forward starts once half the live rollouts have queued and the other half
+steps meanwhile, so the policy does not wait for sims; in one batch every row waits for
+the slowest sim, but a forward's fixed cost is paid once per chunk instead of twice.
+Which wins depends on the machine (a GPU's forwards are nearly free of batch size; one
+CPU thread's are not), so :class:`Split` runs the halves and, after a window of chunks,
+probes one batch for a window, keeping it only if it answered rows ``MARGIN`` faster than
+the halves' window just before; it probes again every ``REPROBE`` windows. A probe is
+compared only with its neighbour in time, because rates drift over a run. Rates are rows
+answered per second per live rollout over ``WINDOW`` chunks, not counting the chunk
+after a switch; ties keep the halves, so the policy stays busy.
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
-"""Putting episodes into lerobot's files: what :class:`~.writer.DatasetWriter`'s one writer
-thread does, and closing the dataset at the end.
+"""Putting episodes into lerobot's files: what :class:`~.writer.DatasetWriter`'s writer
+thread does, and closing the dataset at the end. Every call of lerobot's writing API lives
+here, apart from the writer's bookkeeping.
 
-Everything that calls lerobot's writing API (``LeRobotDataset.create`` / ``add_frame`` /
-``save_episode`` / ``finalize``, ``push_to_hub``) lives here, apart from the writer's
-bookkeeping (episode indices, schema checks, the commit queue), so that bookkeeping
-reads without lerobot's quirks in the way.
-
-Crash safety: lerobot 0.4.4 writes parquet files whose footer only lands on
-``finalize()``; an unfinalized dataset does not read back. Each episode is therefore
-finalized as soon as it is saved (:func:`write_episode`), with lerobot's file-size limits
-set tiny (``update_chunk_settings``, :func:`open_dataset`) so the next episode starts new
-data / episode-metadata / video files instead of overwriting the closed ones: every
-committed episode is readable even if the process is killed. :func:`close_dataset`
-restores lerobot's default limits in ``meta/info.json``; ``merge_datasets`` repacks files
-to the usual sizes.
+Crash safety: lerobot 0.4.4's parquet footers land only on ``finalize()``, and an
+unfinalized dataset does not read back. So each episode is finalized as soon as it is
+saved, with lerobot's file-size limits set tiny so the next episode starts new files
+instead of overwriting closed ones: every committed episode reads back even if the
+process is killed. :func:`close_dataset` restores the default limits; ``merge_datasets``
+repacks files to the usual sizes.
 """
 
 from __future__ import annotations

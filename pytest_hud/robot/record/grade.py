@@ -1,16 +1,12 @@
 """What the env answered and how the episode was graded, as dataset columns.
 
-Per frame (lerobot's names), what the env answered to that frame's action: ``next.reward``
-(float32; 0 when the env sends no reward), ``next.done`` (the env ended the episode) and
-``next.success`` (True only on the last frame of a successful episode: the wire carries no
-per-tick success, the grade does).
-
-Per episode, its row in ``meta/episodes``: ``grade/success``, ``grade/score``,
-``grade/steps``, ``grade/total_reward``. A ``graded=True`` writer (the plugin's) commits an
-episode only once :class:`Grades` has its grade, because the grade arrives after the
-episode's last tick (the template's second half runs on the env server); it waits at most
-``GRADE_WAIT_S``. Without a grade (an ungraded writer, or grading failed): success False,
-score NaN, steps the frame count and total_reward the sum of ``next.reward``.
+Per frame: ``next.reward`` (float32, 0 when the env sends none), ``next.done`` and
+``next.success`` (True only on a successful episode's last frame: the wire carries no
+per-tick success). Per episode, in ``meta/episodes``: ``grade/success``, ``grade/score``,
+``grade/steps``, ``grade/total_reward``. The grade arrives after the last tick, so a
+``graded=True`` writer commits an episode only once :class:`Grades` has it (waiting at
+most ``GRADE_WAIT_S``); without one: success False, score NaN, the frame count and the
+summed reward.
 """
 
 from __future__ import annotations

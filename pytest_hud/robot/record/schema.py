@@ -1,33 +1,19 @@
-"""The dataset's feature schema: which keys a frame has, their dtypes and shapes, and
-how one observation plus action becomes a frame; the errors recording raises.
+"""The dataset's feature schema: a frame's keys, dtypes and shapes, built from the contract
+at the first episode, and how one observation plus action becomes a frame.
 
-The schema comes from the contract, created at the first episode:
+* image features (rgb/bgr/gray) -> ``observation.images.<camera>`` videos (``video=False``:
+  PNGs), ``<camera>`` the last ``/``- or ``.``-separated part of the name, sanitized; two
+  cameras with one key are an error naming both (``camera_keys=`` overrides). Stored RGB
+  HxWx3 (bgr flipped, gray repeated); depth is not recorded (a warning says so).
+* other observations -> ``observation.state`` (several: flattened and concatenated in
+  contract order, names too); ones named ``environment_state`` -> that feature, which
+  LeRobot's ACT and Diffusion need to act without a camera.
+* the action -> ``action``, float32, exactly what was sent on the wire; the env's answer
+  (``next.reward``/``next.done``/``next.success``) and the grade: :mod:`.grade`.
+* the prompt -> each frame's ``task``; ``control_rate`` -> fps (an integer).
 
-* every image feature (type rgb/bgr/gray) -> ``observation.images.<camera>``, a video
-  (``video=False``: PNG images in the parquet). ``<camera>`` is the LAST component of
-  the feature name split at ``/`` and ``.``, with anything outside ``[A-Za-z0-9_-]``
-  replaced by ``_``: ``pixels`` -> ``observation.images.pixels``, ``pixels/top`` ->
-  ``observation.images.top``, ``observation/image`` -> ``observation.images.image``.
-  Two cameras with one key are an error naming both (``camera_keys={feature: key}``
-  overrides the rule). Frames are stored RGB HxWx3: bgr is flipped, gray repeated.
-  Depth cameras are not recorded (lerobot videos are 8-bit RGB); a warning says so.
-* the non-image observations -> ``observation.state``: the lone state as is; several
-  are flattened and CONCATENATED in contract order, their ``names`` concatenated
-  (a feature without names contributes ``<feature>_<i>``). float32 (float64 if a state
-  declares it). Observations named ``environment_state`` (the last ``/``- or
-  ``.``-separated part) go the same way into ``observation.environment_state`` instead:
-  LeRobot's ACT and Diffusion act without a camera only with that feature.
-* the action -> ``action``, float32: exactly what ``RobotClient`` sent on the wire.
-* what the env answered to it, ``next.reward`` / ``next.done`` / ``next.success``, and
-  the episode's grade in ``meta/episodes``: :mod:`.grade`.
-* the run's prompt -> each frame's ``task``; ``control_rate`` -> fps (``fps=``
-  overrides; lerobot needs an integer); ``robot_type`` -> robot type; ``names`` label
-  the dimensions; shapes the contract leaves out come from the first observation.
-
-Cameras: lerobot 0.4.4 encodes with libsvtav1 (SVT-AV1 3.0 in PyAV's wheel), which
-rejects frames under 4 pixels high and KILLS THE PROCESS (SIGFPE) for frames under 25
-pixels wide (measured: 8x8, 16x16, 24x64 crash; 32x32, 64x25, 4x25 work), so
-``check()`` and the first observation refuse smaller cameras up front.
+lerobot 0.4.4's AV1 encoder rejects frames under 4 px high and kills the process
+(SIGFPE) for frames under 25 px wide, so ``check()`` refuses smaller cameras up front.
 """
 
 from __future__ import annotations

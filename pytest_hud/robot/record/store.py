@@ -1,17 +1,11 @@
-"""Where a dataset lives: reading an existing one's info (and whether a schema may be
-appended to it), probing the folder, importing lerobot's dataset class quietly, and the
-Hugging Face token a push needs.
+"""Where a dataset lives: an existing one's info (and whether a schema may be appended to
+it), the folder check, lerobot's dataset class imported quietly, and the push token.
 
-Destination (constructor arguments win over the environment):
-
-* ``RECORD_DIR``: the dataset root (default ``./data``, resolved against the working
-  directory when the writer is made). A folder holding ``meta/info.json`` is an
-  existing dataset: new episodes are APPENDED to it (lerobot's resume path) when its
-  fps, robot type and features match, else it is refused. Any other non-empty folder
-  is refused; pick another with ``--hud-record=OTHER_DIR`` / ``RECORD_DIR``.
-* ``HF_REPO``: push the finalized dataset there (``user/name``; a bare namespace
-  gets the root folder's name); needs a token (``HF_TOKEN``). ``HF_PRIVATE=1``:
-  push it private.
+``RECORD_DIR`` (or the constructor) is the root, default ``./data``. A folder holding
+``meta/info.json`` is an existing dataset: episodes are appended when its fps, robot type
+and features match, else it is refused, as is any other non-empty folder. ``HF_REPO``
+pushes the finalized dataset (``user/name``; a bare namespace takes the folder's name),
+with ``HF_TOKEN``; ``HF_PRIVATE=1`` makes it private.
 """
 
 from __future__ import annotations

@@ -1,27 +1,17 @@
 """Record rollouts into one LeRobot v3 dataset (merging per-worker datasets: :mod:`.merge`).
 
-``DatasetWriter`` turns every executed tick of every rollout (the observation the
-agent acted on, the action it sent) into a frame of ONE LeRobot v3 dataset, written
-by lerobot itself (``LeRobotDataset.create`` / ``add_frame`` / ``save_episode`` /
-``finalize``). Append ``writer.observer`` to ``RobotAgent.observers``; lerobot is
-imported on first use.
+``DatasetWriter`` turns every executed tick of every rollout (the observation acted on,
+the action sent) into a frame of one dataset written by lerobot itself; append
+``writer.observer`` to ``RobotAgent.observers``. Where it goes: :mod:`.store`; its
+schema: :mod:`.schema`; every lerobot write call and crash safety: :mod:`.commit`.
 
-Where the dataset goes (and whether it can be appended to): :mod:`.store`; its schema:
-:mod:`.schema`.
-
-Episodes are committed whole: each rollout buffers its own frames in memory, so
-concurrent rollouts (BatchedAgent) never interleave. ``end(ok=True)`` assigns the
-next episode index and queues the episode on ONE writer thread (add_frame for each
-frame, save_episode, finalize), so the event loop never waits on PNG/AV1 encoding;
-called outside an event loop it waits for the commit. It returns
-``{"dataset": {"root", "episode_index", "frames"}}`` (the index is final; the episode
-is on disk once ``flush()`` / ``finalize()`` returns). An errored episode is discarded
+Episodes are committed whole: each rollout buffers its own frames, so concurrent rollouts
+never interleave. ``end(ok=True)`` assigns the next episode index and queues the episode
+on one writer thread, so the event loop never waits on encoding, and returns
+``{"dataset": {"root", "episode_index", "frames"}}``; an errored episode is discarded
 (``episode_index: None``). A failed commit stops the writer: the next ``end()``,
-``flush()`` or ``finalize()`` raises it. ``finalize()`` (idempotent; also run at exit)
-waits for queued commits and pushes.
-
-Crash safety (every committed episode reads back even if the process is killed) and
-every lerobot write call: :mod:`.commit`.
+``flush()`` or ``finalize()`` raises it. ``finalize()`` (idempotent, also at exit) waits
+for queued commits and pushes.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """When a served sim steps: the lockstep barrier over a vectorized sim's slots.
 
-:class:`~pytest_hud.robot.sim.bridge.RobotBridge` serves one agent connection per slot,
-but a vectorized sim (``num_envs`` copies) advances all of its copies with one
-``step([num_envs, A])`` call. So the bridge holds each slot's action until every live
-slot has acted (the barrier), then steps once, filling idle slots with
-``hold_action()``. A slot whose agent never connects or never acts would stall its peers
-forever: after ``step_timeout`` seconds the watchdog fails the laggards and the others
-step on. A sim whose copies step alone (``step_slots``) has no barrier: each slot steps
-as soon as its agent acts, so one slow agent never holds the rest back.
-
-Kept apart from the bridge's serving and control code because this is the one place
-that decides *when* the sim runs; everything here runs on the serve loop's thread, so
-slot state needs no lock (re-entrant calls are turned away by ``_stepping``).
+A vectorized sim advances all copies with one ``step([num_envs, A])``, so the bridge holds
+each slot's action until every live slot has acted, then steps once, filling idle slots
+with ``hold_action()``. After ``step_timeout`` the watchdog fails slots that never act, so
+one lost agent cannot stall its peers. A sim whose copies step alone (``step_slots``) has
+no barrier: each slot steps when its agent acts. Everything here runs on the serve loop's
+thread, so slot state needs no lock.
 """
 
 from __future__ import annotations

@@ -1,22 +1,14 @@
 """RobotBridge: the env side of the openpi/0 wire.
 
-Subclasses implement ``reset`` / ``step`` / ``get_observation`` around a sim; the
-base owns the WebSocket serve loop. Each agent connection is scalar openpi for
-one slot: the server sends a metadata frame, the client claims its slot with
-``{"claim": token}``, then every ``{"actions": a}`` frame is answered with that
-slot's observation ``{name: array, ..., "terminated": bool}``. A vectorized sim
-(``num_envs`` slots) steps once all live slots have acted (a barrier); idle slots
-get ``hold_action()``. A sim whose slots can step alone (``step_slots``) has no
-barrier: each slot steps when its agent acts (the metadata frame says
-``slots_step_alone``). A text frame is an error (a message or a traceback).
+Subclasses implement ``reset`` / ``step`` / ``get_observation`` around a sim; the base
+owns the WebSocket serve loop. Each connection is scalar openpi for one slot: a metadata
+frame, a ``{"claim": token}``, then each ``{"actions": a}`` answered with that slot's
+observation ``{name: array, ..., "terminated": bool}``; a text frame is an error. When
+the sim steps (a barrier over live slots, or slots that step alone) is :mod:`.barrier`.
 
-Sim hooks run on the event-loop thread, which :func:`serve_bridge` makes the main
-thread: thread-affine sims are safe and no step pays a thread hand-off. A bridge
-whose hooks block for long can set ``offload = True`` to run them on one
-dedicated sim thread instead, keeping the serve loop responsive.
-
-This module is the serving and the control side; when the sim steps (the barrier, its
-watchdog, slots that step alone) is :mod:`.barrier`, a mixin this class builds on.
+Hooks run on the event-loop thread, which :func:`serve_bridge` makes the main thread, so
+thread-affine sims are safe with no hand-off per step; ``offload = True`` runs them on one
+sim thread instead, for hooks that block for long.
 """
 
 from __future__ import annotations

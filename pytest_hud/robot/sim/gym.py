@@ -1,19 +1,15 @@
 """GymBridge: serve any gymnasium-style env (single or vectorized) over openpi/0.
 
-The target is a factory callable, a registry id, or an env built through the
-registry. Task args split by the factory's signature: its parameters are build
-args (a change rebuilds the env), the rest go to ``reset(seed=..., options=...)``.
-Observations keep the env's own keys (nested dicts joined with ``/``; a plain
-array becomes ``observation/state``); 1-D state is sent as float32, images as the
-env's uint8 HWC.
+The target is a factory, a registry id, or an env built through the registry. Task args
+split by the factory's signature: its parameters are build args (a change rebuilds the
+env), the rest go to ``reset(seed=..., options=...)``. Observations keep the env's keys
+(nested dicts joined with ``/``; a plain array is ``observation/state``); state travels
+as float32, images as the env's uint8 HWC.
 
-The grade (``sim.result()``): ``success`` is latched from ``success``/``is_success``/
-``task_success`` in info at any step, or judged by ``success_threshold`` on the
-episode's *final* total reward (read when the grade is asked for: a running total would
-call Pendulum, threshold -400, a success after its first step); ``terminated`` (the env
-reached a terminal state: MountainCar's goal, a fallen pole) and ``truncated`` (the
-env's own time limit) as gymnasium reports them; neither set means the episode was cut
-short by the agent (``--hud-max-steps``).
+The grade: ``success`` latched from ``success``/``is_success``/``task_success`` in info at
+any step, else ``success_threshold`` on the episode's *final* total reward (a running
+total would make Pendulum's -400 a success after one step); ``terminated`` and
+``truncated`` as gymnasium reports them; neither means the agent cut the episode short.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """Build ``num_envs`` copies of a gym-style env as one VectorEnv, stepped in this process
 or each copy in its own worker process.
 
-``vectorization_mode="sync"`` (the default) is gymnasium's SyncVectorEnv: the copies
-step one after another in the sim process, so a lockstep batch waits for all of them on
-one core. ``"async"`` is its AsyncVectorEnv (a worker process per copy, observations in
-shared memory): the copies step on every core while the policy waits for them. Measured
-on PushT (96 px pixels, 2.95 ms a step) at W=10 with a 28.5M diffusion policy on one
-torch thread, 2 cores: the sims' 8 ticks between chunks took ~0.30 s of each ~0.92 s
-chunk with "sync", which is where the policy sat idle (see bench/suite.py).
-
-"async" costs a process per copy (memory: a LIBERO scene holds 1.5-2.4 GB) and pickles
-each action to its worker, so it pays off when a step costs more than ~0.2 ms; and a
-copy's slots cannot step alone (``step_slots_alone`` needs "sync").
+``vectorization_mode="sync"`` (the default) is gymnasium's SyncVectorEnv: the copies step
+one after another in the sim process, so a lockstep batch waits for all of them on one
+core. ``"async"`` is its AsyncVectorEnv (a worker process per copy, observations in shared
+memory): the copies step on every core while the policy waits. "async" costs a process
+(and the env's memory) per copy and pickles each action to its worker, so it pays off
+only for expensive steps; a copy's slots cannot step alone (``step_slots_alone`` needs
+"sync").
 """
 
 from __future__ import annotations

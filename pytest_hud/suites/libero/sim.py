@@ -1,24 +1,18 @@
 """The LIBERO sim: one task as a gymnasium env, in lerobot's and openpi's layout.
 
 ``make_env(task, size)`` is the factory ``env.gym`` serves (a new task rebuilds the
-robosuite env: 7-8 s on an idle core here, over a minute on a loaded one);
-``init_state`` and ``seed`` arrive per episode through ``reset``. libero and robosuite
-are imported inside the factory only, so this module (and the task rows) load in a
-venv without them.
+robosuite env, which is slow); ``init_state`` and ``seed`` arrive per episode through
+``reset``. libero and robosuite are imported inside the factory only, so this module
+(and the rows) load in a venv without them.
 
-Observations, as lerobot's LIBERO env + ``LiberoProcessorStep`` and openpi's LIBERO
-example feed pi0/pi0.5:
-
-- ``observation/images/image``: ``agentview_image``, ``observation/images/image2``:
-  ``robot0_eye_in_hand_image``; both HxWx3 uint8 turned 180 degrees (robosuite
-  renders them upside down; both upstreams flip both cameras);
-- ``observation/state``: 8 float32, end-effector position (3), its orientation as
-  axis-angle (3, from robosuite's xyzw quaternion), the two gripper finger joints.
-
-Actions are robosuite's 7-d OSC_POSE deltas in [-1, 1] (gripper -1 open, +1 close).
-``reset`` sets the task's fixed initial state, then steps 10 no-op actions so the
-objects settle (both upstreams do; these steps are not counted). The episode ends at
-``check_success()`` or at the suite's step limit.
+Observations, as lerobot's LIBERO env + ``LiberoProcessorStep`` and openpi's example feed
+pi0/pi0.5: ``observation/images/image`` (``agentview_image``) and
+``observation/images/image2`` (``robot0_eye_in_hand_image``), HxWx3 uint8 turned 180
+degrees (robosuite renders them upside down); ``observation/state``: 8 float32,
+end-effector position (3), axis-angle orientation (3), the two finger joints. Actions are
+robosuite's 7-d OSC_POSE deltas in [-1, 1] (gripper -1 open, +1 close). ``reset`` sets
+the task's fixed initial state, then steps 10 uncounted no-ops so objects settle (both
+upstreams do). The episode ends at ``check_success()`` or the suite's step limit.
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """LIBERO's suites, tasks and language instructions, and their task rows.
 
-Pure data (no libero import): the rows are listed in any venv, while the sim needs
-robosuite 1.4.0, ``mujoco`` 3.17 and bddl, which clash with most users' stacks and
-so live in their own venv or image. ``suites.json`` is what
-``libero.libero.benchmark`` lists for the five suites (task name and instruction,
-in the benchmark's task order); :func:`write_suite_files` regenerates the shipped
-JSONL files from it.
-
-A row is ``Task("libero", <task name>, {"init_state": k})``: ``k`` picks one of the
-task's 50 fixed initial states (the benchmark's ``.pruned_init`` files, shipped as
-``.npz`` by libero-pro), so row ``k`` starts from the same scene in every run, as in
-lerobot's and openpi's LIBERO evaluations (50 episodes per task).
+Pure data (no libero import), so rows list in any venv. ``suites.json`` is what
+``libero.libero.benchmark`` lists for the five suites (task name and instruction, in the
+benchmark's order); :func:`write_suite_files` regenerates the shipped JSONL files from it.
+A row is ``Task("libero", <task name>, {"init_state": k})``: ``k`` picks one of the task's
+50 fixed initial states (the benchmark's ``.pruned_init`` files, shipped by libero-pro),
+so row ``k`` starts from the same scene in every run, as in lerobot's and openpi's LIBERO
+evaluations.
 """
 
 from __future__ import annotations

@@ -1,33 +1,14 @@
-"""MetaWorld v3 as a shipped benchmark suite: the env module, its task rows, its expert.
+"""MetaWorld v3 as a shipped benchmark suite: the env module, its task rows, its expert
+(guide: docs/guides/suites.md).
 
-Run the MT10 rows with metaworld's scripted experts (state only, local runtime)::
-
-    pytest --pyargs pytest_hud.suites.metaworld.mt10 --hud-agent=metaworld-expert -n 2
-
-``pytest_hud.suites.metaworld.mt1`` (reach-v3 x its 50 train goals) and
-``pytest_hud.suites.metaworld.mt50`` (50 tasks x 2 goals) run the same way; ``--pyargs
-pytest_hud.suites.metaworld`` collects all three. From your own tests::
-
-    from pytest_hud.suites import metaworld
-
-    @pytest.mark.hud(tasks=metaworld.mt10(variations=10), min_success=0.9)
-    def test_mt10(hud_result): ...
-
-One template per task (its id is the task name, e.g. ``reach-v3``), args ``variation``
-(which of the task's 50 train goals; default: picked by the seed) and ``seed``. The
-prompt is the task's instruction (:data:`PROMPTS`); the episode ends at success or
-at metaworld's 500-step limit, and ``info["success"]`` is latched as the grade.
-
-Cameras are off by default (a frame costs ~90-240 ms here against ~1.3 ms for a
-physics step): ``PYTEST_HUD_METAWORLD_CAMERAS=corner2`` (comma-separated names) and
-``PYTEST_HUD_METAWORLD_SIZE=224`` turn them on for the module's ``env``, or build
-your own with :func:`make_environment`. With cameras on, importing the module runs
-the rendering preflight (:func:`pytest_hud.doctor.preflight`): a machine that cannot
-render fails at boot with the fix, not inside every episode.
-
-The Environment declares what an image serving this module needs (``requires=``
-:data:`REQUIRES`, ``apt=`` :data:`APT`), so ``--hud-runtime=docker`` with no image
-builds one holding metaworld and Mesa's EGL/OSMesa.
+``.mt1`` / ``.mt10`` / ``.mt50`` hold the rows (``mt1()``, ``mt10()``, ``mt50()`` for your
+own tests); one template per task, args ``variation`` (one of the task's 50 train goals)
+and ``seed``; the prompt is the task's instruction (:data:`PROMPTS`); the episode ends at
+success (latched) or metaworld's 500-step limit. Cameras are off by default (rendering
+costs far more than physics on a CPU): ``PYTEST_HUD_METAWORLD_CAMERAS`` and
+``PYTEST_HUD_METAWORLD_SIZE`` turn them on, and then importing runs the rendering
+preflight. ``requires=`` :data:`REQUIRES` and ``apt=`` :data:`APT` let
+``--hud-runtime=docker`` build the image.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """``metaworld-expert``: metaworld's scripted policies as a pytest_hud Model.
 
-Each v3 task ships a hand-written policy (``metaworld.policies.ENV_POLICY_MAP``)
-that reads positions off the 39-d state and returns a 4-d action; none keeps state
-between calls, so the Model stays stateless and batches rows of different tasks.
-
-Which task a row is comes from its prompt, the same channel a language-conditioned
-policy reads: the suite's prompts (:data:`~pytest_hud.suites.metaworld.tasks.PROMPTS`)
-map one-to-one onto task names, and a bare task name (``reach-v3``) works too. No
-extra observation feature is added, so the suite's contract stays what any policy
-sees. Measured here: 50/50 successes on MT10 x 5 goals, episodes of 39-188 steps.
+Each v3 task ships a stateless hand-written policy (``metaworld.policies.ENV_POLICY_MAP``)
+reading the 39-d state, so the Model stays stateless and batches rows of different tasks.
+Which task a row is comes from its prompt, the channel a language-conditioned policy
+reads: the suite's prompts (:data:`~pytest_hud.suites.metaworld.tasks.PROMPTS`) map
+one-to-one onto task names, and a bare task name (``reach-v3``) works too, so the suite's
+contract stays what any policy sees.
 """
 
 from __future__ import annotations

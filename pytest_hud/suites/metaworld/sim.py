@@ -1,17 +1,14 @@
 """The MetaWorld sim: one v3 task as a gymnasium env, built in the sim process.
 
-``make_env(task, cameras, size, stop_on_success)`` is the factory ``env.gym`` serves:
-its parameters are build args (a new task rebuilds the env, ~0.9 s here: 0.7 s to
-generate the task's 50 train goals, cached per process, and 0.2 s for the MuJoCo
-model), while ``variation`` and ``seed`` arrive per episode through ``reset``. We
-build one task's env rather than ``gym.make_vec("Meta-World/MT10")`` (~12 s, ten
-envs) because a row runs one task.
+``make_env(task, cameras, size, stop_on_success)`` is the factory ``env.gym`` serves: its
+parameters are build args (a new task rebuilds the env; its 50 train goals are cached per
+process), while ``variation`` and ``seed`` arrive per episode through ``reset``. One
+task's env, not ``gym.make_vec("Meta-World/MT10")``, because a row runs one task.
 
-Observations: ``observation/state`` (the 39 values metaworld observes, goal
-included as in its MT benchmarks) and, per camera, ``observation/images/<camera>``
-(HxWx3 uint8, rendered with ``mujoco.Renderer``; ``corner2`` turned 180 degrees
-upright as lerobot does). A frame costs ~90-240 ms here (llvmpipe), physics alone
-~650-860 steps/s: cameras are off unless asked for.
+Observations: ``observation/state`` (the 39 values metaworld observes, goal included as
+in its MT benchmarks) and, per camera, ``observation/images/<camera>`` (HxWx3 uint8,
+``mujoco.Renderer``; ``corner2`` turned 180 degrees upright as lerobot does). Cameras are
+off unless asked for: a frame costs far more than a physics step.
 """
 
 from __future__ import annotations
