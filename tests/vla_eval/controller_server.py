@@ -1,0 +1,91 @@
+"""The scripted CartPole controller behind vla-eval's own PredictModelServer, in a process
+of its own: ``python controller_server.py [--batch N] [--action-dims A] [--die-after K]``.
+
+Binds 127.0.0.1 on a free port and prints ``PORT <n>``; on SIGTERM it writes the widths
+of the batches it ran to ``--stats`` (JSON). ``--action-dims`` declares a wrong action
+size (a mismatched server); ``--die-after K`` exits abruptly at the K-th observation (a
+server that dies mid-run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cartpole_bench import controller  # noqa: E402
+from vla_eval.model_servers.base import SessionContext  # noqa: E402
+from vla_eval.model_servers.predict import PredictModelServer  # noqa: E402
+from vla_eval.model_servers.serve import serve_async  # noqa: E402
+from vla_eval.specs import LANGUAGE, DimSpec  # noqa: E402
+
+
+class BalanceServer(PredictModelServer):
+    def __init__(self, action_dims: int = 1, die_after: int = 0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.action_dims = action_dims
+        self.die_after = die_after
+        self.seen = 0
+        self.widths: Counter[int] = Counter()
+
+    def _tick(self, n: int) -> None:
+        self.seen += n
+        self.widths[n] += 1
+        if self.die_after and self.seen >= self.die_after:
+            os._exit(3)
+
+    def predict(self, obs: dict[str, Any], ctx: SessionContext) -> dict[str, Any]:
+        self._tick(1)
+        return {"actions": controller(np.asarray(obs["states"])[None])[0]}
+
+    def predict_batch(
+        self, obs_batch: list[dict[str, Any]], ctx_batch: list[SessionContext]
+    ) -> list[dict[str, Any]]:
+        self._tick(len(obs_batch))
+        acts = controller(np.stack([np.asarray(o["states"]) for o in obs_batch]))
+        return [{"actions": a} for a in acts]
+
+    def get_action_spec(self) -> dict[str, DimSpec]:
+        return {"push": DimSpec("push", self.action_dims, "binary_push_right", (0, 1))}
+
+    def get_observation_spec(self) -> dict[str, DimSpec]:
+        return {"state": DimSpec("state", 4, "cartpole_x_dx_theta_dtheta"), "language": LANGUAGE}
+
+
+async def main(args: argparse.Namespace) -> None:
+    server = BalanceServer(
+        action_dims=args.action_dims,
+        die_after=args.die_after,
+        max_batch_size=args.batch,
+        max_wait_time=args.wait,
+    )
+
+    def stop(*_: Any) -> None:
+        if args.stats:
+            Path(args.stats).write_text(json.dumps({str(k): v for k, v in server.widths.items()}))
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    async with anyio.create_task_group() as tg:
+        port = await tg.start(serve_async, server, "127.0.0.1", 0)
+        print(f"PORT {port}", flush=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--wait", type=float, default=0.002)
+    parser.add_argument("--action-dims", type=int, default=1)
+    parser.add_argument("--die-after", type=int, default=0)
+    parser.add_argument("--stats", default="")
+    anyio.run(main, parser.parse_args())
