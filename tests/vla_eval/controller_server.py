@@ -4,7 +4,7 @@ of its own: ``python controller_server.py [--batch N] [--action-dims A] [--die-a
 Binds 127.0.0.1 on a free port and prints ``PORT <n>``; on SIGTERM it writes the widths
 of the batches it ran to ``--stats`` (JSON). ``--action-dims`` declares a wrong action
 size (a mismatched server); ``--die-after K`` exits abruptly at the K-th observation (a
-server that dies mid-run).
+server that dies mid-run); ``--push-format`` declares another action convention.
 """
 
 from __future__ import annotations
@@ -31,9 +31,12 @@ from vla_eval.specs import LANGUAGE, DimSpec  # noqa: E402
 
 
 class BalanceServer(PredictModelServer):
-    def __init__(self, action_dims: int = 1, die_after: int = 0, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(
+        self, action_dims: int = 1, die_after: int = 0, push: str = "binary_push_right", **kw: Any
+    ) -> None:
+        super().__init__(**kw)
         self.action_dims = action_dims
+        self.push = push
         self.die_after = die_after
         self.seen = 0
         self.widths: Counter[int] = Counter()
@@ -56,7 +59,7 @@ class BalanceServer(PredictModelServer):
         return [{"actions": a} for a in acts]
 
     def get_action_spec(self) -> dict[str, DimSpec]:
-        return {"push": DimSpec("push", self.action_dims, "binary_push_right", (0, 1))}
+        return {"push": DimSpec("push", self.action_dims, self.push, (0, 1))}
 
     def get_observation_spec(self) -> dict[str, DimSpec]:
         return {"state": DimSpec("state", 4, "cartpole_x_dx_theta_dtheta"), "language": LANGUAGE}
@@ -66,6 +69,7 @@ async def main(args: argparse.Namespace) -> None:
     server = BalanceServer(
         action_dims=args.action_dims,
         die_after=args.die_after,
+        push=args.push_format,
         max_batch_size=args.batch,
         max_wait_time=args.wait,
     )
@@ -88,4 +92,5 @@ if __name__ == "__main__":
     parser.add_argument("--action-dims", type=int, default=1)
     parser.add_argument("--die-after", type=int, default=0)
     parser.add_argument("--stats", default="")
+    parser.add_argument("--push-format", default="binary_push_right")
     anyio.run(main, parser.parse_args())
