@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from conftest import require
 
 HAVE_VLA_EVAL = importlib.util.find_spec("vla_eval") is not None
@@ -53,7 +52,11 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
 def run(pytester: pytest.Pytester, agent: str, *args: str) -> tuple[Any, dict[str, Any]]:
     out = pytester.path / f"results-{len(list(pytester.path.glob('results-*')))}.json"
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", f"--hud-agent={agent}", f"--hud-results={out}", *args,
+        "-p",
+        "no:cacheprovider",
+        f"--hud-agent={agent}",
+        f"--hud-results={out}",
+        *args,
         timeout=240,
     )
     rows = {r["key"]: r for r in json.loads(out.read_text())["rollouts"]} if out.exists() else {}
@@ -61,7 +64,9 @@ def run(pytester: pytest.Pytester, agent: str, *args: str) -> tuple[Any, dict[st
 
 
 def outcomes(rows: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
-    return {k: (r["success"], r["total_reward"], r["steps"], r["error_type"]) for k, r in rows.items()}
+    return {
+        k: (r["success"], r["total_reward"], r["steps"], r["error_type"]) for k, r in rows.items()
+    }
 
 
 # -- the codec, against vla-eval's own ------------------------------------------------
@@ -87,7 +92,11 @@ def test_our_messages_decode_with_vla_evals_codec_and_theirs_with_ours() -> None
         finally:
             set_image_format("png")
         ours = unpack_message(data)
-        assert (ours.type, ours.seq, ours.payload["task_description"]) == ("observation", 3, "balance")
+        assert (ours.type, ours.seq, ours.payload["task_description"]) == (
+            "observation",
+            3,
+            "balance",
+        )
         np.testing.assert_array_equal(ours.payload["images"]["top"], obs["images"]["top"])
         np.testing.assert_array_equal(ours.payload["states"], obs["states"])
 
@@ -114,7 +123,10 @@ def test_spec_check_names_both_sides_and_tables_conventions() -> None:
             "wrist": IMAGE_RGB.to_dict(),
             "state": {"name": "state", "dims": 7, "format": "eef"},
         },
-        "action_spec": {"position": POSITION_DELTA.to_dict(), "gripper": GRIPPER_CLOSE_POS.to_dict()},
+        "action_spec": {
+            "position": POSITION_DELTA.to_dict(),
+            "gripper": GRIPPER_CLOSE_POS.to_dict(),
+        },
     }
     env = {"action_spec": {"gripper": GRIPPER_CLOSE_NEG.to_dict()}}
     found = check_specs(hello, contract.spaces(), env)
@@ -122,7 +134,9 @@ def test_spec_check_names_both_sides_and_tables_conventions() -> None:
     assert "2 camera(s) ['agentview', 'wrist']" in text and "images/agentview" in text
     assert "7-dim state" in text and "has 8" in text
     assert "4-dim actions (position 3, gripper 1)" not in text  # 3 + 1 == 4: fits
-    assert found.warnings == [("action", "gripper", "binary_close_positive", "binary_close_negative")]
+    assert found.warnings == [
+        ("action", "gripper", "binary_close_positive", "binary_close_negative")
+    ]
     assert "binary_close_negative" in found.warning_table("S")
 
 

@@ -53,7 +53,7 @@ class CartPoleBenchmark(StepBenchmark):
 
     def step(self, action: dict[str, Any]) -> StepResult:
         push = int(np.asarray(action["actions"]).reshape(-1)[0] > 0.5)
-        obs, reward, term, trunc, info = self.env.step(push)
+        obs, reward, term, _trunc, info = self.env.step(push)
         self.total += float(reward)
         return StepResult(obs=obs, reward=float(reward), done=bool(term), info=info)
 

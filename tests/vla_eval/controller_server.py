@@ -23,11 +23,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cartpole_bench import controller  # noqa: E402
-from vla_eval.model_servers.base import SessionContext  # noqa: E402
-from vla_eval.model_servers.predict import PredictModelServer  # noqa: E402
-from vla_eval.model_servers.serve import serve_async  # noqa: E402
-from vla_eval.specs import LANGUAGE, DimSpec  # noqa: E402
+from cartpole_bench import controller
+from vla_eval.model_servers.base import SessionContext
+from vla_eval.model_servers.predict import PredictModelServer
+from vla_eval.model_servers.serve import serve_async
+from vla_eval.specs import LANGUAGE, DimSpec
 
 
 class BalanceServer(PredictModelServer):

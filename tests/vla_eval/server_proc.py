@@ -16,7 +16,9 @@ SCRIPT = HERE / "controller_server.py"
 
 
 @contextlib.contextmanager
-def controller_server(*args: str, timeout: float = 60.0) -> Iterator[tuple[int, subprocess.Popen[str]]]:
+def controller_server(
+    *args: str, timeout: float = 60.0
+) -> Iterator[tuple[int, subprocess.Popen[str]]]:
     """``(port, process)`` of a BalanceServer bound to 127.0.0.1."""
     proc = subprocess.Popen(
         [sys.executable, str(SCRIPT), *args],

@@ -55,7 +55,7 @@ class VlaEvalModel(Model):
         backoff: float = 0.5,
     ) -> None:
         self.url = normalize_url(url)
-        self.options = {
+        self.options: dict[str, Any] = {
             "timeout": timeout,
             "connect_timeout": connect_timeout,
             "retries": retries,
@@ -149,7 +149,9 @@ class VlaEvalAdapter(Adapter):
         self._states = [f.name for f in spaces.robot_states]
 
     def observation(self, data: dict[str, Any], prompt: str) -> dict[str, Any]:
-        row: dict[str, Any] = {"images": {key: np.asarray(data[c]) for c, key in self._cams.items()}}
+        row: dict[str, Any] = {
+            "images": {key: np.asarray(data[c]) for c, key in self._cams.items()}
+        }
         if self._states:
             parts = [np.asarray(data[k], np.float32).reshape(-1) for k in self._states]
             row["states"] = np.concatenate(parts) if len(parts) > 1 else parts[0]
@@ -182,7 +184,9 @@ def task_info(run: Any, prompt: str) -> dict[str, Any]:
             if isinstance(value, str | int | float | bool):
                 info[key] = value
             elif isinstance(value, dict):  # a vla-eval task dict (env.vla_eval rows)
-                info.update({k: v for k, v in value.items() if isinstance(v, str | int | float | bool)})
+                info.update(
+                    {k: v for k, v in value.items() if isinstance(v, str | int | float | bool)}
+                )
     return info
 
 

@@ -21,6 +21,7 @@ The grade is ``get_result()``'s metrics, with ``success``, ``score`` and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import Mapping
 from typing import Any
@@ -68,9 +69,7 @@ def benchmark_rows(target: Any, episodes: int = 1, **params: Any) -> list[dict[s
         cleanup = getattr(bench, "cleanup", None)
         if cleanup is not None and isinstance(target, type):
             cleanup()
-    return [
-        {"task": {**plain(t), "episode_idx": ep}} for t in tasks for ep in range(int(episodes))
-    ]
+    return [{"task": {**plain(t), "episode_idx": ep}} for t in tasks for ep in range(int(episodes))]
 
 
 def flatten(obs: Mapping[str, Any], prefix: str = "") -> dict[str, np.ndarray]:
@@ -138,7 +137,9 @@ class VlaEvalBridge(RobotBridge):
     # -- the benchmark -------------------------------------------------------------
     def _benches(self) -> list[_Episode]:
         if not self._eps:
-            self._eps = [_Episode(build_benchmark(self.target, self.params)) for _ in range(self.num_envs)]
+            self._eps = [
+                _Episode(build_benchmark(self.target, self.params)) for _ in range(self.num_envs)
+            ]
             meta = self._eps[0].bench.get_metadata() or {}
             if self.max_steps is None:
                 self.max_steps = int(meta.get("max_steps", 300))
@@ -163,11 +164,12 @@ class VlaEvalBridge(RobotBridge):
 
     def _specs(self, bench: Any) -> dict[str, Any]:
         out: dict[str, Any] = {"benchmark": type(bench).__name__}
-        for key, method in (("action_spec", "get_action_spec"), ("observation_spec", "get_observation_spec")):
-            try:
+        for key, method in (
+            ("action_spec", "get_action_spec"),
+            ("observation_spec", "get_observation_spec"),
+        ):
+            with contextlib.suppress(NotImplementedError):  # specs are optional in vla-eval
                 out[key] = {k: v.to_dict() for k, v in getattr(bench, method)().items()}
-            except NotImplementedError:
-                pass
         return out
 
     def _spec_action_size(self, specs: dict[str, Any]) -> int:
@@ -205,7 +207,9 @@ class VlaEvalBridge(RobotBridge):
             self._obs = {k: np.zeros((self.num_envs, *v.shape), v.dtype) for k, v in flat.items()}
         for key, rows in self._obs.items():
             if key not in flat:
-                raise BridgeError(f"the benchmark's observation lost {key!r} (it sends {sorted(flat)})")
+                raise BridgeError(
+                    f"the benchmark's observation lost {key!r} (it sends {sorted(flat)})"
+                )
             rows[index] = flat[key]
 
     def _start(self, index: int, task: dict[str, Any]) -> str:
@@ -296,5 +300,3 @@ class VlaEvalBridge(RobotBridge):
         if self._loop is not None:
             self._loop.close()
             self._loop = None
-
-

@@ -29,7 +29,9 @@ __all__ = ["benchmark_rows", "serve_benchmark"]
 _OPTIONS = ("num_envs", "max_steps", "fps", "action_dim")
 
 
-def serve_benchmark(benchmark: Any, *, start_timeout: float = 300.0, **params: Any) -> RobotEndpoint:
+def serve_benchmark(
+    benchmark: Any, *, start_timeout: float = 300.0, **params: Any
+) -> RobotEndpoint:
     """The endpoint serving ``benchmark``: a class (built in the sim with ``params``) or an
     instance. Bridge options: ``num_envs`` (benchmark instances, one per concurrent
     rollout), ``max_steps`` (default: the benchmark's metadata, else 300), ``fps``,

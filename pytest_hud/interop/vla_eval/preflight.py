@@ -18,6 +18,7 @@ import warnings
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from pytest_hud.errors import HudError
 from pytest_hud.interop.vla_eval.agent import VlaEvalAgent, VlaEvalModel, env_specs
 from pytest_hud.interop.vla_eval.session import VlaEvalError, normalize_url
 from pytest_hud.interop.vla_eval.specs import check_specs
@@ -30,7 +31,7 @@ __all__ = ["VlaEvalConventionWarning", "declared_contracts", "load", "preflight"
 T = TypeVar("T")
 
 
-class VlaEvalConventionWarning(UserWarning):
+class VlaEvalConventionWarning(HudError, UserWarning):
     """The server and the env declare different conventions (rotation, gripper, ...)."""
 
 

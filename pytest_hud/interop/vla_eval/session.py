@@ -87,7 +87,9 @@ class VlaEvalSession:
             raise
         if reply.type != "hello":
             self._drop()
-            raise VlaEvalError(f"{self.url} answered HELLO with {reply.type!r}: not a vla-eval server")
+            raise VlaEvalError(
+                f"{self.url} answered HELLO with {reply.type!r}: not a vla-eval server"
+            )
         version = reply.payload.get("protocol_version")
         if version != 1:
             self._drop()

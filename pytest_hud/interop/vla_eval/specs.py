@@ -115,12 +115,12 @@ def check_specs(server_info: Mapping[str, Any], spaces: Spaces, env_specs: Any) 
                 f"{[f.name for f in spaces.robot_states]} has {size}: pick a matching server "
                 "checkpoint or adapt the env's state"
             )
-    dims = [int(s.get("dims") or 0) for s in server_act.values()]
+    widths = [int(s.get("dims") or 0) for s in server_act.values()]
     action = spaces.action_feature.size
-    if dims and all(d > 0 for d in dims) and action is not None and sum(dims) != action:
-        parts = ", ".join(f"{k} {d}" for k, d in zip(server_act, dims, strict=True))
+    if widths and all(d > 0 for d in widths) and action is not None and sum(widths) != action:
+        parts = ", ".join(f"{k} {d}" for k, d in zip(server_act, widths, strict=True))
         out.errors.append(
-            f"the server writes {sum(dims)}-dim actions ({parts}), the env's action "
+            f"the server writes {sum(widths)}-dim actions ({parts}), the env's action "
             f"{spaces.action_feature.name!r} has {action}: wrong checkpoint for this env, or "
             "an adapter that maps its actions is missing"
         )
