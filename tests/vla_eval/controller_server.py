@@ -1,8 +1,8 @@
 """The scripted CartPole controller behind vla-eval's own PredictModelServer, in a process
 of its own: ``python controller_server.py [--batch N] [--action-dims A] [--die-after K]``.
 
-Binds 127.0.0.1 on a free port and prints ``PORT <n>``; on SIGTERM it writes the widths
-of the batches it ran to ``--stats`` (JSON). ``--action-dims`` declares a wrong action
+Binds 127.0.0.1 on a free port and prints ``PORT <n>``; on SIGUSR1 (and SIGTERM) it writes
+the widths of the batches it ran since the last dump to ``--stats`` (JSON). ``--action-dims`` declares a wrong action
 size (a mismatched server); ``--die-after K`` exits abruptly at the K-th observation (a
 server that dies mid-run); ``--push-format`` declares another action convention.
 """
@@ -74,11 +74,16 @@ async def main(args: argparse.Namespace) -> None:
         max_wait_time=args.wait,
     )
 
-    def stop(*_: Any) -> None:
+    def dump(*_: Any) -> None:
         if args.stats:
             Path(args.stats).write_text(json.dumps({str(k): v for k, v in server.widths.items()}))
+        server.widths.clear()
+
+    def stop(*_: Any) -> None:
+        dump()
         os._exit(0)
 
+    signal.signal(signal.SIGUSR1, dump)
     signal.signal(signal.SIGTERM, stop)
     async with anyio.create_task_group() as tg:
         port = await tg.start(serve_async, server, "127.0.0.1", 0)

@@ -22,16 +22,34 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_hud.interop.vla_eval.bridge import VlaEvalBridge, benchmark_rows
+from pytest_hud.robot.contract import Contract
 from pytest_hud.robot.sim.endpoint import RobotEndpoint
 
-__all__ = ["benchmark_rows", "serve_benchmark"]
+__all__ = ["VlaEvalEndpoint", "benchmark_rows", "serve_benchmark"]
 
 _OPTIONS = ("num_envs", "max_steps", "fps", "action_dim")
 
 
+class VlaEvalEndpoint(RobotEndpoint):
+    """The endpoint of a served benchmark; it can also derive its contract here."""
+
+    def __init__(self, kwargs: dict[str, Any], start_timeout: float) -> None:
+        super().__init__(VlaEvalBridge, kwargs=kwargs, start_timeout=start_timeout)
+        self.bridge_kwargs = kwargs
+
+    def local_contract(self) -> Contract:
+        """The contract the sim will publish, derived in this process (one benchmark
+        instance, as :func:`benchmark_rows` builds): a preflight without a sim process."""
+        bridge = VlaEvalBridge(**self.bridge_kwargs)
+        try:
+            return bridge.ensure_contract()
+        finally:
+            bridge.close()
+
+
 def serve_benchmark(
     benchmark: Any, *, start_timeout: float = 300.0, **params: Any
-) -> RobotEndpoint:
+) -> VlaEvalEndpoint:
     """The endpoint serving ``benchmark``: a class (built in the sim with ``params``) or an
     instance. Bridge options: ``num_envs`` (benchmark instances, one per concurrent
     rollout), ``max_steps`` (default: the benchmark's metadata, else 300), ``fps``,
@@ -39,4 +57,4 @@ def serve_benchmark(
     other keyword goes to the benchmark's constructor."""
     kwargs: dict[str, Any] = {k: params.pop(k) for k in _OPTIONS if k in params}
     kwargs.update(target=benchmark, params=params)
-    return RobotEndpoint(VlaEvalBridge, kwargs=kwargs, start_timeout=start_timeout)
+    return VlaEvalEndpoint(kwargs, start_timeout)

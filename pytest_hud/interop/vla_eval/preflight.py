@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from pytest_hud.errors import HudError
 from pytest_hud.interop.vla_eval.agent import VlaEvalAgent, VlaEvalModel, env_specs
+from pytest_hud.interop.vla_eval.env import VlaEvalEndpoint
 from pytest_hud.interop.vla_eval.session import VlaEvalError, normalize_url
 from pytest_hud.interop.vla_eval.specs import check_specs
 from pytest_hud.robot.agent.errors import AgentSpecError
@@ -50,9 +51,7 @@ def _url(arg: str | None) -> str:
         ) from None
 
 
-async def _contract(endpoint: RobotEndpoint) -> Contract:
-    if endpoint.started:
-        return endpoint.contract
+async def _spawned_contract(endpoint: RobotEndpoint) -> Contract:
     probe = copy.copy(endpoint)  # a sim of its own, so the env's endpoint stays unstarted
     probe._child = probe._rpc = probe._info = probe._start_lock = None
     try:
@@ -62,17 +61,30 @@ async def _contract(endpoint: RobotEndpoint) -> Contract:
         await probe.stop()
 
 
+def _contract(copies: list[RobotEndpoint]) -> Contract:
+    """One declaration's contract: from a started copy (a primed env server's), derived
+    here for a served benchmark, else from a probe sim."""
+    for endpoint in copies:
+        if endpoint.started:
+            return endpoint.contract
+    for endpoint in copies:
+        if isinstance(endpoint, VlaEvalEndpoint):
+            return endpoint.local_contract()
+    return _run(_spawned_contract(copies[0]))
+
+
 def declared_contracts() -> list[tuple[str, Contract]]:
-    """(env name, contract) of every robot capability the imported env modules declare."""
+    """(env name, contract) of every robot capability the imported env modules declare
+    (a module imported twice, as a LocalRuntime does, counts once)."""
     from pytest_hud.runtime.modules import declared_environments
 
-    out: list[tuple[str, Contract]] = []
+    found: dict[str, list[RobotEndpoint]] = {}
     for env, _ in declared_environments():
         for name, cap in env.capabilities.items():
             if isinstance(cap, RobotEndpoint):
                 label = env.name if name == "robot" else f"{env.name}.{name}"
-                out.append((label, _run(_contract(cap))))
-    return out
+                found.setdefault(label, []).append(cap)
+    return [(label, _contract(copies)) for label, copies in found.items()]
 
 
 def check(url: str, info: dict[str, Any], contracts: list[tuple[str, Contract]]) -> None:
