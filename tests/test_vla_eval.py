@@ -212,3 +212,48 @@ def test_a_server_killed_mid_run_gives_error_rows_and_the_session_finishes(
     out = result.stdout.str()
     assert "3 errors" in out or "errors: 3" in out, out
     assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+RECONNECTING = """
+import pytest
+from pytest_hud.interop.vla_eval.agent import VlaEvalAgent
+
+@pytest.fixture(scope="session")
+def hud_agent():
+    return VlaEvalAgent("ws://127.0.0.1:{port}", retries=6, backoff=0.5)
+"""
+
+
+def test_a_server_back_within_the_backoff_resumes_the_episode(suite: pytest.Pytester) -> None:
+    """The server dies mid-episode and a new one comes up on its port: the agent
+    reconnects, restarts the episode there and resends the observation; every row
+    ends as it does with the native agent."""
+    import socket
+    import threading
+
+    from server_proc import controller_server
+
+    _, want = run(suite, "agents:balance")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    suite.makeconftest("import cartpole_env  # noqa: F401\n" + RECONNECTING.format(port=port))
+    revived: list[int | None] = []
+    done = threading.Event()
+    with controller_server("--port", str(port), "--die-after", "150") as (_, first):
+
+        def revive() -> None:
+            first.wait(120)
+            with controller_server("--port", str(port)):
+                revived.append(first.returncode)
+                done.wait(240)  # serve until the run below is over
+
+        thread = threading.Thread(target=revive, daemon=True)
+        thread.start()
+        try:
+            result, got = run(suite, "zero")  # the conftest's hud_agent replaces --hud-agent
+        finally:
+            done.set()
+            thread.join(30)
+    assert revived == [3], "the first server did not die where told to"
+    assert outcomes(got) == outcomes(want), result.stdout.str()

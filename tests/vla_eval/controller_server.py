@@ -1,10 +1,11 @@
 """The scripted CartPole controller behind vla-eval's own PredictModelServer, in a process
-of its own: ``python controller_server.py [--batch N] [--action-dims A] [--die-after K]``.
+of its own: ``python controller_server.py [--port P] [--batch N] [--action-dims A] ...``.
 
-Binds 127.0.0.1 on a free port and prints ``PORT <n>``; on SIGUSR1 (and SIGTERM) it writes
-the widths of the batches it ran since the last dump to ``--stats`` (JSON). ``--action-dims`` declares a wrong action
-size (a mismatched server); ``--die-after K`` exits abruptly at the K-th observation (a
-server that dies mid-run); ``--push-format`` declares another action convention.
+Binds 127.0.0.1 (a free port unless ``--port``) and prints ``PORT <n>``. On SIGUSR1 (and
+SIGTERM) it writes the widths of the batches it ran since the last dump to ``--stats``
+(JSON). ``--action-dims`` declares a wrong action size (a mismatched server);
+``--die-after K`` exits abruptly at the K-th observation (a server that dies mid-run);
+``--push-format`` declares another action convention.
 """
 
 from __future__ import annotations
@@ -86,12 +87,13 @@ async def main(args: argparse.Namespace) -> None:
     signal.signal(signal.SIGUSR1, dump)
     signal.signal(signal.SIGTERM, stop)
     async with anyio.create_task_group() as tg:
-        port = await tg.start(serve_async, server, "127.0.0.1", 0)
+        port = await tg.start(serve_async, server, "127.0.0.1", args.port)
         print(f"PORT {port}", flush=True)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--wait", type=float, default=0.002)
     parser.add_argument("--action-dims", type=int, default=1)
