@@ -1,10 +1,11 @@
 """VlaEvalBridge: serve a vla-eval Benchmark (or StepBenchmark) over openpi/0.
 
 Each slot owns one benchmark instance (``num_envs`` of them in the sim process), so a
-slot resets and steps alone. A ``StepBenchmark`` is driven through its sync methods
-(``reset``, ``step``, ``make_obs``, ``check_done``, ``get_step_result``), exactly what
-its own async bridge calls; any other ``Benchmark`` through its coroutines on a private
-event loop on the sim thread (``offload``).
+slot resets and steps alone. The bridge calls the benchmark's async API, as vla-eval's
+runner does (``start_episode``, ``get_observation``, ``apply_action``, ``is_done``,
+``get_result``): a ``StepBenchmark``'s coroutines never suspend, so they run at once on
+the serve loop's thread; any other ``Benchmark``'s run on a private event loop on the
+sim thread (``offload``).
 
 The observation vla-eval's convention makes (``{"images": {name: HWC}, "states": 1-D,
 "task_description": str, ...}``) is flattened to contract features (``images/NAME`` as
