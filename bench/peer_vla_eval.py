@@ -7,7 +7,8 @@ batching on: ``max_batch_size`` 4), the same tasks x episodes, run by:
     vla-eval 1|2       vla-eval's own Orchestrator (what ``vla-eval run`` runs, no Docker),
                        1 shard, then 2 shard processes at once
     hud vla-eval 1|2   pytest over env.vla_eval(CartPoleBenchmark) rows with
-                       --hud-agent=vla-eval:ws://... (one process, then -n 2)
+                       --hud-agent=vla-eval:ws://... (one process, then -n 2), one
+                       substrate per process kept across episodes (--hud-shared=1)
     hud vla-eval c4    the same with 4 rollouts in flight per process (--hud-concurrency=4
                        over one 4-slot substrate, --hud-shared=4): the server batches them
     hud native 1|2     pytest with its own agent (the same controller in-process) and its
@@ -148,8 +149,9 @@ def run_hud(
     cmd += [f"--hud-max-steps={args.max_steps}"]
     if workers > 1:
         cmd += ["-n", str(workers)]
-    if width > 1:  # rollouts in flight together on one substrate of `width` slots
-        cmd += [f"--hud-concurrency={width}", f"--hud-shared={width}"]
+    # one substrate per process kept across episodes (as a shard keeps its benchmark), with
+    # `width` slots for `width` rollouts in flight together
+    cmd += [f"--hud-shared={width}"] + ([f"--hud-concurrency={width}"] if width > 1 else [])
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=1800)
     wall = time.perf_counter() - t0
