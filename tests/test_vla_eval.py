@@ -171,11 +171,16 @@ def test_host_port_form_and_a_convention_difference_is_one_warning_table(
     assert out.count("vla-eval conventions differ") == 1
 
 
-def test_a_mismatched_server_fails_before_any_item(suite: pytest.Pytester) -> None:
+@pytest.mark.parametrize("workers", [None, "2"], ids=["n0", "n2"])
+def test_a_mismatched_server_fails_before_any_item(
+    suite: pytest.Pytester, workers: str | None
+) -> None:
+    """Also under -n 2: the controller's preflight sees the env the conftest imports."""
     from server_proc import controller_server
 
+    extra = ("-n", workers) if workers else ()
     with controller_server("--action-dims", "3") as (port, _):
-        result, rows = run(suite, f"vla-eval:ws://127.0.0.1:{port}")
+        result, rows = run(suite, f"vla-eval:ws://127.0.0.1:{port}", *extra)
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
     err = result.stderr.str()
     assert "3-dim actions" in err and "'action' has 1" in err and "vla-cartpole" in err, err
