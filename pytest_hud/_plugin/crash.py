@@ -93,7 +93,7 @@ class CrashMixin(SessionState):
         left alone. Other runtimes' children die with their worker (lifeline)."""
         if self.is_worker or not self.options.runtime.startswith("docker"):
             return
-        from pytest_hud.runtime.docker_engine import reap_containers
+        from pytest_hud.runtime.docker.owners import reap_containers
 
         try:
             reap_containers()

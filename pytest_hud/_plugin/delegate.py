@@ -120,7 +120,7 @@ class Delegation:
         index: int = 0,
         timeout: float | None = None,
     ) -> RolloutResult:
-        from pytest_hud.runtime.ray_delegate import delegated_rollout
+        from pytest_hud.runtime.ray.delegate import delegated_rollout
 
         return await delegated_rollout(
             task,
@@ -140,7 +140,7 @@ def delegation(session: Any) -> Delegation:
     runtime = session.options.runtime
     address = None
     if runtime.split(":", 1)[0] == "ray":
-        from pytest_hud.runtime.ray import address_from_spec
+        from pytest_hud.runtime.ray.runtime import address_from_spec
 
         address = address_from_spec(runtime)
 

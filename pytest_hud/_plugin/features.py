@@ -65,6 +65,11 @@ class FeaturesMixin(LedgerMixin, SequentialMixin, CompareMixin, WrapMixin):
         self.compare_summary(tr)
         if self._ledger is not None:
             tr.write_line(f"hud ledger: {self.options.ledger}")
+        if self.options.resume is not None:
+            tr.write_line(
+                f"hud resume: {len(self._resume)} episodes kept from {self.options.resume}, "
+                f"{self._resume_reruns} errored or skipped rows run again"
+            )
 
     def feature_close(self) -> None:
         self.close_ledger()

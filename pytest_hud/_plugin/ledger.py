@@ -39,18 +39,22 @@ class LedgerMixin(SessionState):
     _run_id: str | None
     _provenance: dict[str, Any] | None
     _resume: dict[ledger_mod.Key, dict[str, Any]]
+    _resume_reruns: int
     _ckpt_hash: str | bool | None
 
     def _setup_ledger(self) -> None:
         self._ledger, self._run_id, self._provenance = None, None, None
         self._ckpt_hash = False  # not computed yet
         self._resume = {}
+        self._resume_reruns = 0
         if self.options.resume is not None:
             try:
                 contents = ledger_mod.read(self.options.resume)
             except ledger_mod.LedgerError as exc:
                 raise pytest.UsageError(f"--hud-resume: {exc}") from None
-            self._resume = {ledger_mod.key(r): r for r in contents.episodes}
+            index = ledger_mod.resume_index(contents)
+            self._resume = index.episodes  # errors are not episodes: they run again
+            self._resume_reruns = len(index.rerun)
         if self.is_worker:
             return
         if self.options.ledger is not None or self.options.results is not None:

@@ -29,9 +29,9 @@ def ray_agent(spec: str, runtime: str) -> Any | None:
         raise pytest.UsageError(f"--hud-agent={spec}: expected openpi:ray:NAME, got no NAME")
     import ray
 
+    from pytest_hud.robot.agent.replicas import ReplicaAgent, replica_urls
     from pytest_hud.runtime.errors import PlacementError
-    from pytest_hud.runtime.ray import address_from_spec
-    from pytest_hud.runtime.ray_policy import ReplicaAgent, replica_urls
+    from pytest_hud.runtime.ray.runtime import address_from_spec
 
     address = address_from_spec(runtime) if runtime.split(":", 1)[0] == "ray" else None
     if address is None and not os.environ.get("RAY_ADDRESS") and not ray.is_initialized():

@@ -43,7 +43,7 @@ def session_cluster(config: pytest.Config, options: Any) -> Any:
     if config.getoption("dist", "no") == "no":
         return None  # one process: its ray.init() starts the one cluster
     from pytest_hud.runtime.errors import SubstrateError
-    from pytest_hud.runtime.ray_cluster import RayHead
+    from pytest_hud.runtime.ray.head import RayHead
 
     head = RayHead(Path(tempfile.mkdtemp(prefix="hud-ray-")) / "t")
     try:
