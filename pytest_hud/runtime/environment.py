@@ -173,6 +173,13 @@ class Environment:
         self.add_capability(endpoint, name)
         return endpoint
 
+    def vla_eval(self, benchmark: Any, *, name: str = "robot", **options: Any) -> RobotEndpoint:
+        """Serve a vla-eval Benchmark/StepBenchmark (class or instance) as this environment's
+        robot capability; see :func:`pytest_hud.interop.vla_eval.env.serve_benchmark`."""
+        from pytest_hud.interop.vla_eval.env import serve_benchmark
+
+        return self.add_capability(serve_benchmark(benchmark, **options), name)
+
     # -- serving -------------------------------------------------------------------
     def get_template(self, id: str) -> Template:
         try:

@@ -2,7 +2,8 @@
 
 Built-ins: ``zero`` and ``random`` (from the contract's action space),
 ``lerobot:PATH_OR_REPO`` (a LeRobot checkpoint), ``pi05`` (the pi0.5 LIBERO preset),
-``openpi:HOST:PORT`` (a remote openpi policy server), and ``MODULE:FACTORY`` or
+``openpi:HOST:PORT`` (a remote openpi policy server), ``vla-eval:ws://HOST:PORT`` (a
+vla-eval model server, :mod:`pytest_hud.interop.vla_eval`), and ``MODULE:FACTORY`` or
 ``path/to/file.py:FACTORY`` (a callable returning an agent). Third-party agents
 register a factory under the ``pytest_hud.agents`` entry-point group.
 """
@@ -57,12 +58,19 @@ def _openpi(arg: str | None = None) -> RobotAgent:
     return RobotAgent(RemoteModel(f"ws://{host}:{port}"), name=f"openpi:{host}:{port}")
 
 
+def _vla_eval(arg: str | None = None) -> RobotAgent:
+    from pytest_hud.interop.vla_eval.preflight import load
+
+    return load(arg)
+
+
 BUILTINS: dict[str, Callable[[str | None], RobotAgent]] = {
     "zero": _zero,
     "random": _random,
     "lerobot": _lerobot,
     "pi05": _pi05,
     "openpi": _openpi,
+    "vla-eval": _vla_eval,
 }
 
 
@@ -78,6 +86,7 @@ def available_agents() -> list[str]:
         "lerobot:PATH_OR_REPO",
         "pi05",
         "openpi:HOST:PORT",
+        "vla-eval:ws://HOST:PORT",
         "MODULE:FACTORY",
         "path/to/file.py:FACTORY",
     ]
@@ -133,6 +142,10 @@ def preflight(spec: str) -> None:
             check_checkpoint(arg)
         else:  # pi05: its own message, naming the pi05:/path form
             pi05_source()
+    elif name == "vla-eval":
+        from pytest_hud.interop.vla_eval.preflight import preflight as vla_eval_preflight
+
+        vla_eval_preflight(arg)
     elif name not in BUILTINS and spec not in _entry_points() and ":" in spec:
         from pytest_hud.loader import load_object
 

@@ -1,0 +1,235 @@
+"""A vla-eval model server as the agent: ``--hud-agent=vla-eval:ws://HOST:PORT``.
+
+:class:`VlaEvalModel` is a Model whose forward is a vla-eval model server: one
+connection (:class:`~.session.VlaEvalSession`) per rollout task, so concurrent rollouts
+keep their observations in flight together and a batching ``PredictModelServer``
+(``max_batch_size > 1``) runs them as one ``predict_batch``. :class:`VlaEvalAdapter` maps
+the env's contract onto vla-eval's observation convention by role: cameras to
+``images`` (under the names the server's observation spec asks for, else the env's),
+the robot state to ``states`` (float32, concatenated), the prompt to
+``task_description``. :class:`VlaEvalAgent` adds the episode lifecycle around
+RobotAgent's loop: ``episode_start`` with the task (row id, prompt, seed, args) before
+the first observation, ``episode_end`` after the last step. A returned chunk runs like
+any chunk (the agent's queue, or its Ensembler).
+
+The ``episode_end`` payload carries what the agent knows when its loop ends (steps,
+the reward total the env streamed, terminated, elapsed): the env's grade is computed
+after the agent returns, by the env's template.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from typing import Any
+
+import numpy as np
+
+from pytest_hud.interop.vla_eval.session import VlaEvalError, VlaEvalSession, normalize_url
+from pytest_hud.interop.vla_eval.specs import SPECS_KEY, camera_names, check_specs
+from pytest_hud.robot.agent.adapter import Adapter
+from pytest_hud.robot.agent.agent import EpisodeReport, RobotAgent, RunSettings
+from pytest_hud.robot.agent.errors import AdapterError
+from pytest_hud.robot.agent.model import Model
+from pytest_hud.robot.contract import Spaces
+
+__all__ = ["VlaEvalAdapter", "VlaEvalAgent", "VlaEvalError", "VlaEvalModel", "task_info"]
+
+log = logging.getLogger("pytest_hud.vla_eval")
+
+
+class VlaEvalModel(Model):
+    """Infer through the vla-eval model server at ``url``, one connection per task."""
+
+    batchable = False  # one request per connection: batching happens in the server
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 60.0,
+        connect_timeout: float = 10.0,
+        retries: int = 3,
+        backoff: float = 0.5,
+    ) -> None:
+        self.url = normalize_url(url)
+        self.options: dict[str, Any] = {
+            "timeout": timeout,
+            "connect_timeout": connect_timeout,
+            "retries": retries,
+            "backoff": backoff,
+        }
+        self.server_info: dict[str, Any] = {}
+        self._sessions: weakref.WeakKeyDictionary[asyncio.Task[Any], VlaEvalSession] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __repr__(self) -> str:
+        return f"<VlaEvalModel {self.url}>"
+
+    async def session(self) -> VlaEvalSession:
+        """The calling task's connection (opened, HELLO exchanged, on first use)."""
+        task = asyncio.current_task()
+        if task is None:
+            raise VlaEvalError("VlaEvalModel must be used from an asyncio task")
+        found = self._sessions.get(task)
+        if found is not None:
+            return found
+        session = VlaEvalSession(self.url, **self.options)
+        self.server_info = await session.open()
+        self._sessions[task] = session
+        task.add_done_callback(self._task_done)
+        return session
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        session = self._sessions.pop(task, None)
+        if session is not None:
+            session._drop()
+
+    async def close_session(self) -> None:
+        """Close the calling task's connection now (its episode is over)."""
+        task = asyncio.current_task()
+        session = self._sessions.pop(task, None) if task is not None else None
+        if session is not None:
+            await session.close()
+
+    async def probe(self) -> dict[str, Any]:
+        """Connect, exchange HELLO and hang up: the server's HELLO payload."""
+        session = VlaEvalSession(self.url, **self.options)
+        try:
+            self.server_info = await session.open()
+        finally:
+            await session.close()
+        return self.server_info
+
+    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+        raise NotImplementedError(
+            "VlaEvalModel is per-row (one observation per message): use it in a RobotAgent "
+            "(VlaEvalAgent); the vla-eval server batches across connections"
+        )
+
+    async def ainfer(self, row: dict[str, Any]) -> np.ndarray:
+        session = await self.session()
+        actions = np.array(await session.act(row), dtype=np.float32)
+        if actions.ndim == 1:
+            actions = actions[None]
+        if actions.ndim != 2 or actions.shape[0] < 1:
+            raise VlaEvalError(
+                f"the vla-eval server at {self.url} returned actions of shape "
+                f"{actions.shape}; expected [A] or a chunk [T, A]"
+            )
+        return actions
+
+
+class VlaEvalAdapter(Adapter):
+    """The env's observation as vla-eval's ``{images, states, task_description}``.
+
+    Binding checks the server's HELLO specs against the env's contract: a missing
+    camera or state, or an action of another size, raises AdapterError naming both
+    sides; convention differences are logged once as a table."""
+
+    def __init__(self, server_info: dict[str, Any] | None = None) -> None:
+        self.server_info: dict[str, Any] = dict(server_info or {})
+        self._cams: dict[str, str] = {}
+        self._states: list[str] = []
+
+    def _wire(self, spaces: Spaces) -> None:
+        server = str(self.server_info.get("model_server", "?"))
+        found = check_specs(self.server_info, spaces, env_specs(spaces))
+        if found.errors:
+            raise AdapterError(
+                f"vla-eval model server {server} does not fit this env:\n  "
+                + "\n  ".join(found.errors)
+            )
+        if found.warnings:
+            _warn_once(found.warning_table(server))
+        self._cams = camera_names(self.server_info.get("observation_spec") or {}, spaces)
+        self._states = [f.name for f in spaces.robot_states]
+
+    def observation(self, data: dict[str, Any], prompt: str) -> dict[str, Any]:
+        row: dict[str, Any] = {
+            "images": {key: np.asarray(data[c]) for c, key in self._cams.items()}
+        }
+        if self._states:
+            parts = [np.asarray(data[k], np.float32).reshape(-1) for k in self._states]
+            row["states"] = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        row["task_description"] = prompt
+        return row
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(table: str) -> None:
+    if table not in _warned:
+        _warned.add(table)
+        log.warning("%s", table)
+
+
+def env_specs(spaces: Spaces) -> Any:
+    """The benchmark's own specs, where the env published them (``env.vla_eval`` puts
+    them on the action feature, under ``vla_eval``)."""
+    return spaces.action_feature.extra.get(SPECS_KEY)
+
+
+def task_info(run: Any, prompt: str) -> dict[str, Any]:
+    """The ``episode_start`` task: the row's id, env, args (scalars) and prompt."""
+    task = getattr(run, "task", None)
+    info: dict[str, Any] = {"task_description": prompt}
+    if task is not None:
+        info.update(name=task.key, env=task.env, template=task.id)
+        for key, value in task.args.items():
+            if isinstance(value, str | int | float | bool):
+                info[key] = value
+            elif isinstance(value, dict):  # a vla-eval task dict (env.vla_eval rows)
+                info.update(
+                    {k: v for k, v in value.items() if isinstance(v, str | int | float | bool)}
+                )
+    return info
+
+
+class VlaEvalAgent(RobotAgent):
+    """RobotAgent over a vla-eval model server (see the module's docstring)."""
+
+    model: VlaEvalModel
+
+    def __init__(self, url: str, *, name: str | None = None, **kwargs: Any) -> None:
+        options = {k: kwargs.pop(k) for k in list(kwargs) if k in _SESSION_OPTIONS}
+        model = VlaEvalModel(url, **options)
+        super().__init__(model, VlaEvalAdapter(), name=name or f"vla-eval:{model.url}", **kwargs)
+
+    async def run_episode(
+        self,
+        capability: str | dict[str, Any],
+        *,
+        token: str | None = None,
+        prompt: str = "",
+        run: Any = None,
+        settings: RunSettings | None = None,
+    ) -> EpisodeReport:
+        session = await self.model.session()
+        assert isinstance(self.adapter, VlaEvalAdapter)
+        self.adapter.server_info = session.server_info
+        await session.start_episode(task_info(run, prompt))
+        start = time.monotonic()
+        report: EpisodeReport | None = None
+        try:
+            report = await super().run_episode(
+                capability, token=token, prompt=prompt, run=run, settings=settings
+            )
+            report.extra["vla_eval_reconnects"] = session.reconnects
+            return report
+        finally:
+            if report is not None:
+                metrics = {"total_reward": report.total_reward, "terminated": report.terminated}
+                steps = report.steps
+            else:
+                metrics, steps = {"error": True}, 0
+            payload = {"metrics": metrics, "steps": steps, "elapsed_sec": time.monotonic() - start}
+            await session.end_episode(payload)
+            await self.model.close_session()
+
+
+_SESSION_OPTIONS = ("timeout", "connect_timeout", "retries", "backoff")

@@ -1,0 +1,60 @@
+"""``env.vla_eval(Benchmark, **params)``: a vla-eval benchmark as an env module's robot.
+
+In an env module::
+
+    env = Environment("cartpole-vla")
+    sim = env.vla_eval(CartPoleBenchmark, max_steps=500)
+
+    @env.template()
+    async def episode(task: dict):
+        ep = await sim.reset(task=task)
+        yield {"prompt": ep["prompt"], "robot": {"token": ep["token"]}}
+        yield await sim.result(token=ep["token"])
+
+    ROWS = [episode.task(**row) for row in benchmark_rows(CartPoleBenchmark, episodes=5)]
+
+The benchmark runs in the sim process (:class:`~.bridge.VlaEvalBridge`); its class must
+be importable there (defined in a module, not in ``__main__``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_hud.interop.vla_eval.bridge import VlaEvalBridge, benchmark_rows
+from pytest_hud.robot.contract import Contract
+from pytest_hud.robot.sim.endpoint import RobotEndpoint
+
+__all__ = ["VlaEvalEndpoint", "benchmark_rows", "serve_benchmark"]
+
+_OPTIONS = ("num_envs", "max_steps", "fps", "action_dim")
+
+
+class VlaEvalEndpoint(RobotEndpoint):
+    """The endpoint of a served benchmark; it can also derive its contract here."""
+
+    def __init__(self, kwargs: dict[str, Any], start_timeout: float) -> None:
+        super().__init__(VlaEvalBridge, kwargs=kwargs, start_timeout=start_timeout)
+        self.bridge_kwargs = kwargs
+
+    def local_contract(self) -> Contract:
+        """The contract the sim will publish, derived in this process (one benchmark
+        instance, as :func:`benchmark_rows` builds): a preflight without a sim process."""
+        bridge = VlaEvalBridge(**self.bridge_kwargs)
+        try:
+            return bridge.ensure_contract()
+        finally:
+            bridge.close()
+
+
+def serve_benchmark(
+    benchmark: Any, *, start_timeout: float = 300.0, **params: Any
+) -> VlaEvalEndpoint:
+    """The endpoint serving ``benchmark``: a class (built in the sim with ``params``) or an
+    instance. Bridge options: ``num_envs`` (benchmark instances, one per concurrent
+    rollout), ``max_steps`` (default: the benchmark's metadata, else 300), ``fps``,
+    ``action_dim`` (when the action spec does not give every component's dims); every
+    other keyword goes to the benchmark's constructor."""
+    kwargs: dict[str, Any] = {k: params.pop(k) for k in _OPTIONS if k in params}
+    kwargs.update(target=benchmark, params=params)
+    return VlaEvalEndpoint(kwargs, start_timeout)

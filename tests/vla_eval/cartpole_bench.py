@@ -1,0 +1,83 @@
+"""A vla-eval StepBenchmark over gymnasium's CartPole (CPU, state only) and the scripted
+controller both sides of the interop tests and bench/peer_vla_eval.py run.
+
+A task's ``goal`` is the reward total that counts as success within ``max_steps``: the
+controller balances every episode to ``max_steps``, so a goal above that fails (a FAIL
+row, not an ERROR). ``camera=True`` adds a small ``images/top`` frame.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from vla_eval.benchmarks.base import StepBenchmark, StepResult
+from vla_eval.specs import LANGUAGE, DimSpec
+
+PROMPT = "balance the pole"
+
+
+def controller(states: np.ndarray) -> np.ndarray:
+    """Push the cart toward the side the pole falls to: ``[N, 4]`` states -> ``[N, 1]``."""
+    states = np.asarray(states, np.float64).reshape(len(states), -1)
+    push = states[:, 2] + 0.5 * states[:, 3] + 0.01 * states[:, 1] > 0
+    return push.astype(np.float32)[:, None]
+
+
+class CartPoleBenchmark(StepBenchmark):
+    render_backends = frozenset({"cpu", "gpu"})
+
+    def __init__(
+        self, goals: tuple[float, ...] = (50.0, 1e9), max_steps: int = 100, camera: bool = False
+    ) -> None:
+        super().__init__()
+        self.goals = [float(g) for g in goals]
+        self.max_steps = int(max_steps)
+        self.camera = camera
+        self.env = gym.make("CartPole-v1")
+        self.total = 0.0
+
+    @classmethod
+    def configure_render(cls, mode: str) -> dict[str, str]:
+        return {}
+
+    def get_tasks(self) -> list[dict[str, Any]]:
+        return [{"name": f"goal{i}", "goal": g} for i, g in enumerate(self.goals)]
+
+    def reset(self, task: dict[str, Any]) -> Any:
+        self.total = 0.0
+        seed = 1000 * int(task["name"].removeprefix("goal")) + int(task.get("episode_idx", 0))
+        obs, _ = self.env.reset(seed=seed)
+        return obs
+
+    def step(self, action: dict[str, Any]) -> StepResult:
+        push = int(np.asarray(action["actions"]).reshape(-1)[0] > 0.5)
+        obs, reward, term, _trunc, info = self.env.step(push)
+        self.total += float(reward)
+        return StepResult(obs=obs, reward=float(reward), done=bool(term), info=info)
+
+    def make_obs(self, raw_obs: Any, task: dict[str, Any]) -> dict[str, Any]:
+        obs: dict[str, Any] = {
+            "states": np.asarray(raw_obs, np.float32),
+            "task_description": PROMPT,
+        }
+        if self.camera:
+            obs["images"] = {"top": np.full((8, 8, 3), 128, np.uint8)}
+        return obs
+
+    def get_step_result(self, step_result: StepResult) -> dict[str, Any]:
+        goal = self._task.get("goal", 0.0) if self._task else 0.0
+        return {"success": self.total >= goal, "total_reward": self.total}
+
+    def get_metadata(self) -> dict[str, Any]:
+        return {"max_steps": self.max_steps}
+
+    def get_action_spec(self) -> dict[str, DimSpec]:
+        return {"push": DimSpec("push", 1, "binary_push_right", (0, 1))}
+
+    def get_observation_spec(self) -> dict[str, DimSpec]:
+        return {"state": DimSpec("state", 4, "cartpole_x_dx_theta_dtheta"), "language": LANGUAGE}
+
+    def cleanup(self) -> None:
+        self.env.close()
