@@ -16,9 +16,10 @@ pytest --hud-runtime=docker:IMAGE`` renders with OSMesa in the container as on t
 They are read at the first container's creation (after collection, so a render preflight
 run at import has exported its pick) and a row's ``runtime_config.env`` overrides them.
 
-``build_image(tag, module=..., extra_files=[...])`` builds such an image without a
-registry: a base image with a Python of the host's minor version, plus this project
-and its runtime dependencies installed on the host with ``pip install --target``.
+``build_image(tag, module=..., extra_files=[...])`` (:mod:`.image`) builds such an
+image without a registry: a base image with a Python of the host's minor version, plus
+this project and its runtime dependencies installed on the host with ``pip install
+--target``.
 
 The ``docker`` SDK is imported lazily (``pip install 'pytest-hud[docker]'``); its
 calls block, so they run in worker threads, never on the event loop.
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import logging
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -53,8 +53,6 @@ from pytest_hud.runtime.substrate import CONTROL_PORT, PingedSubstrate, serve_ar
 from pytest_hud.runtime.task import Task
 
 __all__ = ["DockerRuntime"]
-
-log = logging.getLogger(__name__)
 
 
 # -- the provider ---------------------------------------------------------------------------
