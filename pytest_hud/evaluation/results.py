@@ -15,15 +15,73 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Required, TypedDict
 
 from pytest_hud.evaluation.baseline import incomplete_reason, power_note
 from pytest_hud.stats import two_proportion_drop, wilson
 
-__all__ = ["Gate", "aggregate", "baseline_gates", "format_table", "results_document", "stats"]
+__all__ = [
+    "Gate",
+    "Outcome",
+    "Row",
+    "aggregate",
+    "baseline_gates",
+    "format_table",
+    "results_document",
+    "stats",
+]
 
 #: outcomes whose rows count toward success rates and gates
 GRADED = ("passed", "failed")
+
+Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
+
+
+class Row(TypedDict, total=False):
+    """One item's (or one wrapped episode's) results row: ``report.hud``, the results
+    JSON's ``rollouts``, a ledger episode. Plain JSON-able values, so it crosses xdist;
+    only ``nodeid`` and ``outcome`` are always there."""
+
+    nodeid: Required[str]
+    outcome: Required[str]  # an Outcome
+    label: str
+    group: str
+    key: str | None
+    task: str
+    env: str | None
+    task_id: str | None
+    slug: str | None
+    args: dict[str, Any]
+    rep: int
+    seed: Any
+    agent: str
+    min_success: float | None
+    strict: bool
+    # the rollout's result (RolloutResult.report_fields)
+    score: float | None
+    success: bool | None
+    total_reward: float | None
+    steps: int | None
+    terminated: bool | None
+    truncated: bool | None
+    cut_by_max_steps: bool | None
+    duration: float
+    prompt: str | None
+    error: str | None
+    error_type: str | None
+    phase: str | None
+    infer_s: float | None
+    env_s: float | None
+    policy_busy: float | None
+    video: str | None
+    dataset: dict[str, Any] | None
+    # added by the plugin and its features
+    repro: str
+    bar: float | None  # --hud-gate=sequential: the task's bar
+    resumed: bool  # read back from --hud-resume's ledger
+    wrapped: bool  # an episode a test drove through wrap(env)
+    worker: str  # a crashed xdist worker's row: which worker
+    exitcode: int | None
 
 
 def stats(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
