@@ -1,3 +1,4 @@
+# mypy: disable-error-code="empty-body"
 """pytest-hud's hooks: implement them in a ``conftest.py`` or a plugin.
 
 pytest-hud's own optional features (ledger, resume, sequential gates, compare, wrap,

@@ -182,7 +182,9 @@ class Reporter:
             meta.update(extra)
         hud.gates = [rep.Gate(g.name, g.passed, g.message) for g in covered]
         report_only = self.options.gate == "none"
-        hud.verdict = decide(rows, covered, hud.other_failures, report_only=report_only)
+        hud.verdict = decide(
+            [dict(r) for r in rows], covered, hud.other_failures, report_only=report_only
+        )
         if self.options.results is not None:
             stopped = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop)
             doc = rep.results_document(

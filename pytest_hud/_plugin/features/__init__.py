@@ -103,7 +103,8 @@ def register(session: HudSession) -> list[str]:
 def unregister(config: pytest.Config) -> None:
     """Close and unregister the features registered for this run (last first)."""
     pm = config.pluginmanager
-    for name in reversed(config.stash.get(_REGISTERED, [])):
+    names: list[str] = config.stash.get(_REGISTERED, [])
+    for name in reversed(names):
         plugin = pm.get_plugin(name)
         if plugin is None:
             continue

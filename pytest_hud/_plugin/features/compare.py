@@ -56,7 +56,7 @@ class ComparePlugin:
         except ValueError as exc:
             self.error = str(exc)
             return [rep.Gate("compare", False, f"compare: {exc}")]
-        new = cmp.run_from_rows(rows, self.label)
+        new = cmp.run_from_rows([dict(r) for r in rows], self.label)
         if new.label == base.label:
             new.label = f"{new.label} (this run)"
         self.comparisons = cmp.compare([base, new], alpha=self.options.alpha)

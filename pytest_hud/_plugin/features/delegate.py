@@ -156,6 +156,7 @@ class DelegatePlugin:
     def _parts(self) -> dict[str, str]:
         """Each env's dataset parts folder, beside the dataset the recording merges into."""
         recording = self.session.config.pluginmanager.get_plugin("pytest-hud-recording")
+        assert recording is not None, "--hud-record registers pytest-hud-recording"
         envs = {case.row.env for case in self.session.evaluator.cases.values()}
         return {env: str(parts_dir(recording.dataset_root(env))) for env in envs}
 
