@@ -164,7 +164,8 @@ class HudSession:
     def make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         """With ``--dist load``: when recording, contiguous blocks (so the merged dataset
         follows the test order); with concurrency > 1, queues at least as deep as the
-        concurrency so each worker's lookahead has items to start."""
+        concurrency so each worker's lookahead has items to start. (With
+        ``--hud-gate=sequential`` the sequential feature's scheduler answers first.)"""
         if config.getoption("dist", "no") != "load":
             return None
         from pytest_hud._plugin.internals import HudBlockScheduling, HudLoadScheduling
