@@ -91,5 +91,7 @@ def pytest_hud_results_meta(config: pytest.Config) -> dict[str, Any]:
 
 
 @pytest.hookspec()
-def pytest_hud_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+def pytest_hud_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
     """Write lines under the hud table and its verdict."""

@@ -109,7 +109,7 @@ class HudHooks:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.reporter.logreport(report)
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         self.reporter.terminal_summary(terminalreporter)
 
     @pytest.hookimpl(tryfirst=True)

@@ -98,8 +98,9 @@ class Evaluator:
     def prime(self, provider: Provider, nodeids: list[str]) -> None:
         """Start booting the substrates of these items (the first to run) now, in the
         background: the session calls this before it loads the agent, so the boots run
-        while torch and the policy load instead of after. A warm pool gets them as its plan; a Shared provider boots the first
-        row's substrate. A failed boot here is not an error: the rollout boots again."""
+        while torch and the policy load instead of after. A warm pool gets them as its
+        plan; a Shared provider boots the first row's substrate. A failed boot here is not
+        an error: the rollout boots again."""
         rows = [(n, self.cases[n].task) for n in nodeids if n in self.cases]
         if not rows or self.options.delegate is not None:
             return

@@ -148,7 +148,7 @@ class Reporter:
         ):
             session.other_failures += 1
 
-    def terminal_summary(self, terminalreporter: Any) -> None:
+    def terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         session = self.session
         if session.is_worker or not session.rows:
             return

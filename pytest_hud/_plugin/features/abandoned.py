@@ -53,7 +53,7 @@ class AbandonedPlugin:
         self.from_workers.extend(str(x) for x in lines)
 
     @pytest.hookimpl  # registered after the session: its lines come before the hud table
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.is_worker:
             return
         for line in [*self.from_workers, *abandoned_lines()]:

@@ -110,7 +110,7 @@ class ComparePlugin:
         return [Figure(self.plot, f"{self.base_path} -> this run (--hud-compare)")]
 
     @pytest.hookimpl
-    def pytest_hud_terminal_summary(self, terminalreporter: Any) -> None:
+    def pytest_hud_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         tr = terminalreporter
         if not self.comparisons and self.error is None:
             return

@@ -49,7 +49,7 @@ class LedgerPlugin:
         return {"ledger": str(self.path)}
 
     @pytest.hookimpl
-    def pytest_hud_terminal_summary(self, terminalreporter: Any) -> None:
+    def pytest_hud_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"hud ledger: {self.path}")
 
     @pytest.hookimpl(trylast=True)

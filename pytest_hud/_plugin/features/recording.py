@@ -161,6 +161,6 @@ class RecordingPlugin:
         return {"dataset": self.dataset}
 
     @pytest.hookimpl
-    def pytest_hud_terminal_summary(self, terminalreporter: Any) -> None:
+    def pytest_hud_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.dataset is not None:
             terminalreporter.write_line(f"hud dataset: {self.dataset}")
