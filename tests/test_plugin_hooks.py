@@ -192,3 +192,38 @@ def test_hookspecs_are_documented_in_one_line() -> None:
     for spec in specs:
         doc = spec.__doc__ or ""
         assert doc and "\n" not in doc.strip(), spec.__name__
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """The modules ``path`` imports outside ``if TYPE_CHECKING:`` blocks."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+            return
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    return found
+
+
+def test_hookspecs_and_features_stand_apart() -> None:
+    """The public hookspecs import nothing of pytest-hud at runtime (cheap, no cycle);
+    the feature plugins never import the hooks module or the session at runtime (each
+    is built from plain objects, so it can be tested alone)."""
+    root = Path(pytest_hud.__file__).parent
+    assert not {m for m in _runtime_imports(root / "hookspecs.py") if m.startswith("pytest_hud")}
+    bad = []
+    for path in sorted((root / "_plugin" / "features").glob("*.py")):
+        for m in _runtime_imports(path):
+            if m in ("pytest_hud.plugin", "pytest_hud._plugin.session") or m.startswith(
+                "pytest_hud._plugin.session."
+            ):
+                bad.append(f"{path.name} imports {m}")
+    assert not bad, bad
