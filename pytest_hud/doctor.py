@@ -144,7 +144,8 @@ class Probe:
         kind = "headless" if b.headless else "needs a display"
         if self.ok:
             return f"  ok    {b.name:<7} ({kind}, {self.seconds:.1f} s)  use: export {b.exports}"
-        return f"  FAIL  {b.name:<7} ({kind}): {self.error}\n        fix: {b.fix()}"
+        fix = "pip install mujoco" if "No module named 'mujoco'" in self.error else b.fix()
+        return f"  FAIL  {b.name:<7} ({kind}): {self.error}\n        fix: {fix}"
 
 
 def probe(name: str, *, timeout: float = 60.0, env: Mapping[str, str] | None = None) -> Probe:
@@ -188,6 +189,13 @@ def _last_error(stderr: str, code: int) -> str:
 def probe_all(names: Sequence[str] | None = None, *, timeout: float = 60.0) -> list[Probe]:
     return [probe(n, timeout=timeout) for n in (names or list(BACKENDS))]
 
+
+#: what doctor prints where the Python package is absent: no GL package can help then
+MISSING_MUJOCO = (
+    "MuJoCo is not installed in this Python ({python}): no backend can render.\n"
+    "fix: pip install mujoco (or pip install 'pytest-hud[metaworld]', which brings it);\n"
+    "     then run python -m pytest_hud doctor again for the GL packages"
+)
 
 _PREFLIGHT: dict[tuple[str, ...], str | RenderError] = {}
 
@@ -246,6 +254,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [b for b in args.backends if b not in BACKENDS]
     if unknown:
         parser.error(f"unknown backend(s) {unknown}; expected any of {list(BACKENDS)}")
+    if not mujoco_here():
+        print(MISSING_MUJOCO.format(python=sys.executable))
+        return 1
     print("MuJoCo rendering backends (one 32x32 frame each, in a fresh process):")
     probes = probe_all(args.backends or None, timeout=args.timeout)
     for p in probes:

@@ -137,3 +137,30 @@ def test_a_suite_imports_without_probing_where_mujoco_is_not_installed() -> None
         timeout=300,
     )
     assert present.returncode != 0 and "cannot render here" in present.stderr
+
+
+def test_doctor_names_the_python_package_where_mujoco_is_absent(tmp_path) -> None:
+    """An interpreter without MuJoCo (this venv's base Python) gets the pip fix first, not
+    a ModuleNotFoundError per backend followed by apt packages that cannot help."""
+    base = getattr(sys, "_base_executable", sys.executable)
+    probe_mujoco = subprocess.run(
+        [base, "-c", "import importlib.util as u; print(u.find_spec('mujoco') is None)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if probe_mujoco.stdout.strip() != "True":
+        pytest.fail(f"{base} has mujoco installed; this test needs an interpreter without it")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run(
+        [base, "-m", "pytest_hud", "doctor"],
+        env={**os.environ, "PYTHONPATH": root},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "MuJoCo is not installed" in out.stdout
+    assert "pip install mujoco" in out.stdout.splitlines()[1]
+    assert "ModuleNotFoundError" not in out.stdout + out.stderr
+    assert "apt-get" not in out.stdout

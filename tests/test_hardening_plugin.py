@@ -262,6 +262,20 @@ def test_a_module_column_outside_the_project_is_refused_unless_allowed(
     run(pytester, "proj/rows.jsonl", "--hud-agent=plain_agent:plain").assert_outcomes(passed=2)
 
 
+def test_a_refused_module_column_names_each_allowed_folder_once(tmp_path: Path) -> None:
+    """Issue 26 #6: a task file in the rootdir gave "outside DIR and DIR and DIR"."""
+    from pytest_hud import Task
+    from pytest_hud._plugin.errors import ModuleColumnError
+    from pytest_hud._plugin.module_rows import check_module_columns
+
+    row = Task(env="evil", id="t", metadata={"module": "/elsewhere/evil.py"})
+    with pytest.raises(ModuleColumnError) as err:
+        check_module_columns([row], "rows.jsonl", [tmp_path, tmp_path / ".", tmp_path])
+    message = str(err.value)
+    assert message.count(str(tmp_path.resolve())) == 1, message
+    assert "outside " + str(tmp_path.resolve()) + ";" in message, message
+
+
 def _cartpole(tmp: Path, name: str, *args: str) -> dict[str, dict[str, Any]]:
     """The example cartpole rows x 8 (one-slot sims), zero agent; rows by node id."""
     out = tmp / f"{name}.json"

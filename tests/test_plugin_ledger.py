@@ -139,3 +139,30 @@ def test_compare_plot_and_drop_gate(slow: pytest.Pytester, agent: str, dropped: 
     verdicts = {t["task"]: t["verdict"] for t in doc["compare"]["tasks"]}
     assert verdicts["line/reach[goal=0.0]"] == ("worse" if dropped else "no significant change")
     assert result.ret == (pytest.ExitCode.TESTS_FAILED if dropped else pytest.ExitCode.OK)
+
+
+def test_resume_reruns_errored_rows_and_keeps_episodes(slow: pytest.Pytester) -> None:
+    """Issue 26 #2: a ledger of infrastructure ERRORs (here a substrate that cannot boot)
+    resumed as "3 skipped"; an ERROR is not an episode, so resume runs it again and says
+    how many it re-ran; graded rows are kept. A torn last line is still tolerated."""
+    led = slow.path / "run.ledger.jsonl"
+    broken = run(
+        slow,
+        "--hud-group=3",
+        f"--hud-ledger={led}",
+        f"--hud-runtime=subprocess:{slow.path / 'no-such-python'}",
+    )
+    broken.assert_outcomes(errors=3)
+    assert [e["outcome"] for e in ledger.read(led).episodes] == ["error"] * 3
+
+    with led.open("ab") as f:  # a writer killed mid-line
+        f.write(b'{"kind":"episode","run":"x","key":"line/re')
+    resumed = run(slow, "--hud-group=3", f"--hud-ledger={led}", f"--hud-resume={led}")
+    resumed.assert_outcomes(passed=3)
+    text = resumed.stdout.str()
+    assert "hud resume: 0 episodes kept" in text and "3 errored or skipped rows run again" in text
+
+    again = run(slow, "--hud-group=3", f"--hud-ledger={led}", f"--hud-resume={led}", "-rs")
+    again.assert_outcomes(skipped=3)
+    assert "hud resume: 3 episodes kept" in again.stdout.str()
+    assert ledger.read(led).torn is None  # the reopened ledger cut the torn tail

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -521,3 +522,124 @@ async def test_contract_binds_models_that_size_actions_from_the_action_space(
             chunk = await remote.ainfer(row)
             assert chunk.shape[-1] == 3 and np.abs(chunk).max() <= 1.0
             await remote.aclose()
+
+
+class _Reconnects(logging.Handler):
+    """Counts RemoteModel's "reconnecting" warnings; set() once the first arrives."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+        self.seen = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "reconnecting" in record.getMessage():
+            self.count += 1
+            self.seen.set()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _start_policy_server(port: int) -> asyncio.subprocess.Process:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "pytest_hud.robot.policy_server",
+        "--agent",
+        f"{MODELS}:state_agent",
+        "--port",
+        str(port),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    async with asyncio.timeout(WAIT):
+        while True:
+            line = (await proc.stdout.readline()).decode()
+            assert line, f"the policy server exited ({await proc.wait()}) before serving"
+            if line.startswith(ANNOUNCE):
+                return proc
+
+
+async def _kill(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+
+
+async def test_a_restarted_policy_server_is_reconnected() -> None:
+    """Issue 26 #3: the rollout in flight when the server dies is an ERROR; a rollout that
+    starts while it is down waits (bounded, logged) and runs once it is back; a server that
+    stays away past ``reconnect`` fails each later rollout at its first refused connect."""
+    port = _free_port()
+    handler = _Reconnects()
+    logging.getLogger("pytest_hud.robot.agent.remote").addHandler(handler)
+    procs = [await _start_policy_server(port)]
+    try:
+        agent = load_agent(f"openpi:127.0.0.1:{port}")
+        steps = 0
+
+        class KillAt:
+            def step(self, data: Any, action: Any) -> None:
+                nonlocal steps
+                steps += 1
+                if steps == 20:
+                    os.killpg(procs[-1].pid, signal.SIGKILL)
+
+            def end(self, ok: bool) -> dict[str, Any]:
+                return {}
+
+        task = [Task("pendulum", "swing_up", {})]
+        async with env_server(PENDULUM) as envs:
+            (first,) = await run(task, agent, Runtime(envs.url))
+            assert first.error is None and first.steps == 200, first.error
+            agent.observers.append(lambda run_, spaces: KillAt())
+            (lost,) = await run(task, agent, Runtime(envs.url))
+            assert lost.error is not None and "connection was lost" in lost.error
+            agent.observers.clear()
+            await procs[-1].wait()
+
+            later = asyncio.ensure_future(run(task, agent, Runtime(envs.url)))
+            async with asyncio.timeout(WAIT):
+                await handler.seen.wait()  # it is retrying against the dead port
+            procs.append(await _start_policy_server(port))
+            async with asyncio.timeout(WAIT):
+                (back,) = await later
+            assert back.error is None and back.steps == 200, back.error
+
+            agent.model.reconnect = 0.5
+            os.killpg(procs[-1].pid, signal.SIGKILL)
+            await procs[-1].wait()
+            (gone,) = await run(task, agent, Runtime(envs.url))
+            assert gone.error is not None and "did not come back within" in gone.error
+            assert f"127.0.0.1:{port}" in gone.error
+            retries = handler.count
+            (still,) = await run(task, agent, Runtime(envs.url))
+            assert still.error is not None and "did not come back within" in still.error
+            assert handler.count == retries  # past the window: one attempt, no retries
+        await agent.model.aclose()
+    finally:
+        logging.getLogger("pytest_hud.robot.agent.remote").removeHandler(handler)
+        for proc in procs:
+            await _kill(proc)
+
+
+async def test_a_server_never_reached_fails_at_once() -> None:
+    """No retry for a url that never answered: a typo must not wait out the window."""
+    handler = _Reconnects()
+    logging.getLogger("pytest_hud.robot.agent.remote").addHandler(handler)
+    try:
+        model = RemoteModel(f"127.0.0.1:{_free_port()}", reconnect=60.0)
+        with pytest.raises(RemoteModelError, match="cannot connect to the policy server"):
+            await model.ainfer({"observation/state": np.zeros(2, np.float32)})
+        assert handler.count == 0
+    finally:
+        logging.getLogger("pytest_hud.robot.agent.remote").removeHandler(handler)

@@ -31,7 +31,7 @@ def check_module_columns(
     dotted name nor a path under one of ``roots`` (unless ``allow``)."""
     if allow:
         return
-    folders = [Path(r).resolve() for r in roots]
+    folders = list(dict.fromkeys(Path(r).resolve() for r in roots))  # once each
     for n, row in enumerate(rows, 1):
         module = row.metadata.get("module")
         if not module:

@@ -14,6 +14,8 @@ outcome, score, steps, error, timings) plus the checkpoint's path and content ha
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import os
 import sys
@@ -31,6 +33,8 @@ __all__ = [
     "Ledger",
     "LedgerContents",
     "LedgerError",
+    "LedgerWriteError",
+    "ResumeIndex",
     "TornLine",
     "episode_record",
     "key",
@@ -38,6 +42,7 @@ __all__ = [
     "merge",
     "read",
     "results",
+    "resume_index",
 ]
 
 VERSION = 1
@@ -46,6 +51,10 @@ Key = tuple[Any, ...]
 
 class LedgerError(HudError, ValueError):
     """A ledger line that is not a torn tail cannot be read."""
+
+
+class LedgerWriteError(LedgerError):
+    """A record could not be appended (a full disk); the ledger was cut back to whole lines."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,36 @@ def key(record: dict[str, Any]) -> Key:
         record.get("agent"),
         ckpt.get("hash"),
     )
+
+
+#: outcomes of a finished episode, which resume keeps (an ERROR is not an episode)
+EPISODE_OUTCOMES = ("passed", "failed", "xfailed", "xpassed")
+
+
+def is_episode(record: dict[str, Any]) -> bool:
+    """Whether a record is a graded episode (pass or fail), not an infrastructure error."""
+    return record.get("outcome") in EPISODE_OUTCOMES and not record.get("error")
+
+
+@dataclass
+class ResumeIndex:
+    """What ``--hud-resume`` keeps: the graded episode of each key (the latest line wins),
+    and the keys whose records are only errors or skips, which run again."""
+
+    episodes: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    rerun: set[Key] = field(default_factory=set)
+
+
+def resume_index(contents: LedgerContents) -> ResumeIndex:
+    out = ResumeIndex()
+    for rec in contents.episodes:
+        k = key(rec)
+        if is_episode(rec):
+            out.episodes[k] = rec
+            out.rerun.discard(k)
+        elif k not in out.episodes:
+            out.rerun.add(k)
+    return out
 
 
 def episode_record(
@@ -145,7 +184,10 @@ class Ledger:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         created = not self.path.exists()
-        self.torn: TornLine | None = read(self.path).torn if not created else None
+        contents = read(self.path) if not created else LedgerContents()
+        self.torn: TornLine | None = contents.torn
+        #: whole records in the file (those found at open plus those appended since)
+        self.records = len(contents.runs) + len(contents.episodes)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if self.torn is not None:
             os.ftruncate(self._fd, self.torn.offset)
@@ -166,8 +208,22 @@ class Ledger:
         with self._lock:
             if self._fd < 0:
                 raise LedgerError(f"{self.path}: ledger is closed")
-            os.write(self._fd, line)  # one write on O_APPEND: a whole line or a torn tail
-            os.fsync(self._fd)
+            size = os.fstat(self._fd).st_size
+            try:
+                if os.write(self._fd, line) != len(line):  # a full disk writes a part
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                os.fsync(self._fd)
+            except OSError as exc:
+                with contextlib.suppress(OSError):  # shrinking needs no free space
+                    os.ftruncate(self._fd, size)
+                    os.fsync(self._fd)
+                raise LedgerWriteError(
+                    f"{self.path}: could not append a {record['kind']} record "
+                    f"({exc.strerror or exc}); the ledger is intact up to its last complete "
+                    f"line ({size} bytes); fix: free space on that filesystem, then "
+                    f"--hud-resume={self.path} runs only the episodes it lacks"
+                ) from None
+            self.records += 1
 
     def begin_run(self, provenance: dict[str, Any], run: str | None = None) -> str:
         """Record the session's provenance once; returns the run id episodes refer to."""

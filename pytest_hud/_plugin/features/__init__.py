@@ -18,8 +18,8 @@ plugin name                 enabled by                          module
 ==========================  ==================================  =======================
 
 Where several contribute to one output, registration order sets theirs (pluggy calls
-the last registered first): the compare table before the ledger line before the dataset
-line; sequential gates before the compare gate.
+the last registered first): the compare table, then the ledger line, the resume line and
+the dataset line; sequential gates before the compare gate.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ Every process (controller or worker) reads the ledger at configure time; at coll
 agent and checkpoint hash (:func:`pytest_hud.evaluation.ledger.key`) -- is skipped
 before it is registered with the evaluator, so no rollout starts for it. Its setup
 report then carries the ledger's row (``resumed: true``), which the table, the results
-JSON and the gates count like any other.
+JSON and the gates count like any other. An errored or skipped row is no episode: its
+item runs again, and the terminal summary says how many did.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ class ResumePlugin:
             contents = ledger_mod.read(path)
         except ledger_mod.LedgerError as exc:
             raise pytest.UsageError(f"--hud-resume: {exc}") from None
-        self.episodes = {ledger_mod.key(r): r for r in contents.episodes}
+        index = ledger_mod.resume_index(contents)
+        self.episodes = index.episodes  # errors are not episodes: they run again
+        self.reruns = len(index.rerun)
         self.resumed: dict[str, dict[str, Any]] = {}  # node id -> its ledger record
 
     @pytest.hookimpl
@@ -54,6 +57,13 @@ class ResumePlugin:
             return None
         self.resumed[nodeid] = record
         return f"resumed from {self.path} (run {record.get('run')})"
+
+    @pytest.hookimpl
+    def pytest_hud_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        terminalreporter.write_line(
+            f"hud resume: {len(self.episodes)} episodes kept from {self.path}, "
+            f"{self.reruns} errored or skipped rows run again"
+        )
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(

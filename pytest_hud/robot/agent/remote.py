@@ -20,6 +20,13 @@ task ends. Rationale:
   on one shared connection would make them queue behind each other and the server
   would only ever see batches of one.
 
+A server that goes away and comes back (a restarted replica, a preempted node) is
+reconnected: the rollouts whose connection was lost are errors (their episode cannot
+be resumed mid-way), and a later rollout whose connect is refused retries with
+backoff, logged, for up to ``reconnect`` seconds counted from the first refusal of
+that outage; after that every connect is a single attempt until one succeeds. A
+server never reached is not retried: a wrong url fails at once.
+
 ``infer(batch)`` raises: RemoteModel is per-row and cannot back a BatchedModel or
 BatchedAgent. Batch on the server instead (PolicyServer batches across connections).
 """
@@ -28,6 +35,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import time
 import weakref
 from typing import Any
 
@@ -41,6 +50,8 @@ from pytest_hud.robot.wire.transport import Transport, connect
 
 __all__ = ["RemoteModel", "RemoteModelError"]
 
+log = logging.getLogger(__name__)
+
 
 class RemoteModel(Model):
     """Infer through an openpi policy server at ``url`` (``ws://host:port``).
@@ -48,7 +59,8 @@ class RemoteModel(Model):
     ``connect_timeout`` bounds the handshake plus the metadata frame; ``reply_timeout``
     bounds each wait for an action chunk (a connection that timed out is dropped, so a
     late reply can never be taken for the next request's). ``api_key`` is sent as
-    ``Authorization: Api-Key <key>``, like openpi-client.
+    ``Authorization: Api-Key <key>``, like openpi-client. ``reconnect`` bounds how long
+    a refused connect to a server that answered before is retried (0: never).
     """
 
     #: One request per connection: openpi has no batched request, so BatchedAgent
@@ -62,6 +74,7 @@ class RemoteModel(Model):
         connect_timeout: float = 30.0,
         reply_timeout: float = 120.0,
         api_key: str | None = None,
+        reconnect: float = 30.0,
     ) -> None:
         if not url.startswith(("ws://", "wss://")):
             url = f"ws://{url}"
@@ -69,6 +82,9 @@ class RemoteModel(Model):
         self.connect_timeout = connect_timeout
         self.reply_timeout = reply_timeout
         self.api_key = api_key
+        self.reconnect = reconnect
+        self._reached = False  # a connection succeeded once: refusals are an outage
+        self._outage_since: float | None = None
         self._metadata: dict[str, Any] | None = None
         self._conns: weakref.WeakKeyDictionary[asyncio.Task[Any], Transport] = (
             weakref.WeakKeyDictionary()
@@ -97,19 +113,7 @@ class RemoteModel(Model):
         ws = self._conns.get(task)
         if ws is not None:
             return ws
-        headers = {"Authorization": f"Api-Key {self.api_key}"} if self.api_key else None
-        try:
-            ws = await connect(self.url, open_timeout=self.connect_timeout, headers=headers)
-        except ConnectTimeout:
-            raise RemoteModelError(
-                f"timed out after {self.connect_timeout} s connecting to the policy server "
-                f"at {self.url} (connect_timeout)"
-            ) from None
-        except ConnectError as exc:
-            raise RemoteModelError(
-                f"cannot connect to the policy server at {self.url}: {exc}; is it running "
-                "(python -m pytest_hud.robot.policy_server, or openpi's serve_policy.py)?"
-            ) from None
+        ws = await self._open()
         try:
             meta = await self._recv(ws, self.connect_timeout, "metadata frame")
             if not isinstance(meta, dict):
@@ -121,9 +125,59 @@ class RemoteModel(Model):
             await _close(ws)
             raise
         self._metadata = meta
+        self._reached, self._outage_since = True, None
         self._conns[task] = ws
         task.add_done_callback(self._task_done)
         return ws
+
+    async def _open(self) -> Transport:
+        """Connect, retrying refusals (with backoff, logged) during an outage's window."""
+        headers = {"Authorization": f"Api-Key {self.api_key}"} if self.api_key else None
+        attempt = 0
+        while True:
+            try:
+                return await connect(self.url, open_timeout=self.connect_timeout, headers=headers)
+            except ConnectTimeout:
+                raise RemoteModelError(
+                    f"timed out after {self.connect_timeout} s connecting to the policy server "
+                    f"at {self.url} (connect_timeout)"
+                ) from None
+            except ConnectError as exc:
+                delay = self._retry_delay(attempt)
+                if delay is None:
+                    raise RemoteModelError(self._refused(exc)) from None
+                log.warning(
+                    "policy server %s refused a connection (%s); reconnecting in %.2f s "
+                    "(attempt %d, gives up %.0f s into the outage)",
+                    self.url,
+                    exc,
+                    delay,
+                    attempt + 1,
+                    self.reconnect,
+                )
+                await asyncio.sleep(delay)
+                attempt += 1
+
+    def _retry_delay(self, attempt: int) -> float | None:
+        """The wait before the next connect attempt, or None to give up now."""
+        if not self._reached or self.reconnect <= 0:
+            return None
+        now = time.monotonic()
+        if self._outage_since is None:
+            self._outage_since = now
+        left = self.reconnect - (now - self._outage_since)
+        return None if left <= 0 else min(0.05 * 2**attempt, 2.0, left)
+
+    def _refused(self, exc: Exception) -> str:
+        if self._reached and self.reconnect > 0:
+            return (
+                f"the policy server at {self.url} went away and did not come back within "
+                f"reconnect={self.reconnect} s ({exc}); restart it, or raise reconnect"
+            )
+        return (
+            f"cannot connect to the policy server at {self.url}: {exc}; is it running "
+            "(python -m pytest_hud.robot.policy_server, or openpi's serve_policy.py)?"
+        )
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         ws = self._conns.pop(task, None)
