@@ -131,11 +131,9 @@ def test_feature_plugins_are_registered_only_when_enabled(pytester: pytest.Pytes
     assert ledger.read(path).runs  # the run line was written, and the file closed
 
 
-def _row(nodeid: str, success: bool, **extra: object) -> Row:
-    row: Row = {"nodeid": nodeid, "outcome": "passed" if success else "failed"}
-    row.update(key="line/reach", success=success, error=None, seed=None)  # type: ignore[typeddict-item]
-    row.update(extra)  # type: ignore[typeddict-item]
-    return row
+def _row(nodeid: str, success: bool) -> Row:
+    outcome = "passed" if success else "failed"
+    return Row(nodeid=nodeid, outcome=outcome, key="line/reach", success=success, error=None)
 
 
 def test_the_sequential_plugin_alone_decides_and_skips(pytester: pytest.Pytester) -> None:
