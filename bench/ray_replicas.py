@@ -33,8 +33,8 @@ from ray_cluster import bench_cluster  # noqa: E402
 
 from pytest_hud import Task, run  # noqa: E402
 from pytest_hud.robot.agent.model import ZeroModel  # noqa: E402
+from pytest_hud.robot.agent.replicas import PolicyReplicas  # noqa: E402
 from pytest_hud.runtime.ray import RayRuntime  # noqa: E402
-from pytest_hud.runtime.ray_policy import PolicyReplicas  # noqa: E402
 
 PENDULUM = ROOT / "examples" / "envs" / "pendulum.py"
 

@@ -36,7 +36,7 @@ from pytest_hud import LocalRuntime, Shared, SubprocessRuntime, Taskset, run  # 
 from pytest_hud.robot import RobotAgent  # noqa: E402
 from pytest_hud.robot.agent.model import ZeroModel  # noqa: E402
 from pytest_hud.runtime.ray import RayRuntime  # noqa: E402
-from pytest_hud.runtime.ray_delegate import delegated_rollout  # noqa: E402
+from pytest_hud.runtime.ray.delegate import delegated_rollout  # noqa: E402
 
 PENDULUM = ROOT / "examples" / "envs" / "pendulum.py"
 

@@ -150,7 +150,7 @@ def _render_provider(suite: str, runtime: str, libero_python: str | None) -> Any
 
     module = f"pytest_hud.suites.{suite}"
     if runtime == "docker":
-        from pytest_hud.runtime.docker_auto import AutoDockerRuntime
+        from pytest_hud.runtime.docker.auto import AutoDockerRuntime
 
         path = importlib.import_module(module).__file__
         return AutoDockerRuntime([path], boot_timeout=900).serving(module)

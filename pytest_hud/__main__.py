@@ -19,7 +19,7 @@ COMMANDS = {
     "compare": ("pytest_hud.evaluation.compare", "compare results JSONs of checkpoints per task"),
     "ledger": ("pytest_hud.evaluation.ledger", "episode ledgers: merge shards"),
     "doctor": ("pytest_hud.doctor", "which MuJoCo GL backends render here, and the fix"),
-    "image": ("pytest_hud.runtime.docker_cli", "build, list, remove the env images of docker runs"),
+    "image": ("pytest_hud.runtime.docker.cli", "build, list, remove the env images of docker runs"),
 }
 
 

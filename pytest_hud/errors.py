@@ -11,7 +11,7 @@ clauses still match; the module defining it in brackets)::
     ├── ControlError (RuntimeError)             [runtime/errors]
     │   └── TemplateError
     ├── SubstrateError (RuntimeError)           [runtime/errors]
-    │   └── AptError                            [runtime/docker_apt]
+    │   └── AptError                            [runtime/docker/apt]
     ├── NotReady (TimeoutError)                 [runtime/readiness]
     ├── ConnectError (ConnectionError)          [robot/wire/errors]
     │   └── ConnectTimeout
@@ -28,6 +28,8 @@ clauses still match; the module defining it in brackets)::
     ├── RemoteModelError (RuntimeError)         [robot/agent/errors]
     ├── DatasetError (ValueError)               [robot/record/errors]
     ├── LedgerError (ValueError)                [evaluation/ledger]
+    │   └── LedgerWriteError
+    ├── OutputWriteError (OSError)              [evaluation/durable]
     ├── StepTableError (RuntimeError)           [evaluation/step_tables]
     ├── EpisodeFailed (AssertionError)          [_plugin/errors]: the policy failed, a FAIL
     ├── RolloutError (RuntimeError)             [_plugin/errors]: infrastructure, an ERROR
@@ -36,6 +38,7 @@ clauses still match; the module defining it in brackets)::
     ├── ChildError (RuntimeError)               [process]
     ├── RemoteError (RuntimeError)              [rpc]
     ├── RpcClosed (ConnectionError)             [rpc]
+    ├── TrackerError (ValueError)               [trackers]
     └── RenderError (RuntimeError)              [doctor]
 
 Each error is defined in its layer; ``tests/test_layers.py`` checks that every public

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hud.runtime.errors import SubstrateError
-from pytest_hud.runtime.ray_cluster import RAY, RayHead, free_port, ray_env
+from pytest_hud.runtime.ray.head import RAY, RayHead, free_port, ray_env
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -95,7 +95,7 @@ def joined(tmp_path_factory: Any) -> Iterator[LocalCluster]:
     require(importlib.util.find_spec("ray"), "ray", "run scripts/setup --ray")
     import ray
 
-    from pytest_hud.runtime.ray import connect
+    from pytest_hud.cluster import connect
 
     # a short folder: Ray's socket paths live under it and AF_UNIX allows 107 bytes
     # (pytest's basetemp under xdist, /tmp/pytest-of-root/pytest-N/popen-gw0/..., is too long)
@@ -125,7 +125,7 @@ def bench_cluster() -> Iterator[LocalCluster]:
     from this process, stopped at the end (survivors reported on stderr, not asserted)."""
     import ray
 
-    from pytest_hud.runtime.ray import connect
+    from pytest_hud.cluster import connect
 
     with tempfile.TemporaryDirectory(prefix="bench-ray-", dir="/tmp") as tmp:
         cluster = LocalCluster(Path(tmp) / "t")

@@ -22,7 +22,7 @@ from fake_daytona import FAKE_SSH, FakeDaytona
 
 from pytest_hud import Shared, Task, run
 from pytest_hud.runtime import rollout
-from pytest_hud.runtime.daytona import DaytonaRuntime
+from pytest_hud.runtime.sandbox.daytona import DaytonaRuntime
 
 ROOT = Path(__file__).resolve().parent.parent
 PENDULUM = ROOT / "examples" / "envs" / "pendulum.py"

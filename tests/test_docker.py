@@ -21,8 +21,10 @@ from agents import zero_agent
 from conftest import require
 
 from pytest_hud import DockerRuntime, Shared, Task, run
-from pytest_hud.runtime import ControlClient, docker_engine, docker_image
+from pytest_hud.runtime import ControlClient
 from pytest_hud.runtime.docker import DEFAULT_BASE, build_image, reap_containers, session_id
+from pytest_hud.runtime.docker import image as docker_image
+from pytest_hud.runtime.docker import owners as docker_engine
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent
@@ -167,7 +169,7 @@ async def test_substrate_that_never_answers_times_out_with_its_log(client, image
     runtime = DockerRuntime(image, command=hang, boot_timeout=2.0, labels=mark)
     [result] = await run([PENDULUM], zero_agent, runtime)
     assert result.error_type == "SubstrateError" and result.phase == "place"
-    assert "did not answer a control ping within 2.0 s" in result.error
+    assert "did not answer a control ping within boot_timeout=2.0 s" in result.error
     assert "warming up" in result.error
     assert leftovers(client, mark["pytest-hud.test"]) == []
 

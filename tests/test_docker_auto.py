@@ -20,9 +20,9 @@ from conftest import require
 from test_docker import engine
 
 from pytest_hud import Environment
-from pytest_hud.runtime import docker_auto
-from pytest_hud.runtime.docker_auto import REPOSITORY, image_spec
-from pytest_hud.runtime.docker_engine import DEFAULT_BASE, RENDER_VARS, _forwarded_env
+from pytest_hud.runtime.docker import auto as docker_auto
+from pytest_hud.runtime.docker.auto import REPOSITORY, image_spec
+from pytest_hud.runtime.docker.engine import DEFAULT_BASE, RENDER_VARS, _forwarded_env
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -129,7 +129,7 @@ def test_clashing_suites_get_one_image_each(tmp_path: Path, monkeypatch) -> None
     Modules whose requirements resolve together keep sharing one image."""
     import pytest_hud.suites.libero as libero
     import pytest_hud.suites.metaworld as metaworld
-    from pytest_hud.runtime.docker_groups import image_groups
+    from pytest_hud.runtime.docker.groups import image_groups
 
     monkeypatch.setenv("PYTEST_HUD_CACHE", str(tmp_path))  # a fresh verdict: pip is asked
     files = [metaworld.__file__, libero.__file__]

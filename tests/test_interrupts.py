@@ -57,7 +57,7 @@ def _wait_for(predicate, seconds: float) -> bool:  # type: ignore[no-untyped-def
 
 def _containers(token: str) -> list[str]:
     """Ids of containers (running or not) labelled with this session's id."""
-    from pytest_hud.runtime.docker_engine import _client
+    from pytest_hud.runtime.docker.engine import _client
 
     # sparse: no per-container inspect, which races with a removal in progress (404)
     labels = {"label": f"pytest-hud.session={token}"}
@@ -68,7 +68,7 @@ def _containers(token: str) -> list[str]:
 @pytest.fixture(scope="module")
 def hang_image() -> str:
     from pytest_hud.runtime.docker import DEFAULT_BASE, build_image
-    from pytest_hud.runtime.docker_engine import _client
+    from pytest_hud.runtime.docker.engine import _client
 
     try:
         _client().images.get(DEFAULT_BASE)
@@ -139,13 +139,13 @@ def test_an_interrupted_session_leaves_no_process(
             if sig == "SIGKILL":  # nothing runs after SIGKILL: the next session's start reaps.
                 # A create the engine was serving when the client died still completes after
                 # it (and a removal can be in progress, 409): reap until none is left, bounded.
-                from pytest_hud.runtime.docker_engine import reap_containers
+                from pytest_hud.runtime.docker.owners import reap_containers
 
                 _wait_for(lambda: not reap_containers() and not _containers(token), 60)
             assert _containers(token) == [], f"{sig} to the {target} left containers behind"
     finally:
         if runtime == "docker":
-            from pytest_hud.runtime.docker_engine import _client
+            from pytest_hud.runtime.docker.engine import _client
 
             for cid in _containers(token):
                 with __import__("contextlib").suppress(Exception):

@@ -2,12 +2,15 @@
 
     plugin.py, fixtures/, _plugin/      pytest integration (may import everything below)
     evaluation/                         results, gates, ledger, comparison: pure functions of rows
-    runtime/                            placement, env servers, rollouts
-    robot/sim/   |   robot/agent/       the env side and the agent side: never each other
+    runtime/docker/ | ray/ | sandbox/   the backends: each imports the runtime core, never another
+    runtime/                            the core: placement, env servers, rollouts, the substrate
+                                        lifecycle (only placement.py, the resolver, names backends)
+    robot/sim/   |   robot/agent/       the env side and the agent side: never each other (the
+                                        agent side includes the Ray policy replicas)
     robot/record/                       recording (agent-side observers)
     robot/wire/, robot/contract.py      the wire and the contract
-    loader, process, threads, rpc,      the shared bottom
-    errors, stats
+    loader, process, threads, rpc,      the shared bottom (cluster: joining Ray, for the
+    errors, stats, cluster              runtime and the agent side's replicas alike)
 
 Every import counts, including those inside functions (a lazy import is still a
 dependency); only ``if TYPE_CHECKING:`` blocks are left out. Also: no cycle between
@@ -90,6 +93,16 @@ def violations(rule: str, source: tuple[str, ...], forbidden: tuple[str, ...]) -
 
 
 PLUGIN = ("pytest_hud.plugin", "pytest_hud._plugin", "pytest_hud.fixtures")
+BACKENDS = ("pytest_hud.runtime.docker", "pytest_hud.runtime.ray", "pytest_hud.runtime.sandbox")
+BOTTOM = (
+    "pytest_hud.cluster",
+    "pytest_hud.errors",
+    "pytest_hud.loader",
+    "pytest_hud.process",
+    "pytest_hud.rpc",
+    "pytest_hud.stats",
+    "pytest_hud.threads",
+)
 
 
 def test_the_graph_sees_imports() -> None:
@@ -121,6 +134,47 @@ def test_wire_and_contract_are_the_bottom_of_robot() -> None:
 
 def test_runtime_never_imports_the_plugin() -> None:
     bad = violations("runtime -> plugin", ("pytest_hud.runtime",), PLUGIN)
+    assert not bad, "\n".join(bad)
+
+
+def test_runtime_backends_never_import_each_other() -> None:
+    """docker/, ray/ and sandbox/ share only what the runtime core holds (the substrate
+    lifecycle, readiness, task and memory units): no helper is borrowed sideways."""
+    bad = [
+        line
+        for backend in BACKENDS
+        for line in violations(
+            f"{backend} -> another backend", (backend,), tuple(b for b in BACKENDS if b != backend)
+        )
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_runtime_core_names_no_backend_but_in_the_resolver() -> None:
+    """Only placement.py (``--hud-runtime=docker|modal|ray`` -> a provider) and the package's
+    lazy exports name a backend; the core stays importable without any of them."""
+    core = tuple(
+        m
+        for m in MODULES
+        if under(m, "pytest_hud.runtime")
+        and not under(m, *BACKENDS)
+        and m not in ("pytest_hud.runtime", "pytest_hud.runtime.placement")
+    )
+    bad = violations("runtime core -> backend", core, BACKENDS)
+    assert not bad, "\n".join(bad)
+
+
+def test_policy_replicas_are_agent_side() -> None:
+    """The Ray policy replicas serve a model and build agents: they live in robot/agent/
+    and reach Ray through the shared bottom, not through runtime/ray/."""
+    assert "pytest_hud.robot.agent.replicas" in MODULES
+    assert "pytest_hud.cluster" in GRAPH["pytest_hud.robot.agent.replicas"]
+    assert "pytest_hud.cluster" in GRAPH["pytest_hud.runtime.ray.runtime"]
+
+
+def test_the_shared_bottom_imports_nothing_above() -> None:
+    above = ("pytest_hud.runtime", "pytest_hud.robot", "pytest_hud.evaluation", *PLUGIN)
+    bad = violations("bottom -> above", BOTTOM, above)
     assert not bad, "\n".join(bad)
 
 

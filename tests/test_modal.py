@@ -30,7 +30,7 @@ from fake_modal import FakeModal, live_processes
 from pytest_hud import ModalRuntime, Shared, Task, Taskset, run
 from pytest_hud.runtime import Run, rollout
 from pytest_hud.runtime.control import rewrite_url
-from pytest_hud.runtime.modal import memory_mib
+from pytest_hud.runtime.task import memory_mib
 
 ROOT = Path(__file__).resolve().parent.parent
 PENDULUM = ROOT / "examples" / "envs" / "pendulum.py"

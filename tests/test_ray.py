@@ -132,7 +132,7 @@ async def test_an_actor_killed_mid_episode_is_an_error_naming_node_and_log(
 ) -> None:
     import ray
 
-    from pytest_hud.runtime import ray as ray_runtime
+    from pytest_hud.runtime.ray import runtime as ray_runtime
 
     row = Task("pendulum", "swing_up", {"seed": 2}, runtime_config={"resources": {"libero": 1}})
     runtime = RayRuntime(PENDULUM)
@@ -233,7 +233,7 @@ def test_runtime_specs_name_their_cluster() -> None:
 
 async def test_policy_replicas_serve_rollouts_round_robin(cluster: LocalCluster) -> None:
     from pytest_hud.robot.agent.model import ZeroModel
-    from pytest_hud.runtime.ray_policy import PolicyReplicas
+    from pytest_hud.robot.agent.replicas import PolicyReplicas
 
     rows = [Task("pendulum", "swing_up", {"seed": s}) for s in range(4)]
     async with PolicyReplicas(ZeroModel, 2, num_cpus=0.5) as replicas:
@@ -250,7 +250,7 @@ async def test_a_delegated_rollout_runs_whole_on_a_worker_and_folds_back(
 ) -> None:
     from pytest_hud.robot import RobotAgent
     from pytest_hud.robot.agent.model import ZeroModel
-    from pytest_hud.runtime.ray_delegate import delegated_rollout
+    from pytest_hud.runtime.ray.delegate import delegated_rollout
 
     row = Task("pendulum", "swing_up", {"seed": 3}, runtime_config={"resources": {"libero": 1}})
     agent = RobotAgent(ZeroModel(), name="zero")

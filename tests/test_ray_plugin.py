@@ -110,7 +110,7 @@ async def test_named_replicas_serve_an_openpi_ray_agent(
     cluster: LocalCluster, examples: pytest.Pytester
 ) -> None:
     from pytest_hud.robot.agent.model import ZeroModel
-    from pytest_hud.runtime.ray_policy import PolicyReplicas
+    from pytest_hud.robot.agent.replicas import PolicyReplicas
 
     examples.makepyfile(test_swing=SWING)
     async with PolicyReplicas(ZeroModel, 2, num_cpus=0.5, name="zeros") as replicas:

@@ -154,7 +154,7 @@ def libero_docker(monkeypatch: pytest.MonkeyPatch) -> Any:
     container gets the host's ``PYTEST_HUD_*`` and render backend variables)."""
     client = engine()
     require(client, "a Docker engine", "start one with .ci/docker-up (or scripts/setup --docker)")
-    from pytest_hud.runtime.docker_auto import AutoDockerRuntime
+    from pytest_hud.runtime.docker.auto import AutoDockerRuntime
     from pytest_hud.suites import libero
 
     monkeypatch.setenv("PYTEST_HUD_LIBERO_SIZE", str(SIZE))

@@ -176,7 +176,7 @@ def test_sigint_with_containers_booted_ahead_leaves_none(tmp_path: Path, hang_im
         assert "KeyboardInterrupt" in out.decode(errors="replace")
         assert _containers(token) == [], "SIGINT left containers behind"
     finally:
-        from pytest_hud.runtime.docker_engine import _client
+        from pytest_hud.runtime.docker.engine import _client
 
         for cid in _containers(token):
             _client().containers.get(cid).remove(force=True)

@@ -2,8 +2,8 @@
 
 Resolved here, in the plugin, because the agent registry (``robot/agent/registry.py``)
 may not import the runtime (tests/test_layers.py): the name becomes the replicas' urls
-(:func:`~pytest_hud.runtime.ray_policy.replica_urls`) and a
-:class:`~pytest_hud.runtime.ray_policy.ReplicaAgent` over them. The cluster is the one
+(:func:`~pytest_hud.robot.agent.replicas.replica_urls`) and a
+:class:`~pytest_hud.robot.agent.replicas.ReplicaAgent` over them. The cluster is the one
 ``--hud-runtime=ray:HOST:PORT`` / ``ray://HOST:PORT`` names, else ``$RAY_ADDRESS``, else
 the one this process has already joined.
 """
@@ -29,9 +29,9 @@ def ray_agent(spec: str, runtime: str) -> Any | None:
         raise pytest.UsageError(f"--hud-agent={spec}: expected openpi:ray:NAME, got no NAME")
     import ray
 
+    from pytest_hud.robot.agent.replicas import ReplicaAgent, replica_urls
     from pytest_hud.runtime.errors import PlacementError
-    from pytest_hud.runtime.ray import address_from_spec
-    from pytest_hud.runtime.ray_policy import ReplicaAgent, replica_urls
+    from pytest_hud.runtime.ray.runtime import address_from_spec
 
     address = address_from_spec(runtime) if runtime.split(":", 1)[0] == "ray" else None
     if address is None and not os.environ.get("RAY_ADDRESS") and not ray.is_initialized():

@@ -192,7 +192,7 @@ def _validate_agent(spec: str) -> str:
 
 def _preflight_docker(runtime: str) -> None:
     """One usage error for an engine that does not answer, before any item (exit 4)."""
-    from pytest_hud.runtime.docker_engine import require_engine
+    from pytest_hud.runtime.docker.engine import require_engine
     from pytest_hud.runtime.errors import SubstrateError
 
     try:

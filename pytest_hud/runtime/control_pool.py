@@ -1,9 +1,9 @@
 """Control connections kept between rollouts on a shared substrate.
 
 A rollout dials its env server, starts a session, grades it and hangs up. On a
-``Shared`` substrate the next rollout dials the same server at once: the TCP connect,
-accept and close on both ends were about 40% of the plugin's own event-loop work per
-item (profiled on 1,000 zero-cost items with ``--hud-shared=1``). A ``ControlPool``
+``Shared`` substrate the next rollout dials the same server at once, and the TCP
+connect, accept and close on both ends are a large share of the plugin's own event-loop
+work per item when the rollouts themselves are cheap. A ``ControlPool``
 keeps a connection whose rollout ended cleanly (its session graded and closed, so
 nothing of it lives on the server) for the next rollout to the same runtime; any other
 ending (an error, a cancel, a timeout) closes it as before, so "a session belongs to

@@ -116,19 +116,19 @@ def provider_for(runtime: str, shared: int | None = None) -> Provider:
             )
     elif kind == "docker":
         if arg:
-            from pytest_hud.runtime.docker import DockerRuntime
+            from pytest_hud.runtime.docker.container import DockerRuntime
 
             provider = DockerRuntime(arg, forward_env=True)  # as the auto-built form does
-        else:  # an image built from the declaring modules (runtime/docker_auto.py)
-            from pytest_hud.runtime.docker_auto import AutoDockerRuntime
+        else:  # an image built from the declaring modules (runtime/docker/auto.py)
+            from pytest_hud.runtime.docker.auto import AutoDockerRuntime
 
             provider = by_declaration(AutoDockerRuntime().serving, _undeclared)
     elif kind == "modal":
-        from pytest_hud.runtime.modal import ModalRuntime
+        from pytest_hud.runtime.sandbox.modal import ModalRuntime
 
         provider = ModalRuntime(arg or None)
     elif kind == "ray":  # ray, ray:HOST:PORT, ray://HOST:PORT
-        from pytest_hud.runtime.ray import RayRuntime, address_from_spec
+        from pytest_hud.runtime.ray.runtime import RayRuntime, address_from_spec
 
         address = address_from_spec(runtime)
         provider = by_declaration(lambda path: RayRuntime(path, address=address), _undeclared)

@@ -2,9 +2,9 @@
 
 A published port (docker-proxy) or a tunnel (Modal) accepts connections before the
 server inside listens, so an open port proves nothing: only a reply to ``ping`` over
-the control channel does. DockerRuntime and ModalRuntime both wait here; each passes a
-``probe`` that raises when its substrate died (with that substrate's own error and log
-tail) and returns the Runtime to dial once it is known.
+the control channel does. Every :class:`~.substrate.PingedSubstrate` waits here; it
+passes a ``probe`` that raises when its substrate died and returns the Runtime to dial
+once it is known.
 """
 
 from __future__ import annotations

@@ -6,8 +6,7 @@ wrapped provider; later leases reuse it, never more at once than the substrate r
 it can serve (its sim's slots, :mod:`.capacity`). When every substrate of a key is full
 and fewer than ``width`` rollouts of that key run, the next lease boots another one:
 ``width`` 8 over one-slot sims runs 8 substrates, each reused; ``width`` 10 over sims of
-5 copies runs 2 sims that step on separate cores (measured on PushT, 2 cores: a chunk's
-8 steps of 10 copies took 6.1 s per episode in 2 sims of 5 against 12.3 s in one of 10).
+5 copies runs 2 sims that step on separate cores.
 A failed boot fails only its own lease; the next one boots again. A substrate is
 recycled (torn down once its leases drain, then booted fresh) when a rollout on
 it timed out, died under a rollout (which then reports how, when the wrapped
@@ -27,7 +26,7 @@ from typing import Any, cast
 from pytest_hud.runtime.capacity import Seats, Substrate, substrate_capacity
 from pytest_hud.runtime.errors import SharedScopeError, SubstrateError
 from pytest_hud.runtime.provider import Provider, Runtime
-from pytest_hud.runtime.subprocess import died_during
+from pytest_hud.runtime.substrate import died_during
 from pytest_hud.runtime.task import Task
 
 __all__ = ["Shared", "SharedScopeError"]

@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from types import TracebackType
 
 from pytest_hud.process import Child, ChildError
 from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.server import ANNOUNCE
+from pytest_hud.runtime.substrate import Substrate
 from pytest_hud.runtime.task import Task
 
-__all__ = ["SubprocessRuntime", "SubstrateError", "died_during"]
+__all__ = ["SubprocessRuntime"]
 
 
-class _ChildSubstrate:
+class _ChildSubstrate(Substrate):
+    kind = "env server process"
+
     def __init__(self, argv: list[str], task: Task, boot_timeout: float) -> None:
+        super().__init__(task)
         self.argv = argv
-        self.task = task
         self.boot_timeout = boot_timeout
         self.child: Child | None = None
 
@@ -43,19 +45,9 @@ class _ChildSubstrate:
         """How the env server died (exit code or signal, last output); None while it runs."""
         return await self.child.death() if self.child is not None else None
 
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        note = await self.death() if isinstance(e, Exception) else None
+    async def stop(self) -> None:
         if self.child is not None:
             await self.child.terminate()
-        if note is not None:  # the rollout's own error was only the symptom
-            raise SubstrateError(died_during(self.task, note, e)) from e
-
-
-def died_during(task: Task, note: str, symptom: BaseException | None) -> str:
-    """The error of a rollout whose substrate died under it: which, how, and what it saw."""
-    return f"{task.key}: {note}\n(the rollout saw: {type(symptom).__name__}: {symptom})"
 
 
 class SubprocessRuntime:

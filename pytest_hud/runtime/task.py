@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -18,9 +20,26 @@ from typing import Any
 from pytest_hud.runtime.errors import TaskError
 from pytest_hud.runtime.modules import module_tasks
 
-__all__ = ["RuntimeConfig", "Task", "TaskError", "Taskset"]
+__all__ = ["RuntimeConfig", "Task", "TaskError", "Taskset", "memory_mib"]
 
 _ROW_KEYS = {"env", "id", "args", "runtime_config", "metadata"}
+
+
+_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b?)\s*$", re.IGNORECASE)
+_MIB = {"": 1.0, "k": 1 / 1024, "m": 1.0, "g": 1024.0, "t": 1024.0 * 1024}
+
+
+def memory_mib(value: int | float | str | None) -> int | None:
+    """``RuntimeConfig.memory`` in MiB (what the cloud SDKs and Ray take): a number is MiB;
+    "512Mi", "4g", "4GB" are binary units."""
+    if value is None:
+        return None
+    if isinstance(value, int | float):
+        return math.ceil(value)
+    match = _MEMORY.match(str(value))
+    if not match:
+        raise ValueError(f"memory must be MiB or like '512Mi' / '4Gi' / '4g', got {value!r}")
+    return math.ceil(float(match.group(1)) * _MIB[match.group(2).lower()])
 
 
 @dataclass(frozen=True)

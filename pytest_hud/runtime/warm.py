@@ -1,12 +1,11 @@
 """WarmPool: boot the next rollouts' substrates while the current episodes run.
 
 A fresh substrate per rollout costs its boot on the critical path (a container start
-plus the env server's imports: ~0.4 s start-stop-remove + ~1 s server boot on the docker
-runtime here). Whoever schedules rollouts knows which come next (the plugin's evaluator
-its upcoming items, ``run()`` all of them), so it hands the pool that plan; the pool
-enters ``provider(task)`` for the first ``size`` rows of it ahead of need, and a rollout
-that starts takes its own row's substrate, booted (or still booting: it waits for that
-boot rather than starting a second one).
+plus the env server's imports). Whoever schedules rollouts knows which come next (the
+plugin's evaluator its upcoming items, ``run()`` all of them), so it hands the pool
+that plan; the pool enters ``provider(task)`` for the first ``size`` rows of it ahead of
+need, and a rollout that starts takes its own row's substrate, booted (or still booting:
+it waits for that boot rather than starting a second one).
 
 Isolation is unchanged: each substrate is booted for one planned row (its token), taken
 by that row's rollout only, and exited once that rollout is done with it
@@ -234,11 +233,10 @@ class WarmPool:
     def _exit_behind(self, cm: AbstractAsyncContextManager[Runtime]) -> bool:
         """Exit a finished rollout's substrate in a task the pool owns, so the rollout
         (and the slot it holds) ends now rather than after its teardown: a container's
-        stop and removal took ~0.4 s of each docker rollout here, the part of the boot
-        cost booting ahead cannot hide. At most ``size`` such exits run at once (beyond
-        that, and for a rollout that raised, the rollout exits its own, as before); the
-        pool's drain waits for them and raises the first that failed (logged when it
-        fails)."""
+        stop and removal is the part of the boot cost booting ahead cannot hide. At most
+        ``size`` such exits run at once (beyond that, and for a rollout that raised, the
+        rollout exits its own, as before); the pool's drain waits for them and raises the
+        first that failed (logged when it fails)."""
         if not self._open or len(self._exits) >= self.size:
             return False
         self.stats["exited_behind"] += 1

@@ -103,7 +103,7 @@ def reap_dead_workers(options: HudOptions, is_worker: bool) -> str | None:
     why reaping failed, if it did."""
     if is_worker or not options.runtime.startswith("docker"):
         return None
-    from pytest_hud.runtime.docker_engine import reap_containers
+    from pytest_hud.runtime.docker.owners import reap_containers
 
     try:
         reap_containers()

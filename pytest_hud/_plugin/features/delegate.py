@@ -2,7 +2,7 @@
 
 :class:`DelegatePlugin` answers ``pytest_hud_run_rollout`` with a :class:`Delegation`
 call where the evaluator would call ``rollout()``; it makes the call portable and hands
-it to :func:`~pytest_hud.runtime.ray_delegate.delegated_rollout`,
+it to :func:`~pytest_hud.runtime.ray.delegate.delegated_rollout`,
 whose ``RolloutResult`` comes back through Ray's object store into the same pytest item.
 
 What travels (cloudpickle) and what stays home:
@@ -127,7 +127,7 @@ class Delegation:
         index: int = 0,
         timeout: float | None = None,
     ) -> RolloutResult:
-        from pytest_hud.runtime.ray_delegate import delegated_rollout
+        from pytest_hud.runtime.ray.delegate import delegated_rollout
 
         return await delegated_rollout(
             task,
@@ -147,7 +147,7 @@ class DelegatePlugin:
         runtime = session.options.runtime
         address = None
         if runtime.split(":", 1)[0] == "ray":
-            from pytest_hud.runtime.ray import address_from_spec
+            from pytest_hud.runtime.ray.runtime import address_from_spec
 
             address = address_from_spec(runtime)
         recording = session.options.record is not None

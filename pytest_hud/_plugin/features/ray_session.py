@@ -2,7 +2,7 @@
 
 Without this, each xdist worker's first RayRuntime lease would ``ray.init()`` a local
 cluster of its own: K heads (GCS, raylet, workers) on one machine, none shared. The
-controller instead starts one :class:`~pytest_hud.runtime.ray_cluster.RayHead` on
+controller instead starts one :class:`~pytest_hud.runtime.ray.head.RayHead` on
 127.0.0.1 at configure time, hands its address to every worker (``workerinput``, in
 ``pytest_configure_node``), and stops it (by the process groups it started) when the
 session ends, Ctrl-C included (``pytest_unconfigure`` runs then too; an ``atexit`` hook
@@ -25,7 +25,7 @@ from pytest_hud._plugin.internals import from_controller, hand_to_workers, is_wo
 from pytest_hud._plugin.options import HudOptions
 
 if TYPE_CHECKING:
-    from pytest_hud.runtime.ray_cluster import RayHead
+    from pytest_hud.runtime.ray.head import RayHead
 
 __all__ = ["KEY", "RaySessionPlugin", "session_cluster", "stop_cluster"]
 
@@ -47,7 +47,7 @@ def session_cluster(config: pytest.Config, options: HudOptions) -> RayHead | Non
     if config.getoption("dist", "no") == "no":
         return None  # one process: its ray.init() starts the one cluster
     from pytest_hud.runtime.errors import SubstrateError
-    from pytest_hud.runtime.ray_cluster import RayHead
+    from pytest_hud.runtime.ray.head import RayHead
 
     head = RayHead(Path(tempfile.mkdtemp(prefix="hud-ray-")) / "t")
     try:

@@ -1,0 +1,87 @@
+"""Joining a Ray cluster, once per process, with every Ray port on loopback when the
+cluster is.
+
+``address`` (``"HOST:PORT"``, ``"ray://HOST:PORT"``, ``"auto"``), else ``$RAY_ADDRESS``,
+else a local single-node cluster started for this process. A loopback or local cluster
+is joined in Ray's loopback mode (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``: Ray then
+resolves "localhost" to 127.0.0.1 instead of this machine's first interface).
+
+It sits in the shared bottom because both sides need it: the placement layer
+(:mod:`pytest_hud.runtime.ray`) and the agent side's policy replicas
+(:mod:`pytest_hud.robot.agent.replicas`), which may not import the runtime.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["connect"]
+
+log = logging.getLogger(__name__)
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_connect_lock = threading.Lock()
+
+
+def _loopback_mode() -> None:
+    """Make Ray resolve localhost to 127.0.0.1 (here and in processes it spawns)."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    import ray._private.ray_constants as constants
+
+    constants.ENABLE_RAY_CLUSTER = False
+
+
+def connect(address: str | None = None, runtime_env: Mapping[str, Any] | None = None) -> None:
+    """Join (or start) the Ray cluster once per process; see the module docs."""
+    import ray
+
+    with _connect_lock:
+        if ray.is_initialized():
+            return
+        address = address or os.environ.get("RAY_ADDRESS") or None
+        host = (address or "").removeprefix("ray://").rpartition(":")[0]
+        kwargs: dict[str, Any] = {"log_to_driver": False, "runtime_env": runtime_env}
+        if address is None or host in _LOOPBACK:
+            _loopback_mode()
+        if address is None:
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+            kwargs.update(include_dashboard=False, _node_ip_address="127.0.0.1")
+        elif not address.startswith("ray://") and host in _LOOPBACK:
+            kwargs["_node_ip_address"] = "127.0.0.1"
+        if address is not None and address.startswith("ray://"):
+            _init_client(address, kwargs)
+        else:
+            ray.init(address=address, **kwargs)
+
+
+# Ray's client proxier starts one server process per client connection; on a loaded
+# machine that start can fail outright ("Starting Ray client server failed"), though the
+# next connection's start succeeds. It can also fail inspecting a previous connection's
+# server that has just exited ("Initialization failure from server ...
+# psutil.ZombieProcess"). Retried, bounded.
+_CLIENT_START_FAILURES = (
+    "Starting Ray client server failed",
+    "Proxy failed to Connect",
+    "ZombieProcess",
+)
+_CLIENT_ATTEMPTS = 3
+
+
+def _init_client(address: str, kwargs: dict[str, Any]) -> None:
+    import ray
+
+    for attempt in range(1, _CLIENT_ATTEMPTS + 1):
+        try:
+            ray.init(address=address, **kwargs)
+            return
+        except ConnectionError as exc:
+            if attempt == _CLIENT_ATTEMPTS or not any(
+                m in str(exc) for m in _CLIENT_START_FAILURES
+            ):
+                raise
+            log.warning("Ray client connect to %s failed (%s); retrying", address, exc)
+            time.sleep(2.0 * attempt)

@@ -1,0 +1,209 @@
+"""PolicyReplicas: N PolicyServer replicas as Ray actors, many sim actors feeding few policies.
+
+The "many simulators, few policy replicas" pattern: each replica is a Ray actor that
+builds its model (``factory()``, so the weights load on the replica's node, once) and
+serves it with :class:`~pytest_hud.robot.agent.policy_server.PolicyServer` (openpi/0,
+batching requests across connections) on the node's address. ``replicas.agent()``
+is an agent that sends each rollout to the next replica in turn, as a ``RobotAgent``
+over ``RemoteModel``; so rollouts placed by RayRuntime anywhere in the cluster share
+the replicas, each batching the rows it is sent.
+
+    async with PolicyReplicas(build_model, replicas=2, num_gpus=1) as replicas:
+        results = await run(rows, replicas.agent(), runtime=RayRuntime("envs.py"))
+
+Exiting stops the servers and ``ray.kill``\\ s the actors.
+
+By name: ``PolicyReplicas(..., name="pi")`` names its actors ``pi/0``, ``pi/1``, ... in
+the Ray namespace ``pytest_hud``, so another driver on the cluster (a pytest run) finds
+them with :func:`replica_urls` ``("pi")``; the plugin resolves
+``--hud-agent=openpi:ray:NAME`` that way (the agent registry itself stays free of Ray).
+The actors still belong to the driver that started them: they live while it does.
+
+Agent-side work (it serves a model and builds agents), so it lives beside the agent
+stack and imports no placement code: it joins the cluster through the shared bottom
+(:mod:`pytest_hud.cluster`). A replica that is not serving within ``boot_timeout`` is a
+:class:`RemoteModelError`; a name with no replicas behind it an :class:`AgentSpecError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pytest_hud.cluster import connect
+from pytest_hud.robot.agent.agent import RobotAgent, RunSettings
+from pytest_hud.robot.agent.errors import AgentSpecError, RemoteModelError
+
+__all__ = ["NAMESPACE", "PolicyActor", "PolicyReplicas", "ReplicaAgent", "replica_urls"]
+
+#: The Ray namespace of named replicas (any driver can look them up there).
+NAMESPACE = "pytest_hud"
+
+
+class PolicyActor:
+    """An async Ray actor holding one PolicyServer."""
+
+    def __init__(self) -> None:
+        self.server: Any = None
+        self.url = ""
+
+    async def start(self, factory: Callable[[], Any], server_kwargs: dict[str, Any]) -> str:
+        import ray
+
+        from pytest_hud.robot.agent.policy_server import PolicyServer
+
+        host = str(ray.util.get_node_ip_address())
+        self.server = PolicyServer(factory(), host=host, port=0, **server_kwargs)
+        self.url = str(await self.server.start())
+        return self.url
+
+    def address(self) -> str:
+        """The ``ws://`` url this replica serves (for drivers that found it by name)."""
+        return self.url
+
+    def batches(self) -> list[int]:
+        """The width of every forward this replica ran."""
+        return list(self.server.batched.batches) if self.server is not None else []
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop()
+
+
+class PolicyReplicas:
+    """``replicas`` PolicyServer actors of ``factory()``'s model (see the module docs)."""
+
+    def __init__(
+        self,
+        factory: Callable[[], Any],
+        replicas: int = 1,
+        *,
+        num_cpus: float = 1,
+        num_gpus: float | None = None,
+        resources: Mapping[str, float] | None = None,
+        runtime_env: Mapping[str, Any] | None = None,
+        address: str | None = None,
+        max_wait_s: float = 0.005,
+        batch_size: int | None = None,
+        boot_timeout: float = 300.0,
+        name: str | None = None,
+    ) -> None:
+        if not isinstance(replicas, int) or replicas < 1:
+            raise ValueError(f"replicas must be a positive int, got {replicas!r}")
+        self.factory = factory
+        self.replicas = replicas
+        self.options: dict[str, Any] = {"num_cpus": num_cpus, "max_restarts": 0}
+        if num_gpus is not None:
+            self.options["num_gpus"] = num_gpus
+        if resources:
+            self.options["resources"] = dict(resources)
+        if runtime_env is not None:
+            self.options["runtime_env"] = dict(runtime_env)
+        self.address = address
+        self.name = name
+        self.server_kwargs = {"max_wait_s": max_wait_s, "batch_size": batch_size}
+        self.boot_timeout = boot_timeout
+        self.handles: list[Any] = []
+        self.urls: list[str] = []
+
+    async def __aenter__(self) -> PolicyReplicas:
+        import ray
+
+        await asyncio.to_thread(connect, self.address)
+        actor = ray.remote(PolicyActor)
+        named = [
+            {"name": f"{self.name}/{i}", "namespace": NAMESPACE} if self.name else {}
+            for i in range(self.replicas)
+        ]
+        self.handles = [actor.options(**self.options, **n).remote() for n in named]
+        try:
+            async with asyncio.timeout(self.boot_timeout):
+                self.urls = list(
+                    await asyncio.gather(
+                        *(h.start.remote(self.factory, self.server_kwargs) for h in self.handles)
+                    )
+                )
+        except BaseException as exc:
+            await self._stop()
+            if isinstance(exc, TimeoutError):
+                raise RemoteModelError(
+                    f"{self.replicas} policy replica(s) asking {self.options} were not "
+                    f"serving within boot_timeout={self.boot_timeout} s (killed)"
+                ) from None
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stop()
+
+    async def _stop(self) -> None:
+        import ray
+
+        handles, self.handles = self.handles, []
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(15):
+                await asyncio.gather(*(h.stop.remote() for h in handles), return_exceptions=True)
+        for handle in handles:
+            with contextlib.suppress(Exception):
+                ray.kill(handle, no_restart=True)
+
+    async def batches(self) -> list[list[int]]:
+        """Every replica's forward widths so far."""
+        return list(await asyncio.gather(*(h.batches.remote() for h in self.handles)))
+
+    def agent(self, adapter: Any = None) -> ReplicaAgent:
+        """An agent sending each rollout to the next replica (see :class:`ReplicaAgent`)."""
+        if not self.urls:
+            raise RuntimeError("enter the replicas first: `async with PolicyReplicas(...)`")
+        return ReplicaAgent(self.urls, adapter)
+
+
+class ReplicaAgent(RobotAgent):
+    """A RobotAgent over several policy servers: each rollout goes to the next one in
+    turn (one ``RobotAgent(RemoteModel(url))`` per url). A RobotAgent itself, so the
+    plugin's per-rollout settings (max steps, video, recording) reach every episode."""
+
+    def __init__(self, urls: list[str], adapter: Any = None, name: str = "replicas") -> None:
+        from pytest_hud.robot.agent.remote import RemoteModel
+
+        if not urls:
+            raise ValueError("ReplicaAgent needs at least one policy server url")
+        self.agents = [
+            RobotAgent(RemoteModel(url), adapter, name=f"{name}[{i}]") for i, url in enumerate(urls)
+        ]
+        super().__init__(self.agents[0].model, adapter, name=name)
+        self.turn = 0
+
+    async def __call__(self, run: Any, settings: RunSettings | None = None) -> dict[str, Any]:
+        agent, self.turn = self.agents[self.turn % len(self.agents)], self.turn + 1
+        return await agent(run, settings)
+
+
+def replica_urls(name: str, address: str | None = None) -> list[str]:
+    """The urls of the replicas started with ``PolicyReplicas(..., name=name)`` on the
+    cluster (``address``, else $RAY_ADDRESS), in replica order."""
+    import ray
+    from ray.util import list_named_actors
+
+    connect(address)
+    found = [a for a in list_named_actors(all_namespaces=True) if a["namespace"] == NAMESPACE]
+    ours = sorted(
+        (a["name"] for a in found if a["name"].rpartition("/")[0] == name),
+        key=lambda n: int(n.rpartition("/")[2]),
+    )
+    if not ours:
+        names = sorted({a["name"].rpartition("/")[0] for a in found})
+        raise AgentSpecError(
+            f"no policy replicas named {name!r} on the Ray cluster; expected actors "
+            f"{name}/0.. in namespace {NAMESPACE!r} (PolicyReplicas(..., name={name!r})), "
+            f"got {names or 'none'}; fix: start them, or name one of those"
+        )
+    handles = [ray.get_actor(n, namespace=NAMESPACE) for n in ours]
+    answers: list[Any] = ray.get([h.address.remote() for h in handles], timeout=60)
+    urls = [str(u) for u in answers]
+    missing = [n for n, u in zip(ours, urls, strict=True) if not u]
+    if missing:
+        raise AgentSpecError(f"policy replicas {missing} are not serving yet; retry")
+    return urls

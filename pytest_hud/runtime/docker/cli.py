@@ -1,0 +1,108 @@
+"""``python -m pytest_hud image build|ls|rm``: the auto-built env images, by hand.
+
+    image build [FILE.py ...] [--pyargs MODULE ...] [--base IMAGE]
+        import the files / dotted modules (env modules, task files or conftests that
+        import them), then build the image ``--hud-runtime=docker`` would build for the
+        Environments they declare (same tag: a later pytest run is a cache hit); one
+        image per env module when their requirements clash, one tag per line
+    image ls                      the images built so far: tag, size, modules
+    image rm TAG ... | --all      remove them
+
+Progress and the cache hit/miss go to stderr; a failed pip or apt step names the
+package and shows the log's tail (exit status 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_hud.errors import HudError
+from pytest_hud.loader import load_module
+from pytest_hud.runtime.docker.auto import REPOSITORY, declared_files, ensure_image, image_specs
+from pytest_hud.runtime.docker.engine import LABEL, _client, _sdk
+
+__all__ = ["main"]
+
+
+def _build(args: argparse.Namespace) -> int:
+    for path in args.files:
+        load_module(path)
+    for name in args.pyargs:
+        importlib.import_module(name)
+    for spec in image_specs(declared_files()):
+        print(f"image {spec.tag}", file=sys.stderr)
+        for host, inside in sorted(spec.modules.items()):
+            print(f"  module {host} -> {inside}", file=sys.stderr)
+        print(f"  requires {list(spec.requires)}; apt {list(spec.apt)}", file=sys.stderr)
+        ensure_image(spec)
+        print(spec.tag)
+    return 0
+
+
+def _images(client: Any) -> list[Any]:
+    return list(client.images.list(filters={"label": f"{LABEL}.auto=1"}))
+
+
+def _ls(args: argparse.Namespace) -> int:
+    client = _client()
+    rows = []
+    for image in _images(client):
+        modules = json.loads((image.labels or {}).get(f"{LABEL}.modules") or "[]")
+        size = image.attrs.get("Size", 0) / 1e6
+        for tag in image.tags or [f"<untagged {image.short_id}>"]:
+            rows.append(f"{tag}  {size:.0f} MB  {image.attrs.get('Created', '')[:19]}  {modules}")
+    print("\n".join(rows) if rows else f"no {REPOSITORY} images")
+    return 0
+
+
+def _rm(args: argparse.Namespace) -> int:
+    client = _client()
+    if args.all:
+        tags = [t for image in _images(client) for t in image.tags] or []
+    else:
+        tags = list(args.tags)
+    if not tags:
+        print("image rm: expected TAG ... or --all, got nothing to remove", file=sys.stderr)
+        return 2
+    status = 0
+    for tag in tags:
+        try:
+            client.images.remove(tag, force=True)
+            print(f"removed {tag}")
+        except _sdk().errors.DockerException as exc:
+            print(f"image rm {tag}: {exc}", file=sys.stderr)
+            status = 1
+    return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pytest_hud image", description=__doc__)
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build", help="build the image for env modules / task files")
+    build.add_argument("files", nargs="*", help="python files declaring or importing envs")
+    build.add_argument("--pyargs", nargs="+", default=[], help="dotted modules to import")
+    build.set_defaults(run=_build)
+    sub.add_parser("ls", help="list the built images").set_defaults(run=_ls)
+    rm = sub.add_parser("rm", help="remove built images")
+    rm.add_argument("tags", nargs="*")
+    rm.add_argument("--all", action="store_true", help=f"every {REPOSITORY} image")
+    rm.set_defaults(run=_rm)
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("image: %(message)s"))
+    for name in ("pytest_hud.runtime.docker.image", "pytest_hud.runtime.docker.auto"):
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+    try:
+        return int(args.run(args))
+    except (HudError, RuntimeError) as exc:
+        print(f"python -m pytest_hud image {args.command}: {exc}", file=sys.stderr)
+        return 1

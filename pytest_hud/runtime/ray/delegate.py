@@ -1,0 +1,77 @@
+"""Delegated rollouts: the whole rollout (provider, env server, agent) runs as a Ray task.
+
+The spec's second way of driving a substrate: instead of driving the env from the
+controller (local drive), the controller submits the rollout and folds its
+``RolloutResult`` back. :func:`delegated_rollout` has the signature of
+:func:`~pytest_hud.runtime.rollout.rollout`, so a caller (the plugin's evaluator under
+``--hud-delegate=ray``) swaps one for the other: the task, the agent and the provider
+are shipped to a Ray worker (cloudpickle: they must be picklable, e.g. ``RobotAgent``
+with its model, ``LocalRuntime(path)``), placed by the row's ``runtime_config`` like
+RayRuntime's actors, where ``rollout()`` runs to the end; the result comes back
+through Ray's object store. Files the agent writes (videos, dataset episodes) stay
+where the worker wrote them: on one machine or a shared folder their paths in
+``agent_info`` are valid as they are; across machines, point the recorder at a shared
+folder. ``agent_info["ray"]`` names the node and worker that ran the rollout.
+
+Infrastructure failures stay errors: a worker that dies is a ``RolloutResult`` with
+``error_type="SubstrateError"`` naming the node (never a failed episode).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pytest_hud.cluster import connect
+from pytest_hud.runtime.provider import Provider
+from pytest_hud.runtime.ray.resources import placement_options
+from pytest_hud.runtime.rollout import Agent, RolloutResult, rollout
+from pytest_hud.runtime.task import Task
+
+__all__ = ["delegated_rollout"]
+
+
+def _run_on_worker(
+    task: Task, agent: Any, provider: Any, index: int, timeout: float | None
+) -> RolloutResult:
+    import os
+
+    import ray
+
+    result = asyncio.run(rollout(task, agent, provider, index=index, timeout=timeout))
+    ctx = ray.get_runtime_context()
+    result.agent_info["ray"] = {"node_id": ctx.get_node_id(), "pid": os.getpid()}
+    return result
+
+
+async def delegated_rollout(
+    task: Task,
+    agent: Agent,
+    provider: Provider,
+    *,
+    index: int = 0,
+    timeout: float | None = None,
+    address: str | None = None,
+    num_cpus: float = 1,
+) -> RolloutResult:
+    """Run ``rollout(task, agent, provider)`` as a Ray task; never raises for rollout
+    failures (see ``RolloutResult.error``)."""
+    import ray
+
+    await asyncio.to_thread(connect, address)
+    options = placement_options(task, num_cpus=num_cpus)
+    options["max_retries"] = 0  # a rollout is not idempotent: never re-run it silently
+    ref = (
+        ray.remote(_run_on_worker).options(**options).remote(task, agent, provider, index, timeout)
+    )
+    try:
+        result: RolloutResult = await ref
+        return result
+    except ray.exceptions.RayError as exc:
+        failed = RolloutResult(task, index)
+        failed.error = f"the Ray task running this rollout failed: {type(exc).__name__}: {exc}"
+        failed.error_type, failed.phase = "SubstrateError", "delegate"
+        return failed
+    except BaseException:
+        ray.cancel(ref, force=True)
+        raise

@@ -1,0 +1,98 @@
+"""The Ray actor a RayRuntime lease runs: one env server as the actor's child process.
+
+The actor runs ``python -m pytest_hud.serve MODULE --host NODE_IP --port 0 --lifeline``
+rather than serving in-process, for the same reasons SubprocessRuntime does: the env
+module (MuJoCo, gym registrations, a crash in C) stays out of the Ray worker, so a
+server that dies is reported by a live actor with its exit code and output; and the
+command is the very one Docker and Modal run. ``--lifeline`` ties the server to the
+actor: when Ray kills the actor, the server's stdin closes and it stops (and its sims
+with it). The server's output is echoed to the actor's stdout, so Ray's worker log
+holds it after the actor died.
+
+Kept free of Ray imports at module level: a worker imports this module to build the
+actor, and the driver imports it only through RayRuntime.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from pytest_hud.process import Child, child_env
+from pytest_hud.runtime.server import ANNOUNCE
+
+__all__ = ["EnvServerActor"]
+
+
+def _listening(pid: int) -> list[tuple[str, int]]:
+    """(address, port) of every TCP socket the process tree of ``pid`` listens on."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+    bound: set[tuple[str, int]] = set()
+    for proc in procs:
+        try:
+            conns = proc.net_connections(kind="tcp")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        for conn in conns:
+            if conn.status == psutil.CONN_LISTEN and conn.laddr:
+                bound.add((str(conn.laddr.ip), int(conn.laddr.port)))
+    return sorted(bound)
+
+
+class EnvServerActor:
+    """An async Ray actor (methods run on its event loop); see the module docs."""
+
+    def __init__(self) -> None:
+        self.child: Child | None = None
+
+    async def start(self, module: str, host: str | None, boot_timeout: float) -> dict[str, Any]:
+        """Spawn the server bound to ``host`` (default: the node's IP as Ray knows it);
+        its url, node and every port it listens on."""
+        import ray
+
+        host = host or str(ray.util.get_node_ip_address())
+
+        argv = [sys.executable, "-m", "pytest_hud.serve", module, "--host", host]
+        argv += ["--port", "0", "--sim-host", host, "--lifeline"]
+        self.child = await Child.spawn(
+            argv,
+            announce=ANNOUNCE,
+            timeout=boot_timeout,
+            what=f"env server for {module}",
+            env=child_env(),
+            echo=True,
+        )
+        ctx = ray.get_runtime_context()
+        print(f"env server {self.child.info['url']} pid {self.child.pid} for {module}", flush=True)
+        return {
+            "url": self.child.info["url"],
+            "pid": self.child.pid,
+            "actor_pid": os.getpid(),
+            "node_id": ctx.get_node_id(),
+            "node_ip": ray.util.get_node_ip_address(),
+            "host": host,
+            "ports": self.ports(),
+            "pytest_hud": str(Path(__file__).resolve().parents[2] / "__init__.py"),
+        }
+
+    def ports(self) -> list[tuple[str, int]]:
+        """Ports the server and its sims listen on right now (sims bind when they start)."""
+        return _listening(self.child.pid) if self.child is not None else []
+
+    def tail(self, lines: int = 40) -> str:
+        return self.child.log_tail(lines) if self.child is not None else "(no server)"
+
+    def returncode(self) -> int | None:
+        return self.child.returncode if self.child is not None else None
+
+    async def stop(self) -> None:
+        if self.child is not None:
+            await self.child.terminate()

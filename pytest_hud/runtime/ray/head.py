@@ -1,0 +1,136 @@
+"""A local Ray head on 127.0.0.1, started and stopped by the process groups it made.
+
+``pytest -n K --hud-runtime=ray`` without ``$RAY_ADDRESS`` needs ONE cluster for the
+session, not one per xdist worker (each ``ray.init()`` would start its own head, K
+times the daemons on a 2-core machine); the plugin's controller starts a
+:class:`RayHead` and hands its address to the workers. The tests' two-node cluster
+(tests/ray_cluster.py) is a RayHead plus a second node.
+
+Loopback: every node gets ``--node-ip-address=127.0.0.1`` and runs in Ray's loopback
+mode (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``), in which Ray keeps 127.0.0.1 instead of
+the machine's first interface address and binds its servers there. No dashboard by
+default: on a loaded machine it can keep ``ray start`` from coming up in time, and
+rollouts do not need it.
+
+Stopping: every ``ray start`` runs as the leader of a new process group, which the
+daemons it starts inherit; :meth:`RayHead.stop` signals exactly those groups (never
+``ray stop``, which would stop every cluster of this user), then anything still
+running from the head's own ``--temp-dir``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_hud.runtime.errors import SubstrateError
+
+__all__ = ["BOOT_TIMEOUT", "RayHead", "free_port", "ray_env"]
+
+RAY = Path(sys.executable).with_name("ray")
+BOOT_TIMEOUT = 150.0  # one `ray start` on a loaded 2-core machine
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def ray_env() -> dict[str, str]:
+    """The environment of ``ray start``: ours, no usage stats, Ray's loopback mode."""
+    env = dict(os.environ)
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+@dataclass
+class RayHead:
+    """``ray start --head`` on 127.0.0.1 with its own temp dir (see the module docs)."""
+
+    temp_dir: Path
+    port: int = field(default_factory=free_port)
+    num_cpus: int | None = None
+    groups: list[int] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        return ray_env()
+
+    def head_args(self) -> list[str]:
+        """The head's flags beyond the loopback ones (the tests' cluster adds a dashboard)."""
+        return ["--include-dashboard=false"]
+
+    def launch(self, argv: list[str], what: str) -> None:
+        """Run one ``ray start`` in a new process group; bounded; its output on failure."""
+        self.temp_dir.parent.mkdir(parents=True, exist_ok=True)
+        log = self.temp_dir.parent / f"{what}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, env=self.env(), start_new_session=True
+            )
+            self.groups.append(proc.pid)
+            try:
+                code = proc.wait(BOOT_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                code = None
+        if code != 0:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+            how = f"did not finish within {BOOT_TIMEOUT} s" if code is None else f"exited {code}"
+            self.stop()
+            raise SubstrateError(
+                f"{what}: `ray start` {how}; expected a running node. Its output:\n{tail}"
+            )
+
+    def common_args(self) -> list[str]:
+        return [
+            "--node-ip-address=127.0.0.1",
+            "--disable-usage-stats",
+            f"--temp-dir={self.temp_dir}",
+        ]
+
+    def start(self) -> None:
+        argv = [str(RAY), "start", "--head", f"--port={self.port}", *self.head_args()]
+        if self.num_cpus is not None:
+            argv.append(f"--num-cpus={self.num_cpus}")
+        self.launch([*argv, *self.common_args()], "head")
+
+    def pids(self) -> list[int]:
+        """Every live process of this cluster: its process groups and anything run from
+        its temp dir."""
+        found = []
+        needle = str(self.temp_dir).encode()
+        for proc in Path("/proc").glob("[0-9]*"):
+            with contextlib.suppress(OSError):
+                stat = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+                if stat[0] == "Z":
+                    continue
+                if int(stat[2]) in self.groups or needle in (proc / "cmdline").read_bytes():
+                    found.append(int(proc.name))
+        return found
+
+    def stop(self) -> list[int]:
+        """SIGTERM the cluster's groups, then SIGKILL what is left; pids that survived."""
+        for sig, grace in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
+            for group in self.groups:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(group, sig)
+            for pid in self.pids():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
+            deadline = time.monotonic() + grace
+            while self.pids() and time.monotonic() < deadline:
+                time.sleep(0.2)
+        return self.pids()

@@ -1,0 +1,257 @@
+"""DaytonaRuntime: a fresh env server in a Daytona sandbox for every acquisition.
+
+Daytona publishes a sandbox's ports only as HTTPS preview links, but the control
+channel is raw TCP (JSON lines), so the substrate is reached the other way Daytona
+offers: its SSH gateway. Each acquisition
+
+1. creates a sandbox from an image (``AsyncDaytona.create(CreateSandboxFromImageParams
+   (image=..., env_vars=, labels=, resources=Resources(cpu, memory, gpu),
+   ephemeral=True, auto_stop_interval=), timeout=)``);
+2. starts ``python -m pytest_hud.serve MODULE --host 127.0.0.1 --port 8000
+   --sim-host 127.0.0.1 --sim-ports 8001-800N`` as an async session command
+   (``process.create_session`` + ``execute_session_command(run_async=True)``): the
+   server listens on the sandbox's own loopback only;
+3. opens an SSH tunnel (``create_ssh_access`` gives the gateway command) with one
+   ``-L 127.0.0.1:LOCAL:127.0.0.1:PORT`` per port, so this side listens on 127.0.0.1
+   only, and waits for a real ``ping`` through it while polling the command's exit code;
+4. yields a Runtime whose ``port_map`` sends each published sim url to its local
+   forward. Exiting stops the tunnel, revokes the SSH access and deletes the sandbox.
+
+The image needs pytest-hud, the env module and ``python`` on PATH. The Daytona cloud
+itself is unverified from this machine (no network beyond the package index): the
+tests drive this module through a fake of exactly these SDK calls
+(tests/fake_daytona.py), and check its signatures against the real SDK when a venv
+with ``daytona`` is available.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import shlex
+import socket
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+from pytest_hud.process import Child, child_env
+from pytest_hud.runtime.errors import SubstrateError
+from pytest_hud.runtime.provider import Runtime
+from pytest_hud.runtime.substrate import (
+    CONTROL_PORT,
+    PingedSubstrate,
+    bounded,
+    serve_argv,
+    serve_ports,
+    setting,
+)
+from pytest_hud.runtime.task import Task, memory_mib
+
+__all__ = ["DaytonaRuntime"]
+
+SESSION = "pytest-hud"
+_IO_TIMEOUT = 30.0  # bound on one SDK call made while tearing down or reading logs
+
+
+def _import_daytona() -> ModuleType:
+    try:
+        import daytona
+    except ImportError as exc:
+        raise ImportError(
+            "DaytonaRuntime needs the Daytona SDK: pip install daytona (its own venv if its "
+            "pins clash with yours)"
+        ) from exc
+    return daytona
+
+
+def _free_loopback_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _gpu_count(value: int | str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"Daytona takes a GPU count (gpu=1), got {value!r}") from None
+
+
+class _DaytonaSubstrate(PingedSubstrate):
+    kind = "daytona sandbox"
+    pacing = {"delay": 0.25, "max_delay": 2.0, "factor": 2.0}
+
+    def __init__(self, owner: DaytonaRuntime, task: Task) -> None:
+        super().__init__(task, owner.boot_timeout)
+        self.owner = owner
+        self.sandbox: Any = None
+        self.cmd_id: str | None = None
+        self.access: Any = None
+        self.tunnel: Child | None = None
+        self.local: dict[int, int] = {}
+
+    def ident(self) -> str:
+        return str(getattr(self.sandbox, "id", None) or "(not created)")
+
+    async def start(self) -> None:
+        owner, sdk = self.owner, self.owner.daytona
+        try:
+            client = await owner.client()
+            self.sandbox = await client.create(
+                owner.create_params(self.task), timeout=owner.boot_timeout
+            )
+            process = self.sandbox.process
+            await process.create_session(SESSION)
+            request = sdk.SessionExecuteRequest(command=owner.command(), run_async=True)
+            self.cmd_id = (await process.execute_session_command(SESSION, request)).cmd_id
+            self.access = await self.sandbox.create_ssh_access(
+                expires_in_minutes=math.ceil(owner.timeout / 60)
+            )
+        except Exception as exc:
+            raise SubstrateError(
+                f"{self.task.key}: {self.name}: {type(exc).__name__}: {exc}"
+            ) from exc
+        self.local = {port: _free_loopback_port() for port in owner.ports}
+        self.tunnel = await Child.spawn(
+            owner.tunnel_argv(self.access.ssh_command, self.local),
+            announce=None,  # ssh -N prints nothing: readiness is a ping through it
+            timeout=0,
+            what="ssh tunnel",
+            env=child_env(),
+        )
+
+    async def endpoint(self) -> Runtime:
+        params = {
+            "kind": "daytona",
+            "sandbox": self.ident(),
+            "host": "127.0.0.1",
+            "port_map": {str(p): self.local[p] for p in self.owner.ports[1:]},
+        }
+        url = f"tcp://127.0.0.1:{self.local[CONTROL_PORT]}"
+        return Runtime(url, params, self.task.runtime_config)
+
+    async def stopped(self) -> str | None:
+        if self.sandbox is None or self.cmd_id is None:
+            return None
+        command = await self.sandbox.process.get_session_command(SESSION, self.cmd_id)
+        code = getattr(command, "exit_code", None)
+        if code is not None:
+            return f"exited with code {code}"
+        tunnel = self.tunnel
+        if tunnel is not None and tunnel.returncode is not None:
+            raise SubstrateError(
+                f"{self.task.key}: the ssh tunnel to {self.name} exited with code "
+                f"{tunnel.returncode}; its output:\n{tunnel.log_tail()}"
+            )
+        return None
+
+    async def output(self) -> str:
+        if self.sandbox is None or self.cmd_id is None:
+            return "(no command started)"
+        try:
+            async with asyncio.timeout(_IO_TIMEOUT):
+                logs = await self.sandbox.process.get_session_command_logs(SESSION, self.cmd_id)
+        except Exception as exc:
+            return f"(logs unavailable: {type(exc).__name__}: {exc})"
+        return str(logs.output or f"{logs.stdout or ''}{logs.stderr or ''}")
+
+    async def stop(self) -> None:
+        tunnel, self.tunnel = self.tunnel, None
+        if tunnel is not None:
+            await tunnel.terminate()
+        sandbox, self.sandbox = self.sandbox, None
+        if sandbox is None:
+            return
+        access, self.access = self.access, None
+        if access is not None:
+            await bounded(sandbox.revoke_ssh_access(access.token), _IO_TIMEOUT)
+        await bounded(sandbox.delete(), _IO_TIMEOUT)
+
+
+class DaytonaRuntime:
+    """Serve an env module in a fresh Daytona sandbox per acquisition (see the module docs).
+
+    ``image`` is a registry tag or a ``daytona.Image``. A row's ``runtime_config``
+    (``image``, ``cpu``, ``gpu``, ``memory``, ``env``) overrides the constructor's;
+    ``memory`` is MiB or like ``"4Gi"`` and is rounded up to whole GiB (Daytona's
+    unit). ``config`` is a ``daytona.DaytonaConfig`` (default: ``DAYTONA_API_KEY``
+    and friends from the environment); ``ssh`` is the ssh client's argv prefix;
+    ``daytona`` injects the SDK module.
+    """
+
+    #: a sandbox boots in seconds: the plugin boots the next rows' ahead (runtime/warm.py)
+    warm_ahead = True
+
+    def __init__(
+        self,
+        image: Any,
+        *,
+        module: str,
+        cpu: int | None = None,
+        gpu: int | None = None,
+        memory: int | str | None = None,
+        timeout: float = 3600,
+        boot_timeout: float = 600,
+        sim_ports: int = 8,
+        config: Any = None,
+        ssh: str | Sequence[str] = "ssh",
+        daytona: ModuleType | Any = None,
+    ) -> None:
+        self.daytona = daytona if daytona is not None else _import_daytona()
+        self.image = image
+        self.module = module
+        self.cpu, self.gpu, self.memory = cpu, gpu, memory
+        memory_mib(memory)  # fail early on a malformed value
+        self.timeout = timeout
+        self.boot_timeout = boot_timeout
+        self.ports = serve_ports(sim_ports)
+        self.config = config
+        self.ssh = [ssh] if isinstance(ssh, str) else list(ssh)
+        self._client: Any = None
+
+    def __repr__(self) -> str:
+        return f"DaytonaRuntime({self.image!r}, module={self.module!r})"
+
+    def __call__(self, task: Task, /) -> _DaytonaSubstrate:
+        return _DaytonaSubstrate(self, task)
+
+    async def client(self) -> Any:
+        if self._client is None:
+            self._client = self.daytona.AsyncDaytona(self.config)
+        return self._client
+
+    def command(self) -> str:
+        """The session command: the env server on the sandbox's loopback."""
+        return shlex.join(serve_argv("python", self.module, "127.0.0.1", len(self.ports) - 1))
+
+    def tunnel_argv(self, ssh_command: str, local: dict[int, int]) -> list[str]:
+        """The gateway's ssh command plus a loopback-only forward per port (no shell)."""
+        argv = shlex.split(ssh_command)
+        if not argv or argv[0] != "ssh":
+            raise SubstrateError(f"daytona gave an ssh command this cannot run: {ssh_command!r}")
+        options = ["-N", "-o", "ExitOnForwardFailure=yes", "-o", "ServerAliveInterval=15"]
+        options += ["-o", "StrictHostKeyChecking=accept-new"]
+        for port, bound in local.items():
+            options += ["-L", f"127.0.0.1:{bound}:127.0.0.1:{port}"]
+        return [*self.ssh, *argv[1:-1], *options, argv[-1]]
+
+    def create_params(self, task: Task) -> Any:
+        """``CreateSandboxFromImageParams`` for ``task`` (its runtime_config wins)."""
+        sdk, cfg = self.daytona, task.runtime_config
+        cpu, gpu = setting(task, "cpu", self.cpu), setting(task, "gpu", self.gpu)
+        mib = memory_mib(setting(task, "memory", self.memory))
+        resources = None
+        if cpu is not None or gpu is not None or mib is not None:
+            resources = sdk.Resources(
+                cpu=None if cpu is None else math.ceil(float(cpu)),
+                memory=None if mib is None else math.ceil(mib / 1024),
+                gpu=None if gpu is None else _gpu_count(gpu),
+            )
+        return sdk.CreateSandboxFromImageParams(
+            image=setting(task, "image", self.image),
+            env_vars=dict(cfg.env) if cfg is not None and cfg.env else None,
+            labels={"pytest-hud": task.env},
+            resources=resources,
+            ephemeral=True,
+            auto_stop_interval=math.ceil(self.timeout / 60),
+        )

@@ -1,0 +1,162 @@
+"""Experiment trackers: a finished evaluation's figures, into the tracker a team reads.
+
+One seam: a results document (the ``--hud-results`` JSON) becomes :class:`Figures`
+(scalars, a few episode media, the provenance) at a step (the checkpoint's training
+step where known), and each tracker named by ``--hud-log`` (or ``evaluate(log=...)``)
+writes them. A tracker module is imported only when named; one that cannot log (not
+installed, offline, a quota) is one warning and never fails the evaluation.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from pytest_hud.errors import HudError
+
+__all__ = [
+    "TRACKERS",
+    "Figures",
+    "Tracker",
+    "TrackerError",
+    "TrackerWarning",
+    "figures_of",
+    "log_figures",
+    "parse_names",
+]
+
+#: ``--hud-log`` name -> (module, the pip install that brings its library)
+TRACKERS: dict[str, tuple[str, str]] = {
+    "wandb": ("pytest_hud.trackers.wandb", "pip install wandb"),
+    "tensorboard": ("pytest_hud.trackers.tensorboard", "pip install tensorboard"),
+    "mlflow": ("pytest_hud.trackers.mlflow", "pip install mlflow-skinny"),
+}
+
+
+class TrackerError(HudError, ValueError):
+    """A ``--hud-log`` value names no tracker."""
+
+
+class TrackerWarning(UserWarning):
+    """A tracker could not log; the evaluation's outcome is unchanged."""
+
+
+@dataclass
+class Figures:
+    """What one evaluation logs: scalars by name, media paths by name, text fields."""
+
+    step: int | None
+    scalars: dict[str, float] = field(default_factory=dict)
+    media: dict[str, Path] = field(default_factory=dict)
+    config: dict[str, str] = field(default_factory=dict)
+
+
+class Tracker(Protocol):
+    """One tracker backend: ``log`` one evaluation's figures, then ``close``."""
+
+    name: str
+
+    def log(self, figures: Figures) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def parse_names(values: Iterable[str]) -> list[str]:
+    """``--hud-log`` values (repeatable, comma-separated) as tracker names, in order."""
+    names: list[str] = []
+    for value in values:
+        for name in filter(None, (v.strip() for v in value.split(","))):
+            if name not in TRACKERS:
+                raise TrackerError(
+                    f"--hud-log={name}: expected one of {', '.join(TRACKERS)}; got {name!r}"
+                )
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.\-/]+", "_", text).strip("_") or "task"
+
+
+def _stats(prefix: str, st: Mapping[str, Any], out: dict[str, float]) -> None:
+    for key in ("success_rate", "mean_score", "mean_steps", "episodes", "errors"):
+        value = st.get(key)
+        if isinstance(value, int | float):
+            out[f"{prefix}/{key}"] = float(value)
+    interval = st.get("wilson_95")
+    if interval:
+        out[f"{prefix}/success_lo"], out[f"{prefix}/success_hi"] = map(float, interval)
+
+
+def figures_of(doc: Mapping[str, Any], step: int | None = None, media: int = 2) -> Figures:
+    """A results document's figures: overall and per-task success with Wilson bounds,
+    score, steps, errors, each gate (1 passed, 0 failed), ``media`` episode videos per
+    task (failures first) and the provenance (agent, checkpoint hash, image digest)."""
+    out = Figures(step=step)
+    _stats("hud", doc.get("overall") or {}, out.scalars)
+    for task, st in sorted((doc.get("per_task") or {}).items()):
+        _stats(f"hud/task/{_slug(task)}", st, out.scalars)
+    for gate in doc.get("gates") or []:
+        out.scalars[f"hud/gate/{_slug(str(gate.get('name')))}"] = 1.0 if gate.get("passed") else 0.0
+    picked: dict[str, int] = {}
+    rollouts: Sequence[Mapping[str, Any]] = doc.get("rollouts") or []
+    for row in sorted(rollouts, key=lambda r: bool(r.get("success"))):  # failures first
+        video, task = row.get("video"), str(row.get("task") or row.get("key") or "task")
+        if not video or not Path(video).is_file() or picked.get(task, 0) >= media:
+            continue
+        picked[task] = picked.get(task, 0) + 1
+        verdict = "pass" if row.get("success") else "fail"
+        out.media[f"hud/video/{_slug(task)}/{picked[task]}-{verdict}"] = Path(video)
+    prov = doc.get("provenance") or {}
+    agent = doc.get("agent")
+    if agent is not None:
+        out.config["hud.agent"] = str(agent)
+    ckpt = prov.get("checkpoint") or {}
+    if ckpt.get("hash"):
+        out.config["hud.checkpoint_hash"] = str(ckpt["hash"])
+    image = prov.get("image") or {}
+    if image.get("digest"):
+        out.config["hud.image_digest"] = str(image["digest"])
+    for key in ("runtime", "seed"):
+        if doc.get(key) is not None:
+            out.config[f"hud.{key}"] = str(doc[key])
+    return out
+
+
+def open_tracker(name: str, **options: Any) -> Tracker:
+    """The tracker ``name``, its library imported now (ImportError names the install)."""
+    module_name, install = TRACKERS[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ImportError(f"--hud-log={name} needs its library ({exc}); fix: {install}") from exc
+    tracker: Tracker = module.open_tracker(**options)
+    return tracker
+
+
+def log_figures(names: Sequence[str], figures: Figures, **options: Any) -> list[str]:
+    """Log ``figures`` to each tracker; returns the names that logged. A tracker that
+    fails is one :class:`TrackerWarning` naming it and the cause."""
+    done = []
+    for name in names:
+        try:
+            tracker = open_tracker(name, **options)
+            try:
+                tracker.log(figures)
+            finally:
+                tracker.close()
+        except Exception as exc:  # never fail an evaluation over its logging
+            warnings.warn(
+                f"--hud-log={name}: not logged ({type(exc).__name__}: {exc})",
+                TrackerWarning,
+                stacklevel=2,
+            )
+            continue
+        done.append(name)
+    return done

@@ -1,0 +1,58 @@
+"""Weights & Biases: the run the caller already has (``wandb.run`` in this process, or
+``WANDB_RUN_ID`` with resume), else a new run in ``WANDB_PROJECT`` (default
+``pytest-hud``); ``WANDB_MODE=offline`` writes the run files locally. Every ``hud/*``
+series uses ``hud/step`` (the checkpoint's training step) as its x axis, so evaluations
+line up with the training curves whatever step the run itself is at."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import wandb
+
+from pytest_hud.trackers import Figures
+
+__all__ = ["WandbTracker", "open_tracker"]
+
+_FORMATS: dict[str, Literal["gif", "mp4", "webm"]] = {".gif": "gif", ".mp4": "mp4", ".webm": "webm"}
+
+
+class WandbTracker:
+    name = "wandb"
+
+    def __init__(self, directory: Path, run_name: str | None = None) -> None:
+        existing = wandb.run
+        self._owned = existing is None
+        if existing is None:
+            run_id = os.environ.get("WANDB_RUN_ID")
+            existing = wandb.init(
+                project=os.environ.get("WANDB_PROJECT", "pytest-hud"),
+                id=run_id,
+                resume="allow" if run_id else None,
+                name=run_name,
+                dir=str(directory),
+            )
+        self.run = existing
+        self.run.define_metric("hud/step")
+        self.run.define_metric("hud/*", step_metric="hud/step")
+
+    def log(self, figures: Figures) -> None:
+        data: dict[str, Any] = {"hud/step": figures.step or 0, **figures.scalars}
+        for tag, path in figures.media.items():
+            fmt = _FORMATS.get(path.suffix.lower())
+            data[tag] = wandb.Video(str(path), format=fmt)
+        self.run.log(data)
+        if figures.config:
+            self.run.config.update(figures.config, allow_val_change=True)
+
+    def close(self) -> None:
+        if self._owned:
+            self.run.finish()
+
+
+def open_tracker(*, directory: Path, run_name: str | None = None, **_: Any) -> WandbTracker:
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    return WandbTracker(path, run_name)
