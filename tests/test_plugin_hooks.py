@@ -85,6 +85,7 @@ def test_a_conftest_hook_receives_every_finished_rollout(
     pytester.makeconftest(CONFTEST)
     log = pytester.path / "tracker.jsonl"
     monkeypatch.setenv("HUD_TRACKER_LOG", str(log))
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # this test's own worker's
     out = pytester.path / "r.json"
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", f"--hud-results={out}", *xdist, timeout=240
