@@ -1,10 +1,48 @@
 """The root of every error pytest-hud raises: ``except pytest_hud.HudError`` catches them.
 
-Each error is defined in its layer (``robot/wire/errors.py``, ``robot/sim/errors.py``,
-``robot/agent/errors.py``, ``robot/record/errors.py``, ``runtime/errors.py``,
-``_plugin/errors.py``; ``ContractError``, ``ChildError`` and the RPC errors beside their
-modules) and also keeps the builtin base it always had (``ValueError``,
-``LookupError``, ``ConnectionError``, ...), so existing ``except`` clauses still match.
+The hierarchy (each error also keeps the builtin base shown, so existing ``except``
+clauses still match; the module defining it in brackets)::
+
+    HudError
+    ├── TaskError (ValueError)                  [runtime/errors]
+    ├── EnvError (LookupError)                  [runtime/errors]
+    ├── PlacementError (LookupError)            [runtime/errors]
+    ├── SharedScopeError (RuntimeError)         [runtime/errors]
+    ├── ControlError (RuntimeError)             [runtime/errors]
+    │   └── TemplateError
+    ├── SubstrateError (RuntimeError)           [runtime/errors]
+    │   └── AptError                            [runtime/docker/apt]
+    ├── NotReady (TimeoutError)                 [runtime/readiness]
+    ├── ConnectError (ConnectionError)          [robot/wire/errors]
+    │   └── ConnectTimeout
+    ├── TransportClosed (ConnectionError)       [robot/wire/errors]
+    ├── WireError (ValueError)                  [robot/wire/errors]
+    ├── RobotError (RuntimeError)               [robot/wire/errors]
+    ├── ContractError (ValueError)              [robot/contract]
+    ├── BridgeError (RuntimeError)              [robot/sim/errors]
+    ├── SimError (RuntimeError)                 [robot/sim/errors]
+    ├── AgentSpecError (LookupError)            [robot/agent/errors]
+    │   └── CheckpointError
+    ├── ModelOutputError (ValueError)           [robot/agent/errors]
+    ├── AdapterError (ValueError)               [robot/agent/errors]
+    ├── RemoteModelError (RuntimeError)         [robot/agent/errors]
+    ├── DatasetError (ValueError)               [robot/record/errors]
+    ├── LedgerError (ValueError)                [evaluation/ledger]
+    │   └── LedgerWriteError
+    ├── OutputWriteError (OSError)              [evaluation/durable]
+    ├── StepTableError (RuntimeError)           [evaluation/step_tables]
+    ├── EpisodeFailed (AssertionError)          [_plugin/errors]: the policy failed, a FAIL
+    ├── RolloutError (RuntimeError)             [_plugin/errors]: infrastructure, an ERROR
+    ├── ExpectError (ValueError)                [_plugin/errors]
+    ├── ModuleColumnError (ValueError)          [_plugin/errors]
+    ├── ChildError (RuntimeError)               [process]
+    ├── RemoteError (RuntimeError)              [rpc]
+    ├── RpcClosed (ConnectionError)             [rpc]
+    ├── TrackerError (ValueError)               [trackers]
+    └── RenderError (RuntimeError)              [doctor]
+
+Each error is defined in its layer; ``tests/test_layers.py`` checks that every public
+error derives from :class:`HudError`.
 """
 
 from __future__ import annotations

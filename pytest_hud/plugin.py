@@ -1,10 +1,13 @@
 """pytest-hud's hooks, and only hooks: each is one call into the session.
 
+``pytest_addhooks`` adds pytest-hud's own hooks (:mod:`pytest_hud.hookspecs`);
+``pytest_configure`` registers the core session's hooks and each enabled feature's
+plugin (:mod:`pytest_hud._plugin.features`); ``pytest_unconfigure`` unregisters them.
 The work lives in the private package :mod:`pytest_hud._plugin`: options
 (``options``), cases and task files (``cases``, ``items``), rollouts (``evaluator``),
-collection (``collect``), recording (``recording``), rows, gates and the results
-document (``reporting``, ``report``), pytest-html (``html``), and every read of pytest's
-or xdist's private attributes (``internals``). Fixtures are in ``pytest_hud.fixtures``.
+collection (``collect``), rows, gates and the results document (``reporting``),
+pytest-html (``html``), and every read of pytest's or xdist's private attributes
+(``internals``). Fixtures are in ``pytest_hud.fixtures``.
 """
 
 from __future__ import annotations
@@ -14,22 +17,27 @@ from typing import Any
 
 import pytest
 
-from pytest_hud._plugin import heap
+from pytest_hud._plugin import features, heap
 from pytest_hud._plugin.errors import EpisodeFailed
+from pytest_hud._plugin.features.crash import reap_dead_workers
 from pytest_hud._plugin.html import HtmlHooks
 from pytest_hud._plugin.interrupts import restore_sigterm, sigterm_interrupts
 from pytest_hud._plugin.options import HudOptions, addoption
-from pytest_hud._plugin.ray_session import configure_node, stop_cluster
 from pytest_hud._plugin.session import HudSession
 from pytest_hud._plugin.state import CASE, PLUGIN, RESULT
-from pytest_hud.fixtures import hud_agent, hud_provider, hud_result, hud_task  # noqa: F401
-from pytest_hud.fixtures.wrap import hud_wrap  # noqa: F401
+from pytest_hud.fixtures import hud_agent, hud_provider, hud_result, hud_task, hud_wrap  # noqa: F401
 
 __all__ = ["CASE", "PLUGIN", "RESULT", "EpisodeFailed", "HudHooks", "HudSession"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     addoption(parser)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_hud import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -49,6 +57,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(HudHooks(session), "pytest-hud-session")
     if config.pluginmanager.hasplugin("html"):
         config.pluginmanager.register(HtmlHooks(session), "pytest-hud-html")
+    features.register(session)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -56,9 +65,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if session is not None:
         heap.closed()
         session.evaluator.close()
-        session.reap_dead_workers()
+        reap_dead_workers(session.options, session.is_worker)
         restore_sigterm(session.sigterm)
-        stop_cluster(session.ray_head)
+        features.unregister(config)  # closes the ledger, stops the session's Ray cluster
 
 
 class HudHooks:
@@ -67,61 +76,50 @@ class HudHooks:
 
     def __init__(self, session: HudSession) -> None:
         self.session = session
+        self.collector = session.collector
+        self.reporter = session.reporter
 
     # -- collection ---------------------------------------------------------------------
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> Any:
-        return self.session.collect_file(file_path, parent)
+        return self.collector.collect_file(file_path, parent)
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
-        self.session.generate_tests(metafunc)
+        self.collector.generate_tests(metafunc)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> Any:
-        self.session.collection_modifyitems(items)
+        self.collector.collection_modifyitems(items)
         result = yield
-        self.session.collection_ordered(items)  # after every other plugin's reordering
+        self.collector.collection_ordered(items)  # after every other plugin's reordering
         return result
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self.session.collection_finish(session)
+        self.collector.collection_finish(session)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        self.session.skip_decided(item)
-        self.session.prime_worker(item)
+        self.collector.setup(item)
 
     # -- reporting ------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         report = yield
-        return self.session.make_report(item, call, report)
+        return self.reporter.make_report(item, call, report)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.session.logreport(report)
+        self.reporter.logreport(report)
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        self.session.terminal_summary(terminalreporter)
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        self.reporter.terminal_summary(terminalreporter)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        self.session.sessionfinish(session, exitstatus)
+        self.reporter.sessionfinish(session, exitstatus)
 
     # -- xdist ---------------------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        self.session.node_collection_finished(node, ids)
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
-        self.session.handle_crashitem(crashitem, report)
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        self.session.node_down(node)
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
-        configure_node(self.session.ray_head, node)
+        self.collector.node_collection_finished(node, ids)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:

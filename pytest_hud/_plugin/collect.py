@@ -1,10 +1,11 @@
 """Collection: task files and ``@pytest.mark.hud`` rows become items; expectations mark
-them xfail/skip; the evaluator learns each item's case and what comes next."""
+them xfail/skip, ``pytest_hud_skip_case`` skips cases a feature decided (resumed ones);
+the evaluator learns each item's case and what comes next."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -19,14 +20,26 @@ from pytest_hud._plugin.internals import (
 from pytest_hud._plugin.items import TaskFile, is_task_file
 from pytest_hud._plugin.module_rows import check_module_columns
 from pytest_hud._plugin.row_check import check_rows
-from pytest_hud._plugin.state import CASE, SessionState
+from pytest_hud._plugin.state import CASE
 from pytest_hud.runtime.errors import TaskError
 
-__all__ = ["CollectMixin"]
+if TYPE_CHECKING:
+    from pytest_hud._plugin.session import HudSession
+
+__all__ = ["Collector"]
+
+_OURS = "pytest_hud.fixtures"  # the plugin's own hud_provider / hud_agent
 
 
-class CollectMixin(SessionState):
+class Collector:
     """The session's collection hooks' work."""
+
+    def __init__(self, session: HudSession) -> None:
+        self.session = session
+        self.config = session.config
+        self.options = session.options
+        self.evaluator = session.evaluator
+        self._primed = False  # the first items' substrates were booted ahead
 
     def collect_file(self, file_path: Path, parent: pytest.Collector) -> Any:
         if is_task_file(file_path):
@@ -65,23 +78,26 @@ class CollectMixin(SessionState):
                 continue
             item.stash[CASE] = case
             self._apply_expectations(item, case)
-            self.resume_item(item, case)
+            reason = self.config.hook.pytest_hud_skip_case(
+                config=self.config, nodeid=item.nodeid, case=case
+            )
+            if reason is not None:  # e.g. resumed: no rollout starts for it
+                item.add_marker(pytest.mark.skip(reason=reason))
             if item.get_closest_marker("skip") is None:
                 self.evaluator.register(item.nodeid, case, binding_key(item))
             if self.options.shared:  # keep a shared substrate's items on one xdist worker
                 item.add_marker(pytest.mark.xdist_group(name=f"hud-{case.row.env}"))
-        if self.baseline is not None:
+        if self.session.baseline is not None:
             self._check_baseline_covers([item.stash[CASE] for item in items if CASE in item.stash])
 
     def collection_ordered(self, items: list[pytest.Item]) -> None:
         """After every plugin reordered the items: boot the first ones' substrates, then
         load the agent (both before any item runs; the boots run while it loads)."""
-        if self.is_worker:  # the controller ran registry.preflight; a worker's UsageError
-            return  # would crash xdist, so its items error (once loaded, never retried)
+        if self.session.is_worker:  # the controller ran registry.preflight; a worker's
+            return  # UsageError would crash xdist, so its items error (once loaded, never retried)
         self.prime(items)
-        plugin_agent = "pytest_hud.fixtures"
-        if any(CASE in i.stash and uses_fixture_from(i, "hud_agent", plugin_agent) for i in items):
-            self.load_agent()
+        if any(CASE in i.stash and uses_fixture_from(i, "hud_agent", _OURS) for i in items):
+            self.session.load_agent()
 
     def prime(self, items: list[pytest.Item]) -> None:
         """Boot the plugin provider's substrates for the first of ``items`` that use it,
@@ -93,16 +109,24 @@ class CollectMixin(SessionState):
         ours = [
             i.nodeid
             for i in items
-            if i.nodeid in self.evaluator.cases
-            and uses_fixture_from(i, "hud_provider", "pytest_hud.fixtures")
+            if i.nodeid in self.evaluator.cases and uses_fixture_from(i, "hud_provider", _OURS)
         ]
         if ours:
-            self.evaluator.prime(self.default_provider(), ours)
+            self.evaluator.prime(self.session.default_provider(), ours)
 
-    def prime_worker(self, item: pytest.Item) -> None:
-        """pytest_runtest_setup on an xdist worker: prime for this item and the ones queued
-        after it here, before the item's fixtures load the agent."""
-        if not self.is_worker or self._primed or item.nodeid not in self.evaluator.cases:
+    def setup(self, item: pytest.Item) -> None:
+        """pytest_runtest_setup: skip a case a feature decided since collection (a decided
+        sequential task); on an xdist worker, prime for this item and the ones queued after
+        it here, before the item's fixtures load the agent."""
+        case = self.evaluator.cases.get(item.nodeid)
+        if case is None:
+            return
+        reason = self.config.hook.pytest_hud_skip_case(
+            config=self.config, nodeid=item.nodeid, case=case
+        )
+        if reason is not None:
+            pytest.skip(reason)
+        if not self.session.is_worker or self._primed:
             return
         by_id = {i.nodeid: i for i in item.session.items}
         upcoming = [by_id[n] for n in self.evaluator.schedule(item.nodeid) if n in by_id]
@@ -110,11 +134,12 @@ class CollectMixin(SessionState):
 
     def _apply_expectations(self, item: pytest.Item, case: HudCase) -> None:
         rules = Expectations()
-        rules.xfail.update(self.expect.xfail)
-        rules.skip.update(self.expect.skip)
+        rules.xfail.update(self.session.expect.xfail)
+        rules.skip.update(self.session.expect.skip)
+        label = self.session.agent_label
         for mark in item.iter_markers("hud_expect"):
             agent = mark.kwargs.get("agent")
-            if agent in (None, "*", self.agent_label, self._agent_name):
+            if agent in (None, "*", label, self.session.agent_name):
                 rules.merge(
                     {k: v for k, v in mark.kwargs.items() if k in ("xfail", "skip")},
                     f"{item.nodeid} @hud_expect",
@@ -124,19 +149,18 @@ class CollectMixin(SessionState):
             return
         kind, reason = hit
         if kind == "skip":
-            item.add_marker(pytest.mark.skip(reason=f"[{self.agent_label}] {reason}"))
+            item.add_marker(pytest.mark.skip(reason=f"[{label}] {reason}"))
         else:
             item.add_marker(
-                pytest.mark.xfail(
-                    reason=f"[{self.agent_label}] {reason}", strict=True, raises=AssertionError
-                )
+                pytest.mark.xfail(reason=f"[{label}] {reason}", strict=True, raises=AssertionError)
             )
 
     def _check_baseline_covers(self, cases: list[HudCase]) -> None:
-        assert self.baseline is not None
+        baseline = self.session.baseline
+        assert baseline is not None
         have = {f"{c.row.env}/{c.row.id}" for c in cases}  # per_task is per env/template
-        missing = sorted(set(self.baseline.get("per_task") or {}) - have)
-        if have and missing and not have & set(self.baseline.get("per_task") or {}):
+        missing = sorted(set(baseline.get("per_task") or {}) - have)
+        if have and missing and not have & set(baseline.get("per_task") or {}):
             raise pytest.UsageError(
                 f"--hud-baseline {self.options.baseline} is from another taskset: none of its "
                 f"tasks were collected; it has e.g. {missing[:5]}"
@@ -149,19 +173,18 @@ class CollectMixin(SessionState):
             )
 
     def collection_finish(self, session: pytest.Session) -> None:
-        self._order = [item.nodeid for item in session.items]
-        index = {nid: i for i, nid in enumerate(self._order)}
+        order = self.session.order = [item.nodeid for item in session.items]
+        index = {nid: i for i, nid in enumerate(order)}
         interactor = xdist_interactor(self.config)
 
         def upcoming(nodeid: str) -> list[str]:
             if interactor is not None:
                 return xdist_upcoming(interactor, session)
             i = index.get(nodeid)
-            return [] if i is None else self._order[i + 1 :]
+            return [] if i is None else order[i + 1 :]
 
         self.evaluator.schedule = upcoming
-        self.lookahead_filter()
 
     def node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        if not self._order:
-            self._order = list(ids)
+        if not self.session.order:
+            self.session.order = list(ids)

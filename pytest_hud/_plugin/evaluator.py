@@ -8,6 +8,11 @@ in order. Each item's provider and agent are what its ``hud_provider`` and
 ``hud_agent`` fixtures give; lookahead starts only items whose fixtures resolve to
 the same objects (same fixture definitions, same scope instance), so a conftest or
 module that overrides either fixture gets its own.
+
+Features reach rollouts through :mod:`pytest_hud.hookspecs`: observers every agent runs
+with (``pytest_hud_episode_observers``), each ended rollout (``pytest_hud_episode_result``),
+the rollout run elsewhere (``pytest_hud_run_rollout``), and cases the lookahead must not
+start (``pytest_hud_skip_case``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ import time
 from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from pytest_hud._plugin.cases import HudCase
 from pytest_hud._plugin.loop import LoopThread
@@ -39,8 +46,10 @@ log = logging.getLogger(__name__)
 class Evaluator:
     """Owns the rollout loop, the provider's scope and every case's rollout future."""
 
-    def __init__(self, options: HudOptions, artifacts: Path) -> None:
+    def __init__(self, options: HudOptions, artifacts: Path, config: pytest.Config) -> None:
         self.options = options
+        self.config = config
+        self.hook = config.hook
         self.artifacts = artifacts
         self.cases: dict[str, HudCase] = {}
         #: Items with equal keys resolve hud_provider and hud_agent to the same objects.
@@ -56,13 +65,6 @@ class Evaluator:
         #: (agent given, agent as rollouts call it) by the id of the agent given.
         self._agents: dict[int, tuple[Any, Any]] = {}
         self.steps: dict[int, int] = {}  # live step counts by the task sent
-        #: Extra episode observers (dataset recording) for the session's agent.
-        self.observers: list[Any] = []
-        #: Called with every finished rollout, on the loop, before anyone waits on it
-        #: (dataset recording hands the episode its grade).
-        self.finished: list[Callable[[RolloutResult], None]] = []
-        #: ``rollout``, or a drop-in such as --hud-delegate's (_plugin/delegate.py).
-        self.run_rollout: Callable[..., Any] = rollout
         self._pool = ControlPool()  # control connections kept between rollouts
         self._primes: list[concurrent.futures.Future[None]] = []  # boots started by prime()
 
@@ -96,9 +98,9 @@ class Evaluator:
     def prime(self, provider: Provider, nodeids: list[str]) -> None:
         """Start booting the substrates of these items (the first to run) now, in the
         background: the session calls this before it loads the agent, so the boots run
-        while torch and the policy load (6.7 s for the PushT bench's policy here) instead
-        of after. A warm pool gets them as its plan; a Shared provider boots the first
-        row's substrate. A failed boot here is not an error: the rollout boots again."""
+        while torch and the policy load instead of after. A warm pool gets them as its
+        plan; a Shared provider boots the first row's substrate. A failed boot here is not
+        an error: the rollout boots again."""
         rows = [(n, self.cases[n].task) for n in nodeids if n in self.cases]
         if not rows or self.options.delegate is not None:
             return
@@ -128,12 +130,15 @@ class Evaluator:
 
         if not isinstance(agent, RobotAgent):
             return agent
+        extra = [
+            o for found in self.hook.pytest_hud_episode_observers(config=self.config) for o in found
+        ]
         settings = RunSettings(
             max_steps=self.options.max_steps,
             observers=(
                 video_factory(self.artifacts / "videos"),
                 self._progress_observer,
-                *self.observers,
+                *extra,
             ),
         )
         batchable = getattr(agent.model, "batchable", True)  # RemoteModel is per-row
@@ -191,9 +196,9 @@ class Evaluator:
         return result
 
     def _upcoming(self, nodeid: str, want: int) -> list[str]:
-        """The next ``want`` items of the same key in the schedule. Only as far into the
-        schedule as needed: scanning all of it per item was 1.5 ms an item at 1,000
-        items (quadratic), none of it needed at concurrency 1 without a warm pool."""
+        """The next ``want`` items of the same key in the schedule, not skipped. Only as far
+        into the schedule as needed: scanning all of it per item is quadratic in the
+        items, and none of it is needed at concurrency 1 without a warm pool."""
         found: list[str] = []
         if want < 1:
             return found
@@ -201,9 +206,16 @@ class Evaluator:
         for n in self.schedule(nodeid):
             if len(found) >= want:
                 break
-            if n in self.cases and self.keys[n] == key:
+            if n in self.cases and self.keys[n] == key and not self._skipped(n):
                 found.append(n)
         return found
+
+    def _skipped(self, nodeid: str) -> bool:
+        """A feature decided this case is not run (a decided sequential task)."""
+        reason = self.hook.pytest_hud_skip_case(
+            config=self.config, nodeid=nodeid, case=self.cases[nodeid]
+        )
+        return reason is not None
 
     def _start(self, nodeid: str, binding: tuple[Provider, Any]) -> None:
         if nodeid in self.futures or nodeid not in self.cases:
@@ -216,11 +228,22 @@ class Evaluator:
     async def _rollout(self, case: HudCase, provider: Provider, agent: Any) -> RolloutResult:
         async with self._sem:
             with use_pool(self._pool):  # Shared substrates keep their control connections
-                result = await self.run_rollout(
-                    case.task, agent, provider, index=case.rep, timeout=self.options.timeout
+                timeout = self.options.timeout
+                elsewhere = self.hook.pytest_hud_run_rollout(
+                    config=self.config,
+                    task=case.task,
+                    agent=agent,
+                    provider=provider,
+                    index=case.rep,
+                    timeout=timeout,
                 )
-        for hook in self.finished:
-            hook(result)
+                if elsewhere is not None:
+                    result: RolloutResult = await elsewhere
+                else:
+                    result = await rollout(
+                        case.task, agent, provider, index=case.rep, timeout=timeout
+                    )
+        self.hook.pytest_hud_episode_result(config=self.config, result=result)
         return result
 
     def close(self) -> None:

@@ -13,26 +13,28 @@ from typing import Any
 
 from pytest_hud.evaluation import results as rep
 from pytest_hud.evaluation.baseline import mismatches
+from pytest_hud.evaluation.results import Row
 from pytest_hud.evaluation.verdict import CoveredGate
 
 __all__ = ["marker_thresholds", "session_gates"]
 
 
-def marker_thresholds(rows: list[dict[str, Any]]) -> dict[str, float]:
+def marker_thresholds(rows: list[Row]) -> dict[str, float]:
     """Each test function's ``@pytest.mark.hud(min_success=...)``, read from its rows."""
     out: dict[str, float] = {}
     for r in rows:
-        if r.get("min_success") is not None:
-            out[str(r["group"])] = float(r["min_success"])
+        bar = r.get("min_success")
+        if bar is not None:
+            out[str(r.get("group"))] = float(bar)
     return out
 
 
-def _covered(name: str, gate: rep.Gate, rows: list[dict[str, Any]]) -> CoveredGate:
+def _covered(name: str, gate: rep.Gate, rows: list[Row]) -> CoveredGate:
     return CoveredGate(name, gate.passed, gate.message, frozenset(r["nodeid"] for r in rows))
 
 
 def session_gates(
-    rows: list[dict[str, Any]],
+    rows: list[Row],
     *,
     min_success: float | None,
     mode: str,
@@ -55,7 +57,7 @@ def session_gates(
             continue
         gates.append(_covered(group, rep.threshold_gate(group, mine, threshold, how), mine))
     if baseline is not None:
-        differs = mismatches(baseline, meta, rows)
+        differs = mismatches(baseline, meta, [dict(r) for r in rows])
         base_tasks = set(baseline.get("per_task") or {})
         for gate in rep.baseline_gates(rows, baseline, differs=differs):
             task = gate.name.removeprefix("baseline ")

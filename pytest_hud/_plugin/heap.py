@@ -1,12 +1,11 @@
 """The agent's heap: loaded with the cyclic collector paused, then frozen.
 
-Loading a policy imports torch and lerobot and builds the model: ~490,000 objects that
-live as long as the session. Python's cyclic collector walks every one of them on each
-full collection. Measured on the PushT bench (28.5M diffusion policy, 2 cores): 1.5 s of
-full collections while they loaded (one took 0.3 s), and 1.6-2.0 s more at exit, in
-pytest's unconfigure collections and the interpreter's final one. With the collector
-paused during the load and the survivors frozen (``gc.freeze``, permanent generation),
-the exit took 0.3-0.5 s.
+Loading a policy imports torch and lerobot and builds the model: hundreds of thousands
+of objects that live as long as the session. Python's cyclic collector walks every one
+of them on each full collection, while they load and again at exit (pytest's
+unconfigure collections and the interpreter's final one). With the collector paused
+during the load and the survivors frozen (``gc.freeze``, permanent generation), those
+walks are skipped (figures: docs/performance.md).
 
 One full collection runs before the freeze, so garbage made while loading is freed and
 never becomes permanent. Only the outermost pytest session of a process freezes: a session

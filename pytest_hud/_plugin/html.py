@@ -12,14 +12,16 @@ from typing import TYPE_CHECKING, Any
 from pytest_hud._plugin.html_gallery import gallery_html
 from pytest_hud._plugin.html_summary import summary_html
 from pytest_hud._plugin.report_images import Figure, figures_html
+from pytest_hud.evaluation.results import Row
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
 
-__all__ = ["HtmlHooks", "success_cell"]
+__all__ = ["HtmlHooks", "html_extras", "success_cell"]
 
 
-def _html_extras(row: dict[str, Any], merged_root: str | None = None) -> list[dict[str, Any]]:
+def html_extras(row: Row, merged_root: str | None = None) -> list[dict[str, Any]]:
+    """An item's pytest-html extras: the episode animation and the dataset episode."""
     try:
         from pytest_html import extras
     except ImportError:
@@ -38,7 +40,7 @@ def _html_extras(row: dict[str, Any], merged_root: str | None = None) -> list[di
     return out
 
 
-def success_cell(row: dict[str, Any]) -> str:
+def success_cell(row: Row) -> str:
     """The episode's success, consistent with the row's verdict: a test that passes with
     a failed episode is one whose body does not assert success (it checks something
     else, e.g. the episode's length), and the cell says so."""
@@ -82,14 +84,14 @@ class HtmlHooks:
         ]
 
     def pytest_html_results_table_row(self, report: Any, cells: list[str]) -> None:
-        row = getattr(report, "hud", None) or {}
+        row: Row | dict[str, Any] = getattr(report, "hud", None) or {}
         args = row.get("args") or {}
         values = [
             _fmt(row.get("env")),
             _fmt(row.get("key")),
             ", ".join(f"{k}={v}" for k, v in args.items()),
             _fmt(row.get("agent")),
-            success_cell(row) if row else "",
+            success_cell(row) if row else "",  # type: ignore[arg-type]
             _fmt(row.get("score")),
             _fmt(row.get("steps")),
             _fmt(row.get("duration")),
@@ -104,10 +106,11 @@ class HtmlHooks:
     ) -> None:
         rows = list(self.plugin.rows.values())
         if rows:
-            gates = self.plugin.gates or self.plugin._gates(rows)
+            gates = self.plugin.gates or self.plugin.reporter.gates(rows)
             prefix.append(summary_html(self.plugin.agent_label, rows, gates, gallery_html(rows)))
+        compare = self.plugin.config.pluginmanager.get_plugin("pytest-hud-compare")
         figures = [  # asked for by name: shown even in a session without hud rows
-            *self.plugin.compare_figures(),
+            *(compare.figures() if compare is not None else []),
             *map(Figure.of, self.plugin.options.report_images),
         ]
         prefix.append(figures_html(figures, getattr(self.plugin.config.option, "htmlpath", None)))

@@ -10,28 +10,28 @@ import json
 import os
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 from pytest_hud._plugin.html_summary import task_name
+from pytest_hud.evaluation.results import Row
 
 __all__ = ["gallery_html", "row_anchor"]
 
 
-def row_anchor(row: dict[str, Any]) -> str:
+def row_anchor(row: Row) -> str:
     """pytest-html's id of the row's ``tbody``: the node id, ``::setup`` for a setup error."""
     nodeid = str(row.get("nodeid", ""))
     return nodeid + "::setup" if row.get("outcome") == "error" else nodeid
 
 
-def _label(row: dict[str, Any]) -> str:
+def _label(row: Row) -> str:
     args = row.get("args") or {}
     shown = ", ".join(f"{k}={v}" for k, v in args.items()) or "no args"
     rep = row.get("rep") or 0
     return f"{shown}" + (f" #{rep}" if rep else "")
 
 
-def _figure(row: dict[str, Any]) -> str:
-    data = base64.b64encode(Path(row["video"]).read_bytes()).decode()
+def _figure(row: Row) -> str:
+    data = base64.b64encode(Path(str(row.get("video"))).read_bytes()).decode()
     ok = bool(row.get("success"))
     verdict = "success" if ok else "failed"
     steps = row.get("steps")
@@ -48,9 +48,9 @@ def _figure(row: dict[str, Any]) -> str:
     )
 
 
-def gallery_html(rows: list[dict[str, Any]]) -> str:
+def gallery_html(rows: list[Row]) -> str:
     """A grid per task of every row with an animation; failures first in each task."""
-    by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_task: dict[str, list[Row]] = defaultdict(list)
     for row in rows:
         video = row.get("video")
         if video and os.path.exists(video):

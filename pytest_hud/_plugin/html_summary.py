@@ -14,6 +14,7 @@ from collections import defaultdict
 from typing import Any
 
 from pytest_hud.evaluation import results as rep
+from pytest_hud.evaluation.results import Row
 
 __all__ = ["STYLE", "per_task", "success_plot_svg", "summary_html", "task_name"]
 
@@ -89,11 +90,11 @@ def _num(x: float | None, fmt: str) -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def _outcomes(rows: list[dict[str, Any]], outcome: str) -> int:
+def _outcomes(rows: list[Row], outcome: str) -> int:
     return sum(1 for r in rows if r.get("outcome") == outcome)
 
 
-def _line(name: str, st: dict[str, Any], rows: list[dict[str, Any]], cls: str) -> str:
+def _line(name: str, st: dict[str, Any], rows: list[Row], cls: str) -> str:
     ci = st.get("wilson_95")
     rate = st.get("success_rate")
     cells = [
@@ -112,19 +113,19 @@ def _line(name: str, st: dict[str, Any], rows: list[dict[str, Any]], cls: str) -
     return f'<tr class="{cls}">{tds}</tr>'
 
 
-def task_name(row: dict[str, Any]) -> str:
+def task_name(row: Row) -> str:
     """A task as a researcher counts it: env and template, across seeds and repeats."""
     return f"{row.get('env')}/{row.get('task_id')}"
 
 
-def per_task(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+def per_task(rows: list[Row]) -> dict[str, list[Row]]:
+    groups: dict[str, list[Row]] = defaultdict(list)
     for row in rows:
         groups[task_name(row)].append(row)
     return dict(groups)
 
 
-def _table(rows: list[dict[str, Any]]) -> str:
+def _table(rows: list[Row]) -> str:
     agg = rep.aggregate(rows)
     heads = "".join(f'<th onclick="hudSort(this)">{c}</th>' for c in COLUMNS)
     tasks = per_task(rows)
@@ -150,7 +151,7 @@ def _gates(gates: list[Any]) -> str:
     )
 
 
-def _env_filter(rows: list[dict[str, Any]]) -> str:
+def _env_filter(rows: list[Row]) -> str:
     envs = sorted({str(r.get("env")) for r in rows})
     options = "".join(f'<option value="{html.escape(e)}">{html.escape(e)}</option>' for e in envs)
     return (
@@ -159,7 +160,7 @@ def _env_filter(rows: list[dict[str, Any]]) -> str:
     )
 
 
-def success_plot_svg(rows: list[dict[str, Any]]) -> str:
+def success_plot_svg(rows: list[Row]) -> str:
     """Each task's success rate (dot) and 95% Wilson interval (bar), 0-100%."""
     stats = {name: rep.stats(mine) for name, mine in per_task(rows).items()}
     tasks = [(k, st) for k, st in sorted(stats.items()) if st["episodes"]]
@@ -195,7 +196,7 @@ def success_plot_svg(rows: list[dict[str, Any]]) -> str:
     return "".join(parts)
 
 
-def summary_html(title: str, rows: list[dict[str, Any]], gates: list[Any], gallery: str) -> str:
+def summary_html(title: str, rows: list[Row], gates: list[Any], gallery: str) -> str:
     """The whole hud block for pytest-html's summary ``prefix``."""
     return (
         f'{STYLE}{SCRIPT}<div class="hud-summary"><h2>hud: {html.escape(title)}</h2>'

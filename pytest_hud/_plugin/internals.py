@@ -89,7 +89,7 @@ def worker_exitcode(node: Any, timeout: float = 10.0) -> int | None:
         return None
 
 
-def terminal_writer(terminalreporter: Any) -> Any:
+def terminal_writer(terminalreporter: pytest.TerminalReporter) -> Any:
     """The terminal reporter's TerminalWriter (``_tw``), for the live progress line."""
     return terminalreporter._tw
 

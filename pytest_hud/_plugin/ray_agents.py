@@ -2,8 +2,8 @@
 
 Resolved here, in the plugin, because the agent registry (``robot/agent/registry.py``)
 may not import the runtime (tests/test_layers.py): the name becomes the replicas' urls
-(:func:`~pytest_hud.runtime.ray_policy.replica_urls`) and a
-:class:`~pytest_hud.runtime.ray_policy.ReplicaAgent` over them. The cluster is the one
+(:func:`~pytest_hud.robot.agent.replicas.replica_urls`) and a
+:class:`~pytest_hud.robot.agent.replicas.ReplicaAgent` over them. The cluster is the one
 ``--hud-runtime=ray:HOST:PORT`` / ``ray://HOST:PORT`` names, else ``$RAY_ADDRESS``, else
 the one this process has already joined.
 """

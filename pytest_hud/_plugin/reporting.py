@@ -1,31 +1,61 @@
 """Reporting: each item's row (user properties, html extras), the terminal table, the
-results document and the success gates that decide the session's exit status."""
+results document and the success gates that decide the session's exit status.
+
+Features add to each of these through :mod:`pytest_hud.hookspecs`: fields of a row
+(``pytest_hud_row``), every reported row (``pytest_hud_rollout_finished``), gates,
+results meta and summary lines.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
 from pytest_hud._plugin.cases import HudCase
 from pytest_hud._plugin.gating import session_gates
-from pytest_hud._plugin.html import _html_extras
+from pytest_hud._plugin.html import html_extras
 from pytest_hud._plugin.short_errors import shorten_longrepr
-from pytest_hud._plugin.state import CASE, RESULT, SessionState
+from pytest_hud._plugin.state import CASE, RESULT
 from pytest_hud.evaluation import results as rep
 from pytest_hud.evaluation.verdict import CoveredGate, decide
 from pytest_hud.runtime.rollout import RolloutResult
 
-__all__ = ["ReportMixin"]
+if TYPE_CHECKING:
+    from pytest_hud._plugin.session import HudSession
+
+__all__ = ["Reporter", "report_rows"]
+
+#: the row fields an item's JUnit user properties carry (``hud.<field>``)
+_PROPERTIES = ("key", "agent", "score", "success", "steps", "duration", "total_reward")
 
 
-class ReportMixin(SessionState):
+def report_rows(report: Any) -> list[tuple[str, rep.Row]]:
+    """The rows a report carries, each with the key it is filed under: the item's own
+    (``report.hud``) and the episodes a test drove through ``wrap(env)``."""
+    out: list[tuple[str, rep.Row]] = []
+    row = getattr(report, "hud", None)
+    if row is not None:
+        out.append((report.nodeid, row))
+    episodes = getattr(report, "hud_episodes", None) or []
+    for i, ep in enumerate(episodes):
+        out.append((f"{report.nodeid}#{i}" if len(episodes) > 1 else report.nodeid, ep))
+    return out
+
+
+class Reporter:
     """The session's reporting hooks' work."""
+
+    def __init__(self, session: HudSession) -> None:
+        self.session = session
+        self.config = session.config
+        self.options = session.options
+        self.hook = session.config.hook
 
     def make_report(self, item: pytest.Item, call: pytest.CallInfo[None], report: Any) -> Any:
         shorten_longrepr(call, report)
-        if self.feature_report(item, call, report):  # resumed from a ledger
+        if getattr(report, "hud", None) is not None:  # a feature's row (resumed from a ledger)
             return report
         result = item.stash.get(RESULT, None)
         case = item.stash.get(CASE, None)
@@ -36,12 +66,10 @@ class ReportMixin(SessionState):
             return report
         if call.when == "call" or (call.when == "setup" and report.failed):
             row = self._row(item, case, result, report)
-            self.annotate_row(row)
+            row["repro"] = self.session.identity.repro(item.nodeid)
+            self.hook.pytest_hud_row(config=self.config, item=item, row=row)
             report.hud = row
-            props = [
-                (f"hud.{k}", row[k])
-                for k in ("key", "agent", "score", "success", "steps", "duration", "total_reward")
-            ]
+            props: list[tuple[str, object]] = [(f"hud.{k}", row.get(k)) for k in _PROPERTIES]
             props.append(("hud.seed", case.seed))
             if row.get("video"):
                 props.append(("hud.video", row["video"]))
@@ -49,14 +77,21 @@ class ReportMixin(SessionState):
                 props.append(("hud.dataset", json.dumps(row["dataset"])))
             item.user_properties.extend(props)
             report.user_properties = list(item.user_properties)
-            extras = _html_extras(row, self._merged_root(row))
+            extras = html_extras(row, self._merged_root(row))
             if extras:
                 report.extras = [*getattr(report, "extras", []), *extras]
         return report
 
+    def _merged_root(self, row: rep.Row) -> str | None:
+        """In an xdist worker, the dataset the row's episode part will be merged into."""
+        if not self.session.is_worker or not row.get("dataset"):
+            return None
+        recording = self.config.pluginmanager.get_plugin("pytest-hud-recording")
+        return None if recording is None else recording.merged_root(row)
+
     def _row(
         self, item: pytest.Item, case: HudCase, result: RolloutResult, report: pytest.TestReport
-    ) -> dict[str, Any]:
+    ) -> rep.Row:
         strict = False
         if report.when == "setup":
             outcome = "xfailed" if hasattr(report, "wasxfail") else "error"
@@ -67,7 +102,7 @@ class ReportMixin(SessionState):
         else:
             outcome = report.outcome
         fields = {**self._case_fields(item, case), "outcome": outcome, "strict": strict}
-        return {**fields, **result.report_fields()}
+        return cast(rep.Row, {**fields, **result.report_fields()})
 
     def _case_fields(self, item: pytest.Item, case: HudCase) -> dict[str, Any]:
         marker = item.get_closest_marker("hud")
@@ -84,109 +119,109 @@ class ReportMixin(SessionState):
             "args": dict(case.task.args),
             "rep": case.rep,
             "seed": case.seed,
-            "agent": self.agent_label,
+            "agent": self.session.agent_label,
             "min_success": None if threshold is None else float(threshold),
         }
 
-    def _skipped_row(self, item: pytest.Item, case: HudCase, report: Any) -> dict[str, Any]:
+    def _skipped_row(self, item: pytest.Item, case: HudCase, report: Any) -> rep.Row:
         outcome = "xfailed" if hasattr(report, "wasxfail") else "skipped"
         empty = dict.fromkeys(("score", "success", "total_reward", "steps", "error"))
-        return {**self._case_fields(item, case), "outcome": outcome, **empty, "duration": 0.0}
+        row = {**self._case_fields(item, case), "outcome": outcome, **empty, "duration": 0.0}
+        return cast(rep.Row, row)
 
     def logreport(self, report: pytest.TestReport) -> None:
-        row = getattr(report, "hud", None)
-        if row is not None:
-            self.rows[report.nodeid] = row
-        self.feature_logreport(report)
+        session = self.session
+        rows = report_rows(report)
+        for key, row in rows:
+            session.rows[key] = row
+        if not session.is_worker:  # where rows are collected: once per row
+            for _, row in rows:
+                self.hook.pytest_hud_rollout_finished(config=self.config, row=row, report=report)
         if report.when == "teardown":
-            self.finished.add(report.nodeid)
+            session.finished.add(report.nodeid)
+        own = getattr(report, "hud", None)
         if report.failed and not (
-            row is not None
-            and row["outcome"] == "failed"
-            and row["error"] is None
+            own is not None
+            and own["outcome"] == "failed"
+            and own.get("error") is None
             and report.when == "call"
         ):
-            self.other_failures += 1
+            session.other_failures += 1
 
-    def terminal_summary(self, terminalreporter: Any) -> None:
-        if self.is_worker:
-            return
-        self.abandoned_summary(terminalreporter)
-        if not self.rows:
+    def terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        session = self.session
+        if session.is_worker or not session.rows:
             return
         tr = terminalreporter
-        tr.write_sep("=", f"hud: {self.agent_label} on {len(self.rows)} rollouts")
-        for line in rep.format_table(list(self.rows.values())):
+        tr.write_sep("=", f"hud: {session.agent_label} on {len(session.rows)} rollouts")
+        for line in rep.format_table(list(session.rows.values())):
             tr.write_line(line)
-        for good, text in self.verdict.lines if self.verdict is not None else []:
+        for good, text in session.verdict.lines if session.verdict is not None else []:
             tr.write_line(
                 ("PASSED " if good else "FAILED ") + text, green=good, red=not good, bold=not good
             )
-        self.feature_summary(tr)
+        self.hook.pytest_hud_terminal_summary(terminalreporter=tr, config=self.config)
         if self.options.results is not None:
             tr.write_line(f"hud results: {self.options.results}")
-        if self.dataset is not None:
-            tr.write_line(f"hud dataset: {self.dataset}")
-        if self.recording_error is not None:
-            tr.write_line(f"FAILED {self.recording_error}", red=True, bold=True)
+        for failure in session.failures:
+            tr.write_line(f"FAILED {failure}", red=True, bold=True)
 
     def sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        self.evaluator.close()
-        try:
-            self._finish_recording()
-        except Exception as exc:  # a dataset that cannot be written fails the session
-            self.recording_error = f"recording failed: {type(exc).__name__}: {exc}"
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        if self.is_worker:
-            self.publish_abandoned()
+        hud = self.session
+        hud.evaluator.close()
+        if hud.is_worker:
             return
-        rows = list(self.rows.values())
+        rows = list(hud.rows.values())
         base_meta = self._meta()
         covered = self._covered_gates(rows, base_meta)
-        # sequential / compare gates fail the session when they fail; they forgive nothing
-        covered += [CoveredGate(g.name, g.passed, g.message) for g in self.feature_gates(rows)]
-        meta = {**base_meta, **self.feature_meta()}  # after the gates: the compare plot's path
-        self.gates = [rep.Gate(g.name, g.passed, g.message) for g in covered]
-        self.feature_close()
+        # the features' gates fail the session when they fail; they forgive nothing
+        for gates in self.hook.pytest_hud_gates(config=self.config, rows=rows):
+            covered += [CoveredGate(g.name, g.passed, g.message) for g in gates]
+        meta = {**base_meta, "provenance": hud.identity.provenance}
+        for extra in self.hook.pytest_hud_results_meta(config=self.config):  # after the gates
+            meta.update(extra)
+        hud.gates = [rep.Gate(g.name, g.passed, g.message) for g in covered]
         report_only = self.options.gate == "none"
-        self.verdict = decide(rows, covered, self.other_failures, report_only=report_only)
+        hud.verdict = decide(
+            [dict(r) for r in rows], covered, hud.other_failures, report_only=report_only
+        )
         if self.options.results is not None:
             stopped = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop)
             doc = rep.results_document(
                 rows,
-                gates=self.gates,
+                gates=hud.gates,
                 meta=meta,
-                collected=len(self._order) or None,
-                run=len(self.finished),
+                collected=len(hud.order) or None,
+                run=len(hud.finished),
                 interrupted=stopped,
             )
             self.options.results.parent.mkdir(parents=True, exist_ok=True)
             self.options.results.write_text(json.dumps(doc, indent=2, default=str))
         if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not rows:
             return  # interrupted, usage error, nothing collected: pytest's own verdict
-        failed = self.verdict.failed or self.recording_error is not None
+        failed = hud.verdict.failed or bool(hud.failures)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED if failed else pytest.ExitCode.OK
 
-    def _covered_gates(self, rows: list[dict[str, Any]], meta: dict[str, Any]) -> Any:
+    def _covered_gates(self, rows: list[rep.Row], meta: dict[str, Any]) -> list[CoveredGate]:
         return session_gates(
             rows,
             min_success=self.options.min_success,
             mode=self.options.gate,
-            baseline=self.baseline,
+            baseline=self.session.baseline,
             meta=meta,
             baseline_strict=self.options.baseline_strict,
         )
 
-    def _gates(self, rows: list[dict[str, Any]]) -> list[rep.Gate]:
+    def gates(self, rows: list[rep.Row]) -> list[rep.Gate]:
         """The gates' verdicts (for reports drawn before sessionfinish)."""
         covered = self._covered_gates(rows, self._meta())
         return [rep.Gate(g.name, g.passed, g.message) for g in covered]
 
     def _meta(self) -> dict[str, Any]:
         return {
-            "agent": self.agent_label,
+            "agent": self.session.agent_label,
             "runtime": self.options.runtime,
             "group": self.options.group,
             "seed": self.options.seed,
-            "dataset": self.dataset,
+            "dataset": None,  # --hud-record's feature gives the path
         }

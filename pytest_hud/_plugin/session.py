@@ -1,9 +1,11 @@
 """The pytest-hud session: one per pytest run (controller or xdist worker).
 
-It holds the options, the evaluator and the rows, loads the agent and the
-expectations, and mixes in the work behind each hook: collection
-(:mod:`.collect`), dataset recording (:mod:`.recording`) and reporting
-(:mod:`.reporting`). ``pytest_hud.plugin`` holds the hooks, each a one-line call here.
+A plain object (no mixins) holding the options, the evaluator, the rows and what
+identifies the run; it loads the agent and the expectations, and composes the work
+behind the hooks: collection (:class:`~.collect.Collector`) and reporting
+(:class:`~.reporting.Reporter`). Optional features are plugins of their own
+(:mod:`pytest_hud._plugin.features`) that reach it through :mod:`pytest_hud.hookspecs`.
+``pytest_hud.plugin`` holds the hooks, each a one-line call here.
 """
 
 from __future__ import annotations
@@ -14,19 +16,17 @@ from typing import Any
 import pytest
 
 from pytest_hud._plugin import heap
-from pytest_hud._plugin.abandoned import AbandonedMixin
-from pytest_hud._plugin.collect import CollectMixin
-from pytest_hud._plugin.crash import CrashMixin
+from pytest_hud._plugin.collect import Collector
 from pytest_hud._plugin.errors import ExpectError
 from pytest_hud._plugin.evaluator import Evaluator
 from pytest_hud._plugin.expect import Expectations
-from pytest_hud._plugin.features import FeaturesMixin
+from pytest_hud._plugin.identity import RunIdentity
 from pytest_hud._plugin.internals import is_worker, terminal_writer
 from pytest_hud._plugin.options import HudOptions
-from pytest_hud._plugin.recording import RecordingMixin
-from pytest_hud._plugin.reporting import ReportMixin
+from pytest_hud._plugin.reporting import Reporter
 from pytest_hud._plugin.state import RESULT
 from pytest_hud.evaluation import results as rep
+from pytest_hud.evaluation.verdict import Verdict
 from pytest_hud.runtime.placement import provider_for
 from pytest_hud.runtime.rollout import RolloutResult
 from pytest_hud.runtime.warm import spec_pool_size
@@ -34,9 +34,7 @@ from pytest_hud.runtime.warm import spec_pool_size
 __all__ = ["HudSession"]
 
 
-class HudSession(
-    CollectMixin, RecordingMixin, ReportMixin, FeaturesMixin, CrashMixin, AbandonedMixin
-):
+class HudSession:
     """Per-session state and the work behind the hooks."""
 
     def __init__(self, config: pytest.Config, options: HudOptions) -> None:
@@ -47,38 +45,35 @@ class HudSession(
         self.outermost = heap.opened()
         root = Path(str(config.rootpath))
         self.artifacts = root / ".hud"
-        self.evaluator = Evaluator(options, self.artifacts)
+        self.evaluator = Evaluator(options, self.artifacts, config)
         self._agent: Any = None
         self._provider: Any = None
-        self._primed = False
         self._agent_error: str | None = None
-        self._agent_name = _validate_agent(options.agent)
+        self.agent_name = _validate_agent(options.agent)
         if not self.is_worker and config.getoption("dist", "no") != "no":
             _preflight_agent(options.agent)  # workers cannot stop the session: check here
         if not self.is_worker and options.runtime.split(":", 1)[0] == "docker":
             _preflight_docker(options.runtime)
+        self.identity = RunIdentity(config, options, self.agent_name)
         self.expect = self._load_expectations()
         self.baseline = self._load_baseline()
-        self.rows: dict[str, dict[str, Any]] = {}
+        self.rows: dict[str, rep.Row] = {}
         self.other_failures = 0
         self.gates: list[rep.Gate] = []
-        self.verdict: Any = None  # evaluation.verdict.Verdict, set at sessionfinish
+        self.verdict: Verdict | None = None  # set at sessionfinish
         self.finished: set[str] = set()  # node ids whose teardown was reported
-        self._order: list[str] = []
-        self.record_root: Path | None = None
-        self.writers: dict[str, Any] = {}
-        self.dataset: str | None = None
-        self.recording_error: str | None = None
-        if options.record is not None:
-            self._setup_recording(options.record)
-        self.setup_features()  # ledger, sequential gates, compare, wrap (features.py)
-        from pytest_hud._plugin.ray_session import session_cluster
+        self.order: list[str] = []  # the session's items, in test order
+        #: why the session fails beside its gates (a dataset that could not be written)
+        self.failures: list[str] = []
+        self.sigterm: Any = None  # the SIGTERM handler to restore at unconfigure
+        if not self.is_worker and (options.ledger is not None or options.results is not None):
+            self.identity.collect()
+        self.collector = Collector(self)
+        self.reporter = Reporter(self)
 
-        self.ray_head = session_cluster(config, options)  # -n K on ray: one cluster
-        if options.delegate == "ray":
-            from pytest_hud._plugin.delegate import delegation
-
-            self.evaluator.run_rollout = delegation(self)
+    @property
+    def agent_label(self) -> str:
+        return self.identity.label
 
     # -- the session's agent and provider ------------------------------------------------
     @property
@@ -150,7 +145,7 @@ class HudSession(
             return Expectations()
         try:
             return Expectations.load(
-                self.options.expect, [self.options.checkpoint or "", self._agent_name]
+                self.options.expect, [self.options.checkpoint or "", self.agent_name]
             )
         except ExpectError as exc:
             raise pytest.UsageError(str(exc)) from None
@@ -169,11 +164,10 @@ class HudSession(
     def make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         """With ``--dist load``: when recording, contiguous blocks (so the merged dataset
         follows the test order); with concurrency > 1, queues at least as deep as the
-        concurrency so each worker's lookahead has items to start."""
+        concurrency so each worker's lookahead has items to start. (With
+        ``--hud-gate=sequential`` the sequential feature's scheduler answers first.)"""
         if config.getoption("dist", "no") != "load":
             return None
-        if self.sequential:  # decided tasks' items are dropped before they are sent
-            return self.sequential_scheduler(config, log)
         from pytest_hud._plugin.internals import HudBlockScheduling, HudLoadScheduling
 
         if self.options.record is not None:  # parts concatenate into test order

@@ -12,28 +12,86 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Required, TypedDict, cast
 
 from pytest_hud.evaluation.baseline import incomplete_reason, power_note
 from pytest_hud.stats import two_proportion_drop, wilson
 
-__all__ = ["Gate", "aggregate", "baseline_gates", "format_table", "results_document", "stats"]
+__all__ = [
+    "Gate",
+    "Outcome",
+    "Row",
+    "aggregate",
+    "baseline_gates",
+    "format_table",
+    "results_document",
+    "stats",
+]
 
 #: outcomes whose rows count toward success rates and gates
 GRADED = ("passed", "failed")
 
+Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
 
-def stats(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+
+class Row(TypedDict, total=False):
+    """One item's (or one wrapped episode's) results row: ``report.hud``, the results
+    JSON's ``rollouts``, a ledger episode. Plain JSON-able values, so it crosses xdist;
+    only ``nodeid`` and ``outcome`` are always there."""
+
+    nodeid: Required[str]
+    outcome: Required[str]  # an Outcome
+    label: str
+    group: str
+    key: str | None
+    task: str
+    env: str | None
+    task_id: str | None
+    slug: str | None
+    args: dict[str, Any]
+    rep: int
+    seed: Any
+    agent: str
+    min_success: float | None
+    strict: bool
+    # the rollout's result (RolloutResult.report_fields)
+    score: float | None
+    success: bool | None
+    total_reward: float | None
+    steps: int | None
+    terminated: bool | None
+    truncated: bool | None
+    cut_by_max_steps: bool | None
+    duration: float
+    prompt: str | None
+    error: str | None
+    error_type: str | None
+    phase: str | None
+    infer_s: float | None
+    env_s: float | None
+    policy_busy: float | None
+    video: str | None
+    dataset: dict[str, Any] | None
+    # added by the plugin and its features
+    repro: str
+    bar: float | None  # --hud-gate=sequential: the task's bar
+    resumed: bool  # read back from --hud-resume's ledger
+    wrapped: bool  # an episode a test drove through wrap(env)
+    worker: str  # a crashed xdist worker's row: which worker
+    exitcode: int | None
+
+
+def stats(rows: Iterable[Row]) -> dict[str, Any]:
     rows = list(rows)
     graded = [r for r in rows if r.get("error") is None and r.get("success") is not None]
     n = len(graded)
     s = sum(1 for r in graded if r["success"])
     lo, hi = wilson(s, n)
-    scores = [r["score"] for r in graded if r.get("score") is not None]
-    steps = [r["steps"] for r in graded if r.get("steps") is not None]
+    scores = [x for r in graded if (x := r.get("score")) is not None]
+    steps = [x for r in graded if (x := r.get("steps")) is not None]
     return {
         "episodes": n,
         "successes": s,
@@ -51,24 +109,24 @@ def stats(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def task_of(row: dict[str, Any]) -> str:
+def task_of(row: Row) -> str:
     """The row's task: ``env/template``, shared by all its seeds, args and repeats."""
     return str(row.get("task") or f"{row.get('env')}/{row.get('task_id')}")
 
 
-def _by(rows: list[dict[str, Any]], key: str) -> dict[str, dict[str, Any]]:
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+def _by(rows: list[Row], key: str) -> dict[str, dict[str, Any]]:
+    groups: dict[str, list[Row]] = defaultdict(list)
     for r in rows:
         groups[task_of(r) if key == "task" else str(r.get(key))].append(r)
     return {k: stats(v) for k, v in groups.items()}
 
 
-def gate_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def gate_rows(rows: Iterable[Row]) -> list[Row]:
     """Rows that count toward gates: graded and not expected to fail."""
     return [r for r in rows if r.get("outcome") in GRADED]
 
 
-def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def aggregate(rows: list[Row]) -> dict[str, Any]:
     return {
         "overall": stats(rows),
         "per_env": _by(rows, "env"),
@@ -102,7 +160,7 @@ def _table_line(name: str, st: dict[str, Any]) -> tuple[str, ...]:
     )
 
 
-def format_table(rows: list[dict[str, Any]]) -> list[str]:
+def format_table(rows: list[Row]) -> list[str]:
     """Per env, then each of its tasks (across seeds and repeats); then per test function;
     then overall: episodes, success and its 95% Wilson interval, mean score, mean steps,
     time, errors, xfailed, xpassed, skipped."""
@@ -140,7 +198,7 @@ class Gate:
     message: str
 
 
-def threshold_gate(name: str, rows: list[dict[str, Any]], threshold: float, mode: str) -> Gate:
+def threshold_gate(name: str, rows: list[Row], threshold: float, mode: str) -> Gate:
     st = stats(gate_rows(rows))
     n, s = st["episodes"], st["successes"]
     if n == 0:
@@ -160,7 +218,7 @@ def threshold_gate(name: str, rows: list[dict[str, Any]], threshold: float, mode
 
 
 def baseline_gates(
-    rows: list[dict[str, Any]],
+    rows: list[Row],
     baseline: dict[str, Any],
     alpha: float = 0.05,
     differs: list[str] | None = None,
@@ -190,12 +248,12 @@ def baseline_gates(
     return gates
 
 
-def _distinct_rows(rows: list[dict[str, Any]]) -> int:
+def _distinct_rows(rows: list[Row]) -> int:
     return len({(r.get("key"), r.get("group")) for r in rows})
 
 
 def results_document(
-    rows: list[dict[str, Any]],
+    rows: Sequence[Row] | Sequence[dict[str, Any]],
     *,
     meta: dict[str, Any],
     gates: list[Gate],
@@ -205,6 +263,7 @@ def results_document(
 ) -> dict[str, Any]:
     """The results JSON. ``complete`` is False when the run was interrupted (Ctrl-C,
     ``-x``) or fewer items ran than were collected; such a file is no baseline."""
+    rows = cast(list[Row], list(rows))  # a ledger's rows are plain dicts read back
     ran = len(rows) if run is None else run
     complete = not interrupted and (collected is None or ran >= collected)
     return {

@@ -13,7 +13,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pytest_hud.runtime.control import ControlClient, Run
 from pytest_hud.runtime.control_pool import current_pool
@@ -23,7 +23,11 @@ from pytest_hud.runtime.shared import Shared
 from pytest_hud.runtime.task import Task
 from pytest_hud.tracebacks import format_exc
 
-__all__ = ["Agent", "RolloutResult", "rollout"]
+__all__ = ["Agent", "Phase", "RolloutResult", "rollout"]
+
+#: where a rollout's error happened: placing the substrate, starting the template, the
+#: agent's episode, grading, waiting for the result, or a delegated rollout's transport
+Phase = Literal["place", "start", "agent", "grade", "wait", "delegate"]
 
 #: An agent acts on a started Run and may return what it saw (steps, timings, ...).
 Agent = Callable[[Run], Awaitable[dict[str, Any] | None]]
@@ -43,7 +47,7 @@ class RolloutResult:
     prompt: str = ""
     error: str | None = None
     error_type: str | None = None
-    phase: str | None = None  # where an error happened: place, start, agent, grade
+    phase: Phase | None = None  # where an error happened
     grade: dict[str, Any] = field(default_factory=dict)
     agent_info: dict[str, Any] = field(default_factory=dict)
     #: the name reports use (the pytest item's id, e.g. ``cartpole/balance[seed=0][3]``),
@@ -121,7 +125,7 @@ async def rollout(
 ) -> RolloutResult:
     """Run ``task`` once; never raises for rollout failures (see ``RolloutResult.error``)."""
     result = RolloutResult(task, index)
-    phase = "place"
+    phase: Phase = "place"
     start = time.monotonic()
     try:
         async with asyncio.timeout(timeout):

@@ -1,7 +1,8 @@
 """``--hud-delegate=ray``: each item's whole rollout runs as a Ray task, folded back.
 
-The evaluator calls :class:`Delegation` where it would call ``rollout()``; it makes the
-call portable and hands it to :func:`~pytest_hud.runtime.ray_delegate.delegated_rollout`,
+:class:`DelegatePlugin` answers ``pytest_hud_run_rollout`` with a :class:`Delegation`
+call where the evaluator would call ``rollout()``; it makes the call portable and hands
+it to :func:`~pytest_hud.runtime.ray.delegate.delegated_rollout`,
 whose ``RolloutResult`` comes back through Ray's object store into the same pytest item.
 
 What travels (cloudpickle) and what stays home:
@@ -25,13 +26,19 @@ import inspect
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import pytest
+
+from pytest_hud._plugin.features.recording import parts_dir
 from pytest_hud.runtime.provider import Provider
 from pytest_hud.runtime.rollout import RolloutResult
 from pytest_hud.runtime.task import Task
 
-__all__ = ["Delegation", "PartRecorder"]
+if TYPE_CHECKING:
+    from pytest_hud._plugin.session import HudSession
+
+__all__ = ["DelegatePlugin", "Delegation", "PartRecorder"]
 
 
 class PartRecorder:
@@ -132,20 +139,29 @@ class Delegation:
         )
 
 
-def delegation(session: Any) -> Delegation:
-    """The session's Delegation: the cluster ``--hud-runtime`` names when it is a ray
-    form; dataset parts beside each env's dataset when recording."""
-    from pytest_hud._plugin.recording import _parts_dir
+class DelegatePlugin:
+    """``--hud-delegate=ray``: every rollout of this process runs as a Ray task."""
 
-    runtime = session.options.runtime
-    address = None
-    if runtime.split(":", 1)[0] == "ray":
-        from pytest_hud.runtime.ray.runtime import address_from_spec
+    def __init__(self, session: HudSession) -> None:
+        self.session = session
+        runtime = session.options.runtime
+        address = None
+        if runtime.split(":", 1)[0] == "ray":
+            from pytest_hud.runtime.ray.runtime import address_from_spec
 
-        address = address_from_spec(runtime)
+            address = address_from_spec(runtime)
+        recording = session.options.record is not None
+        self.delegation = Delegation(address, self._parts if recording else None)
 
-    def parts() -> dict[str, str]:
-        envs = {case.row.env for case in session.evaluator.cases.values()}
-        return {env: str(_parts_dir(session._dataset_root(env))) for env in envs}
+    def _parts(self) -> dict[str, str]:
+        """Each env's dataset parts folder, beside the dataset the recording merges into."""
+        recording = self.session.config.pluginmanager.get_plugin("pytest-hud-recording")
+        assert recording is not None, "--hud-record registers pytest-hud-recording"
+        envs = {case.row.env for case in self.session.evaluator.cases.values()}
+        return {env: str(parts_dir(recording.dataset_root(env))) for env in envs}
 
-    return Delegation(address, parts if session.record_root is not None else None)
+    @pytest.hookimpl
+    def pytest_hud_run_rollout(
+        self, task: Task, agent: Any, provider: Provider, index: int, timeout: float | None
+    ) -> Any:
+        return self.delegation(task, agent, provider, index=index, timeout=timeout)

@@ -1,37 +1,39 @@
-"""``--hud-gate=sequential`` in a run: decide each task after every finished episode and
-stop scheduling its remaining repeats once decided.
+"""``--hud-gate=sequential``: decide each task after every finished episode and stop
+scheduling its remaining repeats once decided.
 
 A *task* here is one test function's task row: the items that differ only in their
 repeat index (``...[env/slug[3]]``). Its gates are :class:`ThresholdGate` against the
-bar (the marker's ``min_success``, else ``--hud-min-success``) and, with
-``--hud-baseline``, :class:`BaselineGate` on episodes paired by seed with the baseline's
-rollouts; ``n_max`` is the task's number of repeats, alpha ``--hud-alpha``. The
-procedures and their citations are in :mod:`pytest_hud.evaluation.sequential`.
+bar (the marker's ``min_success``, else ``--hud-min-success``, carried on each row as
+``bar``) and, with ``--hud-baseline``, :class:`BaselineGate` on episodes paired by seed
+with the baseline's rollouts; ``n_max`` is the task's number of repeats, alpha
+``--hud-alpha``. The procedures and their citations are in
+:mod:`pytest_hud.evaluation.sequential`.
 
-Decisions are made where every row arrives: the controller (``logreport``). Without
-xdist that process also runs the items: a decided task's later items skip in
-``pytest_runtest_setup`` and the evaluator's lookahead leaves them out. Under ``-n``
-the controller's scheduler (:class:`~pytest_hud._plugin.internals.HudSequentialScheduling`)
-hands each worker at most two items at a time and, before every hand-out, drops the
-pending items of decided tasks and reports them skipped itself, so at most the two
-items a worker already holds run after the decision. A measured example (16 repeats,
-an always-succeeding agent, bar 0.5, alpha 0.05): decided after 6 episodes, 10 skipped
-without xdist, at least 6 with ``-n 2``.
+Decisions are made where every row arrives (``pytest_hud_rollout_finished``). Without
+xdist that process also runs the items: a decided task's later items skip at setup and
+the evaluator's lookahead leaves them out (both ask ``pytest_hud_skip_case``). Under
+``-n`` the controller's scheduler
+(:class:`~pytest_hud._plugin.internals.HudSequentialScheduling`) hands each worker at
+most two items at a time and, before every hand-out, drops the pending items of decided
+tasks and reports them skipped itself, so at most the two items a worker already holds
+run after the decision.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_hud._plugin.state import SessionState
+from pytest_hud._plugin.options import HudOptions
 from pytest_hud.evaluation import results as rep
-from pytest_hud.evaluation.sequential import BaselineGate, Decision, ThresholdGate, Verdict
+from pytest_hud.evaluation.sequential import BaselineGate, ThresholdGate, Verdict
 
-__all__ = ["SequentialMixin", "task_of"]
+__all__ = ["SequentialPlugin", "task_of"]
 
 _REPEAT = re.compile(r"^(.*)\[(\d+)\]\]$")
 
@@ -55,49 +57,54 @@ class _Task:
         return [g for g in (self.threshold, self.baseline) if g is not None]
 
 
-class SequentialMixin(SessionState):
-    """The session's sequential-gate work (controller: decisions; everyone: skipping)."""
+class SequentialPlugin:
+    """Sequential gates: decisions where rows arrive, skipping where items run.
 
-    _seq: dict[str, _Task]
-    _base_outcomes: dict[tuple[Any, Any], bool]
+    ``order`` gives the session's node ids (a task's repeats count its ``n_max``)."""
 
-    def _setup_sequential(self) -> None:
-        self._seq = {}
-        self._base_outcomes = {}
-        if self.baseline is not None:
-            for r in self.baseline.get("rollouts") or []:
-                if r.get("error") is None and r.get("success") is not None:
-                    self._base_outcomes[(r.get("key"), r.get("seed"))] = bool(r["success"])
+    def __init__(
+        self,
+        config: pytest.Config,
+        options: HudOptions,
+        order: Callable[[], list[str]],
+        baseline: dict[str, Any] | None,
+        cache: Path,
+    ) -> None:
+        self.config = config
+        self.options = options
+        self.order = order
+        self.cache = cache
+        self.tasks: dict[str, _Task] = {}
+        self.base_outcomes: dict[tuple[Any, Any], bool] = {}
+        for r in (baseline or {}).get("rollouts") or []:
+            if r.get("error") is None and r.get("success") is not None:
+                self.base_outcomes[(r.get("key"), r.get("seed"))] = bool(r["success"])
 
-    @property
-    def sequential(self) -> bool:
-        return self.options.gate == "sequential"
+    # -- rows ----------------------------------------------------------------------------
+    @pytest.hookimpl
+    def pytest_hud_row(self, row: rep.Row) -> None:
+        """The bar of a test function's tasks: its marker's, else --hud-min-success."""
+        marker_bar = row.get("min_success")
+        row["bar"] = self.options.min_success if marker_bar is None else marker_bar
 
-    def sequential_bar(self, marker_bar: float | None) -> float | None:
-        """The bar of a test function's tasks: its marker's (carried on the row), else
-        --hud-min-success."""
-        return self.options.min_success if marker_bar is None else marker_bar
-
-    # -- deciding (controller) -----------------------------------------------------------
-    def _task_state(self, row: dict[str, Any]) -> _Task | None:
+    def _task_state(self, row: rep.Row) -> _Task | None:
         task = task_of(str(row["nodeid"]))
-        state = self._seq.get(task)
+        state = self.tasks.get(task)
         if state is None:
-            n_max = sum(1 for nid in self._order if task_of(nid) == task) or 1
+            n_max = sum(1 for nid in self.order() if task_of(nid) == task) or 1
             bar = row.get("bar")
             state = _Task(n_max, label=str(row.get("key")))
             if bar is not None and 0.0 < bar < 1.0:
                 state.threshold = ThresholdGate(bar, self.options.alpha, n_max)
-            if self._base_outcomes and any(k[0] == row.get("key") for k in self._base_outcomes):
-                state.baseline = BaselineGate(
-                    self.options.alpha, n_max, cache=self.artifacts / "step-tables"
-                )
-            self._seq[task] = state
+            if self.base_outcomes and any(k[0] == row.get("key") for k in self.base_outcomes):
+                state.baseline = BaselineGate(self.options.alpha, n_max, cache=self.cache)
+            self.tasks[task] = state
         return state if state.gates() else None
 
-    def sequential_update(self, row: dict[str, Any]) -> None:
+    @pytest.hookimpl
+    def pytest_hud_rollout_finished(self, row: rep.Row) -> None:
         """Feed one finished, graded episode to its task's gates."""
-        if not self.sequential or self.is_worker or row.get("outcome") not in rep.GRADED:
+        if row.get("wrapped") or row.get("outcome") not in rep.GRADED:
             return
         if row.get("error") is not None or row.get("success") is None:
             return
@@ -105,40 +112,36 @@ class SequentialMixin(SessionState):
         if state is None:
             return
         success = bool(row["success"])
-        decisions: list[Decision] = []
         for gate in state.gates():
             if gate.episodes >= gate.n_max:
                 continue
             if isinstance(gate, ThresholdGate):
-                decisions.append(gate.update(success))
+                gate.update(success)
             else:
-                base = self._base_outcomes.get((row.get("key"), row.get("seed")))
+                base = self.base_outcomes.get((row.get("key"), row.get("seed")))
                 if base is not None:
-                    decisions.append(gate.update(base, success))
+                    gate.update(base, success)
         if state.decided is None and all(g.decision.decided for g in state.gates()):
             state.decided = state.gates()[0].decision.reason
 
     def decided(self, nodeid: str) -> str | None:
         """The skip reason when this item's task is decided, else None."""
-        state = self._seq.get(task_of(nodeid))
+        state = self.tasks.get(task_of(nodeid))
         return None if state is None else state.decided
 
     # -- skipping --------------------------------------------------------------------------
-    def skip_decided(self, item: pytest.Item) -> None:
-        """pytest_runtest_setup (one process): skip a decided task's remaining repeats."""
-        reason = self.decided(item.nodeid) if self.sequential else None
-        if reason is not None:
-            self._seq[task_of(item.nodeid)].skipped.append(item.nodeid)
-            pytest.skip(reason)
+    @pytest.hookimpl
+    def pytest_hud_skip_case(self, nodeid: str) -> str | None:
+        return self.decided(nodeid)
 
-    def lookahead_filter(self) -> None:
-        """The evaluator's lookahead never starts a rollout of a decided task."""
-        if not self.sequential:
+    @pytest.hookimpl
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Count a decided task's repeats skipped (here, or by the xdist scheduler)."""
+        if report.when != "setup" or not report.skipped:
             return
-        schedule = self.evaluator.schedule
-        self.evaluator.schedule = lambda nodeid: [
-            n for n in schedule(nodeid) if self.decided(n) is None
-        ]
+        reason = self.decided(report.nodeid)
+        if reason is not None and reason in str(report.longrepr):
+            self.tasks[task_of(report.nodeid)].skipped.append(report.nodeid)
 
     def drop_decided(self, nodeid: str) -> bool:
         """The xdist scheduler's question before handing out ``nodeid``: when its task is
@@ -146,7 +149,6 @@ class SequentialMixin(SessionState):
         reason = self.decided(nodeid)
         if reason is None:
             return False
-        self._seq[task_of(nodeid)].skipped.append(nodeid)
         path = nodeid.split("::", 1)[0]
         hook = self.config.hook
         hook.pytest_runtest_logstart(nodeid=nodeid, location=(path, None, nodeid))
@@ -167,16 +169,21 @@ class SequentialMixin(SessionState):
         hook.pytest_runtest_logfinish(nodeid=nodeid, location=(path, None, nodeid))
         return True
 
-    def sequential_scheduler(self, config: pytest.Config, log: Any) -> Any:
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """With ``--dist load``: decided tasks' items are dropped before they are sent."""
+        if config.getoption("dist", "no") != "load":
+            return None
         from pytest_hud._plugin.internals import HudSequentialScheduling
 
         return HudSequentialScheduling(config, log, drop=self.drop_decided)
 
     # -- verdicts --------------------------------------------------------------------------
-    def sequential_gates(self) -> list[rep.Gate]:
+    @pytest.hookimpl
+    def pytest_hud_gates(self) -> list[rep.Gate]:
         """One gate per task and kind: decided verdicts, else the rate at exhaustion."""
         gates = []
-        for task, state in sorted(self._seq.items()):
+        for task, state in sorted(self.tasks.items()):
             skipped = f", {len(state.skipped)} repeats skipped" if state.skipped else ""
             if state.threshold is not None:
                 d, bar = state.threshold.decision, state.threshold.bar

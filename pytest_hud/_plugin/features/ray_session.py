@@ -2,11 +2,11 @@
 
 Without this, each xdist worker's first RayRuntime lease would ``ray.init()`` a local
 cluster of its own: K heads (GCS, raylet, workers) on one machine, none shared. The
-controller instead starts one :class:`~pytest_hud.runtime.ray_cluster.RayHead` on
+controller instead starts one :class:`~pytest_hud.runtime.ray.head.RayHead` on
 127.0.0.1 at configure time, hands its address to every worker (``workerinput``, in
 ``pytest_configure_node``), and stops it (by the process groups it started) when the
 session ends, Ctrl-C included (``pytest_unconfigure`` runs then too; an ``atexit`` hook
-backs it up).
+backs it up). :class:`RaySessionPlugin` is registered only while such a cluster runs.
 """
 
 from __future__ import annotations
@@ -17,18 +17,22 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_hud._plugin.internals import from_controller, hand_to_workers, is_worker
+from pytest_hud._plugin.options import HudOptions
 
-__all__ = ["KEY", "configure_node", "session_cluster", "stop_cluster"]
+if TYPE_CHECKING:
+    from pytest_hud.runtime.ray.head import RayHead
+
+__all__ = ["KEY", "RaySessionPlugin", "session_cluster", "stop_cluster"]
 
 KEY = "hud_ray_address"
 
 
-def session_cluster(config: pytest.Config, options: Any) -> Any:
+def session_cluster(config: pytest.Config, options: HudOptions) -> RayHead | None:
     """In the controller of an xdist run on ``--hud-runtime=ray`` with no $RAY_ADDRESS:
     start the session's cluster and return it. In a worker: adopt the address the
     controller handed over (``options.runtime`` becomes ``ray:ADDRESS``). Else None."""
@@ -63,16 +67,25 @@ def session_cluster(config: pytest.Config, options: Any) -> Any:
     return head
 
 
-def configure_node(head: Any, node: Any) -> None:
-    """Hand the session's cluster to a worker about to start."""
-    if head is not None:
-        hand_to_workers(node, KEY, head.address)
-
-
-def stop_cluster(head: Any) -> None:
+def stop_cluster(head: RayHead | None) -> None:
     """Stop the session's cluster (idempotent) and remove its temp dir."""
     if head is None or not head.groups:
         return
     head.stop()
     head.groups.clear()
     shutil.rmtree(head.temp_dir.parent, ignore_errors=True)
+
+
+class RaySessionPlugin:
+    """Hands the session's cluster to each worker; stops it when the session ends."""
+
+    def __init__(self, head: RayHead) -> None:
+        self.head = head
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: object) -> None:
+        """Hand the session's cluster to a worker about to start."""
+        hand_to_workers(node, KEY, self.head.address)
+
+    def close(self) -> None:
+        stop_cluster(self.head)

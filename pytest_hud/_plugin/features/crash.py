@@ -1,8 +1,8 @@
-"""A crashed xdist worker's item as an ERROR row (issue 12 #6).
+"""A crashed xdist worker's item as an ERROR row.
 
 When a worker dies mid-item (SIGKILL, the OOM killer, a segfault in a sim), xdist
-reports the item FAILED with ``when="???"`` and no hud row: the table and the results
-JSON had 10 rows for 11 items and the gates never saw the missing one. The controller
+reports the item FAILED with ``when="???"`` and no hud row, so the table and the results
+JSON would miss it and the gates never see it. The controller
 turns it into an infrastructure ERROR (pytest's ERROR, ``when="setup"``) whose row says
 ``phase: worker``, which worker and how it ended. The controller never collects, so the
 row's env, slug and repeat are read back from the item id (``env/slug`` or
@@ -12,13 +12,15 @@ row's env, slug and repeat are read back from the item id (``env/slug`` or
 from __future__ import annotations
 
 import re
-from typing import Any
+
+import pytest
 
 from pytest_hud._plugin.internals import worker_exitcode, worker_node_id
-from pytest_hud._plugin.state import SessionState
+from pytest_hud._plugin.options import HudOptions
+from pytest_hud.evaluation.results import Row
 from pytest_hud.process import describe_exit
 
-__all__ = ["CrashMixin", "crash_row", "hud_param"]
+__all__ = ["CrashPlugin", "crash_row", "hud_param", "reap_dead_workers"]
 
 _CASE_ID = re.compile(r"^(?P<env>[^/\[\]]+)/(?P<slug>[^\[\]]+?)(?:\[(?P<rep>\d+)\])?$")
 
@@ -30,7 +32,7 @@ def hud_param(nodeid: str) -> re.Match[str] | None:
     return _CASE_ID.match(nodeid[nodeid.index("[") + 1 : -1])
 
 
-def crash_row(nodeid: str, worker: str, exitcode: int | None, agent: str) -> dict[str, Any]:
+def crash_row(nodeid: str, worker: str, exitcode: int | None, agent: str) -> Row:
     """The ERROR row of a hud item whose worker died under it."""
     case = hud_param(nodeid)
     env, slug = (case["env"], case["slug"]) if case else (None, None)
@@ -70,34 +72,43 @@ def crash_row(nodeid: str, worker: str, exitcode: int | None, agent: str) -> dic
     }
 
 
-class CrashMixin(SessionState):
-    """The controller's work when a worker dies under a hud item."""
+class CrashPlugin:
+    """The controller's work when a worker dies under a hud item (registered on the
+    controller of an xdist run)."""
 
-    def handle_crashitem(self, nodeid: str, report: Any) -> None:
-        """xdist's ``pytest_handlecrashitem``: make the item's report an ERROR with its row
-        (``logreport`` then files it like any other row, for the table, JSON and gates)."""
-        if hud_param(nodeid) is None:
+    def __init__(self, agent_label: str) -> None:
+        self.agent_label = agent_label
+        self.crashed_workers: list[str] = []
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport) -> None:
+        """Make the item's report an ERROR with its row (the session's ``logreport`` then
+        files it like any other row, for the table, JSON and gates)."""
+        if hud_param(crashitem) is None:
             return
         node = getattr(report, "node", None)
         worker = worker_node_id(node) if node is not None else "?"
-        row = crash_row(nodeid, worker, worker_exitcode(node), self.agent_label)
-        report.hud = row
+        row = crash_row(crashitem, worker, worker_exitcode(node), self.agent_label)
+        report.hud = row  # type: ignore[attr-defined]
         report.when = "setup"  # infrastructure failed: pytest's ERROR, not a FAIL
         report.longrepr = row["error"]
-        self.__dict__.setdefault("crashed_workers", []).append(worker)
+        self.crashed_workers.append(worker)
 
-    def reap_dead_workers(self) -> None:
-        """On the controller under Docker, at unconfigure (xdist has torn its workers down
-        by then): remove the containers whose owner died without removing them (a worker
-        that crashed or was killed with an interrupted controller); live owners' are
-        left alone. Other runtimes' children die with their worker (lifeline)."""
-        if self.is_worker or not self.options.runtime.startswith("docker"):
-            return
-        from pytest_hud.runtime.docker.intents import settle_intents
-        from pytest_hud.runtime.docker.owners import reap_containers
 
-        try:
-            reap_containers()
-            settle_intents()  # creates a killed worker left in flight at the engine
-        except Exception as exc:  # no engine reachable: nothing of ours can be running
-            self.__dict__["reap_error"] = f"{type(exc).__name__}: {exc}"
+def reap_dead_workers(options: HudOptions, is_worker: bool) -> str | None:
+    """On the controller under Docker, at unconfigure (xdist has torn its workers down
+    by then): remove the containers whose owner died without removing them (a worker
+    that crashed or was killed with an interrupted controller); live owners' are
+    left alone. Other runtimes' children die with their worker (lifeline). Returns
+    why reaping failed, if it did."""
+    if is_worker or not options.runtime.startswith("docker"):
+        return None
+    from pytest_hud.runtime.docker.intents import settle_intents
+    from pytest_hud.runtime.docker.owners import reap_containers
+
+    try:
+        reap_containers()
+        settle_intents()  # creates a killed worker left in flight at the engine
+    except Exception as exc:  # no engine reachable: nothing of ours can be running
+        return f"{type(exc).__name__}: {exc}"
+    return None

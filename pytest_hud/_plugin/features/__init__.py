@@ -1,0 +1,115 @@
+"""pytest-hud's optional features, each a plugin object implementing
+:mod:`pytest_hud.hookspecs` (and the pytest hooks it needs), registered only when its
+option is given and unregistered at unconfigure, as pytest-html registers its report.
+
+==========================  ==================================  =======================
+plugin name                 enabled by                          module
+==========================  ==================================  =======================
+``pytest-hud-abandoned``    always                              :mod:`.abandoned`
+``pytest-hud-wrap``         always (``hud_wrap`` / ``wrap()``)  :mod:`.wrapping`
+``pytest-hud-recording``    ``--hud-record``                    :mod:`.recording`
+``pytest-hud-ledger``       ``--hud-ledger`` (controller)       :mod:`.ledger`
+``pytest-hud-resume``       ``--hud-resume``                    :mod:`.resume`
+``pytest-hud-compare``      ``--hud-compare`` (controller)      :mod:`.compare`
+``pytest-hud-sequential``   ``--hud-gate=sequential``           :mod:`.sequential`
+``pytest-hud-delegate``     ``--hud-delegate=ray``              :mod:`.delegate`
+``pytest-hud-ray``          ``-n K --hud-runtime=ray``          :mod:`.ray_session`
+``pytest-hud-crash``        ``-n K`` (controller)               :mod:`.crash`
+==========================  ==================================  =======================
+
+Where several contribute to one output, registration order sets theirs (pluggy calls
+the last registered first): the compare table, then the ledger line, the resume line and
+the dataset line; sequential gates before the compare gate.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_hud._plugin.session import HudSession
+
+__all__ = ["register", "unregister"]
+
+_REGISTERED = pytest.StashKey[list[str]]()
+
+
+def _enabled(session: HudSession) -> list[tuple[str, object]]:
+    """The feature plugins this session enables, in registration order."""
+    from pytest_hud._plugin.features.abandoned import AbandonedPlugin
+    from pytest_hud._plugin.features.wrapping import WrapPlugin
+
+    config, options = session.config, session.options
+    controller = not session.is_worker
+    identity = session.identity
+    out: list[tuple[str, object]] = [
+        ("abandoned", AbandonedPlugin(config)),
+        ("wrap", WrapPlugin(session.artifacts / "videos", identity.repro)),
+    ]
+    if options.record is not None:
+        from pytest_hud._plugin.features.recording import RecordingPlugin, record_root
+
+        out.append(("recording", RecordingPlugin(session, record_root(options.record))))
+    if options.resume is not None:
+        from pytest_hud._plugin.features.resume import ResumePlugin
+
+        out.append(("resume", ResumePlugin(options.resume, identity)))
+    if options.ledger is not None and controller:
+        from pytest_hud._plugin.features.ledger import LedgerPlugin
+
+        out.append(("ledger", LedgerPlugin(options.ledger, identity, options.resume)))
+    if options.compare is not None and controller:
+        from pytest_hud._plugin.features.compare import ComparePlugin
+
+        label = session.agent_label
+        out.append(("compare", ComparePlugin(config, options, label, session.artifacts)))
+    if options.gate == "sequential":
+        from pytest_hud._plugin.features.sequential import SequentialPlugin
+
+        cache = session.artifacts / "step-tables"
+        seq = SequentialPlugin(config, options, lambda: session.order, session.baseline, cache)
+        out.append(("sequential", seq))
+    if options.delegate == "ray":
+        from pytest_hud._plugin.features.delegate import DelegatePlugin
+
+        out.append(("delegate", DelegatePlugin(session)))
+    if options.runtime == "ray":
+        from pytest_hud._plugin.features.ray_session import RaySessionPlugin, session_cluster
+
+        head = session_cluster(config, options)  # -n K on ray: one cluster
+        if head is not None:
+            out.append(("ray", RaySessionPlugin(head)))
+    if controller and config.getoption("dist", "no") != "no":
+        from pytest_hud._plugin.features.crash import CrashPlugin
+
+        out.append(("crash", CrashPlugin(session.agent_label)))
+    return out
+
+
+def register(session: HudSession) -> list[str]:
+    """Register the features ``session``'s options enable; their plugin names."""
+    pm = session.config.pluginmanager
+    names = []
+    for short, plugin in _enabled(session):
+        name = f"pytest-hud-{short}"
+        pm.register(plugin, name)
+        names.append(name)
+    session.config.stash[_REGISTERED] = names
+    return names
+
+
+def unregister(config: pytest.Config) -> None:
+    """Close and unregister the features registered for this run (last first)."""
+    pm = config.pluginmanager
+    names: list[str] = config.stash.get(_REGISTERED, [])
+    for name in reversed(names):
+        plugin = pm.get_plugin(name)
+        if plugin is None:
+            continue
+        close = getattr(plugin, "close", None)
+        if callable(close):
+            close()
+        pm.unregister(plugin, name)
+    config.stash[_REGISTERED] = []

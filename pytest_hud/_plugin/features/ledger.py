@@ -1,0 +1,60 @@
+"""``--hud-ledger=PATH``: one fsync'd line per reported row, on the controller.
+
+The controller sees every row, whichever worker ran it; each is appended the moment its
+report arrives (``pytest_hud_rollout_finished``), after one ``run`` line carrying the
+session's provenance, so a run killed by SIGKILL loses at most the episode being
+written (see :mod:`pytest_hud.evaluation.ledger`). Rows read back by ``--hud-resume``
+from this same file are not written twice.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_hud._plugin.identity import RunIdentity
+from pytest_hud.evaluation import ledger as ledger_mod
+from pytest_hud.evaluation.results import Row
+
+__all__ = ["LedgerPlugin"]
+
+
+class LedgerPlugin:
+    """Appends every reported row to the ledger (registered on the controller only)."""
+
+    def __init__(self, path: Path, identity: RunIdentity, resume: Path | None = None) -> None:
+        self.path = path
+        self.identity = identity
+        self.ledger = ledger_mod.Ledger(path)
+        self.run_id = self.ledger.begin_run(identity.provenance or {})
+        #: resuming from this same file: its rows are already in it
+        self.same = resume is not None and resume.resolve() == self.ledger.path.resolve()
+
+    @pytest.hookimpl
+    def pytest_hud_rollout_finished(self, row: Row) -> None:
+        if row.get("resumed") and self.same:
+            return
+        record = ledger_mod.episode_record(
+            dict(row),
+            run=self.run_id,
+            checkpoint=self.identity.checkpoint_path(),
+            checkpoint_hash=self.identity.checkpoint_hash(),
+        )
+        self.ledger.append(record)
+
+    @pytest.hookimpl
+    def pytest_hud_results_meta(self) -> dict[str, Any]:
+        return {"ledger": str(self.path)}
+
+    @pytest.hookimpl
+    def pytest_hud_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        terminalreporter.write_line(f"hud ledger: {self.path}")
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.ledger.close()

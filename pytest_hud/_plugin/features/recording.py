@@ -1,0 +1,166 @@
+"""``--hud-record``: one LeRobot dataset per env, recorded by each process and, under
+xdist, merged by the controller from the workers' parts in test order.
+
+Each rollout's agent runs with a dataset observer (``pytest_hud_episode_observers``);
+an episode's commit waits for its grade (``pytest_hud_episode_result``). At
+sessionfinish, once the rollouts are closed, each process finalizes its writers and
+the controller merges the parts; a dataset that cannot be written fails the session.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_hud._plugin.internals import worker_id
+from pytest_hud.evaluation.results import Row
+from pytest_hud.runtime.rollout import RolloutResult
+
+if TYPE_CHECKING:
+    from pytest_hud._plugin.session import HudSession
+
+__all__ = ["RecordingPlugin", "parts_dir", "record_root"]
+
+
+def record_root(record: str) -> Path:
+    """The folder ``--hud-record[=DIR]`` writes to ($RECORD_DIR, else ``data``), checked:
+    lerobot must be there (one clear message, at configure time)."""
+    if importlib.util.find_spec("lerobot") is None:
+        raise pytest.UsageError(
+            "--hud-record writes LeRobot v3 datasets and needs lerobot: install it with "
+            "scripts/setup --lerobot (or .ci/install-lerobot .venv), or drop --hud-record"
+        )
+    root = Path(record or os.environ.get("RECORD_DIR") or "data").expanduser().absolute()
+    if root.exists() and not root.is_dir():
+        raise pytest.UsageError(f"--hud-record: {root} is a file; point it at a folder")
+    return root
+
+
+def parts_dir(root: Path) -> Path:
+    """Where xdist workers record their parts before the controller merges them."""
+    return root.parent / f".{root.name}.parts"
+
+
+class RecordingPlugin:
+    """The session's dataset recording (one dataset per env; the root itself when the
+    run has one env)."""
+
+    def __init__(self, session: HudSession, root: Path) -> None:
+        self.session = session
+        self.root = root
+        self.writers: dict[str, Any] = {}
+        self.dataset: str | None = None  # what was written, for the summary and the JSON
+
+    def dataset_root(self, env: str) -> Path:
+        envs = {case.row.env for case in self.session.evaluator.cases.values()}
+        return self.root if len(envs) <= 1 else self.root / env
+
+    def merged_root(self, row: Row) -> str | None:
+        """In an xdist worker, the dataset its part will be merged into."""
+        if not self.session.is_worker or not row.get("dataset") or not row.get("env"):
+            return None
+        return str(self.dataset_root(str(row["env"])))
+
+    # -- recording -------------------------------------------------------------------------
+    @pytest.hookimpl
+    def pytest_hud_episode_observers(self) -> list[Any]:
+        return [self._record_observer]
+
+    def _record_observer(self, run: Any, spaces: Any) -> Any:
+        env = run.task.env
+        writer = self.writers.get(env)
+        if writer is None:
+            from pytest_hud.robot.record.writer import DatasetWriter
+
+            root = self.dataset_root(env)
+            if self.session.is_worker:
+                root = parts_dir(root) / worker_id(self.session.config)
+            writer = self.writers[env] = DatasetWriter(root, graded=True)
+        return writer.observer(run, spaces)
+
+    @pytest.hookimpl
+    def pytest_hud_episode_result(self, result: RolloutResult) -> None:
+        """The recorded episode's commit waits for its grade (None: grading failed)."""
+        ds = result.dataset
+        writer = self.writers.get(result.task.env)
+        if writer is not None and ds and ds.get("episode_index") is not None:
+            writer.grade(ds["episode_index"], result.grade if result.ok else None)
+
+    # -- finishing -------------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)  # registered after the session: runs before its gates
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.session.evaluator.close()  # no rollout writes any more (idempotent)
+        try:
+            self._finish()
+        except Exception as exc:  # a dataset that cannot be written fails the session
+            self.session.failures.append(f"recording failed: {type(exc).__name__}: {exc}")
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _finish(self) -> None:
+        for writer in self.writers.values():
+            writer.finalize()
+        if self.session.is_worker:
+            return
+        rows = self.session.rows
+        envs = sorted({str(row["env"]) for row in rows.values() if row.get("env") is not None})
+        cases = self.session.evaluator.cases
+        finals = {env: self.dataset_root(env) for env in envs} if cases else {}
+        if not finals:  # the controller under xdist collects nothing: derive from the rows
+            single = len(envs) <= 1
+            finals = {env: self.root if single else self.root / env for env in envs}
+        done = []
+        for env, final in finals.items():
+            parts = parts_dir(final)
+            if parts.exists():
+                self._merge_parts(env, parts, final)
+            if (final / "meta" / "info.json").exists():
+                done.append(str(final))
+        if done:
+            self.dataset = done[0] if len(done) == 1 else str(self.root)
+
+    def _merge_parts(self, env: str, parts_folder: Path, final: Path) -> None:
+        from pytest_hud.robot.record.merge import merge_datasets
+
+        rows = [r for r in self.session.rows.values() if r.get("env") == env]
+        order = {nid: i for i, nid in enumerate(self.session.order)}
+        first: dict[str, int] = {}
+        for row in rows:  # parts in the order of each worker's first test
+            ds = row.get("dataset") or {}
+            if ds.get("episode_index") is not None:
+                pos = order.get(row["nodeid"], len(order))
+                first[ds["root"]] = min(first.get(ds["root"], pos), pos)
+        parts = sorted(
+            (p for p in parts_folder.iterdir() if p.is_dir()),
+            key=lambda p: (first.get(str(p), 1 << 30), p.name),
+        )
+        offsets: dict[str, int] = {}
+        total = 0
+        for part in parts:
+            info = part / "meta" / "info.json"
+            if info.exists():
+                offsets[str(part)] = total
+                total += int(json.loads(info.read_text()).get("total_episodes") or 0)
+        if total:
+            merge_datasets(parts, final)
+        for row in rows:  # point every row at its episode in the merged dataset
+            ds = row.get("dataset") or {}
+            if ds.get("root") in offsets and ds.get("episode_index") is not None:
+                ds["part"], ds["root"] = ds["root"], str(final)
+                ds["episode_index"] = offsets[ds["part"]] + int(ds["episode_index"])
+        shutil.rmtree(parts_folder, ignore_errors=True)
+
+    # -- reporting -------------------------------------------------------------------------
+    @pytest.hookimpl
+    def pytest_hud_results_meta(self) -> dict[str, Any]:
+        return {"dataset": self.dataset}
+
+    @pytest.hookimpl
+    def pytest_hud_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.dataset is not None:
+            terminalreporter.write_line(f"hud dataset: {self.dataset}")

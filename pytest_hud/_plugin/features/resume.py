@@ -1,0 +1,78 @@
+"""``--hud-resume=LEDGER``: skip the items whose episode a ledger already holds.
+
+Every process (controller or worker) reads the ledger at configure time; at collection
+(``pytest_hud_skip_case``) an item whose episode it holds -- same task, seed, repeat,
+agent and checkpoint hash (:func:`pytest_hud.evaluation.ledger.key`) -- is skipped
+before it is registered with the evaluator, so no rollout starts for it. Its setup
+report then carries the ledger's row (``resumed: true``), which the table, the results
+JSON and the gates count like any other. An errored or skipped row is no episode: its
+item runs again, and the terminal summary says how many did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from pytest_hud._plugin.cases import HudCase
+from pytest_hud._plugin.identity import RunIdentity
+from pytest_hud.evaluation import ledger as ledger_mod
+from pytest_hud.evaluation.results import Row
+
+__all__ = ["ResumePlugin"]
+
+#: fields of a ledger record that are the ledger's own, not the results row's
+_RECORD_ONLY = ("kind", "v", "run", "finished", "checkpoint")
+
+
+class ResumePlugin:
+    """Skips items the resume ledger holds and reports its rows for them."""
+
+    def __init__(self, path: Path, identity: RunIdentity) -> None:
+        self.path = path
+        self.identity = identity
+        try:
+            contents = ledger_mod.read(path)
+        except ledger_mod.LedgerError as exc:
+            raise pytest.UsageError(f"--hud-resume: {exc}") from None
+        index = ledger_mod.resume_index(contents)
+        self.episodes = index.episodes  # errors are not episodes: they run again
+        self.reruns = len(index.rerun)
+        self.resumed: dict[str, dict[str, Any]] = {}  # node id -> its ledger record
+
+    @pytest.hookimpl
+    def pytest_hud_skip_case(self, nodeid: str, case: HudCase) -> str | None:
+        probe = {
+            "key": case.row.key,
+            "seed": case.seed,
+            "rep": case.rep,
+            "agent": self.identity.label,
+            "checkpoint": {"hash": self.identity.checkpoint_hash()},
+        }
+        record = self.episodes.get(ledger_mod.key(probe))
+        if record is None:
+            return None
+        self.resumed[nodeid] = record
+        return f"resumed from {self.path} (run {record.get('run')})"
+
+    @pytest.hookimpl
+    def pytest_hud_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        terminalreporter.write_line(
+            f"hud resume: {len(self.episodes)} episodes kept from {self.path}, "
+            f"{self.reruns} errored or skipped rows run again"
+        )
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, Any, Any]:
+        report = yield
+        record = self.resumed.get(item.nodeid)
+        if record is not None and call.when == "setup":
+            row = {k: v for k, v in record.items() if k not in _RECORD_ONLY}
+            row.update(nodeid=item.nodeid, resumed=True, repro=self.identity.repro(item.nodeid))
+            report.hud = cast(Row, row)
+        return report

@@ -1,0 +1,90 @@
+"""The plugin's side of :func:`pytest_hud.wrap`: rows for the episodes a test drove itself.
+
+:mod:`pytest_hud.wrapping` records; this plugin claims what a test item recorded (at its
+``call`` report, in whichever process ran it), turns each episode into a results row
+(the same fields as a rollout's, ``wrapped: true``) carried on the report as
+``hud_episodes`` (JSON-able, so it crosses xdist), and gives the recorder the episode
+animation writer (:class:`~pytest_hud._plugin.video.VideoObserver`, the rollouts' GIFs).
+Registered in every run: any test may use ``hud_wrap``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_hud import wrapping as wrap_mod
+from pytest_hud._plugin.video import VideoObserver
+from pytest_hud.evaluation.results import Row
+
+__all__ = ["WrapPlugin", "wrapped_row"]
+
+
+def wrapped_row(nodeid: str, ep: dict[str, Any], failed: bool, repro: str) -> Row:
+    """The results row of one episode ``wrap(env)`` recorded in item ``nodeid``."""
+    success = ep["success"]
+    seed = ep["seed"]
+    return {
+        "nodeid": nodeid,
+        "group": nodeid.split("[", 1)[0],
+        "key": f"{ep['env']}/{ep['name']}",
+        "env": ep["env"],
+        "task_id": ep["name"],
+        "slug": ep["name"],
+        "args": {} if seed is None else {"seed": seed},
+        "rep": ep["episode"],
+        "seed": seed,
+        "agent": "wrap",
+        "outcome": "failed" if failed else "passed",
+        "score": None if success is None else float(success),
+        "success": success,
+        "total_reward": float(ep["total_reward"]),
+        "steps": int(ep["steps"]),
+        "duration": float(ep["duration"]),
+        "prompt": None,
+        "error": None if ep["finished"] else "episode abandoned before it ended",
+        "error_type": None,
+        "phase": None,
+        "infer_s": None,
+        "env_s": None,
+        "video": ep["video"],
+        "dataset": None,
+        "wrapped": True,
+        "repro": repro,
+    }
+
+
+class WrapPlugin:
+    """Claims each item's wrapped episodes; ``repro`` gives an item's replay command."""
+
+    def __init__(self, videos: Path, repro: Callable[[str], str]) -> None:
+        self.repro = repro
+
+        def video(name: str, fps: float) -> VideoObserver:
+            safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{name}-{uuid.uuid4().hex[:8]}")
+            return VideoObserver(videos / f"{safe}.gif", "frame", fps)
+
+        wrap_mod.configure(video)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, Any, Any]:
+        """Attach the episodes this item drove to its call report (setup drops leftovers
+        of earlier items, e.g. an episode abandoned in a teardown)."""
+        report = yield
+        if call.when == "setup":
+            wrap_mod.take()
+        if call.when == "call":
+            episodes = wrap_mod.take()
+            if episodes:
+                repro = self.repro(item.nodeid)
+                report.hud_episodes = [
+                    wrapped_row(item.nodeid, ep, report.failed, repro) for ep in episodes
+                ]
+        return report

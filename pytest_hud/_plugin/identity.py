@@ -1,0 +1,81 @@
+"""What identifies this run's episodes: the agent's label, the checkpoint a ``lerobot:PATH``
+agent loads and its content hash, the run's provenance and each item's replay command.
+
+The ledger, ``--hud-resume`` and the results JSON key episodes by these, so they are
+computed in one place (the hash once per process).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+
+from pytest_hud._plugin.options import HudOptions
+from pytest_hud.evaluation import provenance
+
+__all__ = ["RunIdentity"]
+
+
+class RunIdentity:
+    """The run's agent, checkpoint and provenance (see the module docs)."""
+
+    def __init__(self, config: pytest.Config, options: HudOptions, agent_name: str) -> None:
+        self.config = config
+        self.options = options
+        self.agent_name = agent_name
+        self._hash: str | None = None
+        self._hashed = False
+        #: the run's provenance (controller, with --hud-ledger or --hud-results), else None
+        self.provenance: dict[str, Any] | None = None
+
+    @property
+    def label(self) -> str:
+        """The name rows and tables give the agent: --hud-checkpoint, else --hud-agent."""
+        return self.options.checkpoint or self.agent_name
+
+    def checkpoint_path(self) -> str | None:
+        """The checkpoint a ``lerobot:PATH`` agent loads (None for other agents)."""
+        kind, _, rest = self.options.agent.partition(":")
+        return rest if kind == "lerobot" and rest else None
+
+    def checkpoint_hash(self) -> str | None:
+        """The checkpoint's content hash, once per process (None without a local one)."""
+        if not self._hashed:
+            self._hashed = True
+            path = self.checkpoint_path()
+            try:
+                self._hash = None if path is None else provenance.checkpoint_hash(path)
+            except (OSError, ValueError):  # a hub id, not a local folder
+                self._hash = None
+        return self._hash
+
+    def collect(self) -> dict[str, Any]:
+        """The run's provenance (packages, host, git, checkpoint, command), kept."""
+        runtime = self.options.runtime
+        image = runtime.split(":", 1)[1] if runtime.startswith("docker:") else None
+        out = provenance.collect(
+            suite=self.config.rootpath,
+            checkpoint=None,
+            image=image,
+            seed=self.options.seed,
+            command=["pytest", *self.config.invocation_params.args],
+        )
+        path = self.checkpoint_path()
+        out["checkpoint"] = None if path is None else {"path": path, "hash": self.checkpoint_hash()}
+        out["agent"] = self.options.agent
+        out["python"] = sys.version.split()[0]
+        self.provenance = out
+        return out
+
+    def repro(self, nodeid: str) -> str:
+        """The command that replays this one episode."""
+        runtime = self.options.runtime
+        return provenance.repro_command(
+            nodeid,
+            self.options.agent,
+            self.options.seed,
+            checkpoint=self.options.checkpoint,
+            runtime=None if runtime == "local" else runtime,
+        )

@@ -1,0 +1,97 @@
+# mypy: disable-error-code="empty-body"
+"""pytest-hud's hooks: implement them in a ``conftest.py`` or a plugin.
+
+pytest-hud's own optional features (ledger, resume, sequential gates, compare, wrap,
+dataset recording, delegation, ...) are plugins implementing these hooks, registered
+only when their option is given. Two kinds of hook, by where they run:
+
+* ``pytest_hud_episode_*``, ``pytest_hud_run_rollout`` and ``pytest_hud_skip_case``:
+  in the process that runs the rollouts (an xdist worker under ``-n``);
+* ``pytest_hud_row`` in that process too, on the row of an item that ran; then
+  ``pytest_hud_rollout_finished``, ``pytest_hud_gates``, ``pytest_hud_results_meta``
+  and ``pytest_hud_terminal_summary`` where rows are collected: the one process
+  without xdist, the controller under ``-n`` (rows travel on the reports).
+
+A row is a :class:`pytest_hud.evaluation.results.Row`. The ``pytest_hud_episode_*``
+hooks and ``pytest_hud_run_rollout`` are called on the rollout loop's thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_hud._plugin.cases import HudCase
+    from pytest_hud.evaluation.results import Gate, Row
+    from pytest_hud.runtime.provider import Provider
+    from pytest_hud.runtime.rollout import RolloutResult
+    from pytest_hud.runtime.task import Task
+
+__all__ = [
+    "pytest_hud_episode_observers",
+    "pytest_hud_episode_result",
+    "pytest_hud_gates",
+    "pytest_hud_results_meta",
+    "pytest_hud_rollout_finished",
+    "pytest_hud_row",
+    "pytest_hud_run_rollout",
+    "pytest_hud_skip_case",
+    "pytest_hud_terminal_summary",
+]
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_hud_skip_case(config: pytest.Config, nodeid: str, case: HudCase) -> str | None:
+    """The reason not to run this case's rollout (resumed, a decided task), or None."""
+
+
+@pytest.hookspec()
+def pytest_hud_episode_observers(config: pytest.Config) -> Sequence[Any]:
+    """Observer factories ``(run, spaces) -> observer`` every rollout's agent runs with."""
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_hud_run_rollout(
+    config: pytest.Config,
+    task: Task,
+    agent: Any,
+    provider: Provider,
+    index: int,
+    timeout: float | None,
+) -> Awaitable[RolloutResult] | None:
+    """Run one rollout elsewhere (``--hud-delegate``): its awaitable, or None to run it here."""
+
+
+@pytest.hookspec()
+def pytest_hud_episode_result(config: pytest.Config, result: RolloutResult) -> None:
+    """A rollout of this process ended, before its item reads the result."""
+
+
+@pytest.hookspec()
+def pytest_hud_row(config: pytest.Config, item: pytest.Item, row: Row) -> None:
+    """Add fields to the row of an item that ran, before it goes on the report."""
+
+
+@pytest.hookspec()
+def pytest_hud_rollout_finished(config: pytest.Config, row: Row, report: pytest.TestReport) -> None:
+    """A row was reported: once per rollout, skipped or resumed item, or wrapped episode."""
+
+
+@pytest.hookspec()
+def pytest_hud_gates(config: pytest.Config, rows: list[Row]) -> Sequence[Gate]:
+    """Gates to add to the session's verdict; a failed one fails the run."""
+
+
+@pytest.hookspec()
+def pytest_hud_results_meta(config: pytest.Config) -> dict[str, Any]:
+    """Top-level fields to add to the results JSON (asked after the gates)."""
+
+
+@pytest.hookspec()
+def pytest_hud_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    """Write lines under the hud table and its verdict."""
