@@ -6,6 +6,7 @@ from pytest_hud._lazy import exports
 from pytest_hud.errors import HudError
 
 if TYPE_CHECKING:
+    from pytest_hud.api import Results, evaluate
     from pytest_hud.runtime import (
         ControlClient,
         DaytonaRuntime,
@@ -49,6 +50,8 @@ __all__ = [  # noqa: RUF022 - grouped by what a user reaches for, not sorted
     # what an env module declares
     "Environment",
     # running rows
+    "evaluate",
+    "Results",
     "run",
     "RolloutResult",
     "wrap",

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from pytest_hud.runtime.task import Task
 
 __all__ = [
+    "pytest_hud_agent",
     "pytest_hud_episode_observers",
     "pytest_hud_episode_result",
     "pytest_hud_gates",
@@ -41,6 +42,11 @@ __all__ = [
     "pytest_hud_skip_case",
     "pytest_hud_terminal_summary",
 ]
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_hud_agent(config: pytest.Config, spec: str) -> Any | None:
+    """The agent object for ``--hud-agent=spec`` (an agent already in memory), or None."""
 
 
 @pytest.hookspec(firstresult=True)

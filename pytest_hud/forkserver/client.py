@@ -25,7 +25,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pytest_hud.forkserver.zygote import VOLATILE
@@ -266,6 +266,18 @@ def shutdown() -> None:
         owned = list(_zygotes.values())
         _zygotes.clear()
     for zygote in owned:
+        zygote.stop()
+
+
+def shutdown_new(before: Iterable[_Zygote]) -> None:
+    """Stop the zygotes booted since ``before`` (a :func:`zygotes` snapshot): a caller that
+    ran one evaluation in its process gets back the processes it had."""
+    kept = {id(z) for z in before}
+    with _lock:
+        new = [z for z in _zygotes.values() if id(z) not in kept]
+        for zygote in new:
+            del _zygotes[zygote.key]
+    for zygote in new:
         zygote.stop()
 
 
