@@ -35,6 +35,7 @@ __all__ = [
     "pytest_hud_episode_observers",
     "pytest_hud_episode_result",
     "pytest_hud_gates",
+    "pytest_hud_results",
     "pytest_hud_results_meta",
     "pytest_hud_rollout_finished",
     "pytest_hud_row",
@@ -94,6 +95,11 @@ def pytest_hud_gates(config: pytest.Config, rows: list[Row]) -> Sequence[Gate]:
 @pytest.hookspec()
 def pytest_hud_results_meta(config: pytest.Config) -> dict[str, Any]:
     """Top-level fields to add to the results JSON (asked after the gates)."""
+
+
+@pytest.hookspec()
+def pytest_hud_results(config: pytest.Config, document: dict[str, Any]) -> None:
+    """The session's finished results document (written to ``--hud-results`` if given)."""
 
 
 @pytest.hookspec()

@@ -21,11 +21,11 @@ from pytest_hud.evaluation.durable import OutputWriteError, write_atomically
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 16 KB tmpfs (root can mount one; CI runs as root)."""
+    """A 64 KB tmpfs (root can mount one; CI runs as root)."""
     where = tmp_path / "disk"
     where.mkdir()
     require(os.geteuid() == 0, "root (to mount a tmpfs)", "run the tests as root, as CI does")
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(where)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)], check=True)
     try:
         yield where
     finally:
@@ -90,3 +90,53 @@ def test_a_full_disk_keeps_the_previous_results_document(small_disk: Path) -> No
     assert f"results JSON {path}" in message and "previous results.json is unchanged" in message
     assert path.read_text() == '{"v": 1}'
     assert sorted(p.name for p in small_disk.iterdir()) == ["filler", "results.json"]
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _session(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    import sys
+
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(ROOT / "examples" / "tests" / "cartpole.jsonl"),
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            "--hud-agent=zero",
+            *args,
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_a_session_whose_ledger_disk_fills_fails_once_and_resumes(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    """The ledger's disk fills mid-session: one error naming the path and how many
+    rollouts it lacks, the session fails (exit 1, not an internal error), the ledger stays
+    whole, and once there is space a --hud-resume runs only the missing rollouts."""
+    path = small_disk / "run.ledger.jsonl"
+    filler = _fill(small_disk, leave=8192)
+    full = _session(f"--hud-ledger={path}", "--hud-group=8", cwd=tmp_path)
+    text = full.stdout + full.stderr
+    assert full.returncode == 1, text
+    assert "INTERNALERROR" not in text
+    assert f"FAILED hud ledger: {path}: could not append" in text, text
+    assert "finished rollout(s) are not in it" in text
+    kept = ledger.read(path)
+    assert kept.torn is None and 0 < len(kept.episodes) < 24
+
+    filler.unlink()
+    resumed = _session(f"--hud-ledger={path}", f"--hud-resume={path}", "--hud-group=8",
+                       cwd=tmp_path)  # fmt: skip
+    assert f"hud resume: {len(kept.episodes)} episodes kept" in resumed.stdout, resumed.stdout
+    assert len(ledger.merge([path]).episodes) == 24

@@ -197,3 +197,81 @@ def test_a_failing_tracker_is_one_warning(doc: dict[str, Any], tmp_path: Path) -
     assert done == []
     (warning,) = [w for w in caught if issubclass(w.category, TrackerWarning)]
     assert "--hud-log=tensorboard: not logged" in str(warning.message)
+
+
+@pytest.mark.parametrize("workers", [None, 2])
+def test_hud_log_in_a_pytest_session(tmp_path: Path, workers: int | None) -> None:
+    """``--hud-log=tensorboard,mlflow`` on a real session (with and without -n 2): the
+    controller logs once, at the step taken from the checkpoint folder name."""
+    import subprocess
+    import sys
+
+    _need("tensorboard")
+    _need("mlflow")
+    from mlflow.tracking import MlflowClient
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    root = Path(__file__).resolve().parents[1]
+    rows = root / "examples" / "tests" / "cartpole.jsonl"
+    xdist = ["-n", str(workers)] if workers else ["-p", "no:xdist"]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(rows),
+            "-p",
+            "no:cacheprovider",
+            "--hud-agent=zero",
+            "--hud-log=tensorboard,mlflow",
+            "--hud-log-step=1200",
+            f"--hud-log-dir={tmp_path}",
+            *xdist,
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={k: v for k, v in __import__("os").environ.items() if k != "MLFLOW_TRACKING_URI"},
+    )
+    assert "hud log: tensorboard, mlflow at step 1200" in done.stdout, done.stdout + done.stderr
+    acc = EventAccumulator(str(tmp_path / "tensorboard" / "zero"))
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("hud/episodes")] == [(1200, 3.0)]
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs(["0"])
+    assert [
+        (m.step, m.value) for m in client.get_metric_history(run.info.run_id, "hud/errors")
+    ] == [(1200, 0.0)]
+
+
+def test_the_step_comes_from_a_lerobot_checkpoint_path() -> None:
+    from pytest_hud._plugin.features.trackers import step_of
+
+    assert step_of("lerobot:outputs/train/act/checkpoints/002000/pretrained_model") == 2000
+    assert step_of("lerobot:examples/train_eval/policy/metaworld_act") is None
+    assert step_of("zero") is None
+
+
+def test_an_unknown_tracker_is_a_usage_error(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(root / "examples" / "tests" / "cartpole.jsonl"),
+            "-p",
+            "no:cacheprovider",
+            "--hud-log=neptune",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "--hud-log=neptune: expected one of wandb, tensorboard, mlflow" in done.stderr

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_hud._plugin.eval_options import EVALUATION_OPTIONS, EvaluationOptions
+from pytest_hud._plugin.features.trackers import TRACKER_OPTIONS, read_trackers
 from pytest_hud._plugin.report_images import REPORT_OPTIONS, read_report_images
 
 __all__ = ["HudOptions", "addoption"]
@@ -102,6 +103,7 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     ("--hud-timeout", "seconds one rollout may take before it is an error", {"type": float}),
     *EVALUATION_OPTIONS,
     *REPORT_OPTIONS,
+    *TRACKER_OPTIONS,
     (
         "--hud-allow-modules",
         "let task rows' module column import files outside the rootdir and the task "
@@ -186,6 +188,9 @@ class HudOptions(EvaluationOptions):
     allow_modules: bool = False
     delegate: str | None = None
     report_images: list[Path] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)  # --hud-log trackers
+    log_step: int | None = None
+    log_dir: Path | None = None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> HudOptions:
@@ -209,6 +214,10 @@ class HudOptions(EvaluationOptions):
                     setattr(o, name, store(value))
         o.read_evaluation(lambda name, kind: _get(config, name, kind))
         o.report_images = read_report_images(config)
+        o.log = read_trackers(config)
+        o.log_step = _get(config, "hud_log_step", int)
+        log_dir = _get(config, "hud_log_dir", str)
+        o.log_dir = Path(log_dir) if log_dir else None
         o.warm = _warm(_get(config, "hud_warm", str))
         allow = _get(config, "hud_allow_modules", str)
         o.allow_modules = allow is True or str(allow).lower() in ("1", "true", "yes")

@@ -19,6 +19,7 @@ from pytest_hud._plugin.html import html_extras
 from pytest_hud._plugin.short_errors import shorten_longrepr
 from pytest_hud._plugin.state import CASE, RESULT
 from pytest_hud.evaluation import results as rep
+from pytest_hud.evaluation.durable import OutputWriteError, write_atomically
 from pytest_hud.evaluation.verdict import CoveredGate, decide
 from pytest_hud.runtime.rollout import RolloutResult
 
@@ -185,18 +186,22 @@ class Reporter:
         hud.verdict = decide(
             [dict(r) for r in rows], covered, hud.other_failures, report_only=report_only
         )
+        stopped = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop)
+        doc = rep.results_document(
+            rows,
+            gates=hud.gates,
+            meta=meta,
+            collected=len(hud.order) or None,
+            run=len(hud.finished),
+            interrupted=stopped,
+        )
         if self.options.results is not None:
-            stopped = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop)
-            doc = rep.results_document(
-                rows,
-                gates=hud.gates,
-                meta=meta,
-                collected=len(hud.order) or None,
-                run=len(hud.finished),
-                interrupted=stopped,
-            )
-            self.options.results.parent.mkdir(parents=True, exist_ok=True)
-            self.options.results.write_text(json.dumps(doc, indent=2, default=str))
+            try:
+                text = json.dumps(doc, indent=2, default=str)
+                write_atomically(self.options.results, text, what="results JSON")
+            except OutputWriteError as exc:  # a full disk: one error, the old file kept
+                hud.failures.append(str(exc))
+        self.hook.pytest_hud_results(config=self.config, document=doc)
         if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not rows:
             return  # interrupted, usage error, nothing collected: pytest's own verdict
         failed = hud.verdict.failed or bool(hud.failures)

@@ -96,9 +96,7 @@ class HudSession:
             try:
                 held = self.config.hook.pytest_hud_agent(config=self.config, spec=spec)
                 with heap.long_lived(freeze=self.outermost):  # lives as long as we do
-                    self._agent = (
-                        held or ray_agent(spec, self.options.runtime) or load_agent(spec)
-                    )
+                    self._agent = held or ray_agent(spec, self.options.runtime) or load_agent(spec)
             except AgentSpecError as exc:
                 self._agent_error = f"--hud-agent={spec}: {exc}"
             except Exception as exc:  # a user factory that raises: its type and message

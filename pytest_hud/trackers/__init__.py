@@ -42,7 +42,7 @@ class TrackerError(HudError, ValueError):
     """A ``--hud-log`` value names no tracker."""
 
 
-class TrackerWarning(UserWarning):
+class TrackerWarning(HudError, UserWarning):
     """A tracker could not log; the evaluation's outcome is unchanged."""
 
 

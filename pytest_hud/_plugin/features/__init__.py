@@ -15,6 +15,7 @@ plugin name                 enabled by                          module
 ``pytest-hud-delegate``     ``--hud-delegate=ray``              :mod:`.delegate`
 ``pytest-hud-ray``          ``-n K --hud-runtime=ray``          :mod:`.ray_session`
 ``pytest-hud-crash``        ``-n K`` (controller)               :mod:`.crash`
+``pytest-hud-trackers``     ``--hud-log`` (controller)          :mod:`.trackers`
 ==========================  ==================================  =======================
 
 Where several contribute to one output, registration order sets theirs (pluggy calls
@@ -59,7 +60,8 @@ def _enabled(session: HudSession) -> list[tuple[str, object]]:
     if options.ledger is not None and controller:
         from pytest_hud._plugin.features.ledger import LedgerPlugin
 
-        out.append(("ledger", LedgerPlugin(options.ledger, identity, options.resume)))
+        ledger = LedgerPlugin(options.ledger, identity, options.resume, session.failures)
+        out.append(("ledger", ledger))
     if options.compare is not None and controller:
         from pytest_hud._plugin.features.compare import ComparePlugin
 
@@ -85,6 +87,12 @@ def _enabled(session: HudSession) -> list[tuple[str, object]]:
         from pytest_hud._plugin.features.crash import CrashPlugin
 
         out.append(("crash", CrashPlugin(session.agent_label)))
+    if options.log and controller:
+        from pytest_hud._plugin.features.trackers import TrackerPlugin, step_of
+
+        step = options.log_step if options.log_step is not None else step_of(options.agent)
+        where = options.log_dir or session.artifacts / "trackers"
+        out.append(("trackers", TrackerPlugin(options.log, where, step, session.agent_label)))
     return out
 
 

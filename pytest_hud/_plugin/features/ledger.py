@@ -24,11 +24,25 @@ __all__ = ["LedgerPlugin"]
 class LedgerPlugin:
     """Appends every reported row to the ledger (registered on the controller only)."""
 
-    def __init__(self, path: Path, identity: RunIdentity, resume: Path | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        identity: RunIdentity,
+        resume: Path | None = None,
+        failures: list[str] | None = None,
+    ) -> None:
         self.path = path
+        #: the session's run-failing messages: a ledger that cannot be written is one
+        self.failures = failures if failures is not None else []
+        self.unrecorded = 0  # rows reported after the ledger stopped taking them
+        self.broken: str | None = None
         self.identity = identity
         self.ledger = ledger_mod.Ledger(path)
-        self.run_id = self.ledger.begin_run(identity.provenance or {})
+        try:
+            self.run_id = self.ledger.begin_run(identity.provenance or {})
+        except ledger_mod.LedgerWriteError as exc:  # before any rollout: stop the session
+            self.ledger.close()
+            raise pytest.UsageError(f"--hud-ledger: {exc}") from None
         #: resuming from this same file: its rows are already in it
         self.same = resume is not None and resume.resolve() == self.ledger.path.resolve()
 
@@ -42,7 +56,14 @@ class LedgerPlugin:
             checkpoint=self.identity.checkpoint_path(),
             checkpoint_hash=self.identity.checkpoint_hash(),
         )
-        self.ledger.append(record)
+        if self.broken is not None:
+            self.unrecorded += 1
+            return
+        try:
+            self.ledger.append(record)
+        except ledger_mod.LedgerWriteError as exc:  # a full disk: say it once, keep running
+            self.broken = str(exc)
+            self.unrecorded += 1
 
     @pytest.hookimpl
     def pytest_hud_results_meta(self) -> dict[str, Any]:
@@ -51,6 +72,13 @@ class LedgerPlugin:
     @pytest.hookimpl
     def pytest_hud_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"hud ledger: {self.path}")
+
+    @pytest.hookimpl
+    def pytest_hud_results(self) -> None:
+        if self.broken is not None:
+            self.failures.append(
+                f"hud ledger: {self.broken}; {self.unrecorded} finished rollout(s) are not in it"
+            )
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self) -> None:

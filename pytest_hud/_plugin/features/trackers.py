@@ -1,0 +1,94 @@
+"""``--hud-log=wandb|tensorboard|mlflow``: the finished results document, into trackers.
+
+Registered on the controller (or the one process) only when ``--hud-log`` is given; at
+the end of the session it turns the results document into figures
+(:func:`pytest_hud.trackers.figures_of`) at the training step (``--hud-log-step``, else
+the ``checkpoints/NNNNNN/`` folder a ``lerobot:`` checkpoint sits in) and logs them to
+each tracker; one that fails is one warning in the terminal summary, never a failure.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = ["TRACKER_OPTIONS", "TrackerPlugin", "read_trackers", "step_of"]
+
+TRACKER_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
+    (
+        "--hud-log",
+        "log the session's figures (success with intervals per task, score, steps, "
+        "errors, gates, a few episode videos, provenance) to a tracker: wandb, "
+        "tensorboard or mlflow (repeatable, or comma-separated)",
+        {"action": "append"},
+    ),
+    (
+        "--hud-log-step",
+        "the x value (training step) to log at (default: the NNNNNN of a lerobot "
+        "checkpoints/NNNNNN/ path, else 0)",
+        {"type": int},
+    ),
+    (
+        "--hud-log-dir",
+        "where offline trackers write (TensorBoard events, MLflow's SQLite store, wandb's "
+        "run files) when they have no configuration of their own (default: .hud/trackers)",
+        {},
+    ),
+]
+
+_STEP = re.compile(r"(?:^|/)checkpoints/(\d+)(?:/|$)")
+
+
+def step_of(agent: str) -> int | None:
+    """The training step in a ``lerobot:.../checkpoints/NNNNNN/pretrained_model`` spec."""
+    found = _STEP.search(agent.replace("\\", "/"))
+    return int(found.group(1)) if found else None
+
+
+def read_trackers(config: pytest.Config) -> list[str]:
+    """The ``--hud-log`` tracker names (validated: an unknown one is a usage error)."""
+    from pytest_hud.trackers import TrackerError, parse_names
+
+    raw: list[str] | None = config.getoption("hud_log")
+    if not raw:
+        ini = config.getini("hud_log")
+        raw = str(ini).split() if ini not in (None, "", []) else []
+    try:
+        return parse_names(raw)
+    except TrackerError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+class TrackerPlugin:
+    """Logs the results document to the named trackers once the session is done."""
+
+    def __init__(self, names: list[str], directory: Path, step: int | None, run: str) -> None:
+        self.names, self.directory, self.step, self.run = names, directory, step, run
+        self.logged: list[str] = []
+        self.problems: list[str] = []
+
+    def pytest_hud_results(self, config: pytest.Config, document: dict[str, Any]) -> None:
+        from pytest_hud.trackers import TrackerWarning, figures_of, log_figures
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", TrackerWarning)
+            self.logged = log_figures(
+                self.names,
+                figures_of(document, step=self.step),
+                directory=self.directory,
+                run_name=self.run,
+            )
+        self.problems = [str(w.message) for w in caught if issubclass(w.category, TrackerWarning)]
+
+    def pytest_hud_terminal_summary(
+        self, terminalreporter: pytest.TerminalReporter, config: pytest.Config
+    ) -> None:
+        if self.logged:
+            at = f" at step {self.step}" if self.step is not None else ""
+            terminalreporter.write_line(f"hud log: {', '.join(self.logged)}{at}")
+        for problem in self.problems:
+            terminalreporter.write_line(f"hud log: WARNING {problem}", yellow=True)
