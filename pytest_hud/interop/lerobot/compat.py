@@ -3,17 +3,18 @@ LeRobot releases it supports (0.4.4 on Python 3.11, 0.5 / 0.6 on Python >= 3.12)
 decided here, keyed on the installed ``lerobot`` distribution's version (never on whether
 some private attribute exists), through LeRobot's public API only.
 
-What differs, as read in each release's sources:
+What differs, as read in each release's sources (0.4.4, 0.5.0, 0.6.1):
 
-- appending to a dataset on disk: 0.4 reopens it with ``LeRobotDataset(repo_id, root=...)``
-  (which can write); from 0.5 that is read-only and ``LeRobotDataset.resume`` opens it for
-  writing;
-- ``LeRobotDataset.finalize()``: 0.4 can finalize again after more episodes; from 0.5 it is
-  once per dataset object (later calls return at once), so a dataset finalized after each
-  episode is resumed for the next one;
-- one-element features: 0.4's ``save_episode`` keeps the ``(1,)`` values ``add_frame``
-  validated and encodes each with ``float(value)``, which NumPy >= 2.4 refuses; from 0.5
-  ``save_episode`` flattens them itself.
+- appending to a dataset on disk: up to 0.5 ``LeRobotDataset(repo_id, root=...)`` reopens it
+  for writing; from 0.6 that is read-only and ``LeRobotDataset.resume`` opens it to write;
+- ``LeRobotDataset.finalize()``: up to 0.5 it can finalize again after more episodes; from
+  0.6 it is once per dataset object (later calls return at once), so a dataset finalized
+  after each episode is resumed for the next one;
+- one-element features: up to 0.5 ``save_episode`` keeps the ``(1,)`` values ``add_frame``
+  validated and encodes each with ``float(value)``, which NumPy >= 2.4 refuses; from 0.6
+  ``save_episode`` flattens them itself;
+- ``lerobot-train``'s periodic env evaluation is ``--eval_freq`` up to 0.5 and
+  ``--env_eval_freq`` from 0.6.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pytest_hud.errors import HudError
 __all__ = [
     "SUPPORTED",
     "finalize_is_final",
+    "no_env_eval_flag",
     "lerobot_version",
     "new_rollout_options",
     "open_for_append",
@@ -43,7 +45,7 @@ __all__ = [
 SUPPORTED = ">=0.4.4,<0.7"
 _LOWEST, _BEYOND = (0, 4, 4), (0, 7, 0)
 #: The first release whose dataset writer is a separate object (resume, one finalize).
-_WRITER_SPLIT = (0, 5, 0)
+_WRITER_SPLIT = (0, 6, 0)
 
 
 class LeRobotVersionError(HudError, ImportError):
@@ -77,7 +79,7 @@ def require_supported() -> tuple[int, int, int]:
 
 
 def finalize_is_final() -> bool:
-    """Whether ``LeRobotDataset.finalize()`` ends that dataset object's writing (0.5+)."""
+    """Whether ``LeRobotDataset.finalize()`` ends that dataset object's writing (0.6+)."""
     return lerobot_version() >= _WRITER_SPLIT
 
 
@@ -89,9 +91,9 @@ def open_for_append(dataset_cls: Any, repo_id: str, root: Path) -> Any:
 
 
 def prepare_save(ds: Any, frame: Mapping[str, np.ndarray]) -> None:
-    """Before ``save_episode``: on 0.4, hand the buffered one-element numeric features of
+    """Before ``save_episode``: up to 0.5, hand the buffered one-element numeric features of
     ``frame``'s layout to lerobot as 0-d values (``episode_buffer`` is 0.4's public buffer
-    of the open episode; add_frame validated them as ``(1,)``)."""
+    of the open episode there; add_frame validated them as ``(1,)``)."""
     if lerobot_version() >= _WRITER_SPLIT:
         return
     buffer = ds.episode_buffer
@@ -108,3 +110,8 @@ def new_rollout_options() -> dict[str, Any]:
     except ImportError:
         return {}
     return {NEW_ROLLOUT_OPTION: True}
+
+
+def no_env_eval_flag() -> str:
+    """The ``lerobot-train`` flag that turns its periodic env evaluation off."""
+    return "--env_eval_freq=0" if lerobot_version() >= _WRITER_SPLIT else "--eval_freq=0"

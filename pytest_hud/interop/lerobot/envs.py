@@ -69,6 +69,7 @@ class LeRobotEnvError(HudError, ValueError):
 
 def make_config(env_type: str, **fields: Any) -> Any:
     """The ``EnvConfig`` LeRobot registers as ``env_type``, with ``fields`` set."""
+    os.environ.setdefault("MUJOCO_GL", "egl")  # MuJoCo envs render headless on the CPU
     from lerobot.envs.configs import EnvConfig
 
     compat.require_supported()
@@ -128,7 +129,6 @@ def _forwarding(config: Any, extra: Mapping[str, Any], package: str | None = Non
 
 def make_lerobot_env(env_type: str, num_envs: int = 1, **fields: Any) -> LeRobotVectorEnv:
     """``num_envs`` copies of LeRobot's ``env_type`` env (GymBridge's factory)."""
-    os.environ.setdefault("MUJOCO_GL", "egl")  # MuJoCo envs render headless on the CPU
     config = make_config(env_type, **fields)
     from lerobot.envs.factory import make_env, make_env_pre_post_processors
 

@@ -8,7 +8,7 @@ reads without lerobot's quirks in the way.
 
 Crash safety: lerobot writes parquet files whose footer only lands on ``finalize()``; an
 unfinalized dataset does not read back. Each episode is therefore finalized as soon as it
-is saved (:func:`write_episode`; from lerobot 0.5 the next one reopens the dataset,
+is saved (:func:`write_episode`; from lerobot 0.6 the next one reopens the dataset,
 :mod:`pytest_hud.interop.lerobot.compat`), with lerobot's file-size limits
 set tiny (``update_chunk_settings``, :func:`open_dataset`) so the next episode starts new
 data / episode-metadata / video files instead of overwriting the closed ones: every
@@ -83,7 +83,7 @@ def open_dataset(
 def write_episode(ds: Any, frames: list[dict[str, np.ndarray]], task: str, index: int) -> bool:
     """One whole episode as episode ``index``, then finalize so it reads back after a crash.
 
-    Returns whether ``ds`` can take another episode (lerobot 0.5+ finalizes a dataset
+    Returns whether ``ds`` can take another episode (lerobot 0.6+ finalizes a dataset
     object once: the next episode goes into the dataset reopened for appending)."""
     with _quiet():
         for frame in frames:
