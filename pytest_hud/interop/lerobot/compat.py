@@ -33,9 +33,9 @@ from pytest_hud.errors import HudError
 __all__ = [
     "SUPPORTED",
     "finalize_is_final",
-    "no_env_eval_flag",
     "lerobot_version",
     "new_rollout_options",
+    "no_env_eval_flag",
     "open_for_append",
     "prepare_save",
     "require_supported",
