@@ -2,7 +2,9 @@
 tiny random ACT made here, the same seeds, at widths 1 and 3, the plugin's rollouts and
 lerobot-eval's ``rollout`` loop (pytest_hud/interop/lerobot/reference.py) agree on every
 episode's length, success and summed reward, and on every executed action. Episodes are
-capped short through the env config (``episode_length``), for both sides alike."""
+capped short through the env config (``episode_length``), for both sides alike. At width
+1 the actions are bit-equal; at width 3 within float32 rounding (a forward of another
+batch shape when the plugin's batch groups the rows otherwise)."""
 
 from __future__ import annotations
 
@@ -117,4 +119,8 @@ async def test_plugin_gives_lerobot_evals_episodes(
         assert mine.total_reward == pytest.approx(ref.reward, abs=1e-9)
         executed = np.stack(actions[ref.seed])
         assert executed.shape == ref.actions.shape
-        np.testing.assert_array_equal(executed, ref.actions.astype(np.float32))
+        if width == 1:  # the same forwards on the same rows: the same bits
+            np.testing.assert_array_equal(executed, ref.actions.astype(np.float32))
+        else:  # a batch may group the rows otherwise (a row late past max_wait_s): float32
+            # rounding of another batch shape (seen: 8.5e-7 on ALOHA, lerobot 0.4.4)
+            np.testing.assert_allclose(executed, ref.actions, rtol=0, atol=1e-5)
