@@ -18,13 +18,21 @@ PUSHT_MAX = 512.0
 PUSHT_STD = PUSHT_MAX / np.sqrt(12.0)
 
 
-def _stats(image_keys: Sequence[str], state_dim: int, action_dim: int) -> dict:
-    def span(dim: int) -> dict[str, np.ndarray]:
+def _stats(
+    image_keys: Sequence[str],
+    state_dim: int,
+    action_dim: int,
+    span: tuple[float, float] | None = None,
+) -> dict:
+    """PushT's statistics, or those of a uniform spread over ``span`` (low, high)."""
+    low, high = span or (0.0, PUSHT_MAX)
+
+    def spread(dim: int) -> dict[str, np.ndarray]:
         return {
-            "mean": np.full(dim, PUSHT_MAX / 2, np.float32),
-            "std": np.full(dim, PUSHT_STD, np.float32),
-            "min": np.zeros(dim, np.float32),
-            "max": np.full(dim, PUSHT_MAX, np.float32),
+            "mean": np.full(dim, (low + high) / 2, np.float32),
+            "std": np.full(dim, (high - low) / np.sqrt(12.0), np.float32),
+            "min": np.full(dim, low, np.float32),
+            "max": np.full(dim, high, np.float32),
         }
 
     image = {
@@ -34,8 +42,8 @@ def _stats(image_keys: Sequence[str], state_dim: int, action_dim: int) -> dict:
         "max": np.ones((3, 1, 1), np.float32),
     }
     stats = {key: dict(image) for key in image_keys}
-    stats["observation.state"] = span(state_dim)
-    stats["action"] = span(action_dim)
+    stats["observation.state"] = spread(state_dim)
+    stats["action"] = spread(action_dim)
     return stats
 
 
@@ -76,9 +84,11 @@ def make_tiny_act(
     seed: int = 0,
     chunk_size: int = 10,
     n_action_steps: int = 8,
+    span: tuple[float, float] | None = None,
 ) -> Path:
     """A ~11M-parameter ACT (resnet18 backbone, random init, dim_model 64, no VAE) saved
-    with its processors into ``folder``; ``image_key`` may list several cameras."""
+    with its processors into ``folder``; ``image_key`` may list several cameras; ``span``:
+    the (low, high) its state and action statistics spread over (default PushT's)."""
     import torch
     from lerobot.policies.act.configuration_act import ACTConfig
     from lerobot.policies.act.modeling_act import ACTPolicy
@@ -103,7 +113,7 @@ def make_tiny_act(
     )
     torch.manual_seed(seed)
     policy = ACTPolicy(config)
-    return _save(Path(folder), policy, _stats(keys, state_dim, action_dim))
+    return _save(Path(folder), policy, _stats(keys, state_dim, action_dim, span))
 
 
 def make_tiny_diffusion(

@@ -32,6 +32,8 @@ from pytest_hud.robot.record.schema import (
 )
 from pytest_hud.robot.record.writer import DatasetWriter
 
+pytestmark = pytest.mark.lerobot
+
 HERE = Path(__file__).parent
 RECORD_ENV = HERE / "envs" / "record_env.py"
 PUSHT_ENV = HERE / "envs" / "pusht_env.py"

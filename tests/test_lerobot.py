@@ -19,6 +19,8 @@ from pytest_hud.loader import load_module
 from pytest_hud.robot import BatchedAgent, Contract, LeRobotAdapter, load_agent
 from pytest_hud.robot.agent.model import stack_rows
 
+pytestmark = pytest.mark.lerobot
+
 HERE = Path(__file__).parent
 PUSHT_ENV = HERE / "envs" / "pusht_env.py"
 MAX_STEPS = 30

@@ -19,6 +19,8 @@ from pytest_hud.robot.agent import hub, lerobot
 from pytest_hud.robot.agent.errors import CheckpointError
 from pytest_hud.robot.agent.registry import load_agent
 
+pytestmark = pytest.mark.lerobot
+
 
 @pytest.fixture
 def empty_hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

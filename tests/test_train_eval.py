@@ -21,7 +21,7 @@ from conftest import require, require_lerobot
 ROOT = Path(__file__).resolve().parents[1]
 #: The tiny loop takes ~3 min on a quiet 2-core machine, far longer on a shared one.
 LOOP_TIMEOUT_S = 2400
-pytestmark = pytest.mark.timeout(LOOP_TIMEOUT_S + 120)
+pytestmark = [pytest.mark.lerobot, pytest.mark.timeout(LOOP_TIMEOUT_S + 120)]
 LOOP = ROOT / "examples" / "train_eval"
 
 

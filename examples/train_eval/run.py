@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pytest_hud.interop.lerobot import compat
 from pytest_hud.stats import wilson
 
 HERE = Path(__file__).resolve().parent
@@ -116,7 +117,7 @@ def train(out: Path, budget: dict[str, Any]) -> float:
             *(f"--policy.{k}={v}" for k, v in ACT.items()),
             f"--batch_size={budget['batch_size']}", f"--steps={steps}",
             f"--save_freq={steps // budget['checkpoints']}", f"--log_freq={max(steps // 10, 1)}",
-            "--num_workers=1", "--eval_freq=0", "--wandb.enable=false", f"--seed={SEED}",
+            "--num_workers=1", compat.no_env_eval_flag(), "--wandb.enable=false", f"--seed={SEED}",
             f"--output_dir={out / 'train'}"]  # fmt: skip
     return _run(argv, out / "train.log", _env())
 

@@ -1,1 +1,3 @@
-"""Other ecosystems' wires and envs (vla-eval, LeRobot), each in its own sub-package."""
+"""Other ecosystems' wires and envs, served through pytest-hud, each in its own sub-package:
+LeRobot's envs and its version seam (:mod:`.lerobot`), vla-eval's model servers and
+benchmarks (:mod:`.vla_eval`). Importing this package imports nothing heavy."""

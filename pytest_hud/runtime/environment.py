@@ -180,6 +180,31 @@ class Environment:
 
         return self.add_capability(serve_benchmark(benchmark, **options), name)
 
+    def lerobot(
+        self,
+        env_type: str,
+        *,
+        name: str = "robot",
+        num_envs: int = 1,
+        prompt: str | None = None,
+        start_timeout: float = 300.0,
+        **config: Any,
+    ) -> RobotEndpoint:
+        """Serve LeRobot's own ``env_type`` env (``"pusht"``, ``"aloha"``, ``"metaworld"``,
+        ...; ``config``: its EnvConfig's fields, e.g. ``task=``) built by LeRobot's
+        ``make_env`` with its env processors, as lerobot-eval sees it
+        (:mod:`pytest_hud.interop.lerobot.envs`)."""
+        from pytest_hud.interop.lerobot.envs import make_lerobot_env
+
+        return self.gym(
+            make_lerobot_env,
+            name=name,
+            num_envs=num_envs,
+            prompt=prompt,
+            make_kwargs={"env_type": env_type, **config},
+            start_timeout=start_timeout,
+        )
+
     # -- serving -------------------------------------------------------------------
     def get_template(self, id: str) -> Template:
         try:

@@ -1,4 +1,4 @@
-"""LeRobot checkpoints as Models and agents (lerobot 0.4.x).
+"""LeRobot checkpoints as Models and agents (lerobot 0.4.4 to 0.6.x: the same public API).
 
 ``LeRobotModel`` runs a policy through its own pre/post-processor pipelines, as
 ``lerobot-eval`` does, so a checkpoint acts here as it does upstream.

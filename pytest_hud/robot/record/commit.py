@@ -2,12 +2,20 @@
 thread does, and closing the dataset at the end. Every call of lerobot's writing API lives
 here, apart from the writer's bookkeeping.
 
-Crash safety: lerobot 0.4.4's parquet footers land only on ``finalize()``, and an
-unfinalized dataset does not read back. So each episode is finalized as soon as it is
-saved, with lerobot's file-size limits set tiny so the next episode starts new files
-instead of overwriting closed ones: every committed episode reads back even if the
-process is killed. :func:`close_dataset` restores the default limits; ``merge_datasets``
-repacks files to the usual sizes.
+Everything that calls lerobot's writing API (``LeRobotDataset.create`` / ``add_frame`` /
+``save_episode`` / ``finalize``, ``push_to_hub``) lives here, apart from the writer's
+bookkeeping (episode indices, schema checks, the commit queue), so that bookkeeping
+reads without lerobot's quirks in the way.
+
+Crash safety: lerobot writes parquet files whose footer only lands on ``finalize()``; an
+unfinalized dataset does not read back. Each episode is therefore finalized as soon as it
+is saved (:func:`write_episode`; from lerobot 0.6 the next one reopens the dataset,
+:mod:`pytest_hud.interop.lerobot.compat`), with lerobot's file-size limits
+set tiny (``update_chunk_settings``, :func:`open_dataset`) so the next episode starts new
+data / episode-metadata / video files instead of overwriting the closed ones: every
+committed episode is readable even if the process is killed. :func:`close_dataset`
+restores lerobot's default limits in ``meta/info.json``; ``merge_datasets`` repacks files
+to the usual sizes.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_hud.robot.record.episode import _scalarize
+from pytest_hud.interop.lerobot import compat
 from pytest_hud.robot.record.errors import DatasetError
 from pytest_hud.robot.record.grade import save_with_metadata
 from pytest_hud.robot.record.schema import _PER_EPISODE_FILES_MB, _Schema
@@ -45,7 +53,7 @@ def open_dataset(
     dataset = _lerobot_dataset()
     if append:
         try:
-            ds = dataset(repo_id, root=root)
+            ds = compat.open_for_append(dataset, repo_id, root)
         except Exception as exc:
             raise DatasetError(
                 f"cannot reopen the existing dataset at {root} to append "
@@ -73,18 +81,22 @@ def open_dataset(
     return ds
 
 
-def write_episode(ds: Any, frames: list[dict[str, np.ndarray]], task: str, index: int) -> None:
-    """One whole episode as episode ``index``, then finalize so it reads back after a crash."""
+def write_episode(ds: Any, frames: list[dict[str, np.ndarray]], task: str, index: int) -> bool:
+    """One whole episode as episode ``index``, then finalize so it reads back after a crash.
+
+    Returns whether ``ds`` can take another episode (lerobot 0.6+ finalizes a dataset
+    object once: the next episode goes into the dataset reopened for appending)."""
     with _quiet():
         for frame in frames:
             ds.add_frame({**frame, "task": task})
-        _scalarize(ds, frames[0])
+        compat.prepare_save(ds, frames[0])
         ds.save_episode()
         ds.finalize()
     if ds.meta.total_episodes != index + 1:
         raise DatasetError(
             f"lerobot committed episode {ds.meta.total_episodes - 1}, expected {index}"
         )
+    return not compat.finalize_is_final()
 
 
 def close_dataset(ds: Any) -> None:

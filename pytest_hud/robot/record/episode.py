@@ -18,17 +18,6 @@ if TYPE_CHECKING:
 __all__: list[str] = []
 
 
-def _scalarize(ds: Any, frame: Mapping[str, np.ndarray]) -> None:
-    """Hand lerobot one-element features as 0-d arrays.
-
-    lerobot 0.4.4 stores a ``(1,)`` feature as a scalar column and encodes each value
-    with ``float(value)``, which NumPy >= 2.4 refuses for a ``(1,)`` array; add_frame
-    validates ``(1,)``, so the buffered values are reshaped between the two."""
-    for key, value in frame.items():
-        if value.dtype != np.uint8 and value.shape == (1,):
-            ds.episode_buffer[key] = [np.asarray(v).reshape(()) for v in ds.episode_buffer[key]]
-
-
 class _EpisodeRecorder:
     """One episode's frames, buffered until the episode ends."""
 

@@ -106,6 +106,7 @@ class DatasetWriter:
         self._fixed: _Schema | None = None  # the schema every episode must match
         self._next_index = 0
         self._ds: Any = None  # the LeRobotDataset (writer thread only)
+        self._reopen = False  # _ds is finalized for good: reopen it for the next episode
         self._error: BaseException | None = None
         self._finalized = False
         self._result: Path | None = None
@@ -253,7 +254,8 @@ class DatasetWriter:
             self._columns.clear()
             self._columns.update(episode_grade(frames, wait_grade(grade, index)))
             ds = self._dataset(schema)
-            write_episode(ds, frames, task, index)
+            if not write_episode(ds, frames, task, index):
+                self._reopen = True  # the next episode appends to the finalized dataset
             self.episodes += 1
         except BaseException as exc:
             error = exc if isinstance(exc, DatasetError) else None
@@ -268,17 +270,18 @@ class DatasetWriter:
             frames.clear()
 
     def _dataset(self, schema: _Schema) -> Any:
-        if self._ds is None:
+        if self._ds is None or self._reopen:
             self._ds = open_dataset(
                 self.root,
                 self.repo_id,
                 schema,
-                append=self._existing is not None,
-                restart=self._restart,
+                append=self._existing is not None or self._reopen,
+                restart=self._restart and not self._reopen,
                 video=self.video,
                 columns=self._columns,
                 flag=self.flag,
             )
+            self._reopen = False
         return self._ds
 
     # -- the end -------------------------------------------------------------------

@@ -1,0 +1,90 @@
+"""LeRobot's own episodes for a checkpoint, the yardstick for the plugin's: lerobot-eval's
+``rollout`` (imported from ``lerobot.scripts.lerobot_eval``, the loop ``lerobot-eval``
+runs) over ``make_env(config, n_envs=width)`` with the env processors, the checkpoint loaded
+the way lerobot-eval loads it, seeds batched as lerobot-eval batches them (``W`` at a time).
+
+Each episode comes back as :class:`Episode` (its seed, summed reward, success, length and
+every executed action), cut where lerobot-eval's own bookkeeping cuts it (the first done).
+Used by the fidelity tests (``tests/test_lerobot_fidelity.py``); the config may carry
+fields the CLI cannot pass on (a smaller ALOHA camera), which is why the loop is called
+rather than the command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_hud.interop.lerobot.envs import make_config
+
+__all__ = ["Episode", "lerobot_episodes"]
+
+
+@dataclass
+class Episode:
+    """One episode as lerobot-eval accounts it."""
+
+    seed: int
+    reward: float
+    success: bool
+    length: int
+    actions: np.ndarray  # [length, action_dim], what env.step received
+
+
+def _load(checkpoint: str | Path) -> tuple[Any, Any, Any]:
+    """policy, preprocessor, postprocessor, as lerobot-eval makes them (on the CPU)."""
+    from lerobot.configs.policies import PreTrainedConfig
+    from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+
+    path = str(checkpoint)
+    config = PreTrainedConfig.from_pretrained(path)
+    config.pretrained_path = path
+    config.device = "cpu"
+    policy = get_policy_class(config.type).from_pretrained(path, config=config)
+    policy.eval()
+    pre, post = make_pre_post_processors(
+        policy_cfg=config,
+        pretrained_path=path,
+        preprocessor_overrides={"device_processor": {"device": "cpu"}},
+    )
+    return policy, pre, post
+
+
+def lerobot_episodes(
+    checkpoint: str | Path, env_type: str, seeds: Sequence[int], width: int = 1, **config: Any
+) -> list[Episode]:
+    """lerobot-eval's episodes of ``checkpoint`` on LeRobot's ``env_type`` env (its config
+    fields ``config``), ``width`` envs per batch, one episode per seed."""
+    from lerobot.envs.factory import make_env, make_env_pre_post_processors
+    from lerobot.scripts.lerobot_eval import rollout
+
+    if not seeds or len(seeds) % width:
+        raise ValueError(f"seeds fill whole batches of width {width}; got {len(seeds)} seeds")
+    env_config = make_config(env_type, **config)
+    policy, pre, post = _load(checkpoint)
+    env_pre, env_post = make_env_pre_post_processors(env_config, policy.config)
+    [vec] = [v for tasks in make_env(env_config, n_envs=width).values() for v in tasks.values()]
+    episodes: list[Episode] = []
+    try:
+        for start in range(0, len(seeds), width):
+            batch = [int(s) for s in seeds[start : start + width]]
+            data = rollout(vec, policy, env_pre, env_post, pre, post, seeds=batch)
+            done = data["done"].numpy()
+            for i, seed in enumerate(batch):
+                length = int(np.argmax(done[i])) + 1 if done[i].any() else done.shape[1]
+                episodes.append(
+                    Episode(
+                        seed=int(seed),
+                        reward=float(data["reward"][i, :length].sum()),
+                        success=bool(data["success"][i, :length].any()),
+                        length=length,
+                        actions=data["action"][i, :length].numpy(),
+                    )
+                )
+    finally:
+        vec.close()
+    return episodes
