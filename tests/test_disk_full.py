@@ -140,3 +140,12 @@ def test_a_session_whose_ledger_disk_fills_fails_once_and_resumes(
                        cwd=tmp_path)  # fmt: skip
     assert f"hud resume: {len(kept.episodes)} episodes kept" in resumed.stdout, resumed.stdout
     assert len(ledger.merge([path]).episodes) == 24
+
+
+def test_an_atomic_write_keeps_an_ordinary_file_mode(tmp_path: Path) -> None:
+    fresh = tmp_path / "results.json"
+    write_atomically(fresh, "{}")
+    assert fresh.stat().st_mode & 0o777 == 0o644  # not mkstemp's 0600
+    fresh.chmod(0o640)
+    write_atomically(fresh, "{}")
+    assert fresh.stat().st_mode & 0o777 == 0o640

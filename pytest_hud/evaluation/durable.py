@@ -26,8 +26,10 @@ def write_atomically(path: str | Path, data: str | bytes, what: str = "output") 
     path = Path(path)
     raw = data.encode() if isinstance(data, str) else data
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644  # mkstemp makes 0600
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, mode)
         view = memoryview(raw)
         while view:
             view = view[os.write(fd, view) :]
