@@ -128,6 +128,21 @@ class _HeldAgent:
         return self.agent if spec == self.spec else None
 
 
+def _restore_imports(modules: dict[str, Any], path: list[str], tmp: str) -> None:
+    """Undo what the session's collection did to the import system: a ``conftest`` (or
+    test module) it imported under a name the caller had is put back, its own conftests
+    and generated modules are dropped, and ``sys.path`` is the caller's again."""
+    for name in list(sys.modules):
+        if name in modules:
+            if sys.modules[name] is not modules[name]:
+                sys.modules[name] = modules[name]
+            continue
+        where = str(getattr(sys.modules[name], "__file__", "") or "")
+        if where.startswith(tmp) or name == "conftest" or name.rpartition(".")[2] == "conftest":
+            del sys.modules[name]
+    sys.path[:] = path
+
+
 def _module_of(env: str) -> str | None:
     for declared, where in declared_environments():
         if declared.name == env:
@@ -233,14 +248,12 @@ def evaluate(
             argv += ["-p", "no:xdist"]
         argv += list(args)
         watch = _Watch()
-        modules, zygotes = set(sys.modules), forkserver.zygotes()
+        modules, path, zygotes = dict(sys.modules), list(sys.path), forkserver.zygotes()
         try:
             code = pytest.main(argv, plugins=[watch, *([held] if held is not None else [])])
         finally:
             forkserver.shutdown_new(zygotes)  # the sims' fork server ends with the session
-            for name in set(sys.modules) - modules:  # the generated test module, if any
-                if str(getattr(sys.modules[name], "__file__", "") or "").startswith(tmp):
-                    del sys.modules[name]
+            _restore_imports(modules, path, tmp)
         if watch.interrupted:
             raise KeyboardInterrupt
         if code in _BROKEN:

@@ -207,7 +207,7 @@ def test_readme_is_short_and_starts_with_the_commands_ci_runs() -> None:
     commands = first.group(1).strip().splitlines()
     assert len(commands) == 2, commands
     ci = (ROOT / ".ci/run").read_text().strip().splitlines()
-    assert commands[1] == ci[-1], "the README's test command is not the one .ci/run runs"
+    assert commands[1] in ci, "the README's test command is not one .ci/run runs"
     for link in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme):
         if "://" not in link:
             assert (ROOT / link).exists(), f"README.md links to {link}, which does not exist"

@@ -54,6 +54,13 @@ def _episodes(doc: dict) -> list[tuple]:
     return sorted((r["nodeid"].split("::")[-1], r["success"], r["steps"]) for r in doc["rollouts"])
 
 
+def _children() -> set[str]:
+    out = subprocess.run(
+        ["pgrep", "-P", str(os.getpid())], capture_output=True, text=True, check=False
+    )
+    return set(out.stdout.split())
+
+
 def test_same_numbers_as_the_pytest_command(tmp_path: Path) -> None:
     cli = _pytest_command(tmp_path, "--hud-agent=random", "--hud-seed=3", "-p", "no:xdist")
     res = evaluate(ROWS, "random", seed=3, results=tmp_path / "api.json")
@@ -92,6 +99,8 @@ def test_the_caller_is_left_as_it_was(tmp_path: Path) -> None:
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     threads_before = torch.get_num_threads() if torch is not None else None
     alive_before = {t.ident for t in threading.enumerate()}
+    children_before = _children()
+    modules_before, path_before = dict(sys.modules), list(sys.path)
 
     async def caller() -> int:
         ticks = 0
@@ -108,10 +117,11 @@ def test_the_caller_is_left_as_it_was(tmp_path: Path) -> None:
     assert {s: signal.getsignal(s) for s in handlers} == handlers
     if torch is not None:
         assert torch.get_num_threads() == threads_before
-    children = subprocess.run(
-        ["pgrep", "-P", str(os.getpid())], capture_output=True, text=True, check=False
-    ).stdout.split()
-    assert children == [], [Path(f"/proc/{c}/cmdline").read_bytes() for c in children]
+    new = _children() - children_before
+    assert not new, [Path(f"/proc/{c}/cmdline").read_bytes() for c in new]
+    assert sys.path == path_before
+    replaced = [n for n, m in modules_before.items() if sys.modules.get(n) is not m]
+    assert replaced == []  # e.g. this suite's own conftest, shadowed by the example's
     left = [t for t in threading.enumerate() if t.ident not in alive_before and t.is_alive()]
     assert [t.name for t in left if not t.daemon] == []
 

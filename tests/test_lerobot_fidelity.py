@@ -99,6 +99,24 @@ async def plugin_episodes(
 
 
 @pytest.mark.anyio
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Both sides forward with one torch thread: under xdist the plugin's torch thread sets
+    the process's count to cores // workers, and a reduction over another thread count
+    rounds differently (the reference ran first, with the default count)."""
+    if importlib.util.find_spec("torch") is None:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("width", [1, 3])
 @pytest.mark.parametrize("case", list(CASES))
 async def test_plugin_gives_lerobot_evals_episodes(
