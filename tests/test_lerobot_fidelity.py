@@ -98,7 +98,6 @@ async def plugin_episodes(
     return await run(rows, agent, provider, max_concurrent=width), log
 
 
-@pytest.mark.anyio
 @pytest.fixture(autouse=True)
 def _one_torch_thread():
     """Both sides forward with one torch thread: under xdist the plugin's torch thread sets
@@ -117,6 +116,7 @@ def _one_torch_thread():
         torch.set_num_threads(before)
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize("width", [1, 3])
 @pytest.mark.parametrize("case", list(CASES))
 async def test_plugin_gives_lerobot_evals_episodes(
@@ -134,7 +134,9 @@ async def test_plugin_gives_lerobot_evals_episodes(
     for mine, ref in zip(ours, theirs, strict=True):
         assert mine.task.args["seed"] == ref.seed
         assert (mine.steps, mine.success) == (ref.length, ref.success), (case, ref.seed)
-        assert mine.total_reward == pytest.approx(ref.reward, abs=1e-9)
+        # width 3: a batch grouped otherwise rounds actions at 1e-6, so the reward too
+        tolerance = {"abs": 1e-9} if width == 1 else {"rel": 1e-5, "abs": 1e-6}
+        assert mine.total_reward == pytest.approx(ref.reward, **tolerance)
         executed = np.stack(actions[ref.seed])
         assert executed.shape == ref.actions.shape
         if width == 1:  # the same forwards on the same rows: the same bits
