@@ -408,19 +408,20 @@ async def test_policy_server_stopped_mid_episode() -> None:
     assert fine.error is None and fine.steps == 200
 
 
-async def test_policy_server_process_killed_mid_episode() -> None:
-    """The CLI serves a model from a spec; SIGKILL it while a rollout runs."""
-    cmd = [
+async def _start_policy_server(port: int) -> tuple[asyncio.subprocess.Process, str]:
+    """``python -m pytest_hud.robot.policy_server`` on ``port`` (0: any), once it serves;
+    the process and its url. A server that never announces itself is killed."""
+    proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "pytest_hud.robot.policy_server",
         "--agent",
         f"{MODELS}:state_agent",
         "--port",
-        "0",
-    ]
-    proc = await asyncio.create_subprocess_exec(
-        *cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+        str(port),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         assert proc.stdout is not None
@@ -429,8 +430,23 @@ async def test_policy_server_process_killed_mid_episode() -> None:
                 line = (await proc.stdout.readline()).decode()
                 assert line, f"the policy server exited ({await proc.wait()}) before serving"
                 if line.startswith(ANNOUNCE):
-                    url = json.loads(line[len(ANNOUNCE) :])["url"]
-                    break
+                    return proc, json.loads(line[len(ANNOUNCE) :])["url"]
+    except BaseException:
+        await _kill(proc)
+        raise
+
+
+async def _kill(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+
+
+async def test_policy_server_process_killed_mid_episode() -> None:
+    """The CLI serves a model from a spec; SIGKILL it while a rollout runs."""
+    proc, url = await _start_policy_server(0)
+    try:
         agent = load_agent(f"openpi:{url.removeprefix('ws://')}")
         assert (await agent.model.connect())["agent"].endswith("policy_models.py:state_agent")
         steps = 0
@@ -451,10 +467,7 @@ async def test_policy_server_process_killed_mid_episode() -> None:
         assert res.error is not None and "policy server connection was lost" in res.error
         assert 20 <= steps < 200
     finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
+        await _kill(proc)
 
 
 async def test_connect_and_reply_waits_are_bounded() -> None:
@@ -546,35 +559,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def _start_policy_server(port: int) -> asyncio.subprocess.Process:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "pytest_hud.robot.policy_server",
-        "--agent",
-        f"{MODELS}:state_agent",
-        "--port",
-        str(port),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    async with asyncio.timeout(WAIT):
-        while True:
-            line = (await proc.stdout.readline()).decode()
-            assert line, f"the policy server exited ({await proc.wait()}) before serving"
-            if line.startswith(ANNOUNCE):
-                return proc
-
-
-async def _kill(proc: asyncio.subprocess.Process) -> None:
-    if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        await proc.wait()
-
-
 async def test_a_restarted_policy_server_is_reconnected() -> None:
     """Issue 26 #3: the rollout in flight when the server dies is an ERROR; a rollout that
     starts while it is down waits (bounded, logged) and runs once it is back; a server that
@@ -582,7 +566,7 @@ async def test_a_restarted_policy_server_is_reconnected() -> None:
     port = _free_port()
     handler = _Reconnects()
     logging.getLogger("pytest_hud.robot.agent.remote").addHandler(handler)
-    procs = [await _start_policy_server(port)]
+    procs = [(await _start_policy_server(port))[0]]
     try:
         agent = load_agent(f"openpi:127.0.0.1:{port}")
         steps = 0
@@ -610,7 +594,7 @@ async def test_a_restarted_policy_server_is_reconnected() -> None:
             later = asyncio.ensure_future(run(task, agent, Runtime(envs.url)))
             async with asyncio.timeout(WAIT):
                 await handler.seen.wait()  # it is retrying against the dead port
-            procs.append(await _start_policy_server(port))
+            procs.append((await _start_policy_server(port))[0])
             async with asyncio.timeout(WAIT):
                 (back,) = await later
             assert back.error is None and back.steps == 200, back.error
