@@ -25,6 +25,14 @@ pytestmark = pytest.mark.lerobot
 LEROBOT_ENV = Path(__file__).parent / "envs" / "lerobot_env.py"
 SEEDS = (0, 1, 2)
 ALOHA = {"episode_length": 12, "observation_height": 48, "observation_width": 64}
+#: the tiny ACT's layout for both ALOHA tasks (the top camera at ALOHA's size above)
+ALOHA_ACT = {
+    "image_key": "observation.images.top",
+    "image_shape": (3, 48, 64),
+    "state_dim": 14,
+    "action_dim": 14,
+    "span": (-1.0, 1.0),
+}
 #: case -> (env type, its config, package it needs, tiny ACT's layout)
 CASES: dict[str, tuple[str, dict[str, Any], str, dict[str, Any]]] = {
     "pusht": ("pusht", {"episode_length": 20}, "gym_pusht", {}),
@@ -32,25 +40,13 @@ CASES: dict[str, tuple[str, dict[str, Any], str, dict[str, Any]]] = {
         "aloha",
         {"task": "AlohaTransferCube-v0", **ALOHA},
         "gym_aloha",
-        {
-            "image_key": "observation.images.top",
-            "image_shape": (3, 48, 64),
-            "state_dim": 14,
-            "action_dim": 14,
-            "span": (-1.0, 1.0),
-        },
+        ALOHA_ACT,
     ),
     "aloha-insertion": (
         "aloha",
         {"task": "AlohaInsertion-v0", **ALOHA},
         "gym_aloha",
-        {
-            "image_key": "observation.images.top",
-            "image_shape": (3, 48, 64),
-            "state_dim": 14,
-            "action_dim": 14,
-            "span": (-1.0, 1.0),
-        },
+        ALOHA_ACT,
     ),
 }
 
