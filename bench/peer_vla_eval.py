@@ -1,7 +1,8 @@
 """pytest-hud against vla-eval (allenai's vla-evaluation-harness 0.8.0) on the same work.
 
-One vla-eval StepBenchmark (CartPole, state only, tests/vla_eval/cartpole_bench.py), one
-model server process (the scripted controller behind vla-eval's own PredictModelServer,
+One vla-eval StepBenchmark (CartPole, state only,
+tests/helpers/vla_eval_peer/cartpole_bench.py), one model server process (the scripted
+controller behind vla-eval's own PredictModelServer,
 batching on: ``max_batch_size`` 4), the same tasks x episodes, run by:
 
     vla-eval 1|2       vla-eval's own Orchestrator (what ``vla-eval run`` runs, no Docker),
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-HELPERS = ROOT / "tests" / "vla_eval"
+HELPERS = ROOT / "tests" / "helpers" / "vla_eval_peer"
 sys.path.insert(0, str(HELPERS))
 
 GOALS = (50.0, 1e9)  # goal0 succeeds, goal1 fails: mixed outcomes to compare
@@ -217,8 +218,8 @@ def main() -> None:
             "hud vla-eval c4 2": lambda: run_hud(
                 work, "cartpole_env", f"vla-eval:{url}", 2, args, width=4
             ),
-            "hud native 1": lambda: run_hud(work, "native_env", "agents:balance", 1, args),
-            "hud native 2": lambda: run_hud(work, "native_env", "agents:balance", 2, args),
+            "hud native 1": lambda: run_hud(work, "native_env", "cartpole_agents:balance", 1, args),
+            "hud native 2": lambda: run_hud(work, "native_env", "cartpole_agents:balance", 2, args),
         }
         best: dict[str, float] = {}
         per_ep: dict[str, float] = {}

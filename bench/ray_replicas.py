@@ -1,6 +1,7 @@
 """Episodes/s of 8 sim actors feeding 1 vs 2 PolicyServer replicas (Ray actors).
 
-Starts the two-node loopback cluster of tests/test_ray.py (tests/ray_cluster.py). Eight
+Starts the two-node loopback cluster of tests/runtime/test_ray.py
+(tests/helpers/ray_cluster.py). Eight
 pendulum rows (seeds 0..7, 200 steps each) run at once, each env server in its own
 RayRuntime actor (``num_cpus=0.25``); the policy is ``PolicyReplicas(BusyZero, n)``:
 n PolicyServer actors whose forward costs a fixed ``--forward-ms`` of single-threaded
@@ -27,7 +28,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
 from ray_cluster import bench_cluster  # noqa: E402
 

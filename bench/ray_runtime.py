@@ -1,6 +1,7 @@
 """Episodes/s of the example rows: LocalRuntime vs RayRuntime on a real local Ray cluster.
 
-Starts the same two-node loopback cluster as tests/test_ray.py (tests/ray_cluster.py),
+Starts the same two-node loopback cluster as tests/runtime/test_ray.py
+(tests/helpers/ray_cluster.py),
 then runs the example suite's rows (examples/envs/pendulum.py: 3 pendulum + 3 cartpole
 rows) ``--group`` times each with the zero agent, ``--concurrency`` rollouts at once:
 
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
 from agents import zero_agent  # noqa: E402
 from ray_cluster import bench_cluster  # noqa: E402

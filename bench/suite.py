@@ -84,7 +84,7 @@ PUSHT_LIMIT = 300
 # -- the policy ------------------------------------------------------------------------------
 def make_policy(kind: str, folder: Path) -> tuple[Path, str]:
     """Save a random-init policy with its processors; returns (folder, description)."""
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "helpers"))
     import lerobot_fixtures as lf
 
     if kind == "tiny-act":

@@ -41,7 +41,7 @@ clauses still match; the module defining it in brackets)::
     ├── TrackerError (ValueError)               [trackers]
     └── RenderError (RuntimeError)              [doctor]
 
-Each error is defined in its layer; ``tests/test_layers.py`` checks that every public
+Each error is defined in its layer; ``tests/project/test_layers.py`` checks that every public
 error derives from :class:`HudError`.
 """
 

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from needs import require, require_lerobot, venv_python
 
 pytest_plugins = ["pytester"]
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).resolve().parent / "data"
-REQUIRE_ALL = os.environ.get("PYTEST_HUD_REQUIRE_ALL") == "1"
 
 # Several tests send SIGINT to a pytest (or Ray driver) subprocess and expect it to end.
 # A shell without job control starts background commands (`.ci/run &`, nohup) with SIGINT
@@ -35,16 +31,6 @@ with contextlib.suppress(ImportError):  # the docker tests say what is missing
     import docker  # noqa: F401
 
 
-def require(condition: object, what: str, how: str) -> None:
-    """Skip when ``what`` is truly absent, but fail under PYTEST_HUD_REQUIRE_ALL=1 (CI)."""
-    if condition:
-        return
-    message = f"{what} is not available; {how}"
-    if REQUIRE_ALL:
-        pytest.fail(f"PYTEST_HUD_REQUIRE_ALL=1 and {message}", pytrace=False)
-    pytest.skip(message)
-
-
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
@@ -52,47 +38,10 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The session's one real two-node Ray cluster on loopback (tests/ray_cluster.py)."""
+    """The session's one real two-node Ray cluster on loopback (tests/helpers/ray_cluster.py)."""
     from ray_cluster import joined
 
     yield from joined(tmp_path_factory)
-
-
-# -- interop: third-party packages in their own venvs (scripts/setup --interop) -----------
-def find_venv_python(name: str) -> Path | None:
-    """``$PYTEST_HUD_<NAME>_PYTHON`` if set (then the only candidate), else .ci/venvs/<name>."""
-    env = os.environ.get(f"PYTEST_HUD_{name.upper()}_PYTHON")
-    path = Path(env) if env else ROOT / ".ci" / "venvs" / name / "bin" / "python"
-    return path if path.is_file() and os.access(path, os.X_OK) else None
-
-
-def venv_python(name: str, what: str, probe_import: str, setup: str = "--interop") -> Path:
-    """The venv's python after checking ``probe_import`` works there; skips (fails under
-    PYTEST_HUD_REQUIRE_ALL) when it is absent or broken."""
-    python = find_venv_python(name)
-    require(
-        python,
-        f"a python with {what}",
-        f"run scripts/setup {setup}, or point $PYTEST_HUD_{name.upper()}_PYTHON at one",
-    )
-    assert python is not None
-    probe = subprocess.run(
-        [python, "-P", "-c", f"import {probe_import}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    require(
-        probe.returncode == 0,
-        f"{what} in {python} ({probe.stderr.strip().splitlines()[-1:]})",
-        f"re-create it with scripts/setup {setup} (rm -rf .ci/venvs/{name} first)",
-    )
-    return python
-
-
-def find_hud_python() -> Path | None:
-    return find_venv_python("hud")
 
 
 @pytest.fixture(scope="session")
@@ -111,15 +60,6 @@ def openpi_python() -> Path:
     return venv_python("openpi", "openpi-client", "openpi_client.websocket_client_policy")
 
 
-# -- lerobot: torch + lerobot in the project venv (scripts/setup --lerobot) ----------------
-def require_lerobot() -> None:
-    """Skip (fail under REQUIRE_ALL) unless torch and lerobot are installed."""
-    import importlib.util
-
-    missing = [m for m in ("torch", "lerobot") if importlib.util.find_spec(m) is None]
-    require(not missing, " and ".join(missing), "run scripts/setup --lerobot (.ci/install-lerobot)")
-
-
 @pytest.fixture(scope="session")
 def tiny_act_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random ACT checkpoint for PushT (one camera, 2-d state and action)."""
@@ -127,3 +67,76 @@ def tiny_act_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from lerobot_fixtures import make_tiny_act
 
     return make_tiny_act(tmp_path_factory.mktemp("tiny_act"))
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    """The plugin's line suite (tests/helpers/line_suite.py) in a pytester dir."""
+    from line_suite import make_suite
+
+    return make_suite(pytester)
+
+
+# -- docker: the real engine (scripts/setup --docker) ----------------------------------------
+@pytest.fixture(scope="session")
+def client() -> Iterator[Any]:
+    """A client on the real Docker engine."""
+    from docker_helpers import engine
+
+    found = engine()
+    require(found, "a Docker engine", "start one with .ci/docker-up (or scripts/setup --docker)")
+    yield found
+    found.close()
+
+
+@pytest.fixture(scope="session")
+def image(client: Any) -> str:
+    """The test image (docker_helpers.IMAGE_SPEC), built once and cached by content."""
+    from docker_helpers import IMAGE_SPEC, TAG, base_image_or_fail
+
+    from pytest_hud.runtime.docker import build_image
+
+    base_image_or_fail(client)
+    return build_image(TAG, **IMAGE_SPEC)
+
+
+@pytest.fixture
+def mark(client: Any) -> Iterator[dict[str, str]]:
+    """A label unique to one test; its containers must all be gone when the test ends."""
+    import uuid
+
+    from docker_helpers import leftovers
+
+    value = uuid.uuid4().hex[:12]
+    yield {"pytest-hud.test": value}
+    assert leftovers(client, value) == []
+
+
+@pytest.fixture(scope="session")
+def hang_image(client: Any) -> str:
+    """An image serving tests/helpers/envs/hang_env.py (its template never yields)."""
+    from docker_helpers import HANG_ENV, HANG_IMAGE, base_image_or_fail
+
+    from pytest_hud.runtime.docker import build_image
+
+    base_image_or_fail(client)
+    return build_image(HANG_IMAGE, module="hang_env.py", extra_files={"hang_env.py": HANG_ENV})
+
+
+# -- markers: what a test needs, for subsets like -m "not docker and not ray" -------------
+#: a test using one of these fixtures needs what its marker names
+FIXTURE_MARKS = {
+    "client": "docker",
+    "image": "docker",
+    "mark": "docker",
+    "hang_image": "docker",
+    "cluster": "ray",
+    "tiny_act_path": "lerobot",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for fixture, marker in FIXTURE_MARKS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(marker)

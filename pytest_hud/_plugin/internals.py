@@ -6,7 +6,7 @@ but not started (xdist's ``WorkerInteractor.torun`` / ``nextitem_index``), which
 definitions an item resolves (``item._fixtureinfo``), the terminal writer
 (``terminalreporter._tw``) and, for the schedulers below, ``LoadScheduling``'s private
 state (``node2pending``, ``pending``, ``_send_tests``, ...). Each read is here and
-nowhere else, and ``tests/test_internals_guard.py`` exercises every one of them against
+nowhere else, and ``tests/plugin/test_internals_guard.py`` exercises every one of them against
 the installed pytest and xdist, naming the attribute that moved.
 
 The schedulers: xdist's load scheduling tops a worker up to about two pending items; a

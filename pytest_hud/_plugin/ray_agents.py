@@ -1,7 +1,7 @@
 """``--hud-agent=openpi:ray:NAME``: the policy replicas named NAME on the Ray cluster.
 
 Resolved here, in the plugin, because the agent registry (``robot/agent/registry.py``)
-may not import the runtime (tests/test_layers.py): the name becomes the replicas' urls
+may not import the runtime (tests/project/test_layers.py): the name becomes the replicas' urls
 (:func:`~pytest_hud.robot.agent.replicas.replica_urls`) and a
 :class:`~pytest_hud.robot.agent.replicas.ReplicaAgent` over them. The cluster is the one
 ``--hud-runtime=ray:HOST:PORT`` / ``ray://HOST:PORT`` names, else ``$RAY_ADDRESS``, else

@@ -49,12 +49,16 @@ def check_rows(rows: Iterable[Task], runtime: str, *, own_provider: bool = True)
     ``own_provider``: the rows are served by the plugin's ``hud_provider`` (a conftest
     override may serve envs this process never imports, so then only the explicit
     ``module`` column is checked)."""
-    declared = {env.name: env for env, _ in declared_environments()} if own_provider else {}
+    everything = declared_environments() if own_provider else []
+    declared = {env.name: env for env, _ in everything}  # the latest declaration of a name
     for row in rows:
         module = row.metadata.get("module")
         if module:
             envs = _module_envs(str(module))
             if envs is not None:
                 _check(row, envs, str(module))
+        elif row.declared_in and own_provider:
+            own = {env.name: env for env, path in everything if path == row.declared_in}
+            _check(row, own, row.declared_in)
         elif row.env in declared or (declared and runtime in ROUTED_BY_DECLARATION):
             _check(row, declared, "the imported env modules")

@@ -56,7 +56,7 @@ class Template:
 
     def task(self, **args: Any) -> Task:
         """A Task row for this template with ``args`` bound; recorded on the environment."""
-        task = Task(self.env.name, self.id, self.bind(args))
+        task = Task(self.env.name, self.id, self.bind(args), declared_in=self.env.declared_in)
         if task.key not in self.env.task_keys:  # a set: declaring n tasks stays O(n)
             self.env.task_keys.add(task.key)
             self.env.tasks.append(task)

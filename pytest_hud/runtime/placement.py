@@ -32,11 +32,14 @@ __all__ = [
 
 
 def declaring_file(task: Task) -> str | None:
-    """The file declaring ``task.env``: the row's ``module`` column, else the most recent
-    declaration by an already-imported module; None when nothing declares it."""
+    """The file declaring ``task.env``: the row's ``module`` column, else the file whose
+    template made the row, else the most recent declaration by an already-imported
+    module; None when nothing declares it."""
     module = task.metadata.get("module")
     if module:
         return str(module)
+    if task.declared_in:
+        return task.declared_in
     for env, path in reversed(declared_environments()):
         if env.name == task.env and path:
             return path

@@ -95,6 +95,9 @@ class Task:
     args: Mapping[str, Any] = field(default_factory=dict)
     runtime_config: RuntimeConfig | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: the file declaring this row's env, when the row came from ``template.task(...)``:
+    #: routing prefers it to a lookup by name (two imported modules may reuse a name)
+    declared_in: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("env", "id"):
@@ -125,7 +128,14 @@ class Task:
         return f"{self.env}/{self.slug}"
 
     def with_args(self, **args: Any) -> Task:
-        return Task(self.env, self.id, {**self.args, **args}, self.runtime_config, self.metadata)
+        return Task(
+            self.env,
+            self.id,
+            {**self.args, **args},
+            self.runtime_config,
+            self.metadata,
+            declared_in=self.declared_in,
+        )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Task) and (self.key, self.runtime_config) == (

@@ -5,7 +5,7 @@ the way lerobot-eval loads it, seeds batched as lerobot-eval batches them (``W``
 
 Each episode comes back as :class:`Episode` (its seed, summed reward, success, length and
 every executed action), cut where lerobot-eval's own bookkeeping cuts it (the first done).
-Used by the fidelity tests (``tests/test_lerobot_fidelity.py``); the config may carry
+Used by the fidelity tests (``tests/helpers/peers/test_lerobot_fidelity.py``); the config may carry
 fields the CLI cannot pass on (a smaller ALOHA camera), which is why the loop is called
 rather than the command.
 """

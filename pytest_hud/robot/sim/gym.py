@@ -290,7 +290,7 @@ class GymBridge(RobotBridge):
     def can_step_slots(self) -> bool:
         """A SyncVectorEnv's copies (independent envs) step each when its agent acts, with
         no barrier, unless ``step_slots_alone=False``: the same episodes either way
-        (tests/test_pipelining.py), and a BatchedModel may then run the rollouts in
+        (tests/robot/test_pipelining.py), and a BatchedModel may then run the rollouts in
         halves, one half stepping while the other's forward runs, where it measures that
         to be faster (robot/agent/split.py). A vector env of another kind (async, or with
         vector-level wrappers) keeps the barrier."""

@@ -4,7 +4,7 @@
 session, not one per xdist worker (each ``ray.init()`` would start its own head, K
 times the daemons on a 2-core machine); the plugin's controller starts a
 :class:`RayHead` and hands its address to the workers. The tests' two-node cluster
-(tests/ray_cluster.py) is a RayHead plus a second node.
+(tests/helpers/ray_cluster.py) is a RayHead plus a second node.
 
 Loopback: every node gets ``--node-ip-address=127.0.0.1`` and runs in Ray's loopback
 mode (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``), in which Ray keeps 127.0.0.1 instead of

@@ -20,7 +20,7 @@ offers: its SSH gateway. Each acquisition
 The image needs pytest-hud, the env module and ``python`` on PATH. The Daytona cloud
 itself is unverified from this machine (no network beyond the package index): the
 tests drive this module through a fake of exactly these SDK calls
-(tests/fake_daytona.py), and check its signatures against the real SDK when a venv
+(tests/helpers/fake_daytona.py), and check its signatures against the real SDK when a venv
 with ``daytona`` is available.
 """
 

@@ -1,0 +1,265 @@
+"""vla-eval interop (issue 27) with vla-eval's own classes on both sides.
+
+The env is a real vla-eval ``StepBenchmark`` (CartPole,
+tests/helpers/vla_eval_peer/cartpole_bench.py) served by ``env.vla_eval``; the model server
+is a real ``PredictModelServer`` subclass in a process of its own on 127.0.0.1
+(tests/helpers/vla_eval_peer/controller_server.py), running the same scripted controller a
+native agent runs. Real pytest runs (pytester, subprocesses).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from needs import require
+
+HAVE_VLA_EVAL = importlib.util.find_spec("vla_eval") is not None
+HERE = Path(__file__).resolve().parents[1] / "helpers" / "vla_eval_peer"
+sys.path.insert(0, str(HERE))  # the helpers (a folder named vla_eval is not a package here)
+pytestmark = pytest.mark.vla_eval
+
+
+@pytest.fixture(autouse=True)
+def _need_vla_eval() -> None:
+    require(HAVE_VLA_EVAL, "vla-eval", "pip install 'pytest-hud[vla-eval]' (scripts/setup --all)")
+
+
+TESTS = """
+import pytest
+from cartpole_env import ROWS
+
+@pytest.mark.hud(tasks=ROWS)
+def test_cartpole(hud_result):
+    assert hud_result.success, hud_result.summary()
+"""
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    path = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(HERE), path) if p))
+    pytester.makepyfile(test_cartpole=TESTS)
+    pytester.makeconftest("import cartpole_env  # noqa: F401\n")
+    return pytester
+
+
+def run(pytester: pytest.Pytester, agent: str, *args: str) -> tuple[Any, dict[str, Any]]:
+    out = pytester.path / f"results-{len(list(pytester.path.glob('results-*')))}.json"
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        f"--hud-agent={agent}",
+        f"--hud-results={out}",
+        *args,
+        timeout=240,
+    )
+    rows = {r["key"]: r for r in json.loads(out.read_text())["rollouts"]} if out.exists() else {}
+    return result, rows
+
+
+def outcomes(rows: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
+    return {
+        k: (r["success"], r["total_reward"], r["steps"], r["error_type"]) for k, r in rows.items()
+    }
+
+
+# -- the codec, against vla-eval's own ------------------------------------------------
+def test_our_messages_decode_with_vla_evals_codec_and_theirs_with_ours() -> None:
+    from vla_eval.protocol import messages as theirs
+    from vla_eval.protocol.numpy_codec import set_image_format
+
+    from pytest_hud.interop.vla_eval.codec import pack_message, unpack_message
+
+    obs = {
+        "images": {"top": np.arange(48, dtype=np.uint8).reshape(4, 4, 3)},
+        "states": np.array([0.5, -1.0], np.float32),
+        "task_description": "balance",
+    }
+    msg = theirs.unpack_message(pack_message("observation", obs, 7))
+    assert msg.type is theirs.MessageType.OBSERVATION and msg.seq == 7
+    np.testing.assert_array_equal(msg.payload["images"]["top"], obs["images"]["top"])
+    assert msg.payload["states"].dtype == np.float32
+    for fmt in ("png", "raw"):  # vla-eval's clients send PNG images by default
+        set_image_format(fmt)
+        try:
+            data = theirs.pack_message(theirs.Message(theirs.MessageType.OBSERVATION, obs, seq=3))
+        finally:
+            set_image_format("png")
+        ours = unpack_message(data)
+        assert (ours.type, ours.seq, ours.payload["task_description"]) == (
+            "observation",
+            3,
+            "balance",
+        )
+        np.testing.assert_array_equal(ours.payload["images"]["top"], obs["images"]["top"])
+        np.testing.assert_array_equal(ours.payload["states"], obs["states"])
+
+
+# -- the spec check --------------------------------------------------------------------
+def test_spec_check_names_both_sides_and_tables_conventions() -> None:
+    from vla_eval.specs import GRIPPER_CLOSE_NEG, GRIPPER_CLOSE_POS, IMAGE_RGB, POSITION_DELTA
+
+    from pytest_hud.interop.vla_eval.specs import check_specs
+    from pytest_hud.robot.contract import Contract
+
+    contract = Contract.from_dict(
+        {
+            "features": {
+                "images/agentview": {"role": "observation", "type": "rgb", "shape": [8, 8, 3]},
+                "states": {"role": "observation", "shape": [8]},
+                "action": {"role": "action", "shape": [4]},
+            }
+        }
+    )
+    hello = {
+        "observation_spec": {
+            "agentview": IMAGE_RGB.to_dict(),
+            "wrist": IMAGE_RGB.to_dict(),
+            "state": {"name": "state", "dims": 7, "format": "eef"},
+        },
+        "action_spec": {
+            "position": POSITION_DELTA.to_dict(),
+            "gripper": GRIPPER_CLOSE_POS.to_dict(),
+        },
+    }
+    env = {"action_spec": {"gripper": GRIPPER_CLOSE_NEG.to_dict()}}
+    found = check_specs(hello, contract.spaces(), env)
+    text = "\n".join(found.errors)
+    assert "2 camera(s) ['agentview', 'wrist']" in text and "images/agentview" in text
+    assert "7-dim state" in text and "has 8" in text
+    assert "4-dim actions (position 3, gripper 1)" not in text  # 3 + 1 == 4: fits
+    assert found.warnings == [
+        ("action", "gripper", "binary_close_positive", "binary_close_negative")
+    ]
+    assert "binary_close_negative" in found.warning_table("S")
+
+
+# -- both directions in pytest runs ----------------------------------------------------
+@pytest.mark.parametrize("workers", [None, "2"], ids=["n0", "n2"])
+def test_a_vla_eval_server_passes_the_same_rows_as_the_native_agent(
+    suite: pytest.Pytester, workers: str | None
+) -> None:
+    from server_proc import controller_server
+
+    extra = ("-n", workers) if workers else ()
+    native, want = run(suite, "cartpole_agents:balance", *extra)
+    with controller_server("--batch", "4") as (port, _):
+        remote, got = run(suite, f"vla-eval:ws://127.0.0.1:{port}", *extra)
+    assert len(want) == 4, native.stdout.str()
+    assert outcomes(got) == outcomes(want), remote.stdout.str()
+    assert {r["success"] for r in got.values()} == {True, False}  # goal0 passes, goal1 fails
+    assert all(r["error_type"] is None for r in got.values())
+    remote.assert_outcomes(passed=2, failed=2)
+
+
+def test_host_port_form_and_a_convention_difference_is_one_warning_table(
+    suite: pytest.Pytester,
+) -> None:
+    from server_proc import controller_server
+
+    with controller_server("--push-format", "binary_push_left") as (port, _):
+        result, rows = run(suite, f"vla-eval:127.0.0.1:{port}")
+    assert len(rows) == 4 and all(r["error_type"] is None for r in rows.values())
+    out = result.stdout.str()
+    assert "vla-eval conventions differ" in out and "binary_push_left" in out, out
+    assert out.count("vla-eval conventions differ") == 1
+
+
+@pytest.mark.parametrize("workers", [None, "2"], ids=["n0", "n2"])
+def test_a_mismatched_server_fails_before_any_item(
+    suite: pytest.Pytester, workers: str | None
+) -> None:
+    """Also under -n 2: the controller's preflight sees the env the conftest imports."""
+    from server_proc import controller_server
+
+    extra = ("-n", workers) if workers else ()
+    with controller_server("--action-dims", "3") as (port, _):
+        result, rows = run(suite, f"vla-eval:ws://127.0.0.1:{port}", *extra)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    err = result.stderr.str()
+    assert "3-dim actions" in err and "'action' has 1" in err and "vla-cartpole" in err, err
+    assert not rows
+
+
+def test_an_unreachable_server_is_one_usage_error(suite: pytest.Pytester) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result, rows = run(suite, f"vla-eval:ws://127.0.0.1:{port}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"127.0.0.1:{port}" in result.stderr.str()
+    assert not rows
+
+
+def test_a_server_killed_mid_run_gives_error_rows_and_the_session_finishes(
+    suite: pytest.Pytester,
+) -> None:
+    from server_proc import controller_server
+
+    with controller_server("--die-after", "150") as (port, proc):
+        result, rows = run(suite, f"vla-eval:ws://127.0.0.1:{port}")
+        assert proc.wait(10) == 3  # it died where told to
+    assert len(rows) == 4, result.stdout.str()
+    done = [r for r in rows.values() if r["error_type"] is None]
+    rest = [r for r in rows.values() if r["error_type"] is not None]
+    assert len(done) == 1 and done[0]["steps"] == 100, outcomes(rows)
+    assert all(r["error_type"] == "VlaEvalError" for r in rest), outcomes(rows)
+    assert all(f"127.0.0.1:{port}" in r["error"] for r in rest)
+    assert sum("went away mid-episode" in r["error"] for r in rest) == 1, [r["error"] for r in rest]
+    out = result.stdout.str()
+    assert "3 errors" in out or "errors: 3" in out, out
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+RECONNECTING = """
+import pytest
+from pytest_hud.interop.vla_eval.agent import VlaEvalAgent
+
+@pytest.fixture(scope="session")
+def hud_agent():
+    return VlaEvalAgent("ws://127.0.0.1:{port}", retries=6, backoff=0.5)
+"""
+
+
+def test_a_server_back_within_the_backoff_resumes_the_episode(suite: pytest.Pytester) -> None:
+    """The server dies mid-episode and a new one comes up on its port: the agent
+    reconnects, restarts the episode there and resends the observation; every row
+    ends as it does with the native agent."""
+    import socket
+    import threading
+
+    from server_proc import controller_server
+
+    _, want = run(suite, "cartpole_agents:balance")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    suite.makeconftest("import cartpole_env  # noqa: F401\n" + RECONNECTING.format(port=port))
+    revived: list[int | None] = []
+    done = threading.Event()
+    with controller_server("--port", str(port), "--die-after", "150") as (_, first):
+
+        def revive() -> None:
+            first.wait(120)
+            with controller_server("--port", str(port)):
+                revived.append(first.returncode)
+                done.wait(240)  # serve until the run below is over
+
+        thread = threading.Thread(target=revive, daemon=True)
+        thread.start()
+        try:
+            result, got = run(suite, "zero")  # the conftest's hud_agent replaces --hud-agent
+        finally:
+            done.set()
+            thread.join(30)
+    assert revived == [3], "the first server did not die where told to"
+    assert outcomes(got) == outcomes(want), result.stdout.str()
