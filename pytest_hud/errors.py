@@ -26,7 +26,12 @@ clauses still match; the module defining it in brackets)::
     ├── ModelOutputError (ValueError)           [robot/agent/errors]
     ├── AdapterError (ValueError)               [robot/agent/errors]
     ├── RemoteModelError (RuntimeError)         [robot/agent/errors]
+    │   └── VlaEvalError                        [interop/vla_eval/session]
     ├── DatasetError (ValueError)               [robot/record/errors]
+    ├── LeRobotEnvError (ValueError)            [interop/lerobot/envs]
+    ├── LeRobotVersionError (ImportError)       [interop/lerobot/compat]
+    ├── VlaEvalWireError (ValueError)           [interop/vla_eval/codec]
+    ├── VlaEvalConventionWarning (UserWarning)  [interop/vla_eval/preflight]
     ├── LedgerError (ValueError)                [evaluation/ledger]
     │   └── LedgerWriteError
     ├── OutputWriteError (OSError)              [evaluation/durable]
@@ -39,6 +44,8 @@ clauses still match; the module defining it in brackets)::
     ├── RemoteError (RuntimeError)              [rpc]
     ├── RpcClosed (ConnectionError)             [rpc]
     ├── TrackerError (ValueError)               [trackers]
+    ├── TrackerWarning (UserWarning)            [trackers]
+    ├── EvaluationError (RuntimeError)          [api]
     └── RenderError (RuntimeError)              [doctor]
 
 Each error is defined in its layer; ``tests/project/test_layers.py`` checks that every public

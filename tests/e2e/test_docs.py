@@ -93,6 +93,16 @@ def test_errors_page_draws_the_whole_tree(site: Path) -> None:
     assert not missing, f"the built errors page lacks {missing}"
 
 
+def test_the_error_module_draws_the_whole_tree() -> None:
+    """pytest_hud/errors.py's docstring draws the hierarchy by hand (as httpx's
+    _exceptions.py): every HudError subclass the code defines is on it."""
+    import pytest_hud.errors
+
+    drawn = set(re.findall(r"[\u2500\s](\w+)(?: \(|\s+\[|\n|$)", pytest_hud.errors.__doc__ or ""))
+    missing = sorted(set(gen_reference().error_classes()) - drawn - {"HudError"})
+    assert not missing, f"pytest_hud/errors.py's tree lacks {missing}"
+
+
 # -- the quickstart --------------------------------------------------------------------------
 @dataclass
 class Block:
