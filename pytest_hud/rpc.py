@@ -32,9 +32,9 @@ _CHUNK = 64 * 1024  # the server's socket reads; its StreamReader holds at most 
 class Limits:
     """What one control server lets its peers make it hold.
 
-    Without them, 8 connections each sending 60 MB without a newline took an env
-    server to 527 MB, and 1,000 connections that never sent a byte held 1,013 fds
-    for as long as the peer liked. Each limit reads ``$PYTEST_HUD_RPC_<NAME>``.
+    Without them, connections sending endless lines without a newline grow an env
+    server's memory without bound, and connections that never send a byte hold their
+    fds for as long as the peer likes. Each limit reads ``$PYTEST_HUD_RPC_<NAME>``.
     """
 
     #: Bytes in one request line; a longer line is answered with a ProtocolError and closed.

@@ -221,7 +221,7 @@ def borrow_only() -> None:
     """Never boot a zygote in this process; fork only through one handed down in
     ``$PYTEST_HUD_FORKSERVER``. An env server (``python -m pytest_hud.serve``, in a
     container or a subprocess) spawns its sims once per substrate: a zygote of its own
-    would cost one more interpreter boot (~0.6 s) and save nothing."""
+    would cost one more interpreter boot and save nothing."""
     global _may_own
     _may_own = False
 

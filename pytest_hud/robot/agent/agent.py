@@ -47,8 +47,8 @@ class EpisodeObserver(Protocol):
     An observer whose ``end`` touches only its own data (encoding a file) may set
     ``end_in_thread = True``: its ``end`` then runs on a worker thread, after the episode's
     connection closed, so the event loop keeps stepping the other rollouts meanwhile. An
-    episode GIF of 150 frames takes ~90 ms to encode here, and on the loop it held every
-    other rollout (and the batched forward's next rows) for that long."""
+    encode on the loop would hold every other rollout (and the batched forward's next
+    rows) for as long as it takes."""
 
     def step(self, data: dict[str, Any], action: np.ndarray) -> None: ...
 

@@ -248,7 +248,7 @@ def release_memory() -> bool:
 def ws_options(max_size: int | None = None) -> dict[str, Any]:
     """WebSocket settings both ends use: no permessage-deflate; ``max_size`` caps a frame.
 
-    Compression costs ~4 ms per 150 KB camera frame and buys nothing on
+    Compression costs CPU on every camera frame and buys nothing on
     loopback or LAN, so it is off on server and client alike. Servers pass a
     cap from :func:`frame_limit`; ``None`` (no cap) is for clients of a trusted peer.
     """

@@ -126,8 +126,8 @@ def _jit_only_if_cached() -> None:
     """Run robosuite's numba functions as plain Python unless numba's cache of them exists.
 
     Why: robosuite compiles five controller functions (``cache=True``) on first use,
-    25.5 s here, and a fresh container (one per row under the docker runtime) never has
-    that cache, while plain Python costs ~0.45 ms per call: far less per episode. A venv
+    which takes far longer than an episode's worth of plain-Python calls, and a fresh
+    container (one per row under the docker runtime) never has that cache. A venv
     whose cache exists (``robosuite/utils/__pycache__/*.nbi``) keeps the JIT; set
     ``NUMBA_DISABLE_JIT=0`` (in a container: a row's ``runtime_config.env``) to compile
     anyway (and write the cache where it can).
