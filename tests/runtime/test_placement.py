@@ -412,3 +412,39 @@ async def test_env_server_dying_mid_episode_says_which_process_and_how(shared: b
     assert f"env server (pid {pid}) was killed by signal SIGKILL (9)" in res.error, res.error
     assert "its last output:" in res.error and "the rollout saw: RobotError" in res.error
     assert children() == before
+
+
+TWIN = """
+from pytest_hud import Environment
+
+env = Environment("twin")
+
+
+@env.template()
+async def {name}(seed: int = 0):
+    yield {{"prompt": "{name}"}}
+    yield {{"score": 1.0, "success": True, "which": "{name}"}}
+"""
+
+
+async def test_a_row_goes_to_the_module_whose_template_made_it(tmp_path: Path) -> None:
+    """Two imported modules declare an env of one name: a row made by one's template is
+    checked against and served by that module, whichever was imported last."""
+    from pytest_hud._plugin.row_check import check_rows
+    from pytest_hud.runtime.placement import declaring_file
+
+    first, second = tmp_path / "first.py", tmp_path / "second.py"
+    first.write_text(TWIN.format(name="alpha"))
+    second.write_text(TWIN.format(name="beta"))
+    alpha = load_module(first, fresh=True).alpha
+    load_module(second, fresh=True)  # declared later: a lookup by name finds this one
+    row = alpha.task(seed=1)
+    assert declaring_file(row) == str(first)
+    assert declaring_file(Task("twin", "beta")) == str(second)  # a bare row: by name
+    check_rows([row], "local")  # the later "twin" has no template alpha: no TaskError
+
+    async def no_robot(run: Any) -> dict[str, Any]:  # the template needs no agent
+        return {}
+
+    (result,) = await run([row], no_robot)
+    assert result.error is None and result.grade["which"] == "alpha"
