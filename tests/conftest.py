@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from needs import require, require_lerobot, venv_python
+from needs import REQUIRE_ALL, require, require_lerobot, venv_python
 
 pytest_plugins = ["pytester"]
 
@@ -29,6 +29,12 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 # with "You can only merge into CookieJar").
 with contextlib.suppress(ImportError):  # the docker tests say what is missing
     import docker  # noqa: F401
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # CI (PYTEST_HUD_REQUIRE_ALL=1) prints the slowest tests: its budget is watched there
+    if REQUIRE_ALL and not config.option.durations:
+        config.option.durations = 30
 
 
 @pytest.fixture
