@@ -72,7 +72,9 @@ def newcombe_unpaired(
 def newcombe_paired(a: int, b: int, c: int, d: int, z: float = 1.959964) -> tuple[float, float]:
     """Interval for p_new - p_base on paired outcomes: ``a`` both succeeded, ``b`` only
     the baseline, ``c`` only the candidate, ``d`` neither (Newcombe's paired method 10,
-    the hybrid score interval with the pairs' correlation phi)."""
+    the hybrid score interval with the pairs' correlation phi, whose numerator
+    ``ad - bc`` is continuity-corrected as the method specifies: less ``n/2`` above it,
+    0 between 0 and ``n/2``, unchanged below 0)."""
     if min(a, b, c, d) < 0:
         raise ValueError(f"expected non-negative pair counts, got {(a, b, c, d)}")
     n = a + b + c + d
@@ -82,7 +84,9 @@ def newcombe_paired(a: int, b: int, c: int, d: int, z: float = 1.959964) -> tupl
     lb, ub = wilson(a + b, n, z)
     ln, un = wilson(a + c, n, z)
     margins = (a + b) * (c + d) * (a + c) * (b + d)
-    phi = (a * d - b * c) / math.sqrt(margins) if margins else 0.0
+    cross = a * d - b * c
+    corrected = cross - n / 2 if cross > n / 2 else min(cross, 0)
+    phi = corrected / math.sqrt(margins) if margins else 0.0
     diff = new - base
     down = (new - ln) ** 2 - 2 * phi * (new - ln) * (ub - base) + (ub - base) ** 2
     up = (un - new) ** 2 - 2 * phi * (un - new) * (base - lb) + (base - lb) ** 2
