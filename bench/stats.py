@@ -9,6 +9,15 @@ rates (a simulated power of 100% is matched as 1 - 1/runs). A last column is the
 usual fixed design, n for 80% power at bar +/- 0.1.
 
     .venv/bin/python bench/stats.py [--bar 0.6] [--alpha 0.05] [--n-max 200] [--runs 4000] [--ville]
+
+``--paired``: the paired A/B test instead (``PairedSequentialTest``). At equal arms its
+type-I error over ``--runs`` simulated sessions per discordance rate, with its Wilson
+interval and the exact bound; at effects 2q - 1 (q: B's share of the pairs where the arms
+disagree) its decisions, the mean pairs it spends, and the fixed-n exact McNemar test of
+the same power (``fixed_n_pairs``), as a ratio. ``--report`` writes that table into
+docs/performance.md (bench/_report.py).
+
+    .venv/bin/python bench/stats.py --paired [--beta 0.2] [--delta 0.5] [--max-pairs 400] [--report]
 """
 
 from __future__ import annotations
@@ -22,11 +31,116 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from pytest_hud.evaluation.mixture import crossing_probability  # noqa: E402
+from pytest_hud.evaluation.paired import PairedSequentialTest, fixed_n_pairs  # noqa: E402
+from pytest_hud.evaluation.paired_sequential import (  # noqa: E402
+    BETTER,
+    NO_DIFFERENCE,
+    UNDECIDED,
+    WORSE,
+)
 from pytest_hud.evaluation.sequential import (  # noqa: E402
     FixedThresholdGate,
     ThresholdGate,
     fixed_n_for_power,
 )
+from pytest_hud.stats import wilson  # noqa: E402
+
+#: (discordance, effect 2q - 1) of the paired case; effect 0 is equal arms
+PAIRED_CASES = [(d, e) for d in (0.2, 0.5) for e in (0.0, 0.3, 0.5, 0.8, 1.0)]
+
+
+def sessions(
+    rng: np.random.Generator, runs: int, pairs: int, discordance: float, effect: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Simulated paired sessions: the arms disagree on a pair with probability
+    ``discordance`` and B wins a disagreement with probability (1 + effect) / 2."""
+    disc = rng.random((runs, pairs)) < discordance
+    b_wins = rng.random((runs, pairs)) < (1 + effect) / 2
+    same = rng.random((runs, pairs)) < 0.5
+    return np.where(disc, ~b_wins, same), np.where(disc, b_wins, same)
+
+
+def paired(a: argparse.Namespace) -> None:
+    test = PairedSequentialTest(a.alpha, a.beta, a.delta, a.max_pairs, exact=not a.ville)
+    rng = np.random.default_rng(a.seed)
+    bound = crossing_probability(test.upper, 0.5) + crossing_probability(
+        np.arange(a.max_pairs + 1) - test.lower, 0.5
+    )
+    print(
+        f"paired sequential test: alpha {a.alpha}, beta {a.beta}, delta {a.delta} "
+        f"(B wins {(1 + a.delta) / 2:.0%} of the discordant pairs), max_pairs {a.max_pairs}, "
+        f"{a.runs} simulated sessions per row; exact bound on the type-I error within "
+        f"max_pairs (without the futility stop): {bound:.2%}"
+    )
+    head = [
+        "discordance", "2q-1", "rate diff", "better", "worse", "no difference", "undecided",
+        "mean pairs", "median", "fixed n, same power", "mean / fixed", "fixed n, 1-beta at delta",
+    ]  # fmt: skip
+    rows, null_errors = [], []
+    for d, effect in PAIRED_CASES:
+        code, used = test.run(*sessions(rng, a.runs, a.max_pairs, d, effect))
+        share = {c: float((code == c).mean()) for c in (BETTER, WORSE, NO_DIFFERENCE, UNDECIDED)}
+        design = fixed_n_pairs(a.alpha, a.beta, a.delta, d)
+        same, ratio = "-", "-"
+        if effect > 0 and share[BETTER] > 0:
+            # a simulated power of 1.0 only says >= 1 - 1/runs: ask the fixed test for that
+            target = min(share[BETTER], 1 - 1 / a.runs)
+            n_fixed = fixed_n_pairs(a.alpha, 1 - target, effect, d)
+            same, ratio = str(n_fixed), f"{used.mean() / n_fixed:.2f}"
+        if effect == 0:
+            null_errors.append((d, int(np.isin(code, (BETTER, WORSE)).sum())))
+        rows.append(
+            [f"{d:.1f}", f"{effect:.1f}", f"{d * effect:+.2f}"]
+            + [f"{share[c]:.1%}" for c in (BETTER, WORSE, NO_DIFFERENCE, UNDECIDED)]
+            + [f"{used.mean():.1f}", f"{np.median(used):.0f}", same, ratio, str(design)]
+        )
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+    print("  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True)))
+    for r in rows:
+        print("  ".join(x.rjust(w) for x, w in zip(r, widths, strict=True)))
+    lines = []
+    for label, errors, n in [
+        *((f"discordance {d:.1f}", e, a.runs) for d, e in null_errors),
+        ("pooled", sum(e for _, e in null_errors), a.runs * len(null_errors)),
+    ]:
+        lo, hi = wilson(errors, n)
+        lines.append(
+            f"Type-I error at equal arms, {label}: {errors}/{n} = {errors / n:.2%} "
+            f"(Wilson 95% [{lo:.2%}, {hi:.2%}]; alpha {a.alpha})"
+        )
+    note = (
+        "2q-1: B's net share of the pairs where the arms disagree (the rate difference is "
+        "discordance x (2q-1)); better/worse/no difference/undecided: the share of sessions "
+        "ending so (at 2q-1 = 0, better + worse is the type-I error); mean pairs: pairs "
+        "spent, undecided sessions counted at max_pairs; fixed n, same power: the least n "
+        "at which the exact two-sided McNemar test decides better at least as often as the "
+        "sequential test did; fixed n, 1-beta at delta: the usual fixed design."
+    )
+    for line in lines:
+        print(line)
+    print(note)
+    if a.report:
+        from _report import write_table
+
+        write_table(
+            "stats-paired",
+            "Paired sequential test vs fixed-n McNemar (bench/stats.py --paired)",
+            head,
+            rows,
+            note="\n".join(
+                [
+                    f"alpha {a.alpha}, beta {a.beta}, delta {a.delta}, max_pairs {a.max_pairs}, "
+                    f"{a.runs} simulated sessions per row, seed {a.seed}.",
+                    "",
+                    *(f"- {line}" for line in lines),
+                    "- Exact bound on the type-I error within max_pairs, without the futility "
+                    f"stop (the crossing recursion of the rejection boundaries): {bound:.2%}",
+                    "",
+                    note,
+                ]
+            ),
+        )
 
 
 def main() -> None:
@@ -41,7 +155,15 @@ def main() -> None:
         action="store_true",
         help="Ville's 2/alpha level (any horizon) instead of the exact n_max one",
     )
+    ap.add_argument("--paired", action="store_true", help="the paired A/B test instead")
+    ap.add_argument("--beta", type=float, default=0.2, help="paired: futility error at delta")
+    ap.add_argument("--delta", type=float, default=0.5, help="paired: the effect 2q - 1")
+    ap.add_argument("--max-pairs", type=int, default=400, help="paired: pairs per session")
+    ap.add_argument("--report", action="store_true", help="paired: write docs/performance.md")
     a = ap.parse_args()
+    if a.paired:
+        paired(a)
+        return
     gate = ThresholdGate(a.bar, a.alpha, a.n_max, exact=not a.ville)
     rng = np.random.default_rng(a.seed)
     design = max(
