@@ -5,6 +5,9 @@ One seam: a results document (the ``--hud-results`` JSON) becomes :class:`Figure
 step where known), and each tracker named by ``--hud-log`` (or ``evaluate(log=...)``)
 writes them. A tracker module is imported only when named; one that cannot log (not
 installed, offline, a quota) is one warning and never fails the evaluation.
+
+Each tracker's ``open_tracker(directory=, run_name=, resume=)``: ``resume`` (from
+``--hud-log-run``) means ``run_name`` names one run that later sessions add points to.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ TRACKERS: dict[str, tuple[str, str]] = {
     "wandb": ("pytest_hud.trackers.wandb", "pip install wandb"),
     "tensorboard": ("pytest_hud.trackers.tensorboard", "pip install tensorboard"),
     "mlflow": ("pytest_hud.trackers.mlflow", "pip install mlflow-skinny"),
+    "trackio": ("pytest_hud.trackers.trackio", "pip install trackio"),
 }
 
 

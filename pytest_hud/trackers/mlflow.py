@@ -1,7 +1,8 @@
 """MLflow: the caller's active run (a training script's), else a new run of the
 experiment ``pytest-hud`` in the tracking store ``MLFLOW_TRACKING_URI`` names or, without
 one, a SQLite store ``directory/mlflow.db`` whose artifacts live in
-``directory/mlflow-artifacts`` (MLflow's file store is retired). Scalars as metrics at
+``directory/mlflow-artifacts`` (MLflow's file store is retired); with ``--hud-log-run``
+(``resume``), the experiment's run of that name when there is one. Scalars as metrics at
 the step, provenance as params, videos as artifacts under ``hud/videos``.
 
 A run of our own goes through an ``MlflowClient`` bound to its store, so the process's
@@ -27,10 +28,14 @@ EXPERIMENT = "pytest-hud"
 class MlflowTracker:
     name = "mlflow"
 
-    def __init__(self, directory: Path, run_name: str | None = None) -> None:
-        self._client: MlflowClient | None = None
-        self._run_id: str | None = None
-        if mlflow.active_run() is not None:  # the caller's run: log into it as they would
+    def __init__(self, directory: Path, run_name: str | None = None, resume: bool = False) -> None:
+        active = mlflow.active_run()
+        self._owned = active is None
+        self._client: MlflowClient
+        self._run_id: str
+        if active is not None:  # the caller's run, in the store the caller set
+            self._client = MlflowClient()
+            self._run_id = active.info.run_id
             return
         uri = os.environ.get("MLFLOW_TRACKING_URI")
         artifacts: str | None = None
@@ -47,29 +52,36 @@ class MlflowTracker:
             else client.create_experiment(EXPERIMENT, artifact_location=artifacts)
         )
         self._client = client
+        if resume and run_name:
+            quoted = run_name.replace("'", "\\'")
+            same = client.search_runs(
+                [experiment], filter_string=f"attributes.run_name = '{quoted}'", max_results=1
+            )
+            if same:
+                self._run_id = same[0].info.run_id
+                return
         self._run_id = client.create_run(experiment, run_name=run_name).info.run_id
 
     def log(self, figures: Figures) -> None:
         step = figures.step or 0
-        if self._client is None or self._run_id is None:
-            mlflow.log_metrics(figures.scalars, step=step)
-            if figures.config:
-                mlflow.log_params(figures.config)
-            for path in figures.media.values():
-                mlflow.log_artifact(str(path), artifact_path="hud/videos")
-            return
         client, run = self._client, self._run_id
         for key, value in figures.scalars.items():
             client.log_metric(run, key, value, step=step)
+        params = client.get_run(run).data.params
         for name, param in (figures.config or {}).items():
-            client.log_param(run, name, param)
+            if params.get(name, param) == param:
+                client.log_param(run, name, param)
+            else:  # params are set once per run: a later checkpoint's go in as tags
+                client.set_tag(run, f"{name}@{step}", param)
         for path in figures.media.values():
             client.log_artifact(run, str(path), artifact_path="hud/videos")
 
     def close(self) -> None:
-        if self._client is not None and self._run_id is not None:
+        if self._owned:
             self._client.set_terminated(self._run_id)
 
 
-def open_tracker(*, directory: Path, run_name: str | None = None, **_: Any) -> MlflowTracker:
-    return MlflowTracker(directory, run_name)
+def open_tracker(
+    *, directory: Path, run_name: str | None = None, resume: bool = False, **_: Any
+) -> MlflowTracker:
+    return MlflowTracker(directory, run_name, resume)

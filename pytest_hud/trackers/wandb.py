@@ -1,12 +1,14 @@
 """Weights & Biases: the run the caller already has (``wandb.run`` in this process, or
-``WANDB_RUN_ID`` with resume), else a new run in ``WANDB_PROJECT`` (default
-``pytest-hud``); ``WANDB_MODE=offline`` writes the run files locally. Every ``hud/*``
-series uses ``hud/step`` (the checkpoint's training step) as its x axis, so evaluations
-line up with the training curves whatever step the run itself is at."""
+``WANDB_RUN_ID`` with resume), else the run ``--hud-log-run`` names (its id, resumed), else
+a new run in ``WANDB_PROJECT`` (default ``pytest-hud``); ``WANDB_MODE=offline`` writes the
+run files locally. Every ``hud/*`` series uses ``hud/step`` (the checkpoint's training
+step) as its x axis, so evaluations line up with the training curves whatever step the
+run itself is at."""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,11 +24,13 @@ _FORMATS: dict[str, Literal["gif", "mp4", "webm"]] = {".gif": "gif", ".mp4": "mp
 class WandbTracker:
     name = "wandb"
 
-    def __init__(self, directory: Path, run_name: str | None = None) -> None:
+    def __init__(self, directory: Path, run_name: str | None = None, resume: bool = False) -> None:
         existing = wandb.run
         self._owned = existing is None
         if existing is None:
             run_id = os.environ.get("WANDB_RUN_ID")
+            if run_id is None and resume and run_name:
+                run_id = re.sub(r"[^A-Za-z0-9_-]+", "-", run_name)[:64]
             existing = wandb.init(
                 project=os.environ.get("WANDB_PROJECT", "pytest-hud"),
                 id=run_id,
@@ -52,7 +56,9 @@ class WandbTracker:
             self.run.finish()
 
 
-def open_tracker(*, directory: Path, run_name: str | None = None, **_: Any) -> WandbTracker:
+def open_tracker(
+    *, directory: Path, run_name: str | None = None, resume: bool = False, **_: Any
+) -> WandbTracker:
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)
-    return WandbTracker(path, run_name)
+    return WandbTracker(path, run_name, resume)

@@ -1,10 +1,12 @@
-"""``--hud-log=wandb|tensorboard|mlflow``: the finished results document, into trackers.
+"""``--hud-log=wandb|tensorboard|mlflow|trackio``: the finished results document, into trackers.
 
 Registered on the controller (or the one process) only when ``--hud-log`` is given; at
 the end of the session it turns the results document into figures
 (:func:`pytest_hud.trackers.figures_of`) at the training step (``--hud-log-step``, else
 the ``checkpoints/NNNNNN/`` folder a ``lerobot:`` checkpoint sits in) and logs them to
 each tracker; one that fails is one warning in the terminal summary, never a failure.
+``--hud-log-run`` names one tracker run that several sessions add points to (what
+``python -m pytest_hud watch`` passes for every checkpoint of a training run).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ TRACKER_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
         "--hud-log",
         "log the session's figures (success with intervals per task, score, steps, "
         "errors, gates, a few episode videos, provenance) to a tracker: wandb, "
-        "tensorboard or mlflow (repeatable, or comma-separated)",
+        "tensorboard, mlflow or trackio (repeatable, or comma-separated)",
         {"action": "append"},
     ),
     (
@@ -36,6 +38,13 @@ TRACKER_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
         "--hud-log-dir",
         "where offline trackers write (TensorBoard events, MLflow's SQLite store, wandb's "
         "run files) when they have no configuration of their own (default: .hud/trackers)",
+        {},
+    ),
+    (
+        "--hud-log-run",
+        "one tracker run that sessions naming it add to, created by the first (wandb run "
+        "id, MLflow run name, TensorBoard subfolder, trackio run name; default: a new run "
+        "per session named after the agent)",
         {},
     ),
 ]
@@ -74,13 +83,15 @@ class TrackerPlugin:
     def pytest_hud_results(self, config: pytest.Config, document: dict[str, Any]) -> None:
         from pytest_hud.trackers import TrackerWarning, figures_of, log_figures
 
+        shared = config.getoption("hud_log_run", None) or config.getini("hud_log_run")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", TrackerWarning)
             self.logged = log_figures(
                 self.names,
                 figures_of(document, step=self.step),
                 directory=self.directory,
-                run_name=self.run,
+                run_name=str(shared) if shared else self.run,
+                resume=bool(shared),
             )
         self.problems = [str(w.message) for w in caught if issubclass(w.category, TrackerWarning)]
 
