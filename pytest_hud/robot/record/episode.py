@@ -3,7 +3,6 @@ committed through the writer (or discarded when the episode errored)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -11,6 +10,7 @@ import numpy as np
 from pytest_hud.robot.contract import Contract
 from pytest_hud.robot.record.grade import set_outcome
 from pytest_hud.robot.record.schema import _ERRORED, _Schema
+from pytest_hud.robot.record.source import run_contract
 
 if TYPE_CHECKING:
     from pytest_hud.robot.record.writer import DatasetWriter
@@ -21,10 +21,17 @@ __all__: list[str] = []
 class _EpisodeRecorder:
     """One episode's frames, buffered until the episode ends."""
 
-    def __init__(self, writer: DatasetWriter, schema: _Schema, task: str) -> None:
+    def __init__(
+        self,
+        writer: DatasetWriter,
+        schema: _Schema,
+        task: str,
+        source: dict[str, str] | None = None,
+    ) -> None:
         self.writer = writer
         self.schema = schema
         self.task = task
+        self.source = source or {}  # the episode's row and contract columns (.source)
         self.frames: list[dict[str, np.ndarray]] = []
         self._checked = False
 
@@ -48,18 +55,12 @@ class _EpisodeRecorder:
         if not self.frames:
             return {"dataset": {"root": root, "episode_index": None, "discarded": "no frames"}}
         frames, self.frames = self.frames, []
-        return self.writer._commit(self.schema, frames, self.task)
+        return self.writer._commit(self.schema, frames, self.task, self.source)
 
 
 def _run_contract(run: Any) -> tuple[float | None, str | None]:
     """control_rate and robot_type of the contract the run's robot capability carries."""
-    try:
-        cap = run.robot if run is not None else None
-    except Exception:
-        cap = None
-    if not isinstance(cap, Mapping):
-        return None, None
-    raw = (cap.get("params") or {}).get("contract") or cap.get("contract")
+    raw = run_contract(run)
     if not raw:
         return None, None
     contract = Contract.from_dict(raw)

@@ -42,6 +42,12 @@ from pytest_hud.robot.record.episode import _EpisodeRecorder, _run_contract, _ta
 from pytest_hud.robot.record.errors import DatasetError
 from pytest_hud.robot.record.grade import GradeFuture, Grades, episode_grade, wait_grade
 from pytest_hud.robot.record.schema import _TRUE, _build_schema, _Schema
+from pytest_hud.robot.record.source import (
+    CONTRACT_COLUMN,
+    ROW_COLUMN,
+    episode_source,
+    has_source_columns,
+)
 from pytest_hud.robot.record.store import (
     _lerobot_dataset,
     _probe_writable,
@@ -118,6 +124,9 @@ class DatasetWriter:
         self.graded = graded
         self._grades = Grades()
         self._columns: dict[str, Any] = {}  # the saved episode's grade (writer thread)
+        #: Episodes carry their row and contract (.source); not when appending to a
+        #: dataset recorded without them (one episode-metadata schema per dataset).
+        self._with_source = True
         atexit.register(_finalize_at_exit, weakref.ref(self))
 
     def __repr__(self) -> str:
@@ -168,6 +177,7 @@ class DatasetWriter:
                 self._restart = True
             if info is not None:
                 self._next_index = int(info.get("total_episodes") or 0)
+                self._with_source = has_source_columns(self.root)
             else:
                 self._created_root = _probe_writable(self.root, self.flag)
             self._existing = info
@@ -203,13 +213,20 @@ class DatasetWriter:
         schema = self._schema(spaces, rate, robot_type)
         with self._lock:
             self._prepare(schema)
-        return _EpisodeRecorder(self, schema, _task_text(run))
+        source = episode_source(run, spaces, rate, robot_type)
+        return _EpisodeRecorder(self, schema, _task_text(run), source)
 
     def _resolved(self, schema: _Schema) -> None:
         with self._lock:
             self._match(schema)
 
-    def _commit(self, schema: _Schema, frames: list[dict[str, np.ndarray]], task: str) -> dict:
+    def _commit(
+        self,
+        schema: _Schema,
+        frames: list[dict[str, np.ndarray]],
+        task: str,
+        source: dict[str, str] | None = None,
+    ) -> dict:
         count = len(frames)  # the writer thread empties the list once written
         with self._lock:
             if self._error is not None:
@@ -226,7 +243,9 @@ class DatasetWriter:
                     1, thread_name_prefix="hud-dataset"
                 )
             grade = self._grades.expect(index) if self.graded else None
-            future = self._executor.submit(self._write, schema, frames, task, index, grade)
+            future = self._executor.submit(
+                self._write, schema, frames, task, index, grade, source or {}
+            )
             self._pending = [f for f in self._pending if not f.done()] + [future]
         if not _running_loop() and grade is None:
             future.result()
@@ -244,6 +263,7 @@ class DatasetWriter:
         task: str,
         index: int,
         grade: GradeFuture | None = None,
+        source: dict[str, str] | None = None,
     ) -> None:
         """Writer thread: one whole episode, then finalize so it reads back after a crash."""
         ds = None
@@ -253,6 +273,8 @@ class DatasetWriter:
         try:
             self._columns.clear()
             self._columns.update(episode_grade(frames, wait_grade(grade, index)))
+            if self._with_source:  # every episode has both columns (empty: unknown)
+                self._columns.update({ROW_COLUMN: "", CONTRACT_COLUMN: "", **(source or {})})
             ds = self._dataset(schema)
             if not write_episode(ds, frames, task, index):
                 self._reopen = True  # the next episode appends to the finalized dataset

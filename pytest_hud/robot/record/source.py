@@ -1,0 +1,79 @@
+"""Where a recorded episode came from, kept beside its grade so it can be replayed.
+
+Per episode, in ``meta/episodes`` (strings, so every LeRobot release reads them back):
+
+* ``hud/row``: the task row as sent (JSON: ``env``, ``id``, ``args`` with the seed the
+  rollout ran, ``metadata`` with a ``module`` column naming the file that declares the env);
+* ``hud/contract``: the env's robot contract (JSON), which maps the episode's frames back
+  onto the env's observation names.
+
+The initial state is the episode's first frame (the reset observation). An episode
+recorded without a run (a bare ``DatasetWriter`` observer) has empty strings. A dataset
+recorded before these columns existed keeps its layout when episodes are appended
+(:func:`has_source_columns`): LeRobot reads one schema for every episode file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_hud.robot.contract import Contract, Spaces
+
+__all__ = ["CONTRACT_COLUMN", "ROW_COLUMN", "episode_source", "has_source_columns", "run_contract"]
+
+ROW_COLUMN = "hud/row"
+CONTRACT_COLUMN = "hud/contract"
+
+
+def run_contract(run: Any) -> dict[str, Any] | None:
+    """The contract (raw JSON object) the run's robot capability carries, or None."""
+    try:
+        cap = run.robot if run is not None else None
+    except Exception:  # no robot capability: nothing to read
+        cap = None
+    if not isinstance(cap, Mapping):
+        return None
+    raw = (cap.get("params") or {}).get("contract") or cap.get("contract")
+    return dict(raw) if isinstance(raw, Mapping) else None
+
+
+def _row(run: Any) -> dict[str, Any] | None:
+    task = getattr(run, "task", None)
+    to_row = getattr(task, "to_row", None)
+    if not callable(to_row):
+        return None
+    row: dict[str, Any] = to_row()
+    module = task.metadata.get("module") or getattr(task, "declared_in", None)  # type: ignore[union-attr]
+    if module:
+        row["metadata"] = {**row.get("metadata", {}), "module": str(module)}
+    return row
+
+
+def episode_source(
+    run: Any, spaces: Spaces, rate: float | None, robot_type: str | None
+) -> dict[str, str]:
+    """The episode's ``hud/row`` and ``hud/contract`` columns (the contract from the run,
+    else rebuilt from the spaces the agent bound)."""
+    row = _row(run)
+    contract = run_contract(run)
+    if contract is None:
+        features = {**spaces.observation, **spaces.action}
+        contract = Contract(features, rate, robot_type).to_dict()
+    return {
+        ROW_COLUMN: json.dumps(row, default=str) if row is not None else "",
+        CONTRACT_COLUMN: json.dumps(contract, default=str),
+    }
+
+
+def has_source_columns(root: Path) -> bool:
+    """Whether the episodes already at ``root`` carry the source columns (a dataset
+    recorded before they existed does not: appended episodes then leave them out)."""
+    files = sorted((root / "meta" / "episodes").glob("*/*.parquet"))
+    if not files:
+        return True
+    import pyarrow.parquet as pq
+
+    return ROW_COLUMN in pq.read_schema(files[0]).names
