@@ -19,6 +19,8 @@ clauses still match; the module defining it in brackets)::
     ├── WireError (ValueError)                  [robot/wire/errors]
     ├── RobotError (RuntimeError)               [robot/wire/errors]
     ├── ContractError (ValueError)              [robot/contract]
+    ├── CompatError (ValueError)                [robot/compat]
+    ├── CompatWarning (UserWarning)             [robot/compat]
     ├── BridgeError (RuntimeError)              [robot/sim/errors]
     ├── SimError (RuntimeError)                 [robot/sim/errors]
     ├── AgentSpecError (LookupError)            [robot/agent/errors]

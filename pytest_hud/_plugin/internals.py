@@ -29,6 +29,7 @@ __all__ = [
     "HudLoadScheduling",
     "HudSequentialScheduling",
     "binding_key",
+    "defines_fixture",
     "from_controller",
     "hand_to_workers",
     "is_worker",
@@ -264,3 +265,14 @@ def hand_to_workers(node: Any, key: str, value: Any) -> None:
 def from_controller(config: pytest.Config, key: str) -> Any:
     """In an xdist worker, what the controller handed it under ``key`` (else None)."""
     return getattr(config, "workerinput", {}).get(key)
+
+
+def defines_fixture(plugin: object, name: str, besides: str) -> bool:
+    """Whether a plugin or conftest module defines fixture ``name`` other than the one in
+    module ``besides`` (pytest >= 8.4 wraps a fixture in a ``FixtureFunctionDefinition``
+    holding ``_fixture_function``; older ones mark the function itself)."""
+    obj = getattr(plugin, name, None)
+    if not (hasattr(obj, "_fixture_function_marker") or hasattr(obj, "_pytestfixturefunction")):
+        return False
+    func = getattr(obj, "_fixture_function", obj)
+    return getattr(func, "__module__", None) != besides

@@ -11,35 +11,22 @@ served only elsewhere (an image) are checked by the agent when a rollout binds.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import copy
 import warnings
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any
 
 from pytest_hud.errors import HudError
 from pytest_hud.interop.vla_eval.agent import VlaEvalAgent, VlaEvalModel, env_specs
-from pytest_hud.interop.vla_eval.env import VlaEvalEndpoint
 from pytest_hud.interop.vla_eval.session import VlaEvalError, normalize_url
 from pytest_hud.interop.vla_eval.specs import check_specs
 from pytest_hud.robot.agent.errors import AgentSpecError
 from pytest_hud.robot.contract import Contract
-from pytest_hud.robot.sim.endpoint import RobotEndpoint
+from pytest_hud.runtime.contracts import declared_contracts, run_apart
 
 __all__ = ["VlaEvalConventionWarning", "declared_contracts", "load", "preflight"]
-
-T = TypeVar("T")
 
 
 class VlaEvalConventionWarning(HudError, UserWarning):
     """The server and the env declare different conventions (rotation, gripper, ...)."""
-
-
-def _run(coro: Coroutine[Any, Any, T], timeout: float = 120.0) -> T:
-    """Run ``coro`` on a fresh loop in a thread (the caller may itself be in a loop)."""
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result(timeout)
 
 
 def _url(arg: str | None) -> str:
@@ -49,42 +36,6 @@ def _url(arg: str | None) -> str:
         raise AgentSpecError(
             f"vla-eval: {exc}, e.g. --hud-agent=vla-eval:ws://127.0.0.1:8000"
         ) from None
-
-
-async def _spawned_contract(endpoint: RobotEndpoint) -> Contract:
-    probe = copy.copy(endpoint)  # a sim of its own, so the env's endpoint stays unstarted
-    probe._child = probe._rpc = probe._info = probe._start_lock = None
-    try:
-        await probe.start()
-        return probe.contract
-    finally:
-        await probe.stop()
-
-
-def _contract(copies: list[RobotEndpoint]) -> Contract:
-    """One declaration's contract: from a started copy (a primed env server's), derived
-    here for a served benchmark, else from a probe sim."""
-    for endpoint in copies:
-        if endpoint.started:
-            return endpoint.contract
-    for endpoint in copies:
-        if isinstance(endpoint, VlaEvalEndpoint):
-            return endpoint.local_contract()
-    return _run(_spawned_contract(copies[0]))
-
-
-def declared_contracts() -> list[tuple[str, Contract]]:
-    """(env name, contract) of every robot capability the imported env modules declare
-    (a module imported twice, as a LocalRuntime does, counts once)."""
-    from pytest_hud.runtime.modules import declared_environments
-
-    found: dict[str, list[RobotEndpoint]] = {}
-    for env, _ in declared_environments():
-        for name, cap in env.capabilities.items():
-            if isinstance(cap, RobotEndpoint):
-                label = env.name if name == "robot" else f"{env.name}.{name}"
-                found.setdefault(label, []).append(cap)
-    return [(label, _contract(copies)) for label, copies in found.items()]
 
 
 def check(url: str, info: dict[str, Any], contracts: list[tuple[str, Contract]]) -> None:
@@ -105,7 +56,7 @@ def check(url: str, info: dict[str, Any], contracts: list[tuple[str, Contract]])
 
 def _hello(url: str) -> dict[str, Any]:
     try:
-        return _run(VlaEvalModel(url, retries=0).probe())
+        return run_apart(VlaEvalModel(url, retries=0).probe())
     except VlaEvalError as exc:
         raise AgentSpecError(str(exc)) from None
 
