@@ -5,12 +5,14 @@ pytest-hud's own optional features (ledger, resume, sequential gates, compare, w
 dataset recording, delegation, ...) are plugins implementing these hooks, registered
 only when their option is given. Two kinds of hook, by where they run:
 
-* ``pytest_hud_episode_*``, ``pytest_hud_run_rollout`` and ``pytest_hud_skip_case``:
-  in the process that runs the rollouts (an xdist worker under ``-n``);
+* ``pytest_hud_episode_*``, ``pytest_hud_run_rollout``, ``pytest_hud_case_agent`` and
+  ``pytest_hud_skip_case``: in the process that runs the rollouts (an xdist worker
+  under ``-n``);
 * ``pytest_hud_row`` in that process too, on the row of an item that ran; then
-  ``pytest_hud_rollout_finished``, ``pytest_hud_gates``, ``pytest_hud_results_meta``
-  and ``pytest_hud_terminal_summary`` where rows are collected: the one process
-  without xdist, the controller under ``-n`` (rows travel on the reports).
+  ``pytest_hud_rollout_finished``, ``pytest_hud_gates``, ``pytest_hud_results_meta``,
+  ``pytest_hud_summary_table`` and ``pytest_hud_terminal_summary`` where rows are
+  collected: the one process without xdist, the controller under ``-n`` (rows travel on
+  the reports).
 
 A row is a :class:`pytest_hud.evaluation.results.Row`. The ``pytest_hud_episode_*``
 hooks and ``pytest_hud_run_rollout`` are called on the rollout loop's thread.
@@ -26,12 +28,14 @@ import pytest
 if TYPE_CHECKING:
     from pytest_hud._plugin.cases import HudCase
     from pytest_hud.evaluation.results import Gate, Row
+    from pytest_hud.evaluation.verdict import CoveredGate
     from pytest_hud.runtime.provider import Provider
     from pytest_hud.runtime.rollout import RolloutResult
     from pytest_hud.runtime.task import Task
 
 __all__ = [
     "pytest_hud_agent",
+    "pytest_hud_case_agent",
     "pytest_hud_episode_observers",
     "pytest_hud_episode_result",
     "pytest_hud_gates",
@@ -41,6 +45,7 @@ __all__ = [
     "pytest_hud_row",
     "pytest_hud_run_rollout",
     "pytest_hud_skip_case",
+    "pytest_hud_summary_table",
     "pytest_hud_terminal_summary",
 ]
 
@@ -48,6 +53,11 @@ __all__ = [
 @pytest.hookspec(firstresult=True)
 def pytest_hud_agent(config: pytest.Config, spec: str) -> Any | None:
     """The agent object for ``--hud-agent=spec`` (an agent already in memory), or None."""
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_hud_case_agent(config: pytest.Config, nodeid: str, case: HudCase) -> Any | None:
+    """The agent this case's rollout runs with instead of its ``hud_agent`` (an arm's), or None."""
 
 
 @pytest.hookspec(firstresult=True)
@@ -88,8 +98,8 @@ def pytest_hud_rollout_finished(config: pytest.Config, row: Row, report: pytest.
 
 
 @pytest.hookspec()
-def pytest_hud_gates(config: pytest.Config, rows: list[Row]) -> Sequence[Gate]:
-    """Gates to add to the session's verdict; a failed one fails the run."""
+def pytest_hud_gates(config: pytest.Config, rows: list[Row]) -> Sequence[Gate | CoveredGate]:
+    """Gates for the verdict; a failed one fails the run, a CoveredGate owns its items' FAILs."""
 
 
 @pytest.hookspec()
@@ -100,6 +110,11 @@ def pytest_hud_results_meta(config: pytest.Config) -> dict[str, Any]:
 @pytest.hookspec()
 def pytest_hud_results(config: pytest.Config, document: dict[str, Any]) -> None:
     """The session's finished results document (written to ``--hud-results`` if given)."""
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_hud_summary_table(config: pytest.Config, rows: list[Row]) -> list[str] | None:
+    """The terminal summary's title and table lines in place of the per-task table, or None."""
 
 
 @pytest.hookspec()

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_hud._plugin.arm_specs import Arm
 from pytest_hud.runtime.errors import TaskError
 from pytest_hud.runtime.task import Task, Taskset
 
-__all__ = ["HudCase", "derive_seed", "expand", "readable_id", "task_rows"]
+__all__ = ["HudCase", "derive_seed", "expand", "readable_id", "task_rows", "with_arms"]
 
 #: the arg a repeat varies: the one seed argument env templates declare
 SEED_ARG = "seed"
@@ -37,17 +38,20 @@ def derive_seed(base: int, task: Task, rep: int) -> int:
 
 @dataclass(frozen=True)
 class HudCase:
-    """What one item evaluates: ``task`` is the row as sent (seed applied)."""
+    """What one item evaluates: ``task`` is the row as sent (seed applied); ``arm`` the
+    agent it runs under when several are given (its id then ends in ``@LETTER``)."""
 
     row: Task
     rep: int
     task: Task
     group: int
+    arm: Arm | None = None
 
     @property
     def id(self) -> str:
         base = readable_id(self.row)
-        return f"{base}[{self.rep}]" if self.group > 1 else base
+        base = f"{base}[{self.rep}]" if self.group > 1 else base
+        return base if self.arm is None else f"{base}@{self.arm.letter}"
 
     @property
     def seed(self) -> Any:
@@ -118,3 +122,10 @@ def expand(rows: Iterable[Task], group: int, seed: int | None) -> list[HudCase]:
                 task = row.with_args(**{SEED_ARG: derive_seed(seed or 0, row, rep)})
             cases.append(HudCase(row, rep, task, group))
     return cases
+
+
+def with_arms(cases: list[HudCase], arms: list[Arm]) -> list[HudCase]:
+    """Every case once per arm (same row, repeat and seed): the arms' pairs."""
+    if not arms:
+        return cases
+    return [HudCase(c.row, c.rep, c.task, c.group, arm) for c in cases for arm in arms]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_hud._plugin.cases import HudCase, expand, task_rows
+from pytest_hud._plugin.cases import HudCase, expand, task_rows, with_arms
 from pytest_hud._plugin.expect import Expectations
 from pytest_hud._plugin.internals import (
     binding_key,
@@ -67,7 +67,7 @@ class Collector:
         except TaskError as exc:  # a collection error showing just its message
             raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: {exc}") from None
         group = int(marker.kwargs.get("group") or self.options.group)
-        cases = expand(rows, group, self.options.seed)
+        cases = with_arms(expand(rows, group, self.options.seed), self.session.arms)
         metafunc.parametrize("hud_task", cases, ids=[c.id for c in cases])
 
     def collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -98,6 +98,10 @@ class Collector:
         self.prime(items)
         if any(CASE in i.stash and uses_fixture_from(i, "hud_agent", _OURS) for i in items):
             self.session.load_agent()
+            armed = {i.stash[CASE].arm for i in items if CASE in i.stash}
+            for arm in self.session.arms:  # the arms with items here, once each
+                if arm in armed:
+                    self.session.load_agent(arm.spec)
 
     def prime(self, items: list[pytest.Item]) -> None:
         """Boot the plugin provider's substrates for the first of ``items`` that use it,
@@ -134,12 +138,15 @@ class Collector:
 
     def _apply_expectations(self, item: pytest.Item, case: HudCase) -> None:
         rules = Expectations()
-        rules.xfail.update(self.session.expect.xfail)
-        rules.skip.update(self.session.expect.skip)
-        label = self.session.agent_label
+        expect, label, name = self.session.expect, self.session.agent_label, self.session.agent_name
+        if case.arm is not None:  # several agents: this arm's tables and names
+            expect = self.session.arm_expect[case.arm.letter]
+            label, name = case.arm.label, case.arm.spec
+        rules.xfail.update(expect.xfail)
+        rules.skip.update(expect.skip)
         for mark in item.iter_markers("hud_expect"):
             agent = mark.kwargs.get("agent")
-            if agent in (None, "*", label, self.session.agent_name):
+            if agent in (None, "*", label, name):
                 rules.merge(
                     {k: v for k, v in mark.kwargs.items() if k in ("xfail", "skip")},
                     f"{item.nodeid} @hud_expect",

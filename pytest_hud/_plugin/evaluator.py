@@ -12,7 +12,8 @@ module that overrides either fixture gets its own.
 Features reach rollouts through :mod:`pytest_hud.hookspecs`: observers every agent runs
 with (``pytest_hud_episode_observers``), each ended rollout (``pytest_hud_episode_result``),
 the rollout run elsewhere (``pytest_hud_run_rollout``), and cases the lookahead must not
-start (``pytest_hud_skip_case``).
+start (``pytest_hud_skip_case``); with several agents, the arm's agent a case runs with
+(``pytest_hud_case_agent``).
 """
 
 from __future__ import annotations
@@ -171,7 +172,7 @@ class Evaluator:
             rows = [(n, self.cases[n].task) for n in [nodeid, *ahead]]
             self.loop.loop.call_soon_threadsafe(pool.plan, rows)
         for nid in [nodeid, *ahead][: max(self.options.concurrency, 1)]:
-            self._start(nid, binding)
+            self._start(nid, self._bind(provider, self._agent_of(nid, agent)))
         fut = self.futures.pop(nodeid)
         task_key = id(self.cases[nodeid].task)
         deadline = time.monotonic() + self.options.timeout + 120
@@ -194,6 +195,14 @@ class Evaluator:
         self.steps.pop(task_key, None)
         self.results.append(result)
         return result
+
+    def _agent_of(self, nodeid: str, agent: Any) -> Any:
+        """The agent this case runs with: its arm's when several are given, else ``agent``."""
+        case = self.cases.get(nodeid)
+        if case is None or case.arm is None:
+            return agent
+        other = self.hook.pytest_hud_case_agent(config=self.config, nodeid=nodeid, case=case)
+        return agent if other is None else other
 
     def _upcoming(self, nodeid: str, want: int) -> list[str]:
         """The next ``want`` items of the same key in the schedule, not skipped. Only as far

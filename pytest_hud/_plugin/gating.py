@@ -44,7 +44,30 @@ def session_gates(
 ) -> list[CoveredGate]:
     """The overall ``--hud-min-success`` gate, one per marked test function, and the
     baseline's per-task and overall gates (plus a provenance gate when the baseline's
-    run differs and ``baseline_strict``)."""
+    run differs and ``baseline_strict``). With several agents, each arm's rows are gated
+    on their own (``overall @B``): a bar is every arm's to clear."""
+    arms = sorted({str(r.get("arm")) for r in rows if r.get("arm")})
+    if len(arms) < 2:
+        return _gates(rows, min_success, mode, baseline, meta, baseline_strict)
+    out = []
+    for arm in [*arms, None]:
+        mine = [r for r in rows if r.get("arm") == arm]
+        for g in _gates(mine, min_success, mode, baseline, meta, baseline_strict) if mine else []:
+            name, msg = (
+                (g.name, g.message) if arm is None else (f"{g.name} @{arm}", f"[{arm}] {g.message}")
+            )
+            out.append(CoveredGate(name, g.passed, msg, g.covers))
+    return out
+
+
+def _gates(
+    rows: list[Row],
+    min_success: float | None,
+    mode: str,
+    baseline: dict[str, Any] | None,
+    meta: dict[str, Any],
+    baseline_strict: bool,
+) -> list[CoveredGate]:
     how = "raw" if mode == "none" else mode
     gates = []
     if min_success is not None:

@@ -105,12 +105,18 @@ class HtmlHooks:
         self, prefix: list[str], summary: list[str], postfix: list[str]
     ) -> None:
         rows = list(self.plugin.rows.values())
+        arms = self.plugin.config.pluginmanager.get_plugin("pytest-hud-arms")
         if rows:
             gates = self.plugin.gates or self.plugin.reporter.gates(rows)
-            prefix.append(summary_html(self.plugin.agent_label, rows, gates, gallery_html(rows)))
+            title = self.plugin.agent_label
+            if arms is not None:  # several agents: side by side first, then all pooled
+                prefix.append(arms.html(rows))
+                title = f"all {len(self.plugin.arms)} agents pooled"
+            prefix.append(summary_html(title, rows, gates, gallery_html(rows)))
         compare = self.plugin.config.pluginmanager.get_plugin("pytest-hud-compare")
         figures = [  # asked for by name: shown even in a session without hud rows
             *(compare.figures() if compare is not None else []),
+            *(arms.figures() if arms is not None else []),
             *map(Figure.of, self.plugin.options.report_images),
         ]
         prefix.append(figures_html(figures, getattr(self.plugin.config.option, "htmlpath", None)))

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pytest_hud._plugin.arm_specs import ARM_OPTIONS, read_ab_seed, read_agents, validate_arms
 from pytest_hud._plugin.eval_options import EVALUATION_OPTIONS, EvaluationOptions
 from pytest_hud._plugin.features.trackers import TRACKER_OPTIONS, read_trackers
 from pytest_hud._plugin.report_images import REPORT_OPTIONS, read_report_images
@@ -33,8 +34,10 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
         "--hud-agent",
         "the policy: zero, random[:SEED], lerobot:PATH, pi05, openpi:HOST:PORT, "
         "openpi:ray:NAME (PolicyReplicas(..., name=NAME) on the Ray cluster), "
-        "MODULE:FACTORY (default: random)",
-        {},
+        "MODULE:FACTORY (default: random). Repeatable: every row runs under every agent "
+        "(an A/B or a sweep; lerobot:GLOB takes a run's checkpoints by step), the first "
+        "is the reference, the last the candidate",
+        {"action": "append"},
     ),
     ("--hud-group", "rollouts per task row (repeats)", {"type": int}),
     (
@@ -191,6 +194,9 @@ class HudOptions(EvaluationOptions):
     log: list[str] = field(default_factory=list)  # --hud-log trackers
     log_step: int | None = None
     log_dir: Path | None = None
+    agents: list[str] = field(default_factory=list)  # every --hud-agent; agent is the first
+    ab_seed: int | None = None  # several agents: the run order's seed
+    ab_gate: bool = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> HudOptions:
@@ -201,7 +207,7 @@ class HudOptions(EvaluationOptions):
 
         # (how a value is read, how it is stored, the options read that way)
         readers: list[tuple[Any, Any, tuple[str, ...]]] = [
-            (str, str, ("runtime", "agent", "gate", "checkpoint", "record", "delegate", "split")),
+            (str, str, ("runtime", "gate", "checkpoint", "record", "delegate", "split")),
             (_flag, bool, ("baseline_strict", "baseline_force")),
             (int, int, ("shared", "group", "concurrency", "max_steps", "seed")),
             (float, float, ("min_success", "timeout")),
@@ -219,6 +225,12 @@ class HudOptions(EvaluationOptions):
         log_dir = _get(config, "hud_log_dir", str)
         o.log_dir = Path(log_dir) if log_dir else None
         o.warm = _warm(_get(config, "hud_warm", str))
+        o.agents = read_agents(config)
+        o.agent = o.agents[0]
+        if len(o.agents) > 1:
+            o.ab_seed = read_ab_seed(config)
+        ab_gate = _get(config, "hud_ab_gate", str)
+        o.ab_gate = ab_gate is True or str(ab_gate).lower() in ("1", "true", "yes")
         allow = _get(config, "hud_allow_modules", str)
         o.allow_modules = allow is True or str(allow).lower() in ("1", "true", "yes")
         o.validate()
@@ -271,3 +283,4 @@ class HudOptions(EvaluationOptions):
             )
         if self.timeout <= 0:
             raise pytest.UsageError("--hud-timeout must be positive")
+        validate_arms(self)

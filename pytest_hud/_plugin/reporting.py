@@ -120,8 +120,9 @@ class Reporter:
             "args": dict(case.task.args),
             "rep": case.rep,
             "seed": case.seed,
-            "agent": self.session.agent_label,
+            "agent": self.session.agent_label if case.arm is None else case.arm.label,
             "min_success": None if threshold is None else float(threshold),
+            **({} if case.arm is None else {"arm": case.arm.letter}),
         }
 
     def _skipped_row(self, item: pytest.Item, case: HudCase, report: Any) -> rep.Row:
@@ -154,8 +155,12 @@ class Reporter:
         if session.is_worker or not session.rows:
             return
         tr = terminalreporter
-        tr.write_sep("=", f"hud: {session.agent_label} on {len(session.rows)} rollouts")
-        for line in rep.format_table(list(session.rows.values())):
+        rows = list(session.rows.values())
+        table = self.hook.pytest_hud_summary_table(config=self.config, rows=rows)
+        if table is None:  # a feature's (the A/B arms') title and table, else the per-task one
+            table = [f"hud: {session.agent_label} on {len(rows)} rollouts", *rep.format_table(rows)]
+        tr.write_sep("=", table[0])
+        for line in table[1:]:
             tr.write_line(line)
         for good, text in session.verdict.lines if session.verdict is not None else []:
             tr.write_line(
@@ -175,9 +180,13 @@ class Reporter:
         rows = list(hud.rows.values())
         base_meta = self._meta()
         covered = self._covered_gates(rows, base_meta)
-        # the features' gates fail the session when they fail; they forgive nothing
+        # the features' gates fail the session when they fail; they forgive nothing but
+        # the failures a CoveredGate (the A/B gate) says it owns
         for gates in self.hook.pytest_hud_gates(config=self.config, rows=rows):
-            covered += [CoveredGate(g.name, g.passed, g.message) for g in gates]
+            covered += [
+                g if isinstance(g, CoveredGate) else CoveredGate(g.name, g.passed, g.message)
+                for g in gates
+            ]
         meta = {**base_meta, "provenance": hud.identity.provenance}
         for extra in self.hook.pytest_hud_results_meta(config=self.config):  # after the gates
             meta.update(extra)

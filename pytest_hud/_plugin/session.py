@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_hud._plugin import heap
+from pytest_hud._plugin.arm_specs import Arm, arms_of
 from pytest_hud._plugin.collect import Collector
 from pytest_hud._plugin.errors import ExpectError
 from pytest_hud._plugin.evaluator import Evaluator
@@ -46,16 +47,22 @@ class HudSession:
         root = Path(str(config.rootpath))
         self.artifacts = root / ".hud"
         self.evaluator = Evaluator(options, self.artifacts, config)
-        self._agent: Any = None
+        self._agents: dict[str, Any] = {}  # by spec: each agent loaded once per process
         self._provider: Any = None
-        self._agent_error: str | None = None
+        self._agent_errors: dict[str, str] = {}
+        #: several --hud-agent: one arm each (empty for one agent)
+        self.arms: list[Arm] = arms_of(options.agents)
         self.agent_name = _validate_agent(options.agent)
+        for arm in self.arms[1:]:
+            _validate_agent(arm.spec)
         if not self.is_worker and config.getoption("dist", "no") != "no":
-            _preflight_agent(options.agent)  # workers cannot stop the session: check here
+            for spec in options.agents or [options.agent]:
+                _preflight_agent(spec)  # workers cannot stop the session: check here
         if not self.is_worker and options.runtime.split(":", 1)[0] == "docker":
             _preflight_docker(options.runtime)
         self.identity = RunIdentity(config, options, self.agent_name)
         self.expect = self._load_expectations()
+        self.arm_expect = {arm.letter: self._load_expectations(arm) for arm in self.arms}
         self.baseline = self._load_baseline()
         self.rows: dict[str, rep.Row] = {}
         self.other_failures = 0
@@ -80,32 +87,35 @@ class HudSession:
     def agent(self) -> Any:
         return self.load_agent()
 
-    def load_agent(self) -> Any:
-        """The --hud-agent, loaded once; a failure is one UsageError (collection calls this
-        before any item runs, so it ends the session instead of erroring every item)."""
-        if self._agent is None:
+    def load_agent(self, spec: str | None = None) -> Any:
+        """The --hud-agent (or another arm's ``spec``), loaded once; a failure is one
+        UsageError (collection calls this before any item runs, so it ends the session
+        instead of erroring every item)."""
+        given = self.options.agent if spec is None else spec
+        if given not in self._agents:
             from pytest_hud._plugin.ray_agents import ray_agent
             from pytest_hud.robot.agent.errors import AgentSpecError
             from pytest_hud.robot.agent.registry import load_agent
 
-            spec = self.options.agent
+            spec = given
             if spec == "random" and self.options.seed is not None:
                 spec = f"random:{self.options.seed}"  # reproducible with --hud-seed
-            if self._agent_error is not None:  # one attempt per session, not one per item
-                raise pytest.UsageError(self._agent_error)
+            error = self._agent_errors.get(given)
+            if error is not None:  # one attempt per session, not one per item
+                raise pytest.UsageError(error)
             try:
                 held = self.config.hook.pytest_hud_agent(config=self.config, spec=spec)
                 with heap.long_lived(freeze=self.outermost):  # lives as long as we do
-                    self._agent = held or ray_agent(spec, self.options.runtime) or load_agent(spec)
+                    agent = held or ray_agent(spec, self.options.runtime) or load_agent(spec)
+                self._agents[given] = agent
             except AgentSpecError as exc:
-                self._agent_error = f"--hud-agent={spec}: {exc}"
+                error = f"--hud-agent={spec}: {exc}"
             except Exception as exc:  # a user factory that raises: its type and message
-                self._agent_error = (
-                    f"--hud-agent={spec}: building the agent raised {type(exc).__name__}: {exc}"
-                )
-            if self._agent_error is not None:
-                raise pytest.UsageError(self._agent_error)
-        return self._agent
+                error = f"--hud-agent={spec}: building the agent raised {type(exc).__name__}: {exc}"
+            if error is not None:
+                self._agent_errors[given] = error
+                raise pytest.UsageError(error)
+        return self._agents[given]
 
     def progress_line(self) -> Any:
         """A live ``[123 steps, 4.2s]`` after the test id, in ``-v`` on a terminal only;
@@ -141,13 +151,16 @@ class HudSession:
             self._provider = provider_for(self.options.runtime, self.options.shared)
         return self._provider
 
-    def _load_expectations(self) -> Expectations:
+    def _load_expectations(self, arm: Arm | None = None) -> Expectations:
+        """The --hud-expect rules of the session's agent, or of one arm's (its tables by
+        its label, a sweep's step, then by its spec)."""
         if self.options.expect is None:
             return Expectations()
+        names = [self.options.checkpoint or "", self.agent_name]
+        if arm is not None:
+            names = [arm.label, arm.spec]
         try:
-            return Expectations.load(
-                self.options.expect, [self.options.checkpoint or "", self.agent_name]
-            )
+            return Expectations.load(self.options.expect, names)
         except ExpectError as exc:
             raise pytest.UsageError(str(exc)) from None
 

@@ -76,6 +76,9 @@ class Row(TypedDict, total=False):
     video: str | None
     dataset: dict[str, Any] | None
     # added by the plugin and its features
+    arm: str  # several --hud-agent: the arm's letter (``agent`` is its name)
+    pair: str  # several --hud-agent: the node id without the arm's tag (one per row x repeat)
+    task_pairs: int  # several --hud-agent: the pairs of this row's task in the session
     repro: str
     bar: float | None  # --hud-gate=sequential: the task's bar
     resumed: bool  # read back from --hud-resume's ledger

@@ -145,3 +145,20 @@ def make_suite(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeconftest("import line_env  # noqa: F401\n")
     pytester.makeini("[pytest]\nhud_agent = zero\n")
     return pytester
+
+
+#: ``my_agents:forward`` (always steps forward: succeeds every goal up to the episode's 3
+#: ticks, so it beats ``zero`` on goals in (0, 3]) and ``my_agents:backwards``
+AB_AGENTS = (
+    BACKWARDS_AGENTS
+    + """
+
+class Forward(ZeroModel):
+    def infer(self, batch):
+        return np.clip(np.full_like(super().infer(batch), 1.0), self.low, self.high)
+
+
+def forward():
+    return RobotAgent(Forward(), name="forward")
+"""
+)

@@ -16,6 +16,7 @@ plugin name                 enabled by                          module
 ``pytest-hud-ray``          ``-n K --hud-runtime=ray``          :mod:`.ray_session`
 ``pytest-hud-crash``        ``-n K`` (controller)               :mod:`.crash`
 ``pytest-hud-trackers``     ``--hud-log`` (controller)          :mod:`.trackers`
+``pytest-hud-arms``         ``--hud-agent`` given 2+ times      :mod:`.arms`
 ==========================  ==================================  =======================
 
 Where several contribute to one output, registration order sets theirs (pluggy calls
@@ -67,7 +68,7 @@ def _enabled(session: HudSession) -> list[tuple[str, object]]:
 
         label = session.agent_label
         out.append(("compare", ComparePlugin(config, options, label, session.artifacts)))
-    if options.gate == "sequential":
+    if options.gate == "sequential" and not session.arms:  # arms: paired, in .arms
         from pytest_hud._plugin.features.sequential import SequentialPlugin
 
         cache = session.artifacts / "step-tables"
@@ -93,6 +94,10 @@ def _enabled(session: HudSession) -> list[tuple[str, object]]:
         step = options.log_step if options.log_step is not None else step_of(options.agent)
         where = options.log_dir or session.artifacts / "trackers"
         out.append(("trackers", TrackerPlugin(options.log, where, step, session.agent_label)))
+    if session.arms:
+        from pytest_hud._plugin.features.arms import ArmsPlugin
+
+        out.append(("arms", ArmsPlugin(session)))
     return out
 
 

@@ -33,7 +33,7 @@ from pytest_hud._plugin.options import HudOptions
 from pytest_hud.evaluation import results as rep
 from pytest_hud.evaluation.sequential import BaselineGate, ThresholdGate, Verdict
 
-__all__ = ["SequentialPlugin", "task_of"]
+__all__ = ["SequentialPlugin", "report_dropped", "task_of"]
 
 _REPEAT = re.compile(r"^(.*)\[(\d+)\]\]$")
 
@@ -42,6 +42,29 @@ def task_of(nodeid: str) -> str:
     """The task an item repeats: its node id without the repeat index."""
     m = _REPEAT.match(nodeid)
     return m.group(1) + "]" if m else nodeid
+
+
+def report_dropped(config: pytest.Config, nodeid: str, reason: str) -> None:
+    """Report an item the xdist controller drops (it never reaches a worker) as skipped
+    with ``reason``: its setup and teardown reports, as a worker would send them."""
+    path = nodeid.split("::", 1)[0]
+    hook = config.hook
+    hook.pytest_runtest_logstart(nodeid=nodeid, location=(path, None, nodeid))
+    for when, outcome, longrepr in (
+        ("setup", "skipped", (path, None, f"Skipped: {reason}")),
+        ("teardown", "passed", None),
+    ):
+        report = pytest.TestReport(
+            nodeid,
+            (path, None, nodeid),  # type: ignore[arg-type]  # no line in the controller
+            {},
+            outcome,  # type: ignore[arg-type]
+            longrepr,  # type: ignore[arg-type]
+            when,  # type: ignore[arg-type]
+            duration=0.0,
+        )
+        hook.pytest_runtest_logreport(report=report)
+    hook.pytest_runtest_logfinish(nodeid=nodeid, location=(path, None, nodeid))
 
 
 @dataclass
@@ -149,24 +172,7 @@ class SequentialPlugin:
         reason = self.decided(nodeid)
         if reason is None:
             return False
-        path = nodeid.split("::", 1)[0]
-        hook = self.config.hook
-        hook.pytest_runtest_logstart(nodeid=nodeid, location=(path, None, nodeid))
-        for when, outcome, longrepr in (
-            ("setup", "skipped", (path, None, f"Skipped: {reason}")),
-            ("teardown", "passed", None),
-        ):
-            report = pytest.TestReport(
-                nodeid,
-                (path, None, nodeid),  # type: ignore[arg-type]  # no line in the controller
-                {},
-                outcome,  # type: ignore[arg-type]
-                longrepr,  # type: ignore[arg-type]
-                when,  # type: ignore[arg-type]
-                duration=0.0,
-            )
-            hook.pytest_runtest_logreport(report=report)
-        hook.pytest_runtest_logfinish(nodeid=nodeid, location=(path, None, nodeid))
+        report_dropped(self.config, nodeid, reason)
         return True
 
     @pytest.hookimpl(optionalhook=True)

@@ -1,0 +1,217 @@
+"""A/B arms: ``--hud-agent`` given several times, each agent one arm of a paired session.
+
+``--hud-agent`` is repeatable (the ini ``hud_agent`` stays one value); a ``lerobot:`` spec
+may be a glob over a training run's checkpoints
+(``lerobot:outputs/train/act/checkpoints/*/pretrained_model``), expanded to one arm per
+folder and sorted by training step (the ``checkpoints/NNNNNN`` folder; lerobot's ``last``
+link is the same folder as its step and counted once). The first agent is the
+reference, the last the candidate. Arms are lettered A, B, ..., Z, AA, ...; an arm's
+item id is its case's id plus ``@LETTER`` (``test_x[line/reach[seed=1]@B]``), so a pair
+(the same row, repeat and seed under every arm) is the node id without its tag.
+
+With one agent nothing here changes anything: no letter, no tag, no arm.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import random
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_hud._plugin.features.trackers import step_of
+from pytest_hud._plugin.internals import from_controller
+
+if TYPE_CHECKING:
+    from pytest_hud._plugin.options import HudOptions
+
+__all__ = [
+    "ARM_OPTIONS",
+    "HANDED_AGENTS",
+    "HANDED_SEED",
+    "Arm",
+    "arms_of",
+    "expand_spec",
+    "read_ab_seed",
+    "read_agents",
+    "split_arm",
+    "task_of_nodeid",
+    "validate_arms",
+]
+
+ARM_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
+    (
+        "--hud-ab-seed",
+        "with several --hud-agent: the seed of the shuffled, interleaved run order of the "
+        "arms' items (default: a random one, printed in the header and stored in the "
+        "results JSON)",
+        {"type": int},
+    ),
+    (
+        "--hud-ab-gate",
+        "with several --hud-agent: fail the session when the candidate (the last agent) is "
+        "worse than the reference (the first) on any task or overall (paired verdict at "
+        "--hud-alpha); the gate owns every arm's episode failures",
+        {"action": "store_true"},
+    ),
+]
+
+#: workerinput keys: the controller's expanded agents and order seed, for every worker
+HANDED_AGENTS = "hud_agents"
+HANDED_SEED = "hud_ab_seed"
+
+_GLOB = re.compile(r"[*?\[]")
+#: an arm's tag in a node id: ``@B`` closing the hud parameter (or before another one)
+_TAG = re.compile(r"@([A-Z]{1,3})(?=\]$|-)")
+#: a row id's trailing hash slug (``env/template-1a2b3c4d``) or repeat (``[3]``)
+_SLUG = re.compile(r"-[0-9a-f]{8}$")
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One agent of a paired session: its letter, spec and name (``label``).
+
+    ``label`` is the training step of a ``checkpoints/NNNNNN`` checkpoint when every arm
+    has a distinct one (a sweep: ``--hud-expect`` tables named by step apply, as
+    ``--hud-checkpoint=STEP`` does for one agent), else the spec."""
+
+    letter: str
+    spec: str
+    step: int | None
+    label: str
+    index: int
+
+    @property
+    def checkpoint_path(self) -> str | None:
+        kind, _, rest = self.spec.partition(":")
+        return rest if kind == "lerobot" and rest else None
+
+
+def letter(index: int) -> str:
+    """A, B, ..., Z, AA, AB, ...: the arm's tag."""
+    out = ""
+    index += 1
+    while index:
+        index, rem = divmod(index - 1, 26)
+        out = chr(ord("A") + rem) + out
+    return out
+
+
+def arms_of(specs: list[str]) -> list[Arm]:
+    """The arms of ``specs`` (none for a single agent)."""
+    if len(specs) < 2:
+        return []
+    steps = [step_of(s) if s.startswith("lerobot:") else None for s in specs]
+    sweep = None not in steps and len(set(steps)) == len(steps)
+    return [
+        Arm(letter(i), s, st, str(st) if sweep else s, i)
+        for i, (s, st) in enumerate(zip(specs, steps, strict=True))
+    ]
+
+
+def expand_spec(spec: str) -> list[str]:
+    """A ``lerobot:GLOB`` as one spec per matched folder, by training step; else ``[spec]``."""
+    kind, _, path = spec.partition(":")
+    if kind != "lerobot" or not _GLOB.search(path):
+        return [spec]
+    found: dict[str, str] = {}  # real path -> the match naming it (a step beats "last")
+    for match in sorted(glob.glob(path)):
+        if not os.path.isdir(match):
+            continue
+        real = os.path.realpath(match)
+        if real not in found or step_of(found[real]) is None:
+            found[real] = match
+    if not found:
+        raise pytest.UsageError(
+            f"--hud-agent={spec}: expected the glob to match checkpoint folders, got none; "
+            "fix: point it at a training run's checkpoints, e.g. "
+            "lerobot:outputs/train/act/checkpoints/*/pretrained_model"
+        )
+
+    def order(match: str) -> tuple[int, int, str]:
+        step = step_of(match)
+        return (step is None, step or 0, match)
+
+    return [f"lerobot:{m}" for m in sorted(found.values(), key=order)]
+
+
+def read_agents(config: pytest.Config) -> list[str]:
+    """Every ``--hud-agent`` (globs expanded), else the ini's one, else ``random``; an
+    xdist worker takes the controller's expansion."""
+    handed = from_controller(config, HANDED_AGENTS)
+    if handed:
+        return [str(s) for s in handed]
+    raw: list[str] | str | None = config.getoption("hud_agent")
+    if isinstance(raw, str):  # set programmatically as one value
+        raw = [raw]
+    if not raw:
+        ini = config.getini("hud_agent")
+        raw = [str(ini)] if ini not in (None, "", []) else ["random"]
+    return [out for spec in raw for out in expand_spec(spec)]
+
+
+def read_ab_seed(config: pytest.Config) -> int:
+    """``--hud-ab-seed`` (else the ini's, else the controller's, else a fresh one)."""
+    given = config.getoption("hud_ab_seed")
+    if given is None:
+        ini = config.getini("hud_ab_seed")
+        if ini not in (None, "", []):
+            try:
+                given = int(str(ini))
+            except ValueError:
+                raise pytest.UsageError(f"ini option hud_ab_seed = {ini!r} is not an int") from None
+    if given is None:
+        given = from_controller(config, HANDED_SEED)
+    if given is None:
+        given = random.SystemRandom().randrange(2**31)
+    return int(given)
+
+
+def validate_arms(options: HudOptions) -> None:
+    """What several agents cannot be combined with (one usage error naming the fix)."""
+    if len(options.agents) < 2:
+        if options.ab_gate:
+            raise pytest.UsageError(
+                "--hud-ab-gate compares agents: expected --hud-agent at least twice "
+                f"(reference first, candidate last), got {options.agents}"
+            )
+        return
+    conflicts = {
+        "checkpoint": "each arm is named by its spec, or by its checkpoints/NNNNNN step",
+        "compare": "the arms are compared with each other in this session",
+        "baseline": "the first --hud-agent is the reference the others are compared with",
+        "resume": "resume one agent's session at a time",
+        "log": "log each agent from a session of its own",
+        "delegate": "run the arms in this process (or under -n)",
+    }
+    for name, why in conflicts.items():
+        if getattr(options, name) not in (None, [], False):
+            raise pytest.UsageError(
+                f"--hud-{name} is for one agent, got {len(options.agents)} --hud-agent "
+                f"({', '.join(options.agents)}); {why}: drop --hud-{name}"
+            )
+
+
+def split_arm(nodeid: str) -> tuple[str, str] | None:
+    """(the pair's id: the node id without its tag, the arm's letter), or None."""
+    matches = list(_TAG.finditer(nodeid))
+    if not matches:
+        return None
+    found = matches[-1]
+    return nodeid[: found.start()] + nodeid[found.end() :], found.group(1)
+
+
+def task_of_nodeid(nodeid: str) -> str | None:
+    """The ``env/template`` an arm item's row runs, read from its id (for the xdist
+    controller, which holds ids only); None where the id does not say."""
+    _, bracket, param = nodeid.partition("[")
+    if not bracket:
+        return None
+    head = re.match(r"[^\[@]+", param)
+    if head is None or "/" not in head.group(0):
+        return None
+    return _SLUG.sub("", head.group(0))

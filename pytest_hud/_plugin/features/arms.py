@@ -1,0 +1,311 @@
+"""Several ``--hud-agent``: an A/B test or a checkpoint sweep in one paired session.
+
+Registered only with two or more agents (the arms of :mod:`pytest_hud._plugin.arm_specs`;
+collection already made one case per arm, ids ``...@A``, same row, repeat and seed).
+This plugin:
+
+* orders the arms' items: pairs (one row x repeat under every arm) shuffled, and the
+  arms shuffled within each pair, by ``--hud-ab-seed`` (printed in the header, stored in
+  the results JSON), so drift and load hit every arm alike; every xdist worker gets the
+  controller's seed and agent list, so all collect the same order;
+* runs each item's rollout with its arm's agent (``pytest_hud_case_agent``; each agent
+  loaded once per process, when first needed);
+* reports, per task and overall, each arm's rate and interval and each candidate's paired
+  comparison with the reference (:mod:`pytest_hud.evaluation.ab`): one terminal table,
+  ``agents`` and ``paired`` in the results JSON, a section of the html report;
+* with ``--hud-gate=sequential``, stops a task's pairs once decided (:mod:`.arms_sequential`);
+* with ``--hud-ab-gate``, one gate that fails when the candidate (last agent) is worse
+  than the reference on any task or overall, owning every arm's episode failures.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_hud._plugin.arm_specs import HANDED_AGENTS, HANDED_SEED, Arm, split_arm
+from pytest_hud._plugin.cases import HudCase
+from pytest_hud._plugin.features.arms_sequential import PairedStopping
+from pytest_hud._plugin.features.sequential import report_dropped
+from pytest_hud._plugin.internals import hand_to_workers, uses_fixture_from
+from pytest_hud._plugin.report_images import Figure
+from pytest_hud._plugin.state import CASE
+from pytest_hud.evaluation import provenance
+from pytest_hud.evaluation.ab import agent_blocks, format_ab_table, paired_block
+from pytest_hud.evaluation.results import Row
+from pytest_hud.evaluation.verdict import CoveredGate
+
+if TYPE_CHECKING:
+    from pytest_hud._plugin.session import HudSession
+
+__all__ = ["ArmsPlugin"]
+
+
+def _task(case: HudCase) -> str:
+    return f"{case.row.env}/{case.row.id}"
+
+
+class ArmsPlugin:
+    """The paired session's ordering, agents, statistics and reports (see the module doc)."""
+
+    def __init__(self, session: HudSession) -> None:
+        self.session = session
+        self.config = session.config
+        self.options = session.options
+        self.arms: list[Arm] = session.arms
+        self.seed = int(session.options.ab_seed or 0)
+        self.task_pairs: dict[str, int] = {}  # where items are collected: pairs per task
+        self.stopping: PairedStopping | None = None
+        if self.options.gate == "sequential":
+            self.stopping = PairedStopping(self.arms, self.options.alpha, lambda: session.order)
+        self._cache: tuple[Any, list[dict[str, Any]]] | None = None
+        self.plot: Path | None = None
+        self.plot_error: str | None = None
+
+    def describe(self, *, hashes: bool = False) -> list[dict[str, Any]]:
+        """The arms as the results JSON lists them (with checkpoint hashes if asked)."""
+        out = []
+        for arm in self.arms:
+            role = "reference" if arm.index == 0 else None
+            role = "candidate" if arm.index == len(self.arms) - 1 else role
+            entry: dict[str, Any] = {"arm": arm.letter, "spec": arm.spec, "label": arm.label}
+            entry.update(step=arm.step, role=role)
+            path = arm.checkpoint_path
+            if hashes and path is not None:
+                try:
+                    digest: str | None = provenance.checkpoint_hash(path)
+                except (OSError, ValueError):  # a hub id, not a local folder
+                    digest = None
+                entry["checkpoint"] = {"path": path, "hash": digest}
+            out.append(entry)
+        return out
+
+    # -- header and workers ----------------------------------------------------------------
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        lines = [
+            f"hud A/B: {len(self.arms)} agents, pairs in a shuffled interleaved order, "
+            f"seed {self.seed} (--hud-ab-seed={self.seed} replays it)"
+        ]
+        for entry in self.describe():
+            role = f" ({entry['role']})" if entry["role"] else ""
+            step = f", step {entry['step']}" if entry["step"] is not None else ""
+            lines.append(f"  {entry['arm']} = {entry['spec']}{step}{role}")
+        return lines
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        hand_to_workers(node, HANDED_AGENTS, list(self.options.agents))
+        hand_to_workers(node, HANDED_SEED, self.seed)
+
+    # -- collection --------------------------------------------------------------------------
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Interleave and shuffle the arms' items by the seed (pairs, then arms in each)."""
+        slots = [i for i, item in enumerate(items) if self._case(item) is not None]
+        blocks: dict[str, list[pytest.Item]] = {}
+        for i in slots:
+            item = items[i]
+            if "hud_agent" in getattr(item, "fixturenames", ()) and not uses_fixture_from(
+                item, "hud_agent", "pytest_hud.fixtures"
+            ):
+                raise pytest.UsageError(
+                    f"{item.nodeid}: several --hud-agent run every row under each agent, "
+                    "but this test overrides the hud_agent fixture; fix: give one "
+                    "--hud-agent, or drop the override"
+                )
+            found = split_arm(item.nodeid)
+            blocks.setdefault(found[0] if found else item.nodeid, []).append(item)
+        rng = random.Random(self.seed)
+        keys = list(blocks)
+        rng.shuffle(keys)
+        ordered: list[pytest.Item] = []
+        for key in keys:
+            block = blocks[key]
+            rng.shuffle(block)
+            ordered.extend(block)
+        for i, item in zip(slots, ordered, strict=True):
+            items[i] = item
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Each task's pairs among the items selected (after -k, -m, ...)."""
+        pairs: dict[str, set[str]] = defaultdict(set)
+        for item in session.items:
+            case, found = self._case(item), split_arm(item.nodeid)
+            if case is not None and found is not None:
+                pairs[_task(case)].add(found[0])
+        self.task_pairs = {task: len(ids) for task, ids in pairs.items()}
+
+    @staticmethod
+    def _case(item: pytest.Item) -> HudCase | None:
+        case = item.stash.get(CASE, None)
+        return case if case is not None and case.arm is not None else None
+
+    # -- running -----------------------------------------------------------------------------
+    @pytest.hookimpl
+    def pytest_hud_case_agent(self, case: HudCase) -> Any | None:
+        if case.arm is None:
+            return None
+        return self.session.load_agent(case.arm.spec)
+
+    @pytest.hookimpl
+    def pytest_hud_skip_case(self, case: HudCase) -> str | None:
+        if self.stopping is None or case.arm is None:
+            return None
+        return self.stopping.skip_reason(_task(case))
+
+    @pytest.hookimpl
+    def pytest_hud_row(self, item: pytest.Item, row: Row) -> None:
+        """The pair the row belongs to, its task's pair count and a one-agent replay."""
+        case = self._case(item)
+        found = split_arm(item.nodeid)
+        if case is None or case.arm is None or found is None:
+            return
+        row["pair"] = found[0]
+        row["task_pairs"] = self.task_pairs.get(_task(case), 0)
+        runtime = None if self.options.runtime == "local" else self.options.runtime
+        # with one --hud-agent the id has no tag: the pair's id is this episode's
+        row["repro"] = provenance.repro_command(
+            found[0], case.arm.spec, self.options.seed, runtime=runtime
+        )
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Where rows are collected: feed the paired sequential tests, count skips."""
+        if self.stopping is None or self.session.is_worker:
+            return
+        if report.when == "setup" and report.skipped:
+            self.stopping.skipped_item(report.nodeid, report.longrepr)
+        if report.when == "teardown":
+            self.stopping.reported_item(report.nodeid, self.session.rows.get(report.nodeid))
+
+    def _drop(self, nodeid: str) -> bool:
+        """The xdist scheduler's question: drop (report skipped) a decided task's item?"""
+        assert self.stopping is not None
+        reason = self.stopping.skip_reason(self.stopping.task_of_item(nodeid))
+        if reason is None:
+            return False
+        report_dropped(self.config, nodeid, reason)
+        return True
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        if self.stopping is None or config.getoption("dist", "no") != "load":
+            return None
+        from pytest_hud._plugin.internals import HudSequentialScheduling
+
+        return HudSequentialScheduling(config, log, drop=self._drop)
+
+    # -- verdicts and reports ------------------------------------------------------------
+    def comparisons(self, rows: list[Row]) -> list[dict[str, Any]]:
+        """Each candidate against the reference (:func:`~pytest_hud.evaluation.ab.paired_block`)."""
+        saved = self.stopping.saved() if self.stopping is not None else 0
+        key = (len(rows), saved, sum(1 for r in rows if r.get("success") is not None))
+        if self._cache is None or self._cache[0] != key:
+            seq = self.stopping.state() if self.stopping is not None else None
+            block = paired_block(rows, self.describe(), alpha=self.options.alpha, sequential=seq)
+            self._cache = (key, block)
+        return self._cache[1]
+
+    @pytest.hookimpl
+    def pytest_hud_gates(self, rows: list[Row]) -> list[CoveredGate]:
+        """The sweep plot; with --hud-ab-gate, the candidate-not-worse gate."""
+        comparisons = self.comparisons(rows)
+        self._write_plot(rows)
+        if not self.options.ab_gate or not comparisons:
+            return []
+        last = comparisons[-1]
+        ref, cand = self.arms[0], self.arms[-1]
+        worse = [t for t, s in last["tasks"].items() if s["verdict"] == "worse"]
+        worse += ["overall"] if last["overall"]["verdict"] == "worse" else []
+        name = f"a/b {cand.letter} vs {ref.letter}"
+        head = f"{name} ({cand.label} vs {ref.label}, paired, alpha {self.options.alpha})"
+        msg = f"{head}: " + (
+            f"worse on {', '.join(worse)}"
+            if worse
+            else f"not worse on any of {len(last['tasks'])} tasks or overall"
+        )
+        covers = frozenset(r["nodeid"] for r in rows if r.get("arm"))
+        return [CoveredGate(name, not worse, msg, covers)]
+
+    def _plot_path(self) -> Path:
+        if self.options.results is not None:
+            return self.options.results.with_suffix(".sweep.png")
+        html = getattr(self.config.option, "htmlpath", None)
+        if html:
+            return Path(html).with_suffix(".sweep.png")
+        return self.session.artifacts / "sweep.png"
+
+    def _write_plot(self, rows: list[Row]) -> None:
+        """A sweep (every arm a checkpoint step): success per task vs training step."""
+        if any(str(a.step) != a.label for a in self.arms):
+            return
+        try:
+            from pytest_hud.evaluation.compare import run_from_rows
+            from pytest_hud.evaluation.compare_plot import write_plot
+
+            runs = [
+                run_from_rows([dict(r) for r in rows if r.get("arm") == a.letter], a.label)
+                for a in self.arms
+            ]
+            path = self._plot_path()
+            write_plot(runs, path)
+            self.plot = path
+        except Exception as exc:  # matplotlib missing or the file cannot be written
+            self.plot_error = f"hud sweep plot not written: {type(exc).__name__}: {exc}"
+
+    def figures(self) -> list[Figure]:
+        if self.plot is None:
+            return []
+        return [Figure(self.plot, "success per task vs training step (Wilson 95%)")]
+
+    @pytest.hookimpl
+    def pytest_hud_results_meta(self) -> dict[str, Any]:
+        rows = list(self.session.rows.values())
+        return {
+            "agents": agent_blocks(rows, self.describe(hashes=True)),
+            "paired": {
+                "reference": self.arms[0].letter,
+                "candidate": self.arms[-1].letter,
+                "order_seed": self.seed,
+                "alpha": self.options.alpha,
+                "sequential": self.stopping is not None,
+                "saved": self.stopping.saved() if self.stopping is not None else 0,
+                "gate": self.options.ab_gate,
+                "plot": None if self.plot is None else str(self.plot),
+                "comparisons": self.comparisons(rows),
+            },
+        }
+
+    @pytest.hookimpl
+    def pytest_hud_summary_table(self, rows: list[Row]) -> list[str]:
+        ref, cand = self.arms[0], self.arms[-1]
+        title = (
+            f"hud A/B: {len(self.arms)} agents ({ref.letter} reference, {cand.letter} "
+            f"candidate) on {len(rows)} rollouts"
+        )
+        return [title, *format_ab_table(rows, self.describe(), self.comparisons(rows))]
+
+    @pytest.hookimpl
+    def pytest_hud_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        tr = terminalreporter
+        for entry in self.describe():
+            role = f" ({entry['role']})" if entry["role"] else ""
+            tr.write_line(f"hud arm {entry['arm']}: {entry['spec']}{role}")
+        tr.write_line(f"hud A/B run order: --hud-ab-seed={self.seed}")
+        if self.stopping is not None:
+            total = sum(len(v) for v in self.stopping.skipped.values())
+            tr.write_line(f"hud paired sequential: {total} episodes saved")
+            for task, reason in sorted(self.stopping.decided.items()):
+                saved = len(self.stopping.skipped.get(task, []))
+                tr.write_line(f"  {task}: {reason}; {saved} episodes saved")
+        if self.plot is not None:
+            tr.write_line(f"hud sweep plot: {self.plot}")
+        if self.plot_error is not None:
+            tr.write_line(self.plot_error, red=True)
+
+    def html(self, rows: list[Row]) -> str:
+        from pytest_hud._plugin.html_arms import arms_html
+
+        return arms_html(self.describe(), rows, self.comparisons(rows))

@@ -1,0 +1,141 @@
+"""``--hud-gate=sequential`` with several agents: per task, a paired sequential test of each
+candidate against the reference, and the task's remaining pairs skipped once every
+candidate's test decided.
+
+A *task* is ``env/template`` (the results' ``per_task``); its pairs are its rows x repeats,
+each run under every arm. Pairs are fed to the tests in the session's run order (the
+shuffled, interleaved order of ``--hud-ab-seed``), a pair once every earlier pair was
+reported (ran, errored or was skipped), so the tests see the same pairs in the same order
+with and without ``-n`` and decide alike. Skipping works as for one agent
+(:mod:`.sequential`): at setup (and out of the lookahead) where the items run, and under
+``-n`` the controller's scheduler drops a decided task's pending items before sending them.
+The procedure and its guarantees are :class:`~pytest_hud.evaluation.paired.PairedSequentialTest`'s.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pytest_hud._plugin.arm_specs import Arm, split_arm, task_of_nodeid
+from pytest_hud.evaluation.ab import graded
+from pytest_hud.evaluation.paired import PairedSequentialTest
+from pytest_hud.evaluation.results import Row, task_of
+
+__all__ = ["PairedStopping"]
+
+
+class PairedStopping:
+    """The paired sequential tests of a session, fed where rows are collected.
+
+    ``order`` gives the session's node ids in run order (the pairs' feeding order)."""
+
+    def __init__(self, arms: list[Arm], alpha: float, order: Callable[[], list[str]]) -> None:
+        self.arms = arms
+        self.alpha = alpha
+        self.order = order
+        self.tests: dict[tuple[str, str], PairedSequentialTest] = {}  # (candidate, task)
+        self.decided: dict[str, str] = {}  # task -> the skip reason of its remaining pairs
+        self.skipped: dict[str, list[str]] = defaultdict(list)  # task -> items not run
+        self.pair_task: dict[str, str] = {}  # pair id -> task, learned from rows
+        self.reported: dict[str, dict[str, Row | None]] = defaultdict(dict)
+        self._sequence: list[str] | None = None
+        self._members: dict[str, set[str]] = defaultdict(set)  # pair id -> its arms' letters
+        self._cursor = 0
+
+    # -- feeding ---------------------------------------------------------------------------
+    def _pairs(self) -> list[str]:
+        if self._sequence is None:
+            seen: dict[str, None] = {}
+            for nodeid in self.order():
+                found = split_arm(nodeid)
+                if found is not None:
+                    seen.setdefault(found[0], None)
+                    self._members[found[0]].add(found[1])
+            self._sequence = list(seen)
+        return self._sequence
+
+    def reported_item(self, nodeid: str, row: Row | None) -> None:
+        """An item's teardown was reported (``row``: its hud row, if it has one): feed every
+        pair that is now complete and next in the run order."""
+        found = split_arm(nodeid)
+        if found is None:
+            return
+        pair, arm = found
+        self.reported[pair][arm] = row
+        if row is not None and row.get("task"):
+            self.pair_task[pair] = task_of(row)
+        pairs = self._pairs()
+        while self._cursor < len(pairs):
+            nxt = pairs[self._cursor]
+            if set(self.reported.get(nxt, {})) < self._members[nxt]:
+                return
+            self._cursor += 1
+            self._feed(self.reported[nxt])
+
+    def _feed(self, rows: Mapping[str, Row | None]) -> None:
+        reference = rows.get(self.arms[0].letter)
+        if reference is None or not graded(reference):
+            return
+        task = task_of(reference)
+        for arm in self.arms[1:]:
+            row = rows.get(arm.letter)
+            if row is None or not graded(row):
+                continue
+            test = self.tests.get((arm.letter, task))
+            if test is None:
+                most = int(reference.get("task_pairs") or 0) or self._count(task)
+                test = PairedSequentialTest(self.alpha, max_pairs=max(most, 1))
+                self.tests[(arm.letter, task)] = test
+            if test.decision is None and test.pairs < test.max_pairs:
+                test.update(bool(reference["success"]), bool(row["success"]))
+        self._decide(task)
+
+    def _count(self, task: str) -> int:
+        """The task's pairs in the session (when the rows do not say)."""
+        return sum(1 for p in self._pairs() if self.pair_task.get(p) == task)
+
+    def _decide(self, task: str) -> None:
+        if task in self.decided:
+            return
+        tests = [(a, self.tests.get((a.letter, task))) for a in self.arms[1:]]
+        if any(t is None or t.decision is None for _, t in tests):
+            return
+        reasons = [f"{a.letter} vs {self.arms[0].letter} {t.reason}" for a, t in tests if t]
+        self.decided[task] = "paired sequential: " + "; ".join(reasons)
+
+    # -- skipping --------------------------------------------------------------------------
+    def task_of_item(self, nodeid: str) -> str | None:
+        found = split_arm(nodeid)
+        if found is None:
+            return None
+        return self.pair_task.get(found[0]) or task_of_nodeid(nodeid)
+
+    def skip_reason(self, task: str | None) -> str | None:
+        return None if task is None else self.decided.get(task)
+
+    def skipped_item(self, nodeid: str, longrepr: Any) -> None:
+        """A setup skip was reported: count it as saved when it was a decided task's."""
+        task = self.task_of_item(nodeid)
+        reason = self.skip_reason(task)
+        if task is not None and reason is not None and reason in str(longrepr):
+            self.skipped[task].append(nodeid)
+
+    # -- results ---------------------------------------------------------------------------
+    def state(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """(candidate, task) -> ``decision``, ``pairs_used``, ``max_pairs``, ``reason`` and
+        ``saved`` (the task's items not run, every arm's), for the results."""
+        out = {}
+        for (letter, task), test in sorted(self.tests.items()):
+            out[(letter, task)] = {
+                "decision": test.decision,
+                "pairs_used": test.pairs_used,
+                "max_pairs": test.max_pairs,
+                "reason": test.reason,
+                "saved": len(self.skipped.get(task, [])),
+            }
+        return out
+
+    def saved(self) -> int:
+        return sum(len(v) for v in self.skipped.values())

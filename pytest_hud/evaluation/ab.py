@@ -1,0 +1,164 @@
+"""A/B and checkpoint sweeps in one session, from its rows: each arm's rates and the paired
+comparison of every candidate with the reference (the first arm), per task and overall.
+
+A row of an arm carries ``arm`` (its letter) and ``pair`` (its node id without the arm's
+tag: the same row, repeat and seed under every arm). A pair counts when both arms' rows
+were graded (no error, a success value; expected failures included, as in
+:mod:`pytest_hud.evaluation.compare`: an xfail belongs to one checkpoint, a comparison must
+not drop its episodes). Pairs are matched by ``pair``, never by the order they ran in, so
+a run under ``-n`` pairs exactly as one without. The statistics are
+:func:`pytest_hud.evaluation.paired.summarize_pairs`'. No pytest imports.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_hud.evaluation.paired import summarize_pairs
+from pytest_hud.evaluation.results import aggregate, stats, task_of
+
+__all__ = ["OVERALL", "agent_blocks", "format_ab_table", "graded", "paired_block", "pairs_of"]
+
+OVERALL = "overall"
+#: (candidate letter, task) -> the task's sequential test state (see paired_block)
+Sequential = Mapping[tuple[str, str], Mapping[str, Any]]
+
+
+def graded(row: Mapping[str, Any]) -> bool:
+    return row.get("error") is None and row.get("success") is not None
+
+
+def agent_blocks(rows: Sequence[Mapping[str, Any]], arms: Sequence[Mapping[str, Any]]) -> list:
+    """The results JSON's ``agents``: per arm (``arm``, ``spec``, ``label``, ``step``, ...)
+    its own ``overall``, ``per_env``, ``per_task`` and ``per_group``."""
+    out = []
+    for arm in arms:
+        mine = [r for r in rows if r.get("arm") == arm["arm"]]
+        out.append({**arm, **aggregate(mine)})  # type: ignore[arg-type]
+    return out
+
+
+def pairs_of(
+    rows: Sequence[Mapping[str, Any]], reference: str, candidate: str
+) -> dict[str, list[tuple[bool, bool]]]:
+    """Per task (``env/template``), the (reference succeeded, candidate succeeded) pairs
+    whose two rows were both graded, sorted by pair id."""
+    by_pair: dict[str, dict[str, Mapping[str, Any]]] = defaultdict(dict)
+    for r in rows:
+        if r.get("pair") and r.get("arm") in (reference, candidate) and graded(r):
+            by_pair[str(r["pair"])][str(r["arm"])] = r
+    out: dict[str, list[tuple[bool, bool]]] = defaultdict(list)
+    for pair in sorted(by_pair):
+        both = by_pair[pair]
+        if reference in both and candidate in both:
+            a, b = both[reference], both[candidate]
+            out[task_of(a)].append((bool(a["success"]), bool(b["success"])))  # type: ignore[arg-type]
+    return dict(out)
+
+
+def _verdict(summary: dict[str, Any], seq: Mapping[str, Any] | None) -> str:
+    """A decided sequential test's verdict, else the fixed-n summary's."""
+    if seq is not None and seq.get("decision") is not None:
+        return str(seq["decision"])
+    return str(summary["verdict"])
+
+
+def paired_block(
+    rows: Sequence[Mapping[str, Any]],
+    arms: Sequence[Mapping[str, Any]],
+    *,
+    alpha: float,
+    sequential: Sequential | None = None,
+) -> list[dict[str, Any]]:
+    """The results JSON's ``paired.comparisons``: for each candidate against the reference,
+    per task and overall, :class:`~pytest_hud.evaluation.paired.PairedSummary`'s fields,
+    the ``verdict`` (a decided sequential test's, else the summary's) and, with
+    ``--hud-gate=sequential``, the task's ``sequential`` state (``decision``,
+    ``pairs_used``, ``max_pairs``, ``reason``, ``saved``: episodes not run)."""
+    reference = str(arms[0]["arm"])
+    out = []
+    for arm in arms[1:]:
+        cand = str(arm["arm"])
+        per_task = pairs_of(rows, reference, cand)
+        tasks: dict[str, Any] = {}
+        for task, pairs in sorted(per_task.items()):
+            summary = summarize_pairs(pairs, alpha=alpha).to_dict()
+            seq = (sequential or {}).get((cand, task))
+            summary["summary_verdict"] = summary["verdict"]
+            summary["verdict"] = _verdict(summary, seq)
+            if seq is not None:
+                summary["sequential"] = dict(seq)
+            tasks[task] = summary
+        everything = [p for pairs in per_task.values() for p in pairs]
+        overall = summarize_pairs(everything, alpha=alpha).to_dict()
+        overall["summary_verdict"] = overall["verdict"]
+        saved = sum(int(s.get("saved", 0)) for (c, _), s in (sequential or {}).items() if c == cand)
+        if sequential is not None:
+            overall["sequential"] = {"saved": saved}
+        out.append({"reference": reference, "candidate": cand, "tasks": tasks, OVERALL: overall})
+    return out
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def _signed(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:+.0f}%"
+
+
+def format_ab_table(
+    rows: Sequence[Mapping[str, Any]],
+    arms: Sequence[Mapping[str, Any]],
+    comparisons: Sequence[Mapping[str, Any]],
+) -> list[str]:
+    """One table: per task, then overall, a line per arm (episodes, success and its 95%
+    Wilson interval) and, on each candidate's, its paired difference from the reference
+    with its interval, the discordant pairs, the exact McNemar p and the verdict."""
+    header: tuple[str, ...] = ("task", "arm", "agent", "episodes", "success", "95% CI")
+    header += ("vs ref", "diff CI")
+    header += ("pairs", "ref only", "cand only", "p", "verdict")
+    by_cand = {str(c["candidate"]): c for c in comparisons}
+    tasks = sorted({task_of(r) for r in rows if r.get("arm")})  # type: ignore[arg-type]
+    lines: list[tuple[str, ...]] = [header]
+    rules = {0}
+    for task in [*tasks, OVERALL]:
+        for i, arm in enumerate(arms):
+            mine = [r for r in rows if r.get("arm") == arm["arm"]]
+            if task != OVERALL:
+                mine = [r for r in mine if task_of(r) == task]  # type: ignore[arg-type]
+            st = stats(mine)  # type: ignore[arg-type]
+            ci = st["wilson_95"]
+            cells: tuple[str, ...] = (task if i == 0 else "", str(arm["arm"]), str(arm["label"]))
+            cells += (str(st["episodes"]), _pct(st["success_rate"]))
+            cells += (f"{_pct(ci[0])}-{_pct(ci[1])}" if ci else "-",)
+            comp = by_cand.get(str(arm["arm"]))
+            paired = None
+            if comp is not None:
+                paired = comp[OVERALL] if task == OVERALL else comp["tasks"].get(task)
+            if paired is None:
+                cells += ("reference" if i == 0 else "-", "", "", "", "", "", "")
+            else:
+                lo, hi = paired["diff_ci"]
+                seq = paired.get("sequential") or {}
+                used = seq.get("pairs_used")
+                count = f"{used}/{seq['max_pairs']}" if used is not None else str(paired["n_pairs"])
+                cells += (_signed(paired["diff"]), f"[{_signed(lo)}, {_signed(hi)}]", count)
+                cells += (str(paired["a_only"]), str(paired["b_only"]))
+                cells += (f"{paired['p_value']:.3g}", str(paired["verdict"]))
+            lines.append(cells)
+        rules.add(len(lines) - 1)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    out = []
+    left = {0, 1, 2, len(header) - 1}
+    for i, line in enumerate(lines):
+        cells_out = [
+            c.ljust(w) if j in left else c.rjust(w)
+            for j, (c, w) in enumerate(zip(line, widths, strict=True))
+        ]
+        out.append("  ".join(cells_out).rstrip())
+        if i in rules:
+            out.append("-" * sum(w + 2 for w in widths[:-1]) + "-" * widths[-1])
+    return out
