@@ -4,6 +4,7 @@
     ledger merge a.jsonl b.jsonl -o c.jsonl  episode ledgers (pytest_hud.evaluation.ledger)
     doctor                                   which MuJoCo GL backends render here, and the fix
     image build|ls|rm                        the env images --hud-runtime=docker builds
+    check --agent SPEC ROWS_OR_MODULE        the compatibility preflight: policy vs env
     watch RUN_DIR [pytest args...]           evaluate a training run's checkpoints as they appear
 
 Each command's module is imported only when asked for, so ``--help`` stays fast.
@@ -21,6 +22,7 @@ COMMANDS = {
     "ledger": ("pytest_hud.evaluation.ledger", "episode ledgers: merge shards"),
     "doctor": ("pytest_hud.doctor", "which MuJoCo GL backends render here, and the fix"),
     "image": ("pytest_hud.runtime.docker.cli", "build, list, remove the env images of docker runs"),
+    "check": ("pytest_hud.check", "an agent's policy against the envs of task rows, before a run"),
     "watch": ("pytest_hud.watch", "evaluate a training run's checkpoints as they appear"),
 }
 

@@ -187,7 +187,14 @@ def _title(label: str, env: str) -> str:
 
 
 def _first_line(text: str | None) -> str:
-    return (text or "").strip().splitlines()[0] if text and text.strip() else "?"
+    """An error's first line; for one that quotes a traceback, also its last line."""
+    lines = [line.strip() for line in (text or "").strip().splitlines() if line.strip()]
+    if not lines:
+        return "?"
+    if lines[0].endswith(":") and len(lines) > 1:  # "... failed:" then a traceback
+        tail = next((x for x in reversed(lines) if not x.startswith(("File ", "^", "~"))), "")
+        return f"{lines[0]} {tail}"
+    return lines[0]
 
 
 async def _probe(

@@ -16,6 +16,8 @@ plugin name                 enabled by                          module
 ``pytest-hud-ray``          ``-n K --hud-runtime=ray``          :mod:`.ray_session`
 ``pytest-hud-crash``        ``-n K`` (controller)               :mod:`.crash`
 ``pytest-hud-trackers``     ``--hud-log`` (controller)          :mod:`.trackers`
+``pytest-hud-preflight``    ``--hud-preflight`` not off         :mod:`.preflight`
+                            (controller)
 ``pytest-hud-arms``         ``--hud-agent`` given 2+ times      :mod:`.arms`
 ==========================  ==================================  =======================
 
@@ -98,6 +100,11 @@ def _enabled(session: HudSession) -> list[tuple[str, object]]:
         from pytest_hud._plugin.features.arms import ArmsPlugin
 
         out.append(("arms", ArmsPlugin(session)))
+    from pytest_hud._plugin.features.preflight import PreflightPlugin, read_preflight
+
+    preflight = read_preflight(config)
+    if controller and preflight != "off":
+        out.append(("preflight", PreflightPlugin(session, preflight)))
     return out
 
 

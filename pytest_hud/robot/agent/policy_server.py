@@ -233,14 +233,19 @@ def serve_forever(
 
     Prints ``PYTEST_HUD_POLICY_SERVER {"url": ...}`` on stdout once it listens.
     """
+    from pytest_hud.robot.agent.expects import metadata_entry
+
     model = load_model(spec)
+    # what the policy expects (a LeRobot checkpoint's features and stats): clients check
+    # it against their env before any episode (the compatibility preflight)
+    meta = {"agent": spec, "model": type(model).__name__, **metadata_entry(model, spec)}
     server = PolicyServer(
         model,
         host=host,
         port=port,
         max_wait_s=max_wait_s,
         batch_size=batch_size,
-        metadata={"agent": spec, "model": type(model).__name__},
+        metadata=meta,
         contract=contract,
         max_frame_bytes=max_frame_bytes,
     )

@@ -1,0 +1,202 @@
+"""``--hud-preflight=off|warn|strict``: each agent's policy against the envs, before any item.
+
+Once per distinct agent (an A/B session's arms each), one probe episode per env
+(:mod:`pytest_hud.preflight`): a hard mismatch (a camera or state the policy needs is
+missing, an action of another size, a policy that raises on the env's observations) is
+one usage error naming both sides and the fix (exit 4); soft ones (image resize, states
+far outside the checkpoint's stats, actions outside the env's range, a chunk longer than
+the episode, missing normalization stats) are one warning table, printed before the
+items run. ``strict`` makes soft ones usage errors too; ``off`` skips the check.
+
+Without xdist it runs once collection is done, on the first row of each env the items
+use (those that take the plugin's own ``hud_provider`` and ``hud_agent``). Under xdist
+the controller decides when the first worker reports its collection, before any item is
+scheduled: for the envs among the collected ids that it can see (those the conftest
+imports, a row each declares, and the rows of task files on the command line). There the
+controller loads the agent itself, for LeRobot checkpoints and openpi and vla-eval
+servers only (a factory's agent may have side effects: it is checked without xdist).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_hud._plugin.session import HudSession
+    from pytest_hud.preflight import Subject
+    from pytest_hud.robot.compat import Table
+    from pytest_hud.runtime.task import Task
+
+__all__ = ["MODES", "PREFLIGHT_OPTIONS", "PreflightPlugin", "read_preflight"]
+
+MODES = ("off", "warn", "strict")
+
+PREFLIGHT_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
+    (
+        "--hud-preflight",
+        "before any item, set each agent's policy (a LeRobot checkpoint's features and "
+        "stats, an openpi or vla-eval server's metadata) against each env's contract and "
+        "run it for a few steps: off, warn (a hard mismatch is a usage error, the rest one "
+        "warning table) or strict (warnings are usage errors too) (default: warn)",
+        {"choices": list(MODES)},
+    ),
+]
+
+#: agent kinds the xdist controller loads for the check (the workers load their own)
+_CONTROLLER_KINDS = ("lerobot", "pi05", "openpi", "vla-eval")
+_OURS = "pytest_hud.fixtures"
+
+
+def read_preflight(config: pytest.Config) -> str:
+    """``--hud-preflight`` (else the ini's, else ``warn``)."""
+    raw = config.getoption("hud_preflight", None) or config.getini("hud_preflight") or "warn"
+    mode = str(raw).strip().lower()
+    if mode not in MODES:
+        raise pytest.UsageError(f"--hud-preflight is off, warn or strict, got {raw!r}")
+    return mode
+
+
+class PreflightPlugin:
+    """Registered on the controller (or the only process) unless ``--hud-preflight=off``."""
+
+    def __init__(self, session: HudSession, mode: str) -> None:
+        self.session = session
+        self.config = session.config
+        self.mode = mode
+        self.done: set[str] = set()  # agent specs checked (once per distinct agent)
+        self._controller_done = False
+
+    # -- where it runs -------------------------------------------------------------------
+    @property
+    def _distributed(self) -> bool:
+        return self.config.getoption("dist", "no") != "no"
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        """Under xdist: the controller decides once the first worker collected, before
+        any item is scheduled (a usage error here ends the session, workers torn down)."""
+        if self._controller_done or self._skipped():
+            return
+        self._controller_done = True
+        if _overridden(self.config, "hud_provider") or _overridden(self.config, "hud_agent"):
+            return  # a conftest routes rows or builds agents its own way
+        from pytest_hud.preflight import subjects
+
+        envs = [s for s in subjects(_task_file_rows(self.config)) if _collected(s.env, ids)]
+        if not envs:
+            return
+        for spec in self._specs():
+            if spec.partition(":")[0] in _CONTROLLER_KINDS:
+                self._check(spec, envs)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Without xdist: the collected items' envs, the session's agent(s)."""
+        if self._distributed or self._skipped():
+            return
+        from pytest_hud._plugin.internals import uses_fixture_from
+        from pytest_hud._plugin.state import CASE
+
+        items = [
+            i
+            for i in session.items
+            if CASE in i.stash
+            and uses_fixture_from(i, "hud_agent", _OURS)
+            and uses_fixture_from(i, "hud_provider", _OURS)
+            and i.get_closest_marker("skip") is None
+        ]
+        if not items:
+            return
+        from pytest_hud.preflight import first_rows
+
+        envs = first_rows(i.stash[CASE].task for i in items)
+        arms = {getattr(i.stash[CASE], "arm", None) for i in items}
+        for spec in self._specs():
+            if any(a is None or getattr(a, "spec", None) == spec for a in arms):
+                self._check(spec, envs)
+
+    def _skipped(self) -> bool:
+        return bool(self.config.option.collectonly) or self.session.options.delegate is not None
+
+    def _specs(self) -> list[str]:
+        options = self.session.options
+        return list(dict.fromkeys(getattr(options, "agents", None) or [options.agent]))
+
+    def _load(self, spec: str) -> Any:
+        return self.session.load_agent(spec)  # the session's own, loaded once per process
+
+    # -- the check -----------------------------------------------------------------------
+    def _check(self, spec: str, envs: list[Subject]) -> None:
+        if spec in self.done:
+            return
+        self.done.add(spec)
+        from pytest_hud.preflight import check_agent
+        from pytest_hud.runtime.placement import provider_for
+
+        options = self.session.options
+        provider = provider_for(options.runtime)
+        tables = check_agent(self._load(spec), spec, envs, provider, max_steps=options.max_steps)
+        self._decide(spec, tables)
+
+    def _decide(self, spec: str, tables: list[Table]) -> None:
+        hard = [t for t in tables if t.hard]
+        soft = [t for t in tables if t.soft and not t.hard]
+        off = "(--hud-preflight=off skips this check)"
+        if hard or (soft and self.mode == "strict"):
+            shown = hard + (soft if self.mode == "strict" else [])
+            text = "\n\n".join(t.render() for t in shown)
+            what = "cannot run on" if hard else "would run wrongly on (--hud-preflight=strict)"
+            raise pytest.UsageError(f"--hud-agent={spec} {what} the env:\n{text}\n{off}")
+        if soft:
+            from pytest_hud.robot.compat import CompatWarning
+
+            text = "\n\n".join(t.render() for t in soft)
+            printed = self._print(text)
+            rows = "; ".join(f"{r.feature}: {r.verdict}" for t in soft for r in t.soft)
+            brief = f"--hud-agent={spec}: preflight warnings ({rows}), fixes in the table above"
+            # recorded like a config-time warning: the warnings summary lists it, -W can raise it
+            self.config.issue_config_time_warning(CompatWarning(brief if printed else text), 2)
+
+    def _print(self, text: str) -> bool:
+        """The table on the terminal now, before any item (False: no terminal)."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return False
+        reporter.ensure_newline()
+        reporter.write_line(text, yellow=True)
+        return True
+
+
+def _collected(env: str, ids: list[str]) -> bool:
+    """Whether any collected node id is a case of ``env`` (case ids start ``env/``)."""
+    mark = f"{env}/"
+    for nodeid in ids:
+        params = nodeid.partition("[")[2]
+        if params.startswith(mark) or f"-{mark}" in params:
+            return True
+    return False
+
+
+def _overridden(config: pytest.Config, fixture: str) -> bool:
+    """Whether a conftest (or another plugin) defines ``fixture`` beside the plugin's."""
+    from pytest_hud._plugin.internals import defines_fixture
+
+    return any(defines_fixture(p, fixture, _OURS) for p in config.pluginmanager.get_plugins())
+
+
+def _task_file_rows(config: pytest.Config) -> list[Task]:
+    """The rows of the task files given on the command line (the controller collects none)."""
+    from pytest_hud._plugin.items import is_task_file
+    from pytest_hud.runtime.task import Taskset
+
+    rows: list[Task] = []
+    for arg in config.args:
+        path = Path(str(arg).split("::", 1)[0])
+        if path.is_file() and is_task_file(path):
+            try:
+                rows.extend(Taskset.load(path))
+            except Exception:  # collection reports a bad file, in the workers
+                continue
+    return rows
