@@ -113,9 +113,13 @@ class HtmlHooks:
                 prefix.append(arms.html(rows))
                 title = f"all {len(self.plugin.arms)} agents pooled"
             prefix.append(summary_html(title, rows, gates, gallery_html(rows)))
+        replay = self.plugin.config.pluginmanager.get_plugin("pytest-hud-replay")
+        if replay is not None:
+            prefix.append(replay.html())
         compare = self.plugin.config.pluginmanager.get_plugin("pytest-hud-compare")
         figures = [  # asked for by name: shown even in a session without hud rows
             *(compare.figures() if compare is not None else []),
+            *(replay.figures() if replay is not None else []),
             *(arms.figures() if arms is not None else []),
             *map(Figure.of, self.plugin.options.report_images),
         ]

@@ -11,6 +11,7 @@ import pytest
 from pytest_hud._plugin.arm_specs import ARM_OPTIONS, read_ab_seed, read_agents, validate_arms
 from pytest_hud._plugin.eval_options import EVALUATION_OPTIONS, EvaluationOptions
 from pytest_hud._plugin.features.preflight import PREFLIGHT_OPTIONS
+from pytest_hud._plugin.features.replay import REPLAY_OPTIONS
 from pytest_hud._plugin.features.trackers import TRACKER_OPTIONS, read_trackers
 from pytest_hud._plugin.report_images import REPORT_OPTIONS, read_report_images
 
@@ -108,6 +109,7 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     *EVALUATION_OPTIONS,
     *REPORT_OPTIONS,
     *TRACKER_OPTIONS,
+    *REPLAY_OPTIONS,
     *PREFLIGHT_OPTIONS,
     (
         "--hud-allow-modules",

@@ -16,6 +16,7 @@ plugin name                 enabled by                          module
 ``pytest-hud-ray``          ``-n K --hud-runtime=ray``          :mod:`.ray_session`
 ``pytest-hud-crash``        ``-n K`` (controller)               :mod:`.crash`
 ``pytest-hud-trackers``     ``--hud-log`` (controller)          :mod:`.trackers`
+``pytest-hud-replay``       ``--hud-replay``                    :mod:`.replay`
 ``pytest-hud-preflight``    ``--hud-preflight`` not off         :mod:`.preflight`
                             (controller)
 ``pytest-hud-arms``         ``--hud-agent`` given 2+ times      :mod:`.arms`
@@ -56,6 +57,11 @@ def _enabled(session: HudSession) -> list[tuple[str, object]]:
         from pytest_hud._plugin.features.recording import RecordingPlugin, record_root
 
         out.append(("recording", RecordingPlugin(session, record_root(options.record))))
+    from pytest_hud._plugin.features.replay import ReplayPlugin, read_replay
+
+    replay = read_replay(config)
+    if replay is not None:
+        out.append(("replay", ReplayPlugin(session, replay)))
     if options.resume is not None:
         from pytest_hud._plugin.features.resume import ResumePlugin
 

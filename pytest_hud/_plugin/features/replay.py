@@ -1,0 +1,365 @@
+"""``--hud-replay=DATASET``: golden replay, env or policy? (guide: docs/guides/why.md).
+
+One item per recorded episode (:mod:`.replay_items`). Its rollout runs the episode's
+recorded actions in the env from the recorded row and seed; its body then judges two
+things (:mod:`pytest_hud.evaluation.replay`): does the env reproduce the recorded
+observations, success and length (env replay), and, with ``--hud-agent``, does the
+policy act as recorded on the recorded observations (policy open loop:
+:func:`pytest_hud.robot.agent.open_loop.open_loop`). The item fails with both verdicts
+when either does not hold; each row carries its ``replay`` block (results JSON, html
+report: a table and one plot per episode), and the terminal shows a table and a verdict
+line per episode. Registered only when ``--hud-replay`` is given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+from pytest_hud._plugin.cases import HudCase
+from pytest_hud._plugin.features.replay_items import ReplayFile, collect_dataset, episode_cases
+from pytest_hud._plugin.report_images import Figure
+from pytest_hud.errors import HudError
+from pytest_hud.evaluation import replay as judge
+from pytest_hud.evaluation.replay import EnvCheck, PolicyCheck
+from pytest_hud.evaluation.results import Row
+from pytest_hud.runtime.rollout import RolloutResult
+
+if TYPE_CHECKING:
+    from pytest_hud._plugin.session import HudSession
+    from pytest_hud.robot.record.reader import EpisodeInfo, Frames
+
+__all__ = ["REPLAY_OPTIONS", "ReplayMismatch", "ReplayPlugin", "ReplaySettings", "read_replay"]
+
+REPLAY_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
+    (
+        "--hud-replay",
+        "golden replay of a LeRobot v3 dataset recorded with --hud-record: one item per "
+        "episode runs its recorded actions in the env from its recorded seed (env "
+        "reproduces / drifts at step k) and, with --hud-agent, the policy on its recorded "
+        "observations (policy matches / diverges on dims ...)",
+        {},
+    ),
+    (
+        "--hud-replay-tolerance",
+        "replay tolerances, comma-separated: env=STD (per step and state dimension, in the "
+        "dataset's standard deviations; default 0.05), policy=STD (mean error per action "
+        "dimension, same units; default 1.0), image=FRACTION (a frame's mean pixel error / "
+        "255; default 0.1)",
+        {},
+    ),
+]
+
+#: Image conventions tried on a diverging policy's cameras: (what, transform).
+_IMAGE_PROBES = (
+    ("flipped vertically", lambda img: img[::-1]),
+    ("flipped horizontally", lambda img: img[:, ::-1]),
+    ("turned 180 degrees", lambda img: img[::-1, ::-1]),
+    ("its red and blue channels swapped", lambda img: img[..., ::-1]),
+)
+
+
+class ReplayMismatch(HudError, AssertionError):
+    """A replayed episode whose env drifted or whose policy diverged: a test failure."""
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    dataset: Path
+    tolerances: judge.Tolerances
+    agent_given: bool
+
+
+def _tolerances(text: str | None) -> judge.Tolerances:
+    values: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        name, _, value = part.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = -1.0
+        if name not in ("env", "policy", "image") or not number > 0:
+            raise pytest.UsageError(
+                f"--hud-replay-tolerance: expected env=STD, policy=STD or image=FRACTION "
+                f"(positive numbers, comma-separated), got {part!r}"
+            )
+        values[name] = number
+    return judge.Tolerances(**values)
+
+
+def read_replay(config: pytest.Config) -> ReplaySettings | None:
+    """``--hud-replay`` (else its ini), checked: a folder holding a LeRobot dataset."""
+    raw = config.getoption("hud_replay", None) or config.getini("hud_replay") or None
+    if not raw:
+        return None
+    root = Path(str(raw)).expanduser().absolute()
+    if not (root / "meta" / "info.json").is_file():
+        raise pytest.UsageError(
+            f"--hud-replay: expected a LeRobot v3 dataset folder (with meta/info.json), got "
+            f"{root}; fix: pass the folder --hud-record wrote"
+        )
+    tol = config.getoption("hud_replay_tolerance", None) or config.getini("hud_replay_tolerance")
+    agent = config.getoption("hud_agent", None) or config.getini("hud_agent")
+    return ReplaySettings(root, _tolerances(tol or None), bool(agent))
+
+
+class ReplayPlugin:
+    """The replay items' judge and the replay's reports."""
+
+    def __init__(self, session: HudSession, settings: ReplaySettings) -> None:
+        from pytest_hud.robot.record.errors import DatasetError
+        from pytest_hud.robot.record.reader import RecordedDataset
+
+        self.session = session
+        self.settings = settings
+        self.tol = settings.tolerances
+        try:
+            self.dataset = RecordedDataset.open(settings.dataset)
+        except (DatasetError, OSError, ValueError) as exc:
+            raise pytest.UsageError(f"--hud-replay: {exc}") from None
+        found, without = episode_cases(self.dataset.episodes)
+        if not found:
+            raise pytest.UsageError(
+                f"--hud-replay: no episode of {settings.dataset} records the row it ran "
+                f"({', '.join(without[:5])}...); fix: record it with --hud-record (pytest-hud "
+                "keeps each episode's row and contract in meta/episodes)"
+            )
+        self.skipped = without
+        self.cases = [case for case, _, _ in found]
+        self.ids = [name for _, name, _ in found]
+        self._episodes = {id(case): ep for case, _, ep in found}
+        self._frames: dict[int, Frames] = {}
+        self.info = settings.dataset / "meta" / "info.json"
+        collect_dataset(session.config, self.info)
+
+    # -- collection and the rollout's agent ----------------------------------------------------
+    @pytest.hookimpl
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> Any:
+        if file_path.resolve() != self.info.resolve():
+            return None
+        root, base = self.dataset.root, Path(str(self.session.config.rootpath))
+        name = root.relative_to(base).as_posix() if root.is_relative_to(base) else str(root)
+        return ReplayFile.from_parent(parent, path=file_path, nodeid=name)
+
+    @pytest.hookimpl
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Load the policy before any item runs (a bad --hud-agent: one usage error)."""
+        if self.settings.agent_given and not self.session.is_worker:
+            self.session.load_agent()
+
+    def frames(self, case: HudCase) -> tuple[EpisodeInfo, Frames]:
+        episode = self._episodes[id(case)]
+        if episode.index not in self._frames:
+            self._frames[episode.index] = self.dataset.frames(episode)
+        return episode, self._frames[episode.index]
+
+    def replay_agent(self, case: HudCase) -> Any:
+        from pytest_hud.robot.record.replay import replay_agent
+
+        episode, frames = self.frames(case)
+        return replay_agent(
+            frames, self.dataset.fps, judge.image_error, name=f"replay:episode {episode.index}"
+        )
+
+    # -- judging one episode -------------------------------------------------------------------
+    def judge(self, item: pytest.Item, case: HudCase, result: RolloutResult) -> None:
+        """Both checks; the block goes on the item's row; a mismatch fails the item."""
+        __tracebackhide__ = True
+        episode, frames = self.frames(case)
+        env = self._env_check(episode, frames, result)
+        policy = self._policy_check(episode, frames) if self.settings.agent_given else None
+        passed = env.reproduces and (policy is None or policy.matches)
+        verdict = (
+            env.verdict + "; " + (policy.verdict if policy else "no policy check (no --hud-agent)")
+        )
+        item.stash[_BLOCK] = {
+            "episode": episode.index,
+            "task": case.id,
+            "dataset": str(self.dataset.root),
+            "passed": passed,
+            "verdict": verdict,
+            "env": env.to_dict(),
+            "policy": None if policy is None else policy.to_dict(),
+        }
+        if not passed:
+            raise ReplayMismatch(f"episode {episode.index}: {verdict}")
+
+    def _labels(self, episode: EpisodeInfo) -> dict[str, list[str]]:
+        from pytest_hud.robot.record.reader import episode_schema
+
+        assert episode.contract is not None
+        schema = episode_schema(episode.contract, self.dataset.fps, video=True)
+        out = {}
+        for key, feats, sizes in schema.vectors():
+            width = int(np.prod(self.dataset.features[key]["shape"]))
+            names: list[str] = []
+            for f, size in zip(feats, sizes, strict=True):
+                n = size if size is not None else width - sum(s or 0 for s in sizes)
+                own = list(f.names) if f.names and len(f.names) == n else None
+                names += own or ([f.name] if n == 1 else [f"{f.name}[{i}]" for i in range(n)])
+            out[key] = names
+        return out
+
+    def _env_check(self, episode: EpisodeInfo, frames: Frames, result: RolloutResult) -> EnvCheck:
+        live = result.agent_info.get("replay") or {}
+        vectors = {k: v for k, v in frames.vectors.items() if k.startswith("observation.")}
+        got = dict(live.get("vectors") or {})
+        units = {k: judge.scale(self.dataset.std(k), v) for k, v in vectors.items()}
+        labels = self._labels(episode) if episode.contract else {}
+        for key, value in vectors.items():
+            labels.setdefault(key, judge.dim_labels(key, value.shape[1]))
+        replayed = len(next(iter(got.values()))) if got else int(result.steps or 0)
+        return judge.compare_env(
+            vectors,
+            got,
+            units,
+            labels,
+            steps=(episode.length, replayed),
+            success=(episode.success, result.success),
+            terminated=(bool(frames.done[-1]), bool(live.get("terminated"))),
+            images=live.get("image_error") or {},
+            tol=self.tol,
+        )
+
+    def _policy_check(self, episode: EpisodeInfo, frames: Frames) -> PolicyCheck:
+        from pytest_hud.robot.agent.agent import RobotAgent
+        from pytest_hud.robot.contract import Contract
+        from pytest_hud.robot.record.reader import env_observations, episode_schema
+
+        agent = self.session.load_agent()
+        if not isinstance(agent, RobotAgent) or episode.contract is None:
+            raise pytest.UsageError(
+                f"--hud-replay: the policy check runs a RobotAgent's model on recorded "
+                f"observations; --hud-agent gave {type(agent).__name__} (or the episode has "
+                "no recorded contract); fix: drop --hud-agent for an env-only replay"
+            )
+        spaces = Contract.from_dict(episode.contract).spaces()
+        schema = episode_schema(episode.contract, self.dataset.fps, video=True)
+        observations = env_observations(schema, frames, self.dataset.features)
+        recorded = frames.actions
+        names = self._action_names(episode, recorded.shape[1])
+        units = judge.scale(self.dataset.std("action"), recorded)
+        predicted = self._open_loop(agent, spaces, observations, episode.task)
+        check = judge.compare_policy(predicted, recorded, units, names, tol=self.tol)
+        if check.matches or check.cause is not None or not schema.cameras:
+            return check
+        probes = {}
+        for cam in schema.cameras:
+            for what, change in _IMAGE_PROBES:
+                changed = [
+                    {**o, cam.feature: np.ascontiguousarray(change(o[cam.feature]))}
+                    for o in observations
+                ]
+                probes[f"camera {cam.feature!r} {what}"] = self._open_loop(
+                    agent, spaces, changed, episode.task
+                )
+        return judge.compare_policy(predicted, recorded, units, names, probes=probes, tol=self.tol)
+
+    def _open_loop(
+        self, agent: Any, spaces: Any, observations: list[Any], prompt: str
+    ) -> np.ndarray:
+        from pytest_hud.robot.agent.open_loop import open_loop
+
+        loop = self.session.evaluator.loop
+        return loop.run(
+            open_loop(agent, spaces, observations, prompt), self.session.options.timeout
+        )
+
+    def _action_names(self, episode: EpisodeInfo, size: int) -> list[str]:
+        names = self.dataset.features.get("action", {}).get("names")
+        if not names and episode.contract:
+            from pytest_hud.robot.contract import Contract
+
+            names = Contract.from_dict(episode.contract).spaces().action_feature.names
+        return judge.dim_labels("action", size, list(names) if names else None)
+
+    # -- reporting -------------------------------------------------------------------------------
+    @pytest.hookimpl
+    def pytest_hud_row(self, item: pytest.Item, row: Row) -> None:
+        block = item.stash.get(_BLOCK, None)
+        if block is not None:
+            row["replay"] = block  # type: ignore[typeddict-unknown-key]
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        report = yield
+        if call.excinfo is not None and isinstance(call.excinfo.value, ReplayMismatch):
+            report.longrepr = f"{item.nodeid}: {call.excinfo.value}"
+        return report
+
+    def blocks(self) -> list[dict[str, Any]]:
+        """Every judged episode's block, in episode order (where rows are collected)."""
+        rows = self.session.rows.values()
+        found = [r["replay"] for r in rows if r.get("replay")]  # type: ignore[typeddict-item]
+        return sorted(found, key=lambda b: b["episode"])
+
+    @pytest.hookimpl
+    def pytest_hud_results_meta(self) -> dict[str, Any]:
+        blocks = self.blocks()
+        policy = [b for b in blocks if b["policy"] is not None]
+        return {
+            "replay": {
+                "dataset": str(self.dataset.root),
+                "tolerances": {
+                    "env": self.tol.env,
+                    "policy": self.tol.policy,
+                    "image": self.tol.image,
+                },
+                "episodes": len(blocks),
+                "env_reproduces": sum(1 for b in blocks if b["env"]["reproduces"]),
+                "policy_matches": sum(1 for b in policy if b["policy"]["matches"])
+                if policy
+                else None,
+                "without_row": self.skipped,
+                "verdicts": [
+                    {"episode": b["episode"], "task": b["task"], "verdict": b["verdict"]}
+                    for b in blocks
+                ],
+            }
+        }
+
+    @pytest.hookimpl
+    def pytest_hud_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        blocks = self.blocks()
+        if not blocks:
+            return
+        tr = terminalreporter
+        tr.write_sep("-", f"hud replay: {self.dataset.root}")
+        lines = judge.format_table(blocks)
+        for line in lines[: len(blocks) + 1]:
+            tr.write_line(line)
+        for block, line in zip(blocks, lines[len(blocks) + 1 :], strict=True):
+            tr.write_line(line, green=block["passed"], red=not block["passed"])
+        if self.skipped:
+            tr.write_line(f"not replayed (no recorded row): {', '.join(self.skipped)}")
+
+    def figures(self) -> list[Figure]:
+        """One plot per judged episode (error over time), for the html report."""
+        from pytest_hud.evaluation.replay_plot import write_episode_plot
+
+        folder = self.session.artifacts / "replay"
+        out = []
+        for block in self.blocks():
+            path = folder / f"episode-{block['episode']}.png"
+            try:
+                write_episode_plot(block, self.tol, path)
+            except Exception as exc:  # matplotlib missing: the table still says it all
+                return [Figure(path, f"replay plots not drawn: {type(exc).__name__}: {exc}")]
+            out.append(
+                Figure(path, f"episode {block['episode']} {block['task']}: {block['verdict']}")
+            )
+        return out
+
+    def html(self) -> str:
+        """The replay table for the html report's summary ('' when nothing was judged)."""
+        from pytest_hud.evaluation.replay_plot import table_html
+
+        blocks = self.blocks()
+        return table_html(blocks, str(self.dataset.root)) if blocks else ""
+
+
+_BLOCK = pytest.StashKey[dict[str, Any]]()

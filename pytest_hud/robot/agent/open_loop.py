@@ -1,0 +1,57 @@
+"""An agent's actions on recorded observations, without an env (open loop).
+
+:func:`open_loop` feeds a sequence of observations (as the env sent them) to an agent's
+own wiring, tick by tick as :meth:`RobotAgent.run_episode` does: the bound adapter, the
+model's ``ainfer`` (its processors, its executor), the observation history, the chunk
+queue (``chunk_size`` / the model's ``n_action_steps``) or the ensembler. The result is
+the action the agent would have sent at each tick had the env shown it exactly those
+observations: compared with the actions a dataset recorded, it tells a policy (or its
+wiring) that acts differently from one that matches, whatever the env does.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from pytest_hud.robot.agent.adapter import Adapter
+from pytest_hud.robot.agent.agent import RobotAgent, _row
+from pytest_hud.robot.agent.model import check_chunk
+from pytest_hud.robot.contract import Spaces
+
+__all__ = ["open_loop"]
+
+
+async def open_loop(
+    agent: RobotAgent,
+    spaces: Spaces,
+    observations: Sequence[dict[str, Any]],
+    prompt: str,
+) -> np.ndarray:
+    """``[T, A]``: the action ``agent`` sends at each of the ``T`` observations."""
+    adapter = (agent.adapter or Adapter()).bind(spaces)
+    model = agent.model
+    model.bind(spaces)
+    size = spaces.action_feature.size
+    base = agent.ensembler or getattr(model, "ensembler", None)
+    ensembler = base.fresh() if base is not None else None
+    keep = agent.chunk_size or getattr(model, "n_action_steps", None)
+    history = max(1, int(getattr(model, "n_obs_steps", 1) or 1))
+    recent: deque[dict[str, Any]] = deque(maxlen=history)
+    queue: deque[np.ndarray] = deque()
+    actions: list[np.ndarray] = []
+    for data in observations:
+        recent.append(data)
+        if ensembler.wants_chunk if ensembler is not None else not queue:
+            raw = await model.ainfer(_row(adapter, recent, history, prompt))
+            chunk = adapter.action(check_chunk(raw, 1, size, type(model).__name__)[0])
+            if ensembler is not None:
+                ensembler.update(chunk)
+            else:
+                queue.extend(chunk[:keep] if keep else chunk)
+        action = ensembler.next() if ensembler is not None else queue.popleft()
+        actions.append(np.asarray(action, np.float32).reshape(-1))
+    return np.stack(actions) if actions else np.zeros((0, size or 0), np.float32)
