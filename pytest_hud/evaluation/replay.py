@@ -55,11 +55,14 @@ class Tolerances:
     policy: float = 1.0
 
 
-def scale(std: np.ndarray | None, values: np.ndarray) -> np.ndarray:
+def scale(std: np.ndarray | None, values: np.ndarray, span: np.ndarray | None = None) -> np.ndarray:
     """Per-dimension units: the dataset's standard deviation (else ``values``'), floored
-    at 1e-3 of the largest one (and 1e-9), so a constant dimension is not divided by 0."""
+    at 1e-3 of the largest one and at 1% of ``span`` (a declared range, e.g. an action's
+    max - min), so a dimension the recording kept constant is not divided by ~0."""
     sd = np.asarray(std if std is not None else np.std(values, axis=0), np.float64).reshape(-1)
-    floor = max(1e-3 * float(sd.max(initial=0.0)), 1e-9)
+    floor = np.full(sd.shape, max(1e-3 * float(sd.max(initial=0.0)), 1e-9))
+    if span is not None:
+        floor = np.maximum(floor, 0.01 * np.abs(np.asarray(span, np.float64).reshape(-1)))
     return np.maximum(sd, floor)
 
 

@@ -96,15 +96,16 @@ def read_replay(config: pytest.Config) -> ReplaySettings | None:
     raw = config.getoption("hud_replay", None) or config.getini("hud_replay") or None
     if not raw:
         return None
+    tol = config.getoption("hud_replay_tolerance", None) or config.getini("hud_replay_tolerance")
+    tolerances = _tolerances(tol or None)
     root = Path(str(raw)).expanduser().absolute()
     if not (root / "meta" / "info.json").is_file():
         raise pytest.UsageError(
             f"--hud-replay: expected a LeRobot v3 dataset folder (with meta/info.json), got "
             f"{root}; fix: pass the folder --hud-record wrote"
         )
-    tol = config.getoption("hud_replay_tolerance", None) or config.getini("hud_replay_tolerance")
     agent = config.getoption("hud_agent", None) or config.getini("hud_agent")
-    return ReplaySettings(root, _tolerances(tol or None), bool(agent))
+    return ReplaySettings(root, tolerances, bool(agent))
 
 
 class ReplayPlugin:
@@ -242,7 +243,7 @@ class ReplayPlugin:
         observations = env_observations(schema, frames, self.dataset.features)
         recorded = frames.actions
         names = self._action_names(episode, recorded.shape[1])
-        units = judge.scale(self.dataset.std("action"), recorded)
+        units = judge.scale(self.dataset.std("action"), recorded, _span(spaces))
         predicted = self._open_loop(agent, spaces, observations, episode.task)
         check = judge.compare_policy(predicted, recorded, units, names, tol=self.tol)
         if check.matches or check.cause is not None or not schema.cameras:
@@ -363,3 +364,11 @@ class ReplayPlugin:
 
 
 _BLOCK = pytest.StashKey[dict[str, Any]]()
+
+
+def _span(spaces: Any) -> np.ndarray | None:
+    """The action's declared range (contract stats max - min), if the contract has one."""
+    stats = spaces.action_feature.stats or {}
+    if "min" not in stats or "max" not in stats:
+        return None
+    return np.asarray(stats["max"], np.float64) - np.asarray(stats["min"], np.float64)
