@@ -144,6 +144,10 @@ class PreflightPlugin:
         hard = [t for t in tables if t.hard]
         soft = [t for t in tables if t.soft and not t.hard]
         off = "(--hud-preflight=off skips this check)"
+        if self.config.option.verbose >= 1:  # -v: the envs that fit, one line each
+            for table in tables:
+                if not table.hard and not table.soft:
+                    self._print(f"{table.title}: fits ({len(table.rows)} checks ok)", yellow=False)
         if hard or (soft and self.mode == "strict"):
             shown = hard + (soft if self.mode == "strict" else [])
             text = "\n\n".join(t.render() for t in shown)
@@ -159,13 +163,13 @@ class PreflightPlugin:
             # recorded like a config-time warning: the warnings summary lists it, -W can raise it
             self.config.issue_config_time_warning(CompatWarning(brief if printed else text), 2)
 
-    def _print(self, text: str) -> bool:
-        """The table on the terminal now, before any item (False: no terminal)."""
+    def _print(self, text: str, *, yellow: bool = True) -> bool:
+        """``text`` on the terminal now, before any item (False: no terminal)."""
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None:
             return False
         reporter.ensure_newline()
-        reporter.write_line(text, yellow=True)
+        reporter.write_line(text, yellow=yellow)
         return True
 
 
