@@ -143,6 +143,19 @@ def _restore_imports(modules: dict[str, Any], path: list[str], tmp: str) -> None
     sys.path[:] = path
 
 
+def _torch_threads() -> int | None:
+    torch = sys.modules.get("torch")
+    return int(torch.get_num_threads()) if torch is not None else None
+
+
+def _restore_torch_threads(before: int | None) -> None:
+    """Put back the caller's torch thread count: an agent run in this process under an
+    xdist worker gives torch that worker's share of the cores (robot.agent.lerobot)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and before is not None and torch.get_num_threads() != before:
+        torch.set_num_threads(before)
+
+
 def _module_of(env: str) -> str | None:
     for declared, where in declared_environments():
         if declared.name == env:
@@ -156,7 +169,8 @@ def _rows_file(tasks: Iterable[Task], folder: Path) -> Path:
     for task in tasks:
         row = task.to_row()
         metadata = dict(row.get("metadata") or {})
-        if "module" not in metadata and (where := _module_of(task.env)) is not None:
+        where = task.declared_in or _module_of(task.env)  # two envs may share a name
+        if "module" not in metadata and where is not None:
             metadata["module"] = where
         if metadata:
             row["metadata"] = metadata
@@ -207,6 +221,8 @@ def evaluate(
     record: str | Path | None = None,
     log: Sequence[str] = (),
     step: int | None = None,
+    log_dir: str | Path | None = None,
+    log_run: str | None = None,
     name: str | None = None,
     args: Sequence[str] = (),
 ) -> Results:
@@ -214,8 +230,10 @@ def evaluate(
 
     ``agent`` is a ``--hud-agent`` spec (``"lerobot:PATH"``, ``"zero"``) or an agent object
     (a RobotAgent, or anything the plugin accepts as one), run in this process; ``workers``
-    (xdist) needs a spec, since each worker loads its own copy. ``args`` are passed to
-    pytest as they are (``["-x"]``, ``["--hud-timeout=600"]``).
+    (xdist) needs a spec, since each worker loads its own copy. ``log`` names trackers
+    (``--hud-log``) that get the figures at ``step``; their offline stores go to ``log_dir``
+    (default ``./.hud/trackers``) and ``log_run`` names one tracker run several calls add
+    to. ``args`` are passed to pytest as they are (``["-x"]``, ``["--hud-timeout=600"]``).
     """
     held: _HeldAgent | None = None
     if isinstance(agent, str):
@@ -239,7 +257,11 @@ def evaluate(
             "--hud-group": group, "--hud-concurrency": concurrency, "--hud-shared": shared,
             "--hud-seed": seed, "--hud-min-success": min_success, "--hud-gate": gate,
             "--hud-ledger": ledger, "--hud-record": record, "--hud-log-step": step,
+            "--hud-log-run": log_run,
         }  # fmt: skip
+        if log and log_dir is None:  # not under the session's rootdir: that may be `tmp`
+            log_dir = Path.cwd() / ".hud" / "trackers"
+        options["--hud-log-dir"] = log_dir
         argv += [f"{flag}={value}" for flag, value in options.items() if value is not None]
         argv += [f"--hud-log={name}" for name in log]
         if workers not in (None, 0):
@@ -249,11 +271,13 @@ def evaluate(
         argv += list(args)
         watch = _Watch()
         modules, path, zygotes = dict(sys.modules), list(sys.path), forkserver.zygotes()
+        torch_threads = _torch_threads()
         try:
             code = pytest.main(argv, plugins=[watch, *([held] if held is not None else [])])
         finally:
             forkserver.shutdown_new(zygotes)  # the sims' fork server ends with the session
             _restore_imports(modules, path, tmp)
+            _restore_torch_threads(torch_threads)
         if watch.interrupted:
             raise KeyboardInterrupt
         if code in _BROKEN:

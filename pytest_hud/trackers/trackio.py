@@ -37,8 +37,12 @@ class TrackioTracker:
         self._saved: dict[str, Any] | None = None
         self._config: dict[str, str] = {}
         self._name, self._resume = run_name, resume
-        self.run: Any = context_vars.current_run.get()
-        self._owned = self.run is None
+        current = context_vars.current_run.get()
+        stopped = getattr(current, "_stop_flag", None)  # trackio leaves a finished run current
+        if stopped is not None and stopped.is_set():
+            current = None
+        self.run: Any = current
+        self._owned = current is None
 
     def _open(self, figures: Figures) -> Any:
         if self.run is not None:

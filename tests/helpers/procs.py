@@ -26,3 +26,23 @@ def live_children_of(pid: int) -> set[int]:
             if fields[1] == str(pid) and fields[0] != "Z":
                 out.add(int(stat.parent.name))
     return out
+
+
+def tcp_sockets(pid: int | None = None) -> set[tuple[str, str]]:
+    """The TCP sockets ``pid`` (default: this process) holds open, as (local address,
+    state) from /proc/net/tcp{,6}: listening ports ("0A") and connections alike."""
+    pid = os.getpid() if pid is None else pid
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[9] in inodes:
+                    found.add((fields[1], fields[3]))
+    return found

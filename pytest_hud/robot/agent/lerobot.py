@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_hud.interop.lerobot import compat
 from pytest_hud.robot.agent.adapter import LeRobotAdapter
 from pytest_hud.robot.agent.agent import RobotAgent
 from pytest_hud.robot.agent.ensembler import Ensembler
@@ -135,13 +136,13 @@ class LeRobotModel(Model):
         self.device = torch.device(device)
         #: How many actions of each chunk LeRobot's own select_action would execute.
         self.n_action_steps = getattr(config, "n_action_steps", None)
-        #: Observation keys the policy reads from its history queues (Diffusion, VQ-BeT).
-        queues = getattr(policy, "_queues", None)
-        self._history = [k for k in queues if k != "action"] if isinstance(queues, dict) else []
-        #: Observations per row the agent should send (the policy's own history length).
-        self.n_obs_steps = int(getattr(config, "n_obs_steps", 1) or 1) if self._history else 1
-        #: Dimensions of each input feature, to tell a row with a history axis from one without.
+        #: Observations per row the agent should send (the policy's own history length:
+        #: Diffusion, VQ-BeT).
+        self.n_obs_steps = max(1, int(getattr(config, "n_obs_steps", 1) or 1))
         features = getattr(config, "input_features", None) or {}
+        #: The input features a history policy keeps its last ``n_obs_steps`` of.
+        self._history = list(features) if self.n_obs_steps > 1 else []
+        #: Dimensions of each input feature, to tell a row with a history axis from one without.
         self._feature_dims = {k: len(getattr(f, "shape", ()) or ()) for k, f in features.items()}
         self._lock = threading.Lock()
 
@@ -201,37 +202,19 @@ class LeRobotModel(Model):
         return self._predict_from_history([obs])
 
     def _predict_from_history(self, history: list[dict[str, Any]]) -> Any:
-        """What ``select_action`` does when its action queue runs dry, without keeping state.
-
-        The policy reads its observation history from ``policy._queues``; fresh queues
-        are filled with ``history`` in order (``populate_queues`` repeats the first one
-        until the queue is full, as at an episode's first step), then the chunk is
-        predicted. The lock keeps concurrent calls off the shared queues.
-        """
-        import torch
-        from lerobot.policies.utils import populate_queues
-
-        policy = self.policy
-        image_keys = list(getattr(policy.config, "image_features", None) or [])
+        """What ``select_action`` does when its action queue runs dry, without keeping
+        state: the chunk predicted with ``history`` as the policy's last observations
+        (:func:`~pytest_hud.interop.lerobot.compat.predict_from_history`, which reaches
+        the policy's queues where LeRobot offers no public way). The lock keeps concurrent
+        calls off the policy's shared queues."""
+        missing = [k for k in self._history if any(k not in step for step in history)]
+        if missing:
+            raise KeyError(
+                f"the policy keeps a history of {missing}, which the batch lacks "
+                f"(batch keys: {sorted(history[-1])})"
+            )
         with self._lock:
-            policy.reset()
-            try:
-                for step in history:
-                    obs = {k: v for k, v in step.items() if k != "action"}
-                    if image_keys and "observation.images" in policy._queues:
-                        obs["observation.images"] = torch.stack(
-                            [obs[k] for k in image_keys], dim=-4
-                        )
-                    missing = [k for k in self._history if k not in obs]
-                    if missing:
-                        raise KeyError(
-                            f"the policy keeps a history of {missing}, which the batch lacks "
-                            f"(batch keys: {sorted(obs)})"
-                        )
-                    policy._queues = populate_queues(policy._queues, obs)
-                return policy.predict_action_chunk(obs)
-            finally:
-                policy.reset()
+            return compat.predict_from_history(self.policy, history)
 
 
 # -- loading ---------------------------------------------------------------------------
@@ -332,24 +315,42 @@ def _default_ensembler(config: Any) -> Ensembler | None:
 
 
 def lerobot_agent(
-    path_or_repo: str | Path,
+    path_or_policy: str | Path | Any,
     *,
+    preprocess: Any = None,
+    postprocess: Any = None,
     device: str | None = None,
     ensembler: Ensembler | None = None,
     chunk_size: int | None = None,
     name: str | None = None,
 ) -> RobotAgent:
-    """A RobotAgent for any LeRobot checkpoint (a folder, or a hub id when online).
+    """A RobotAgent for any LeRobot checkpoint (a folder, or a hub id when online), or for
+    a policy object the caller holds (a training loop's, at this step) with its
+    ``preprocess``/``postprocess`` pipelines (lerobot's ``make_pre_post_processors``).
 
     The env's cameras map onto the policy's image keys in contract order
-    (``LeRobotAdapter``); ``chunk_size`` defaults to the policy's ``n_action_steps``.
+    (``LeRobotAdapter``); ``chunk_size`` defaults to the policy's ``n_action_steps``. A
+    held policy is used as it is, not copied: it is put in eval mode (call its
+    ``train()`` before the next update) and its forwards run on :func:`torch_thread`.
     """
-    policy, pre, post = load_policy(path_or_repo, device=device)
+    if isinstance(path_or_policy, str | Path):
+        policy, pre, post = load_policy(path_or_policy, device=device)
+        label = f"lerobot:{path_or_policy}"
+    else:
+        if preprocess is None or postprocess is None:
+            raise TypeError(
+                f"lerobot_agent({type(path_or_policy).__name__} object): a held policy needs "
+                "preprocess= and postprocess= (its pipelines, as lerobot-train's "
+                "make_pre_post_processors returns them); got "
+                f"preprocess={preprocess!r}, postprocess={postprocess!r}"
+            )
+        policy, pre, post = path_or_policy, preprocess, postprocess
+        label = f"lerobot:{getattr(policy.config, 'type', type(policy).__name__)}"
     config = policy.config
     model = LeRobotModel(policy, pre, post, ensembler=ensembler or _default_ensembler(config))
     adapter = LeRobotAdapter(model_image_keys=list(config.image_features))
     steps = chunk_size if chunk_size is not None else getattr(config, "n_action_steps", None)
-    return RobotAgent(model, adapter, chunk_size=steps, name=name or f"lerobot:{path_or_repo}")
+    return RobotAgent(model, adapter, chunk_size=steps, name=name or label)
 
 
 _PI05_HINT = (
