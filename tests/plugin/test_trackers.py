@@ -1,7 +1,10 @@
 """Trackers (issue 29 #3) against the real libraries in their offline modes: wandb offline
 (its run file read back with wandb's own datastore reader), TensorBoard event files (read
 back with TensorBoard's EventAccumulator), MLflow's SQLite store (read back with its
-client). A results document made by the plugin's own ``results_document``."""
+client), trackio's local SQLite store (read back with trackio's Api and storage, in a
+child process: trackio fixes its folder when imported). A results document made by the
+plugin's own ``results_document``. A tracker that is not installed or cannot reach its
+server is one warning."""
 
 from __future__ import annotations
 
@@ -80,7 +83,7 @@ def test_parse_names() -> None:
         "tensorboard",
         "mlflow",
     ]
-    with pytest.raises(TrackerError, match="expected one of wandb, tensorboard, mlflow"):
+    with pytest.raises(TrackerError, match="expected one of wandb, tensorboard, mlflow, trackio"):
         parse_names(["neptune"])
 
 
@@ -302,3 +305,137 @@ def test_an_unknown_tracker_is_a_usage_error(tmp_path: Path) -> None:
     )
     assert done.returncode == 4, done.stdout + done.stderr
     assert "--hud-log=neptune: expected one of wandb, tensorboard, mlflow" in done.stderr
+
+
+def _wandb_runs(folder: Path) -> list[str]:
+    return sorted(Path(p).name for p in glob.glob(str(folder / "wandb" / "offline-run-*")))
+
+
+def test_wandb_attaches_to_the_run_wandb_run_id_names(
+    offline_wandb: Any, doc: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``WANDB_RUN_ID`` (lerobot-train's run, say): resumed by id, not a new run."""
+    monkeypatch.setenv("WANDB_RUN_ID", "train7run")
+    assert log_figures(["wandb"], figures_of(doc, step=300), directory=tmp_path) == ["wandb"]
+    (run,) = _wandb_runs(tmp_path)
+    assert run.endswith("-train7run")
+    (hist,) = _wandb_records(tmp_path)["history"]
+    assert json.loads(hist["hud/step"]) == 300
+
+
+TRACKIO = """
+import json, sys
+from pytest_hud.trackers import Figures, log_figures
+import trackio
+from trackio import context_vars
+from trackio.sqlite_storage import SQLiteStorage
+
+mine = trackio.init(project="train", name="caller", embed=False)
+fig = Figures(step=5, scalars={"hud/success_rate": 0.25}, config={"hud.agent": "5"})
+assert log_figures(["trackio"], fig, directory=".") == ["trackio"]
+assert context_vars.current_run.get() is mine  # the caller's run, still current
+mine.finish()
+for step, rate in ((100, 0.5), (200, 0.75)):
+    fig = Figures(step=step, scalars={"hud/success_rate": rate}, config={"hud.agent": str(step)})
+    done = log_figures(["trackio"], fig, directory=".", run_name="watched", resume=True)
+    assert done == ["trackio"], done
+assert context_vars.current_run.get() is mine and context_vars.current_project.get() == "train"
+runs = {p: [r.name for r in trackio.Api().runs(p)] for p in ("train", "pytest-hud")}
+logs = {p: SQLiteStorage.get_logs(p, r[0]) for p, r in runs.items()}
+print("RESULT " + json.dumps({"runs": runs, "logs": logs}))
+"""
+
+
+def test_trackio_local_store_reads_back(tmp_path: Path) -> None:
+    """Into the caller's current run (left current), and a run of our own that a second
+    call with the same ``--hud-log-run`` resumes; read back with trackio's own API."""
+    import os
+    import subprocess
+    import sys
+
+    _need("trackio")
+    script = tmp_path / "log.py"
+    script.write_text(TRACKIO)
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300,
+                          env=dict(os.environ, TRACKIO_DIR=str(tmp_path / "store")))  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = json.loads(done.stdout.split("RESULT ", 1)[1].splitlines()[0])
+    assert out["runs"] == {"train": ["caller"], "pytest-hud": ["watched"]}
+    assert [(r["step"], r["hud/success_rate"]) for r in out["logs"]["train"]] == [(5, 0.25)]
+    watched = [(r["step"], r["hud/success_rate"]) for r in out["logs"]["pytest-hud"]]
+    assert watched == [(100, 0.5), (200, 0.75)]
+
+
+def test_a_tracker_not_installed_is_one_warning(
+    doc: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "trackio", None)  # import trackio raises ImportError
+    monkeypatch.delitem(sys.modules, "pytest_hud.trackers.trackio", raising=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        done = log_figures(["trackio"], figures_of(doc), directory=tmp_path)
+    assert done == []
+    (warning,) = [w for w in caught if issubclass(w.category, TrackerWarning)]
+    assert "--hud-log=trackio: not logged (ImportError: --hud-log=trackio needs its library" in str(
+        warning.message
+    )
+    assert "fix: pip install trackio" in str(warning.message)
+
+
+def test_a_tracker_that_cannot_reach_its_server_is_one_warning(
+    doc: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MLflow pointed at a tracking server that is down (a port nothing listens on)."""
+    import socket
+
+    _need("mlflow")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        done = log_figures(["mlflow", "tensorboard"], figures_of(doc, step=3), directory=tmp_path)
+    assert done == ["tensorboard"]  # the other tracker still logs
+    (warning,) = [w for w in caught if issubclass(w.category, TrackerWarning)]
+    assert str(warning.message).startswith("--hud-log=mlflow: not logged (")
+    assert f"127.0.0.1:{port}" in str(warning.message)
+
+
+@pytest.mark.parametrize("workers", [None, 2])
+def test_wandb_and_trackio_in_a_pytest_session(tmp_path: Path, workers: int | None) -> None:
+    """``--hud-log=wandb,trackio --hud-log-run=NAME`` on a real session, offline, with and
+    without -n 2: the controller logs once, into the run NAME (wandb's id), read back."""
+    import os
+    import subprocess
+    import sys
+
+    _need("wandb")
+    _need("trackio")
+    root = Path(__file__).resolve().parents[2]
+    xdist = ["-n", str(workers)] if workers else ["-p", "no:xdist"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB_", "TRACKIO_"))}
+    env.update(WANDB_MODE="offline", WANDB_SILENT="true", TRACKIO_DIR=str(tmp_path / "trackio"))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", str(root / "examples" / "tests" / "cartpole.jsonl"),
+         "-p", "no:cacheprovider", "--hud-agent=zero", "--hud-log=wandb,trackio",
+         "--hud-log-step=1200", "--hud-log-run=ckpt-run", f"--hud-log-dir={tmp_path}", *xdist],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert "hud log: wandb, trackio at step 1200" in done.stdout, done.stdout + done.stderr
+    (run,) = _wandb_runs(tmp_path)
+    assert run.endswith("-ckpt-run")
+    (hist,) = _wandb_records(tmp_path)["history"]
+    assert json.loads(hist["hud/step"]) == 1200 and json.loads(hist["hud/episodes"]) == 3
+    read = subprocess.run(
+        [sys.executable, "-c", "import json; from trackio.sqlite_storage import SQLiteStorage as S;"
+         "print(json.dumps(S.get_logs('pytest-hud', 'ckpt-run')))"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    (logged,) = json.loads(read.stdout.strip().splitlines()[-1])
+    assert (logged["step"], logged["hud/episodes"], logged["hud/errors"]) == (1200, 3.0, 0.0)
