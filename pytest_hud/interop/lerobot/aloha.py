@@ -8,6 +8,10 @@ lerobot's ALOHA config reads, at the configured size. Importing this module regi
 as ``pytest_hud_aloha/<the gym-aloha id>``; :func:`.envs.make_config` points LeRobot's
 ``aloha`` config there when a camera size is given, so ``make_env`` (and lerobot-eval's
 rollout over that config) build it.
+
+It overrides gym-aloha's private ``_make_env_task``, the only place the task is built (why
+that cannot be avoided: :mod:`.compat`); importing it checks that the installed gym-aloha
+is a release with that method (:func:`.compat.require_gym_aloha`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,10 @@ from typing import Any
 
 import gymnasium as gym
 from gym_aloha.env import AlohaEnv
+
+from pytest_hud.interop.lerobot import compat
+
+compat.require_gym_aloha()
 
 __all__ = ["NAMESPACE", "SizedAlohaEnv"]
 

@@ -1,9 +1,10 @@
 """The one LeRobot version seam: every behaviour of pytest-hud that differs between the
 LeRobot releases it supports (0.4.4 on Python 3.11, 0.5 / 0.6 on Python >= 3.12) is
 decided here, keyed on the installed ``lerobot`` distribution's version (never on whether
-some private attribute exists), through LeRobot's public API only.
+some private attribute exists), and every access pytest-hud makes to a private attribute
+of LeRobot's (or of an env package's) objects is made or named here.
 
-What differs, as read in each release's sources (0.4.4, 0.5.0, 0.6.1):
+What differs, as read in each release's sources (0.4.4, 0.5.0, 0.5.1, 0.6.0, 0.6.1):
 
 - appending to a dataset on disk: up to 0.5 ``LeRobotDataset(repo_id, root=...)`` reopens it
   for writing; from 0.6 that is read-only and ``LeRobotDataset.resume`` opens it to write;
@@ -14,7 +15,28 @@ What differs, as read in each release's sources (0.4.4, 0.5.0, 0.6.1):
   validated and encodes each with ``float(value)``, which NumPy >= 2.4 refuses; from 0.6
   ``save_episode`` flattens them itself;
 - ``lerobot-train``'s periodic env evaluation is ``--eval_freq`` up to 0.5 and
-  ``--env_eval_freq`` from 0.6.
+  ``--env_eval_freq`` from 0.6;
+- lerobot-eval's rollout resets with ``options={NEW_ROLLOUT_OPTION: True}`` from 0.6.1 (no
+  options before);
+- MetaWorld: from 0.6.1 ``reset(seed=s)`` places the objects from ``s``; up to 0.6.0 they
+  come from NumPy's global random state, so an episode is not a function of its seed there;
+- Diffusion's ``predict_action_chunk`` takes a batch carrying the observation history
+  (``[B, n_obs_steps, ...]``) when its queues are empty from 0.6.0; before, it reads the
+  history only from the policy's queues.
+
+Private access, and why it cannot be avoided (each is made only through this module, or
+in the one place named):
+
+- ``policy._queues`` (:func:`predict_from_history`): a history policy (VQ-BeT, and Diffusion
+  before 0.6) reads its last ``n_obs_steps`` observations from there and nowhere else; the
+  public ``select_action`` fills it but also runs a forward whenever its action queue is
+  empty (and draws Diffusion's noise), so the chunk would not be lerobot-eval's.
+- an env's ``_max_episode_steps`` (:func:`episode_limit`, :func:`cap_episodes`): the
+  episode length lerobot-eval's ``rollout`` itself reads (``env.call("_max_episode_steps")``)
+  in every supported release; it is LeRobot's protocol for it, not an implementation detail.
+- gym-aloha's ``AlohaEnv._make_env_task`` (:mod:`.aloha`, guarded by
+  :func:`require_gym_aloha`): the only place gym-aloha builds the task whose
+  ``get_observation`` renders its cameras; no argument or public hook sets their size.
 """
 
 from __future__ import annotations
@@ -32,24 +54,41 @@ from pytest_hud.errors import HudError
 
 __all__ = [
     "SUPPORTED",
+    "LeRobotVersionError",
+    "cap_episodes",
+    "episode_limit",
     "finalize_is_final",
     "lerobot_version",
+    "metaworld_resets_are_seeded",
     "new_rollout_options",
     "no_env_eval_flag",
     "open_for_append",
+    "predict_from_history",
     "prepare_save",
+    "require_gym_aloha",
     "require_supported",
 ]
 
 #: The LeRobot releases pytest-hud is tested with (the ``lerobot`` extra admits these).
 SUPPORTED = ">=0.4.4,<0.7"
 _LOWEST, _BEYOND = (0, 4, 4), (0, 7, 0)
-#: The first release whose dataset writer is a separate object (resume, one finalize).
+#: The first release whose dataset writer is a separate object (resume, one finalize), and
+#: whose Diffusion predicts from a history carried in the batch.
 _WRITER_SPLIT = (0, 6, 0)
+#: The first release whose rollout passes NEW_ROLLOUT_OPTION and whose MetaWorld is seeded.
+_SEEDED_ROLLOUTS = (0, 6, 1)
+#: The gym-aloha releases whose ``AlohaEnv._make_env_task`` :mod:`.aloha` overrides.
+GYM_ALOHA = ">=0.1,<0.2"
 
 
 class LeRobotVersionError(HudError, ImportError):
     """The installed lerobot is missing or outside :data:`SUPPORTED`."""
+
+
+def _parse(text: str) -> tuple[int, int, int]:
+    """``"0.6.1"`` / ``"0.7.0rc1"`` / ``"0.5"`` -> ``(major, minor, patch)``."""
+    parts = [int(p) for p in re.findall(r"\d+", text)[:3]]
+    return (*parts, 0, 0, 0)[:3]  # type: ignore[return-value]
 
 
 @functools.cache
@@ -63,19 +102,38 @@ def lerobot_version() -> tuple[int, int, int]:
             f"lerobot is not installed; expected lerobot{SUPPORTED}; "
             "fix: pip install 'pytest-hud[lerobot]'"
         ) from None
-    parts = [int(p) for p in re.findall(r"\d+", text)[:3]]
-    return (*parts, 0, 0, 0)[:3]  # type: ignore[return-value]
+    return _parse(text)
 
 
 def require_supported() -> tuple[int, int, int]:
-    """The installed version, or one clear error when it is outside :data:`SUPPORTED`."""
+    """The installed version, or one clear error when it is outside :data:`SUPPORTED`
+    (too old: upgrade; too new: the newest release pytest-hud is tested with)."""
     found = lerobot_version()
-    if not _LOWEST <= found < _BEYOND:
+    if _LOWEST <= found < _BEYOND:
+        return found
+    shown = ".".join(map(str, found))
+    which = "older than" if found < _LOWEST else "newer than"
+    raise LeRobotVersionError(
+        f"pytest-hud supports lerobot{SUPPORTED}; installed: lerobot {shown}, {which} "
+        f"that range; fix: pip install 'lerobot{SUPPORTED}'"
+    )
+
+
+def require_gym_aloha() -> None:
+    """One clear error unless gym-aloha is a release whose ``_make_env_task`` builds the
+    task :mod:`.aloha` re-renders (:data:`GYM_ALOHA`)."""
+    try:
+        found = _parse(version("gym-aloha"))
+    except PackageNotFoundError:
         raise LeRobotVersionError(
-            f"pytest-hud supports lerobot{SUPPORTED}; installed: "
-            f"{'.'.join(map(str, found))}; fix: pip install 'lerobot{SUPPORTED}'"
+            "gym-aloha is not installed; fix: pip install 'lerobot[aloha]'"
+        ) from None
+    if not (0, 1, 0) <= found < (0, 2, 0):
+        raise LeRobotVersionError(
+            f"a reduced ALOHA camera needs gym-aloha{GYM_ALOHA}; installed: "
+            f"{'.'.join(map(str, found))}; fix: pip install 'gym-aloha{GYM_ALOHA}', or leave "
+            "observation_height / observation_width unset"
         )
-    return found
 
 
 def finalize_is_final() -> bool:
@@ -104,14 +162,69 @@ def prepare_save(ds: Any, frame: Mapping[str, np.ndarray]) -> None:
 
 def new_rollout_options() -> dict[str, Any]:
     """The reset options lerobot-eval's rollout passes at the start of every rollout
-    (0.6 names it ``NEW_ROLLOUT_OPTION``; none before)."""
-    try:
-        from lerobot.envs.utils import NEW_ROLLOUT_OPTION
-    except ImportError:
+    (``{NEW_ROLLOUT_OPTION: True}`` from 0.6.1; none before)."""
+    if lerobot_version() < _SEEDED_ROLLOUTS:
         return {}
+    from lerobot.envs.utils import NEW_ROLLOUT_OPTION
+
     return {NEW_ROLLOUT_OPTION: True}
+
+
+def metaworld_resets_are_seeded() -> bool:
+    """Whether LeRobot's MetaWorld env places its objects from ``reset(seed=...)`` (0.6.1+);
+    before, from NumPy's global random state, so episodes do not repeat by seed."""
+    return lerobot_version() >= _SEEDED_ROLLOUTS
 
 
 def no_env_eval_flag() -> str:
     """The ``lerobot-train`` flag that turns its periodic env evaluation off."""
     return "--env_eval_freq=0" if lerobot_version() >= _WRITER_SPLIT else "--eval_freq=0"
+
+
+# -- episode length: the attribute lerobot-eval's rollout reads ----------------------------
+def episode_limit(vec: Any) -> int:
+    """The episode length lerobot-eval's rollout gives ``vec``'s episodes (its copies'
+    ``_max_episode_steps``, read through the vector env's public ``call``)."""
+    return int(vec.call("_max_episode_steps")[0])
+
+
+def cap_episodes(vec: Any, steps: int) -> None:
+    """Episodes of ``vec`` end after ``steps`` under lerobot-eval's rollout and
+    :class:`.envs.LeRobotVectorEnv` alike (set through the vector env's ``set_attr``)."""
+    vec.set_attr("_max_episode_steps", int(steps))
+
+
+# -- history policies ----------------------------------------------------------------------
+def predict_from_history(policy: Any, history: list[dict[str, Any]]) -> Any:
+    """The chunk ``select_action`` would predict with ``history`` (preprocessed batches,
+    oldest first) as the policy's last observations, leaving the policy reset.
+
+    The window is what LeRobot's ``populate_queues`` keeps: the first observation repeated
+    until ``n_obs_steps`` are queued, later ones pushing the oldest out. Diffusion from 0.6
+    takes it in the batch (public API); otherwise it goes through the policy's queues (see
+    the module doc for why).
+    """
+    import torch
+
+    config = policy.config
+    image_keys = list(getattr(config, "image_features", None) or [])
+    policy.reset()
+    try:
+        if config.type == "diffusion" and lerobot_version() >= _WRITER_SPLIT:
+            steps = int(config.n_obs_steps)
+            window = ([history[0]] * steps + history[1:])[-steps:]
+            batch = dict(history[-1])
+            for key in config.input_features:
+                batch[key] = torch.stack([step[key] for step in window], dim=1)
+            return policy.predict_action_chunk(batch)
+        from lerobot.policies.utils import populate_queues
+
+        obs: dict[str, Any] = {}
+        for step in history:
+            obs = {k: v for k, v in step.items() if k != "action"}
+            if image_keys and "observation.images" in policy._queues:
+                obs["observation.images"] = torch.stack([obs[k] for k in image_keys], dim=-4)
+            policy._queues = populate_queues(policy._queues, obs)
+        return policy.predict_action_chunk(obs)
+    finally:
+        policy.reset()

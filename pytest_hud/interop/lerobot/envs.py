@@ -10,7 +10,8 @@ names with ``/`` (``observation/images/top``, ``observation/state``; images back
 uint8 HWC they were made from), and each action through the env postprocessor. Success is
 the env's own ``is_success`` (read from ``final_info`` when the vector env reset that copy
 in the same step), and an episode ends where lerobot-eval ends it: at the env's
-``_max_episode_steps``. ``Environment.lerobot(type, ...)`` serves it (runtime/environment).
+``_max_episode_steps`` (an ``episode_length`` given below it caps it, for both:
+:func:`make_vector_env`). ``Environment.lerobot(type, ...)`` serves it (runtime/environment).
 
 ``observation_height`` / ``observation_width``, when given, also reach the gym env (LeRobot's
 configs declare them but do not pass them on); for ALOHA, whose tasks render three 480x640
@@ -33,7 +34,14 @@ import numpy as np
 from pytest_hud.errors import HudError
 from pytest_hud.interop.lerobot import compat
 
-__all__ = ["NEEDS", "LeRobotEnvError", "LeRobotVectorEnv", "make_config", "make_lerobot_env"]
+__all__ = [
+    "NEEDS",
+    "LeRobotEnvError",
+    "LeRobotVectorEnv",
+    "make_config",
+    "make_lerobot_env",
+    "make_vector_env",
+]
 
 #: Env type -> (what it needs besides lerobot, how to install it). The first three run here.
 NEEDS: dict[str, tuple[str, str]] = {
@@ -127,13 +135,19 @@ def _forwarding(config: Any, extra: Mapping[str, Any], package: str | None = Non
     return config
 
 
-def make_lerobot_env(env_type: str, num_envs: int = 1, **fields: Any) -> LeRobotVectorEnv:
-    """``num_envs`` copies of LeRobot's ``env_type`` env (GymBridge's factory)."""
+def make_vector_env(
+    env_type: str, num_envs: int = 1, *, use_async_envs: bool = False, **fields: Any
+) -> tuple[Any, Any]:
+    """``(config, vector env)``: LeRobot's ``env_type`` config with ``fields`` and its one
+    task's vector env of ``num_envs`` copies, built by LeRobot's ``make_env`` (the plugin's
+    sim and the lerobot-eval reference build it here alike). An ``episode_length`` given
+    below the env's own limit caps its episodes also where LeRobot's config declares the
+    field but its env keeps its own length (MetaWorld's 500 steps)."""
     config = make_config(env_type, **fields)
-    from lerobot.envs.factory import make_env, make_env_pre_post_processors
+    from lerobot.envs.factory import make_env
 
     try:
-        suites = make_env(config, n_envs=num_envs, use_async_envs=False)
+        suites = make_env(config, n_envs=num_envs, use_async_envs=use_async_envs)
     except ModuleNotFoundError as exc:
         raise _missing(env_type, exc) from exc
     vectors = [vec for tasks in suites.values() for vec in tasks.values()]
@@ -144,8 +158,20 @@ def make_lerobot_env(env_type: str, num_envs: int = 1, **fields: Any) -> LeRobot
             f"LeRobot's {env_type!r} config with task={config.task!r} builds {len(vectors)} "
             "task envs; serve one task per env module (set task= to a single task)"
         )
+    [vec] = vectors
+    cap = fields.get("episode_length")
+    if cap is not None and int(cap) < compat.episode_limit(vec):
+        compat.cap_episodes(vec, int(cap))
+    return config, vec
+
+
+def make_lerobot_env(env_type: str, num_envs: int = 1, **fields: Any) -> LeRobotVectorEnv:
+    """``num_envs`` copies of LeRobot's ``env_type`` env (GymBridge's factory)."""
+    config, vec = make_vector_env(env_type, num_envs, **fields)
+    from lerobot.envs.factory import make_env_pre_post_processors
+
     pre, post = make_env_pre_post_processors(config, None)
-    return LeRobotVectorEnv(vectors[0], pre, post, fps=float(config.fps), env_type=env_type)
+    return LeRobotVectorEnv(vec, pre, post, fps=float(config.fps), env_type=env_type)
 
 
 def _missing(env_type: str, exc: ModuleNotFoundError) -> LeRobotEnvError:
@@ -176,7 +202,7 @@ class LeRobotVectorEnv(gym.vector.VectorEnv):
         self._preprocess_observation = preprocess_observation
         self._pre = preprocessor if _steps(preprocessor) else None
         self._post = postprocessor if _steps(postprocessor) else None
-        self.max_episode_steps = int(env.call("_max_episode_steps")[0])
+        self.max_episode_steps = compat.episode_limit(env)
         self.task_description = self._tasks()[0]
         self._steps = np.zeros(self.num_envs, np.int64)
 

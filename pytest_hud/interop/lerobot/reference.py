@@ -5,9 +5,10 @@ the way lerobot-eval loads it, seeds batched as lerobot-eval batches them (``W``
 
 Each episode comes back as :class:`Episode` (its seed, summed reward, success, length and
 every executed action), cut where lerobot-eval's own bookkeeping cuts it (the first done).
-Used by the fidelity tests (``tests/helpers/peers/test_lerobot_fidelity.py``); the config may carry
+Used by the fidelity tests (``tests/interop/test_lerobot_fidelity.py``); the config may carry
 fields the CLI cannot pass on (a smaller ALOHA camera), which is why the loop is called
-rather than the command.
+rather than the command. Before the first batch the env is reset once, as the plugin's sim
+is to derive its contract (what lerobot-eval's second and later batches also see).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from pytest_hud.interop.lerobot.envs import make_config
+from pytest_hud.interop.lerobot import compat
+from pytest_hud.interop.lerobot.envs import make_vector_env
 
 __all__ = ["Episode", "lerobot_episodes"]
 
@@ -59,17 +61,20 @@ def lerobot_episodes(
 ) -> list[Episode]:
     """lerobot-eval's episodes of ``checkpoint`` on LeRobot's ``env_type`` env (its config
     fields ``config``), ``width`` envs per batch, one episode per seed."""
-    from lerobot.envs.factory import make_env, make_env_pre_post_processors
+    from lerobot.envs.factory import make_env_pre_post_processors
     from lerobot.scripts.lerobot_eval import rollout
 
     if not seeds or len(seeds) % width:
         raise ValueError(f"seeds fill whole batches of width {width}; got {len(seeds)} seeds")
-    env_config = make_config(env_type, **config)
     policy, pre, post = _load(checkpoint)
+    env_config, vec = make_vector_env(env_type, width, **config)
     env_pre, env_post = make_env_pre_post_processors(env_config, policy.config)
-    [vec] = [v for tasks in make_env(env_config, n_envs=width).values() for v in tasks.values()]
     episodes: list[Episode] = []
     try:
+        # the plugin's sim resets once (seed 0) to derive its contract before any episode;
+        # so does this env, so both have the same history (MetaWorld renders its first
+        # frame after start-up a few pixels apart from every later one, same physics)
+        vec.reset(seed=0, options=compat.new_rollout_options() or None)
         for start in range(0, len(seeds), width):
             batch = [int(s) for s in seeds[start : start + width]]
             data = rollout(vec, policy, env_pre, env_post, pre, post, seeds=batch)

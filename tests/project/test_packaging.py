@@ -1,0 +1,94 @@
+"""What ``pip install 'pytest-hud[lerobot]'`` gives a user, asked of pip itself against the
+package index (reachable in CI): on Python 3.12 the whole extra resolves to lerobot >= 0.6
+(no resolver conflict pushing it back to 0.4.4); on Python 3.11 the extra's lerobot
+specifier picks 0.4.4, the newest release for that Python."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from needs import venv_python
+from packaging.requirements import Requirement
+from packaging.version import Version
+from paths import ROOT
+
+#: pip's dry-run fetches the metadata of every package in the extra's tree from the index
+RESOLVE_TIMEOUT = 540
+
+
+def lerobot_requirement() -> Requirement:
+    """The ``lerobot`` requirement of pyproject's ``lerobot`` extra."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    [req] = [Requirement(r) for r in extras["lerobot"] if Requirement(r).name == "lerobot"]
+    return req
+
+
+def dry_run(python: Path | str, report: Path, *requirements: str) -> dict[str, Version]:
+    """What ``pip install`` would install for ``python`` from scratch (``--ignore-installed``:
+    a fresh venv's answer, not the packages already there): name -> version."""
+    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+    done = subprocess.run(
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--quiet",
+            "--report",
+            str(report),
+            *requirements,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=RESOLVE_TIMEOUT,
+        env=env,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, f"pip could not resolve {requirements}:\n{done.stderr[-3000:]}"
+    installs = json.loads(report.read_text())["install"]
+    return {i["metadata"]["name"].lower(): Version(i["metadata"]["version"]) for i in installs}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(RESOLVE_TIMEOUT + 60)
+def test_the_lerobot_extra_resolves_current_lerobot_on_python_312(tmp_path: Path) -> None:
+    python = venv_python(
+        "lerobot-current",
+        "Python 3.12 (the second LeRobot stack)",
+        "packaging",
+        setup="--lerobot-current",
+    )
+    minor = subprocess.run(
+        [python, "-c", "import sys; print(sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.strip()
+    assert minor == "(3, 12)", f"{python} is Python {minor}, expected 3.12"
+    picked = dry_run(python, tmp_path / "report.json", "-e", f"{ROOT}[lerobot]")
+    assert picked["lerobot"] >= Version("0.6"), picked["lerobot"]
+    assert picked["lerobot"] in lerobot_requirement().specifier
+    assert "torch" in picked and "pytest-hud" in picked
+
+
+def test_the_lerobot_specifier_picks_0_4_4_on_python_311(tmp_path: Path) -> None:
+    """The extra's lerobot specifier alone (``--no-deps``: which release pip takes for this
+    Python; the 3.11 venv's torch comes from this machine's own wheels)."""
+    if sys.version_info[:2] != (3, 11):
+        pytest.skip(f"the 3.11 answer needs Python 3.11; this is {sys.version.split()[0]}")
+    picked = dry_run(
+        sys.executable, tmp_path / "report.json", "--no-deps", str(lerobot_requirement())
+    )
+    assert picked == {"lerobot": Version("0.4.4")}
