@@ -106,12 +106,32 @@ def test_unseeded_order_is_printed_and_replays(ab: pytest.Pytester) -> None:
     assert _order(again) == _order(first) and len(_order(first)) == 8
 
 
-def test_same_pairs_and_verdicts_with_and_without_xdist(ab: pytest.Pytester) -> None:
+#: ``my_agents:counted``: forward, and each load appends this process's id to $LOADS
+COUNTED = """
+import os
+
+
+def counted():
+    with open(os.environ["LOADS"], "a") as f:
+        f.write(f"{os.getpid()}\\n")
+    return forward()
+"""
+
+
+def test_same_pairs_and_verdicts_with_and_without_xdist(
+    ab: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ab.makepyfile(my_agents=AB_AGENTS + COUNTED)
     docs = []
     for extra in ([], ["-n", "2"]):
-        out = ab.path / f"r{len(extra)}.json"
-        run(ab, *AB, "--hud-group=4", "--hud-seed=3", f"--hud-results={out}", *extra)
+        out, loads = ab.path / f"r{len(extra)}.json", ab.path / f"loads{len(extra)}.txt"
+        monkeypatch.setenv("LOADS", str(loads))
+        args = ["--hud-agent=zero", "--hud-agent=my_agents:counted", "--hud-group=4"]
+        args += ["--hud-seed=3", "--hud-concurrency=2", f"--hud-results={out}", *extra]
+        run(ab, *args)
         docs.append(json.loads(out.read_text()))
+        pids = loads.read_text().split()
+        assert len(pids) == len(set(pids)) == (2 if extra else 1), pids  # once per process
     serial, xdist = docs
     assert _pairs(serial) == _pairs(xdist) and len(_pairs(serial)) == 16
     assert serial["paired"]["comparisons"] == xdist["paired"]["comparisons"]
@@ -191,8 +211,28 @@ def test_paired_sequential_stops_a_decided_task(ab: pytest.Pytester, xdist: list
     assert f"{skipped} episodes saved" in text
 
 
+OVERRIDE = """
+import pytest
+from line_env import reach
+
+
+@pytest.fixture
+def hud_agent():
+    return None
+
+
+@pytest.mark.hud(tasks=[reach.task(goal=0.0, seed=1)])
+def test_own_agent(hud_result):
+    pass
+"""
+
+
 def test_usage_errors(ab: pytest.Pytester, tmp_path: Path) -> None:
-    one = run(ab, "--hud-ab-gate")
+    ab.makepyfile(test_override=OVERRIDE)
+    own = run(ab, *AB, "test_override.py")
+    assert own.ret == pytest.ExitCode.USAGE_ERROR
+    assert "this test overrides the hud_agent fixture" in own.stderr.str()
+    one = run(ab, "--hud-ab-gate", "test_ab.py")
     assert one.ret == pytest.ExitCode.USAGE_ERROR
     assert "--hud-ab-gate compares agents" in one.stderr.str()
     named = run(ab, *AB, "--hud-checkpoint=500")
