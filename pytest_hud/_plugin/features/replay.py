@@ -21,7 +21,9 @@ import numpy as np
 import pytest
 
 from pytest_hud._plugin.cases import HudCase
+from pytest_hud._plugin.errors import ModuleColumnError
 from pytest_hud._plugin.features.replay_items import ReplayFile, collect_dataset, episode_cases
+from pytest_hud._plugin.module_rows import check_module_columns
 from pytest_hud._plugin.report_images import Figure
 from pytest_hud.errors import HudError
 from pytest_hud.evaluation import replay as judge
@@ -129,6 +131,12 @@ class ReplayPlugin:
                 f"({', '.join(without[:5])}...); fix: record it with --hud-record (pytest-hud "
                 "keeps each episode's row and contract in meta/episodes)"
             )
+        try:  # serving a row imports its module column: the task files' rule applies
+            roots = (Path(str(session.config.rootpath)), self.dataset.root)
+            rows = [case.row for case, _, _ in found]
+            check_module_columns(rows, str(settings.dataset), roots, session.options.allow_modules)
+        except ModuleColumnError as exc:
+            raise pytest.UsageError(f"--hud-replay: {exc}") from None
         self.skipped = without
         self.cases = [case for case, _, _ in found]
         self.ids = [name for _, name, _ in found]
