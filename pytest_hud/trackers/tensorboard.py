@@ -6,6 +6,7 @@ one add event files beside each other, which TensorBoard reads as one run."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,8 @@ class TensorBoardTracker:
     name = "tensorboard"
 
     def __init__(self, directory: Path, run_name: str | None = None) -> None:
-        self.logdir = Path(directory) / (run_name or "pytest-hud")
+        folder = re.sub(r"[^A-Za-z0-9_.-]+", "_", run_name or "pytest-hud").strip("_")
+        self.logdir = Path(directory) / (folder or "pytest-hud")  # one level, whatever the name
         self.logdir.mkdir(parents=True, exist_ok=True)
         self._writer = EventFileWriter(str(self.logdir))
 
