@@ -169,7 +169,9 @@ class _Probe:
         rows: list[Row] = []
         if self.spec is not None:
             rows += state_rows(self.spec, self.spaces, self.recorder.frames)
-        rows += action_rows(self.spaces, self.recorder.actions, self.label)
+        needs = self.spec.of_kind("action") if self.spec is not None else []
+        trained = needs[0].stats if needs else None
+        rows += action_rows(self.spaces, self.recorder.actions, self.label, trained)
         steps = int(self.report.get("steps") or 0)
         length, why = None, f"{steps} steps"
         if self.report.get("terminated") and steps:

@@ -117,6 +117,12 @@ def test_states_far_outside_the_stats_and_actions_outside_the_range() -> None:
     (out,) = action_rows(spaces, [*inside, np.array([0.0, 3.0])], "P")
     assert out.verdict == WARN and "dims [1]" in out.fix
     assert action_rows(spaces, []) == []  # nothing emitted: nothing to say
+    # trained on demonstrations the env clipped (their middle near the range): ok, said so
+    clipped = action_rows(spaces, [np.array([0.0, 1.7])], "P", {"q50": [0.0, 0.9]})
+    assert [r.verdict for r in clipped] == [OK] and "clipped" in clipped[0].provides
+    # trained in other units (PushT's pixels against a [-1, 1] range): a warning
+    pixels = action_rows(spaces, [np.array([250.0, 260.0])], "P", {"mean": [256.0, 256.0]})
+    assert pixels[0].verdict == WARN and "centred at 256" in pixels[0].fix
 
 
 def test_a_chunk_longer_than_the_episode() -> None:
