@@ -24,7 +24,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from pytest_hud.watch import index
 from pytest_hud.watch.checkpoints import (
     DEFAULT_PATTERN,
     DEFAULT_REQUIRE,
@@ -34,6 +33,9 @@ from pytest_hud.watch.checkpoints import (
     final_step,
     lerobot_last_step,
 )
+from pytest_hud.watch.index import append as append_line
+from pytest_hud.watch.index import entry as index_entry
+from pytest_hud.watch.index import read as read_index
 from pytest_hud.watch.report import best, write_report
 from pytest_hud.watch.session import pytest_argv, run_session
 
@@ -164,7 +166,7 @@ class Watcher:
 
     def __init__(self, watch: Watch) -> None:
         self.w = watch
-        self.done: dict[int, dict[str, Any]] = index.read(watch.index_path)
+        self.done: dict[int, dict[str, Any]] = read_index(watch.index_path)
         self.readiness = Readiness(watch.run, watch.require)
         self.final = watch.final_step
         self.skipped: set[int] = set()  # timed out in this watcher's lifetime
@@ -186,9 +188,9 @@ class Watcher:
         if ev.exit_code not in _EVALUATED or not results.is_file():
             return ev.exit_code
         doc = json.loads(results.read_text())
-        line = index.entry(ckpt.step, ckpt.path, results, ev.exit_code, ev.log, ev.started,
+        line = index_entry(ckpt.step, ckpt.path, results, ev.exit_code, ev.log, ev.started,
                            ev.finished, doc)  # fmt: skip
-        index.append(w.index_path, line)
+        append_line(w.index_path, line)
         self.done[ckpt.step] = line
         write_report(self.done, w.run, w.out / "report.html")
         o = line["overall"]
