@@ -155,13 +155,17 @@ def test_a_soft_finding_is_one_table_before_the_items_and_one_warning(
     assert len(done) == 1
 
 
-def test_strict_fails_on_a_soft_finding_and_off_skips_the_check(
+def test_strict_or_w_error_fail_on_a_soft_finding_and_off_skips_the_check(
     suite: pytest.Pytester, tiny_act_path: Path
 ) -> None:
     result, done = session(suite, tiny_act_path, ["compat-resize"], "--hud-preflight=strict")
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
     assert "--hud-preflight=strict" in result.stderr.str() and RESIZE in result.stderr.str()
     assert not done
+    warning = "-W", "error::pytest_hud.robot.compat.CompatWarning"  # the warning as an error
+    result, done = session(suite, tiny_act_path, ["compat-resize"], *warning)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    assert "observation.image: resize" in result.stderr.str() and not done
     result, done = session(suite, tiny_act_path, ["compat-nocam"], "--hud-preflight=off")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     assert "pytest-hud preflight" not in result.stdout.str() + result.stderr.str()

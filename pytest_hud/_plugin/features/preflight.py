@@ -160,8 +160,12 @@ class PreflightPlugin:
             printed = self._print(text)
             rows = "; ".join(f"{r.feature}: {r.verdict}" for t in soft for r in t.soft)
             brief = f"--hud-agent={spec}: preflight warnings ({rows}), fixes in the table above"
-            # recorded like a config-time warning: the warnings summary lists it, -W can raise it
-            self.config.issue_config_time_warning(CompatWarning(brief if printed else text), 2)
+            # recorded like a config-time warning: the warnings summary lists it, and
+            # -W error::pytest_hud.robot.compat.CompatWarning makes it a usage error
+            try:
+                self.config.issue_config_time_warning(CompatWarning(brief if printed else text), 2)
+            except CompatWarning:
+                raise pytest.UsageError(f"{brief} (-W error)\n{text}") from None
 
     def _print(self, text: str, *, yellow: bool = True) -> bool:
         """``text`` on the terminal now, before any item (False: no terminal)."""
