@@ -16,6 +16,7 @@ Used by the plugin before any item (:mod:`pytest_hud._plugin.features.preflight`
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -159,7 +160,11 @@ class _Probe:
             self.limit = min(self.limit, self.max_steps)
         recorder = self.recorder
         settings = RunSettings(max_steps=self.limit, observers=(lambda run, spaces: recorder,))
-        self.report = await self.agent(run, settings)
+        # a shallow copy without the agent's own observers: the probe episode is no
+        # episode of the user's (a recording observer must not see it)
+        agent = copy.copy(self.agent)
+        agent.observers = []
+        self.report = await agent(run, settings)
         return {}
 
     def run_rows(self) -> list[Row]:

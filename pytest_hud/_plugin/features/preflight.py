@@ -88,8 +88,9 @@ class PreflightPlugin:
         envs = [s for s in subjects(_task_file_rows(self.config)) if _collected(s.env, ids)]
         if not envs:
             return
-        for spec in self._specs():
-            if spec.partition(":")[0] in _CONTROLLER_KINDS:
+        for spec in self._specs():  # Ray replicas are checked without xdist only
+            kind = spec.partition(":")[0]
+            if kind in _CONTROLLER_KINDS and not spec.startswith("openpi:ray:"):
                 self._check(spec, envs)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
