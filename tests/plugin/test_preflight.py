@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -130,16 +131,20 @@ def test_a_missing_camera_and_another_action_size_fail_before_any_item(
     assert "env 'compat-honest'" not in err  # the conftest imports it; no item uses it
 
 
-def test_an_honest_env_runs_with_no_warning_under_xdist(
-    suite: pytest.Pytester, tiny_act_path: Path
+def test_an_honest_env_runs_with_no_warning_once_per_agent_under_xdist(
+    suite: pytest.Pytester, tiny_act_path: Path, tmp_path: Path
 ) -> None:
-    result, done = session(suite, tiny_act_path, ["compat-honest"], "-n", "2", "-v")
+    """Two agents (an A/B session): each is checked once, on the controller."""
+    other = shutil.copytree(tiny_act_path, tmp_path / "other")
+    arms = f"--hud-agent=lerobot:{other}", "--hud-ab-seed=0"
+    result, done = session(suite, tiny_act_path, ["compat-honest"], *arms, "-n", "2", "-v")
     out = result.stdout.str()
     assert result.ret == pytest.ExitCode.OK, out
-    assert "on env 'compat-honest': fits" in out  # it ran, once (on the controller)
-    assert out.count("fits (") == 1
+    assert out.count("fits (") == 2, out
+    for ckpt in (tiny_act_path, other):
+        assert out.count(f"lerobot:{ckpt} on env 'compat-honest': fits") == 1, out
     assert "CompatWarning" not in out and "warnings summary" not in out
-    assert len(done) == 1 and done[0]["success"]
+    assert len(done) == 2 and all(r["success"] for r in done)
 
 
 def test_a_soft_finding_is_one_table_before_the_items_and_one_warning(
