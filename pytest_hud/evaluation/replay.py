@@ -16,7 +16,9 @@ Two checks per recorded episode, each a pure function of arrays:
   single steps (chunk boundaries, gripper timing), which the mean forgives and a wiring
   bug (every step off) does not. Probes then name a convention: a dimension that matches
   negated (a sign convention: gripper polarity), or inputs transformed by the caller (a
-  camera flipped) under which the diverging dimensions match.
+  camera flipped) under which the diverging dimensions match; a dimension the recording
+  kept constant must then match within a quarter of the tolerance (any constant of the
+  opposite sign would "match negated" loosely).
 
 No pytest, runtime or robot imports: the plugin feeds arrays in and shows what comes out.
 """
@@ -276,6 +278,19 @@ def compare_policy(
     return check
 
 
+def _explains(
+    alt: np.ndarray, rec: np.ndarray, units: np.ndarray, dims: list[int], tol: float
+) -> bool:
+    """Whether ``alt`` matches ``rec`` on every dim of ``dims``. A dim the recording kept
+    (nearly) constant must match within a quarter of the tolerance: there any prediction
+    of the opposite sign "matches negated" loosely (an untrained policy's constant does)."""
+    for d in dims:
+        flat = rec[:, d].std() < 0.1 * units[d]
+        if (np.abs(alt[:, d] - rec[:, d]) / units[d]).mean() > (tol / 4 if flat else tol):
+            return False
+    return True
+
+
 def _cause(
     pred: np.ndarray,
     rec: np.ndarray,
@@ -288,13 +303,12 @@ def _cause(
     """The convention that explains the divergence, if one does (see the module doc)."""
     if not diverging:
         return None
-    negated = [d for d in diverging if (np.abs(-pred[:, d] - rec[:, d]) / units[d]).mean() <= tol]
-    if negated == diverging:
-        which = ", ".join(names[d] for d in negated)
-        verb = "matches" if len(negated) == 1 else "match"
-        if any("grip" in names[d].lower() for d in negated):
+    if _explains(-pred, rec, units, diverging, tol):
+        which = ", ".join(names[d] for d in diverging)
+        verb = "matches" if len(diverging) == 1 else "match"
+        if any("grip" in names[d].lower() for d in diverging):
             kind = "gripper polarity"
-        elif negated == [len(names) - 1]:
+        elif diverging == [len(names) - 1]:
             kind = (
                 "a sign convention (the last action dim: gripper polarity in most "
                 "manipulation benchmarks)"
@@ -303,8 +317,7 @@ def _cause(
             kind = "a sign convention"
         return f"{which} {verb} when negated: {kind}"
     for what, alt in probes.items():
-        err = np.abs(np.asarray(alt, np.float64) - rec) / units
-        if all(err[:, d].mean() <= tol for d in diverging):
+        if _explains(np.asarray(alt, np.float64), rec, units, diverging, tol):
             return f"it matches with {what}: the policy sees that input transformed"
     return None
 

@@ -125,6 +125,20 @@ def test_a_negated_gripper_is_named() -> None:
     assert policy(middle).cause == "dx matches when negated: a sign convention"
 
 
+def test_a_constant_dim_needs_a_tight_mirror_to_be_called_negated() -> None:
+    rec = ACTIONS.copy()
+    rec[:, 2] = -1.0  # the recording keeps the gripper closed all episode
+    units = np.array([A_UNITS[0], A_UNITS[1], 1.0])
+    loose, tight = rec.copy(), rec.copy()
+    loose[:, 2] = 1.3  # an untrained policy's constant: opposite sign, not a mirror
+    tight[:, 2] = 1.05  # the policy's gripper, negated
+    assert judge.compare_policy(loose, rec, units, NAMES).cause is None
+    assert judge.compare_policy(loose, rec, units, NAMES).diverging == [2]
+    assert judge.compare_policy(tight, rec, units, NAMES).cause == (
+        "gripper matches when negated: gripper polarity"
+    )
+
+
 def test_probes_name_the_input_that_explains_a_divergence() -> None:
     wrong = ACTIONS[::-1].copy()  # the policy reads something else entirely
     probes = {

@@ -117,6 +117,12 @@ class ReplayPlugin:
         from pytest_hud.robot.record.errors import DatasetError
         from pytest_hud.robot.record.reader import RecordedDataset
 
+        agents = getattr(session.options, "agents", None) or []
+        if len(agents) > 1:
+            raise pytest.UsageError(
+                f"--hud-replay judges one policy against the recording; got {len(agents)} "
+                "--hud-agent values; fix: replay once per agent"
+            )
         self.session = session
         self.settings = settings
         self.tol = settings.tolerances
