@@ -153,3 +153,24 @@ def make_tiny_diffusion(
     torch.manual_seed(seed)
     policy = DiffusionPolicy(config)
     return _save(Path(folder), policy, _stats(keys, state_dim, action_dim))
+
+
+def make_untrained_like(source: str | Path, folder: str | Path, *, seed: int = 0) -> Path:
+    """The policy of the checkpoint at ``source`` untrained: the same config, random init
+    (``seed``), saved with ``save_pretrained`` into ``folder`` beside copies of the
+    source's pre/post-processors (the same normalization statistics)."""
+    import shutil
+
+    import torch
+    from lerobot.configs.policies import PreTrainedConfig
+    from lerobot.policies.factory import get_policy_class
+
+    source, folder = Path(source), Path(folder)
+    config = PreTrainedConfig.from_pretrained(source)
+    torch.manual_seed(seed)
+    policy = get_policy_class(config.type)(config)
+    folder.mkdir(parents=True, exist_ok=True)
+    policy.save_pretrained(folder)
+    for part in source.glob("policy_*processor*"):
+        shutil.copy2(part, folder / part.name)
+    return folder
