@@ -1,0 +1,68 @@
+"""pytest_hud.evaluation.ab from rows alone: pairs matched by pair id whatever order the rows
+came in, a pair with an errored side dropped, each arm's own aggregates, a decided
+sequential test's verdict over the fixed-n one, and the one table."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from pytest_hud.evaluation.ab import agent_blocks, format_ab_table, paired_block, pairs_of
+
+ARMS = [{"arm": "A", "label": "zero"}, {"arm": "B", "label": "forward"}]
+
+
+def _row(pair: int, arm: str, success: bool | None, error: str | None = None) -> dict[str, Any]:
+    return {
+        "nodeid": f"t.py::t[line/reach[{pair}]@{arm}]",
+        "pair": f"t.py::t[line/reach[{pair}]]",
+        "arm": arm,
+        "task": "line/reach" if pair < 6 else "line/other",
+        "env": "line",
+        "outcome": "error" if error else ("passed" if success else "failed"),
+        "success": success,
+        "error": error,
+        "seed": pair,
+    }
+
+
+def _rows() -> list[dict[str, Any]]:
+    rows = []
+    for pair in range(8):
+        rows.append(_row(pair, "A", pair % 2 == 0))  # A: every other seed
+        rows.append(_row(pair, "B", True))  # B: every seed
+    rows[-1] = _row(7, "B", None, error="the env server went away")  # pair 7: no pair
+    return rows
+
+
+def test_pairs_are_matched_by_pair_id_not_order() -> None:
+    rows = _rows()
+    shuffled = rows[:]
+    random.Random(0).shuffle(shuffled)
+    assert pairs_of(rows, "A", "B") == pairs_of(shuffled, "A", "B")
+    pairs = pairs_of(rows, "A", "B")
+    assert pairs["line/reach"] == [(p % 2 == 0, True) for p in range(6)]
+    assert pairs["line/other"] == [(True, True)]  # pair 7's B errored: only pair 6 counts
+    assert paired_block(rows, ARMS, alpha=0.05) == paired_block(shuffled, ARMS, alpha=0.05)
+
+
+def test_blocks_summaries_and_the_sequential_verdict() -> None:
+    rows = _rows()
+    blocks = {b["arm"]: b for b in agent_blocks(rows, ARMS)}
+    assert blocks["A"]["overall"]["successes"] == 4 and blocks["A"]["overall"]["episodes"] == 8
+    assert blocks["B"]["overall"]["episodes"] == 7 and blocks["B"]["overall"]["errors"] == 1
+    (fixed,) = paired_block(rows, ARMS, alpha=0.05)
+    reach = fixed["tasks"]["line/reach"]
+    assert (reach["n_pairs"], reach["a_only"], reach["b_only"]) == (6, 0, 3)
+    assert reach["verdict"] == reach["summary_verdict"] == "undecided"  # 3 discordant pairs
+    assert fixed["overall"]["n_pairs"] == 7
+    state = {("B", "line/reach"): {"decision": "better", "pairs_used": 5, "max_pairs": 6}}
+    (seq,) = paired_block(rows, ARMS, alpha=0.05, sequential=state)
+    assert seq["tasks"]["line/reach"]["verdict"] == "better"
+    assert seq["tasks"]["line/reach"]["summary_verdict"] == "undecided"
+    assert seq["tasks"]["line/reach"]["sequential"]["pairs_used"] == 5
+    lines = format_ab_table(rows, ARMS, [seq])
+    at = next(i for i, line in enumerate(lines) if line.startswith("line/reach"))
+    assert lines[at].split()[1:3] == ["A", "zero"] and "reference" in lines[at]
+    reach_b = lines[at + 1]
+    assert "5/6" in reach_b and reach_b.rstrip().endswith("better")
