@@ -111,6 +111,7 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     *TRACKER_OPTIONS,
     *REPLAY_OPTIONS,
     *PREFLIGHT_OPTIONS,
+    *ARM_OPTIONS,
     (
         "--hud-allow-modules",
         "let task rows' module column import files outside the rootdir and the task "
