@@ -38,6 +38,11 @@ def toward():
 
 def negated():
     return RobotAgent(Toward(), Negated(), name="negated")
+
+
+async def plain(run):
+    '''An agent without a model: nothing to run open loop.'''
+    return {}
 """
 
 RECORD = """
@@ -131,6 +136,9 @@ def test_replay_names_the_env_or_the_policy(recorded: pytest.Pytester) -> None:
     env_only = run(recorded, "--hud-replay=ds")
     env_only.assert_outcomes(failed=3)
     assert all("no policy check (no --hud-agent)" in line for line in verdicts(env_only))
+    modelless = run(recorded, "--hud-replay=ds", "--hud-agent=replay_agents:plain")
+    assert modelless.ret == 4  # before any item
+    assert "the policy check runs a RobotAgent's adapter and model" in modelless.stderr.str()
 
 
 def test_a_folder_that_is_not_a_dataset_is_a_usage_error(pytester: pytest.Pytester) -> None:

@@ -162,9 +162,19 @@ class ReplayPlugin:
 
     @pytest.hookimpl
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """Load the policy before any item runs (a bad --hud-agent: one usage error)."""
-        if self.settings.agent_given and not self.session.is_worker:
-            self.session.load_agent()
+        """Load the policy before any item runs: a bad --hud-agent, or one without a model
+        to run open loop, is one usage error."""
+        from pytest_hud.robot.agent.agent import RobotAgent
+
+        if not self.settings.agent_given or self.session.is_worker:
+            return
+        agent = self.session.load_agent()
+        if not isinstance(agent, RobotAgent):
+            raise pytest.UsageError(
+                "--hud-replay: the policy check runs a RobotAgent's adapter and model on the "
+                f"recorded observations; --hud-agent gave {type(agent).__name__}; fix: pass "
+                "a RobotAgent, or drop --hud-agent for an env-only replay"
+            )
 
     def frames(self, case: HudCase) -> tuple[EpisodeInfo, Frames]:
         episode = self._episodes[id(case)]
@@ -206,7 +216,7 @@ class ReplayPlugin:
     def _labels(self, episode: EpisodeInfo) -> dict[str, list[str]]:
         from pytest_hud.robot.record.reader import episode_schema
 
-        assert episode.contract is not None
+        assert episode.contract is not None, "episodes without one are not collected"
         schema = episode_schema(episode.contract, self.dataset.fps, video=True)
         out = {}
         for key, feats, sizes in schema.vectors():
@@ -224,7 +234,7 @@ class ReplayPlugin:
         vectors = {k: v for k, v in frames.vectors.items() if k.startswith("observation.")}
         got = dict(live.get("vectors") or {})
         units = {k: judge.scale(self.dataset.std(k), v) for k, v in vectors.items()}
-        labels = self._labels(episode) if episode.contract else {}
+        labels = self._labels(episode)
         for key, value in vectors.items():
             labels.setdefault(key, judge.dim_labels(key, value.shape[1]))
         replayed = len(next(iter(got.values()))) if got else int(result.steps or 0)
@@ -246,12 +256,8 @@ class ReplayPlugin:
         from pytest_hud.robot.record.reader import env_observations, episode_schema
 
         agent = self.session.load_agent()
-        if not isinstance(agent, RobotAgent) or episode.contract is None:
-            raise pytest.UsageError(
-                f"--hud-replay: the policy check runs a RobotAgent's model on recorded "
-                f"observations; --hud-agent gave {type(agent).__name__} (or the episode has "
-                "no recorded contract); fix: drop --hud-agent for an env-only replay"
-            )
+        assert isinstance(agent, RobotAgent), "checked at collection (pytest_collection_finish)"
+        assert episode.contract is not None, "episodes without one are not collected"
         spaces = Contract.from_dict(episode.contract).spaces()
         schema = episode_schema(episode.contract, self.dataset.fps, video=True)
         observations = env_observations(schema, frames, self.dataset.features)

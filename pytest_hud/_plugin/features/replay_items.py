@@ -46,11 +46,11 @@ def collect_dataset(config: pytest.Config, info: Path) -> None:
 def episode_cases(
     episodes: list[EpisodeInfo],
 ) -> tuple[list[tuple[HudCase, str, EpisodeInfo]], list[str]]:
-    """``(case, test id, episode)`` per episode with a recorded row, and the episodes
-    without one (recorded before rows were kept, or not by pytest-hud)."""
+    """``(case, test id, episode)`` per episode with a recorded row and contract, and the
+    episodes without (recorded before pytest-hud kept them, or not by pytest-hud)."""
     found, skipped = [], []
     for ep in episodes:
-        if not ep.row:
+        if not ep.row or not ep.contract:
             skipped.append(f"episode {ep.index}")
             continue
         task = Task.from_row(ep.row, f"episode {ep.index}")
