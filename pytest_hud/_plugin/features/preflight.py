@@ -123,7 +123,7 @@ class PreflightPlugin:
 
     def _specs(self) -> list[str]:
         options = self.session.options
-        return list(dict.fromkeys(getattr(options, "agents", None) or [options.agent]))
+        return list(dict.fromkeys(options.agents or [options.agent]))
 
     def _load(self, spec: str) -> Any:
         return self.session.load_agent(spec)  # the session's own, loaded once per process
