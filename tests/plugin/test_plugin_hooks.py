@@ -115,9 +115,13 @@ def _features(config: pytest.Config) -> set[str]:
 def test_feature_plugins_are_registered_only_when_enabled(pytester: pytest.Pytester) -> None:
     plain = pytester.parseconfigure()
     always = {"pytest-hud-session", "pytest-hud-abandoned", "pytest-hud-wrap"}
+    always.add("pytest-hud-preflight")  # --hud-preflight=warn by default
     assert _features(plain) - {"pytest-hud-html"} == always
     assert plain.pluginmanager.get_plugin("pytest-hud-ledger") is None
     plain._ensure_unconfigure()
+    off = pytester.parseconfigure("--hud-preflight=off")
+    assert off.pluginmanager.get_plugin("pytest-hud-preflight") is None
+    off._ensure_unconfigure()
 
     path = pytester.path / "run.ledger.jsonl"
     config = pytester.parseconfigure(
