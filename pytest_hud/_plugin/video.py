@@ -1,8 +1,15 @@
-"""Episode video for reports: the first camera, subsampled, as an animated GIF."""
+"""Episode video for reports: the first camera, subsampled, as an animated GIF.
+
+A GIF that cannot be written (a full disk) is removed and noted for its folder
+(:func:`write_failures`); the rollout keeps its result, and the session says it once
+(:mod:`pytest_hud._plugin.features.videos`).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import re
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -11,7 +18,17 @@ import numpy as np
 
 from pytest_hud.robot.contract import Spaces
 
-__all__ = ["VideoObserver", "video_factory"]
+__all__ = ["VideoObserver", "video_factory", "write_failures"]
+
+_failures: dict[Path, list[str]] = {}
+_failures_lock = threading.Lock()
+
+
+def write_failures(folder: Path) -> list[str]:
+    """The videos that could not be written into ``folder`` since the last call, one
+    ``"NAME: reason"`` each (and forgets them)."""
+    with _failures_lock:
+        return _failures.pop(Path(folder), [])
 
 
 class VideoObserver:
@@ -50,11 +67,19 @@ class VideoObserver:
             if img.dtype != np.uint8:
                 img = np.clip(img * (255 if img.max() <= 1.0 else 1), 0, 255).astype(np.uint8)
             images.append(Image.fromarray(img))
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         duration = int(1000 * self.stride / max(self.fps, 1e-3))
-        images[0].save(
-            self.path, save_all=True, append_images=images[1:], duration=duration, loop=0
-        )
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            images[0].save(
+                self.path, save_all=True, append_images=images[1:], duration=duration, loop=0
+            )
+        except OSError as exc:  # a full disk: no partial GIF, the rollout's result stands
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+            with _failures_lock:
+                reason = exc.strerror or str(exc)
+                _failures.setdefault(self.path.parent, []).append(f"{self.path.name}: {reason}")
+            return {}
         return {"video": str(self.path)}
 
 

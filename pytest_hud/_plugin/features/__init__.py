@@ -7,6 +7,7 @@ plugin name                 enabled by                          module
 ==========================  ==================================  =======================
 ``pytest-hud-abandoned``    always                              :mod:`.abandoned`
 ``pytest-hud-wrap``         always (``hud_wrap`` / ``wrap()``)  :mod:`.wrapping`
+``pytest-hud-videos``       always (a video that fails)         :mod:`.videos`
 ``pytest-hud-recording``    ``--hud-record``                    :mod:`.recording`
 ``pytest-hud-ledger``       ``--hud-ledger`` (controller)       :mod:`.ledger`
 ``pytest-hud-resume``       ``--hud-resume``                    :mod:`.resume`
@@ -44,6 +45,7 @@ _REGISTERED = pytest.StashKey[list[str]]()
 def _enabled(session: HudSession) -> list[tuple[str, object]]:
     """The feature plugins this session enables, in registration order."""
     from pytest_hud._plugin.features.abandoned import AbandonedPlugin
+    from pytest_hud._plugin.features.videos import VideosPlugin
     from pytest_hud._plugin.features.wrapping import WrapPlugin
 
     config, options = session.config, session.options
@@ -52,6 +54,7 @@ def _enabled(session: HudSession) -> list[tuple[str, object]]:
     out: list[tuple[str, object]] = [
         ("abandoned", AbandonedPlugin(config)),
         ("wrap", WrapPlugin(session.artifacts / "videos", identity.repro)),
+        ("videos", VideosPlugin(config, session.artifacts / "videos", session.failures)),
     ]
     if options.record is not None:
         from pytest_hud._plugin.features.recording import RecordingPlugin, record_root

@@ -4,7 +4,11 @@ xdist, merged by the controller from the workers' parts in test order.
 Each rollout's agent runs with a dataset observer (``pytest_hud_episode_observers``);
 an episode's commit waits for its grade (``pytest_hud_episode_result``). At
 sessionfinish, once the rollouts are closed, each process finalizes its writers and
-the controller merges the parts; a dataset that cannot be written fails the session.
+the controller merges the parts; a dataset that cannot be written fails the session,
+with one error per dataset (a worker's travel to the controller through
+``workeroutput``). A disk that fills stops a dataset at its last whole episode: rows
+whose episode did not make it are pointed at none (``discarded`` says why). A merge that
+fails leaves no partial dataset and keeps the parts, which a later run appends to.
 """
 
 from __future__ import annotations
@@ -18,14 +22,19 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_hud._plugin.internals import worker_id
+from pytest_hud._plugin.internals import worker_id, worker_output
 from pytest_hud.evaluation.results import Row
 from pytest_hud.runtime.rollout import RolloutResult
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
 
-__all__ = ["RecordingPlugin", "parts_dir", "record_root"]
+__all__ = ["KEY", "RecordingPlugin", "parts_dir", "record_root"]
+
+#: The workeroutput key a worker's recording errors travel under.
+KEY = "pytest_hud_recording_errors"
+#: What a row's dataset says when its episode is not in the dataset.
+NOT_RECORDED = "not recorded: the dataset stopped before this episode (see the error above)"
 
 
 def record_root(record: str) -> Path:
@@ -56,6 +65,7 @@ class RecordingPlugin:
         self.root = root
         self.writers: dict[str, Any] = {}
         self.dataset: str | None = None  # what was written, for the summary and the JSON
+        self.from_workers: list[str] = []  # the workers' recording errors
 
     def dataset_root(self, env: str) -> Path:
         envs = {case.row.env for case in self.session.evaluator.cases.values()}
@@ -93,20 +103,33 @@ class RecordingPlugin:
             writer.grade(ds["episode_index"], result.grade if result.ok else None)
 
     # -- finishing -------------------------------------------------------------------------
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any) -> None:
+        """On the controller, a worker finished: keep the recording errors it sent."""
+        self.from_workers.extend(str(x) for x in worker_output(node).get(KEY) or [])
+
     @pytest.hookimpl(tryfirst=True)  # registered after the session: runs before its gates
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.session.evaluator.close()  # no rollout writes any more (idempotent)
+        errors = [*self.from_workers]
+        for writer in self.writers.values():  # each dataset's one error; the others close
+            try:
+                writer.finalize()
+            except Exception as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+        if self.session.is_worker:
+            worker_output(self.session.config)[KEY] = errors
+            return
         try:
             self._finish()
-        except Exception as exc:  # a dataset that cannot be written fails the session
-            self.session.failures.append(f"recording failed: {type(exc).__name__}: {exc}")
+        except Exception as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+        for error in errors:  # a dataset that cannot be written fails the session
+            self.session.failures.append(f"recording failed: {error}")
+        if errors:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def _finish(self) -> None:
-        for writer in self.writers.values():
-            writer.finalize()
-        if self.session.is_worker:
-            return
         rows = self.session.rows
         envs = sorted({str(row["env"]) for row in rows.values() if row.get("env") is not None})
         cases = self.session.evaluator.cases
@@ -115,14 +138,21 @@ class RecordingPlugin:
             single = len(envs) <= 1
             finals = {env: self.root if single else self.root / env for env in envs}
         done = []
+        errors = []
         for env, final in finals.items():
             parts = parts_dir(final)
-            if parts.exists():
-                self._merge_parts(env, parts, final)
+            _point_rows_at_what_is_there(self.session.rows.values(), env)
+            try:
+                if parts.exists():
+                    self._merge_parts(env, parts, final)
+            except Exception as exc:  # the next env's dataset is merged all the same; its
+                errors.append(exc)  # rows keep pointing at their episodes in the parts
             if (final / "meta" / "info.json").exists():
                 done.append(str(final))
         if done:
             self.dataset = done[0] if len(done) == 1 else str(self.root)
+        if errors:
+            raise errors[0]
 
     def _merge_parts(self, env: str, parts_folder: Path, final: Path) -> None:
         from pytest_hud.robot.record.merge import merge_datasets
@@ -147,7 +177,20 @@ class RecordingPlugin:
                 offsets[str(part)] = total
                 total += int(json.loads(info.read_text()).get("total_episodes") or 0)
         if total:
-            merge_datasets(parts, final)
+            fresh = not final.exists()
+            try:
+                merge_datasets(parts, final)
+            except Exception as exc:  # a full disk, say: no partial dataset, the parts kept
+                if fresh:
+                    shutil.rmtree(final, ignore_errors=True)
+                raise RuntimeError(
+                    f"merging the workers' datasets into {final} failed "
+                    f"({type(exc).__name__}: {exc}); no partial dataset is left there, and "
+                    f"the parts are kept whole in {parts_folder} (each one reads back as a "
+                    "LeRobot dataset); free space, then record again with the same "
+                    "--hud-record folder: the workers append to their parts and the merge "
+                    "runs again"
+                ) from exc
         for row in rows:  # point every row at its episode in the merged dataset
             ds = row.get("dataset") or {}
             if ds.get("root") in offsets and ds.get("episode_index") is not None:
@@ -164,3 +207,23 @@ class RecordingPlugin:
     def pytest_hud_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.dataset is not None:
             terminalreporter.write_line(f"hud dataset: {self.dataset}")
+
+
+def _point_rows_at_what_is_there(rows: Any, env: str) -> None:
+    """Rows whose episode is beyond its dataset's last whole one (a disk that filled
+    while it was written) point at none, saying so."""
+    totals: dict[str, int] = {}
+    for row in rows:
+        ds = row.get("dataset") or {}
+        if row.get("env") != env or ds.get("episode_index") is None:
+            continue
+        root = str(ds.get("root"))
+        if root not in totals:
+            info = Path(root) / "meta" / "info.json"
+            try:
+                totals[root] = int(json.loads(info.read_text()).get("total_episodes") or 0)
+            except (OSError, ValueError):
+                totals[root] = 0
+        if int(ds["episode_index"]) >= totals[root]:
+            ds["episode_index"] = None
+            ds["discarded"] = NOT_RECORDED

@@ -9,9 +9,12 @@ Episodes are committed whole: each rollout buffers its own frames, so concurrent
 never interleave. ``end(ok=True)`` assigns the next episode index and queues the episode
 on one writer thread, so the event loop never waits on encoding, and returns
 ``{"dataset": {"root", "episode_index", "frames"}}``; an errored episode is discarded
-(``episode_index: None``). A failed commit stops the writer: the next ``end()``,
-``flush()`` or ``finalize()`` raises it. ``finalize()`` (idempotent, also at exit) waits
-for queued commits and pushes.
+(``episode_index: None``). A failed commit is undone (:mod:`.rollback`: the dataset is
+again its last finalized state) and stops the writer: the next ``end()``, ``flush()`` or
+``finalize()`` raises it. A full disk stops it quietly instead: later episodes are not
+recorded (``episode_index: None``, ``discarded`` says why) while the rollouts go on, and
+``finalize()`` raises one error naming the folder, what it kept and how many were not
+recorded. ``finalize()`` (idempotent, also at exit) waits for queued commits and pushes.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from pytest_hud.robot.record.commit import (
 from pytest_hud.robot.record.episode import _EpisodeRecorder, _run_contract, _task_text
 from pytest_hud.robot.record.errors import DatasetError
 from pytest_hud.robot.record.grade import GradeFuture, Grades, episode_grade, wait_grade
+from pytest_hud.robot.record.rollback import Snapshot, disk_full, free_space
 from pytest_hud.robot.record.schema import _TRUE, _build_schema, _Schema
 from pytest_hud.robot.record.source import (
     CONTRACT_COLUMN,
@@ -51,6 +55,7 @@ from pytest_hud.robot.record.source import (
 from pytest_hud.robot.record.store import (
     _lerobot_dataset,
     _probe_writable,
+    _read_info,
     _require_token,
     _safe_name,
     check_append,
@@ -114,6 +119,9 @@ class DatasetWriter:
         self._ds: Any = None  # the LeRobotDataset (writer thread only)
         self._reopen = False  # _ds is finalized for good: reopen it for the next episode
         self._error: BaseException | None = None
+        #: a full disk: why (the episode it failed on, the cause); recording has stopped
+        self._full: tuple[int, str] | None = None
+        self.unrecorded = 0  # episodes not recorded since the disk filled
         self._finalized = False
         self._result: Path | None = None
         self._default_fps: float | None = None
@@ -231,6 +239,17 @@ class DatasetWriter:
         with self._lock:
             if self._error is not None:
                 raise self._error
+            if self._full is not None:  # the disk filled: the rollouts go on, unrecorded
+                self.unrecorded += 1
+                frames.clear()
+                return {
+                    "dataset": {
+                        "root": str(self.root),
+                        "episode_index": None,
+                        "frames": count,
+                        "discarded": f"not recorded: the disk holding {self.root} is full",
+                    }
+                }
             if self._finalized:
                 raise DatasetError(f"the dataset at {self.root} was finalized mid-episode")
             self._match(schema)
@@ -267,29 +286,58 @@ class DatasetWriter:
     ) -> None:
         """Writer thread: one whole episode, then finalize so it reads back after a crash."""
         ds = None
+        if self._full is not None:  # queued before the disk filled: not recorded either
+            frames.clear()
+            with self._lock:
+                self.unrecorded += 1
+            return
         if self._error is not None:  # an earlier commit failed: the indices no longer hold
             frames.clear()
             raise self._error
+        before = None
         try:
             self._columns.clear()
             self._columns.update(episode_grade(frames, wait_grade(grade, index)))
             if self._with_source:  # every episode has both columns (empty: unknown)
                 self._columns.update({ROW_COLUMN: "", CONTRACT_COLUMN: "", **(source or {})})
+            before = Snapshot.take(self.root)
             ds = self._dataset(schema)
             if not write_episode(ds, frames, task, index):
                 self._reopen = True  # the next episode appends to the finalized dataset
             self.episodes += 1
         except BaseException as exc:
-            error = exc if isinstance(exc, DatasetError) else None
-            self._error = error or DatasetError(
-                f"recording episode {index} into {self.root} failed: {type(exc).__name__}: {exc}"
-            )
-            if ds is not None:
-                with contextlib.suppress(Exception):
-                    ds.clear_episode_buffer()
-            raise self._error from exc
+            error = self._failed(exc, index, ds, before)
+            if error is not None:
+                raise error from exc
         finally:
             frames.clear()
+
+    def _failed(
+        self, exc: BaseException, index: int, ds: Any, before: Snapshot | None
+    ) -> DatasetError | None:
+        """Writer thread: episode ``index``'s commit failed; undo it and stop (quietly on
+        a full disk: None; else the error later calls raise)."""
+        if ds is not None:
+            with contextlib.suppress(Exception):
+                ds.clear_episode_buffer()
+        full = disk_full(exc, self.root)  # asked before the undo frees the partial files
+        changed = before.restore() if before is not None else []
+        self._ds = None  # its in-memory state holds the failed episode: never write it
+        if full and not changed:
+            self._full = (index, f"{free_space(self.root)}; {type(exc).__name__}: {exc}")
+            return None
+        undone = (
+            f"; {len(changed)} older file(s) changed and could not be put back: "
+            f"{', '.join(map(str, changed[:3]))}"
+            if changed
+            else "; its partial files were removed, the episodes before it are whole"
+        )
+        error = exc if isinstance(exc, DatasetError) else None
+        self._error = error or DatasetError(
+            f"recording episode {index} into {self.root} failed: {type(exc).__name__}: "
+            f"{exc}{undone}"
+        )
+        return self._error
 
     def _dataset(self, schema: _Schema) -> Any:
         if self._ds is None or self._reopen:
@@ -307,6 +355,23 @@ class DatasetWriter:
         return self._ds
 
     # -- the end -------------------------------------------------------------------
+    def full_disk_error(self) -> DatasetError | None:
+        """The one error for a disk that filled while recording (None: it did not)."""
+        if self._full is None:
+            return None
+        index, cause = self._full
+        try:
+            kept = int((_read_info(self.root) or {}).get("total_episodes") or 0)
+        except DatasetError:
+            kept = self.episodes
+        return DatasetError(
+            f"recording into {self.root} stopped: the disk is full ({cause}) while "
+            f"writing episode {index}; kept: the dataset's {kept} committed episode(s), "
+            f"whole (episode {index}'s partial files were removed); not recorded: episode "
+            f"{index} and {self.unrecorded} later one(s). Free space, then record again into "
+            "the same folder: new episodes are appended to it"
+        )
+
     def flush(self) -> None:
         """Wait for every queued episode to be on disk (re-raises a failed commit)."""
         with self._lock:
@@ -333,6 +398,10 @@ class DatasetWriter:
             executor.shutdown(wait=True)
         if self._error is not None:
             raise self._error
+        full = self.full_disk_error()
+        if full is not None:  # the dataset is its last finalized state: nothing to close
+            self._error = full
+            raise full
         ds = self._ds
         if ds is None:
             if self._created_root:

@@ -1,0 +1,54 @@
+"""Episode videos that could not be written (a full disk): one error for the session.
+
+A GIF that fails to write is removed and its rollout keeps its result
+(:mod:`pytest_hud._plugin.video`); this plugin gathers those failures (a worker's through
+``workeroutput``) and fails the session once, naming the folder, how many videos are
+missing and what was kept.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_hud._plugin.internals import is_worker, worker_output
+from pytest_hud._plugin.video import write_failures
+
+__all__ = ["KEY", "VideosPlugin"]
+
+#: The workeroutput key a worker's failed videos travel under.
+KEY = "pytest_hud_video_failures"
+
+
+class VideosPlugin:
+    """Failed episode videos of this process and the workers' (registered in every run)."""
+
+    def __init__(self, config: pytest.Config, folder: Path, failures: list[str]) -> None:
+        self.config = config
+        self.folder = folder
+        self.failures = failures  # the session's: a line here fails it
+        self.is_worker = is_worker(config)
+        self.failed: list[str] = []
+
+    @pytest.hookimpl  # after the session's own (tryfirst), which closes the rollout loop
+    def pytest_sessionfinish(self) -> None:
+        """On a worker: send the failed videos to the controller."""
+        if self.is_worker:
+            worker_output(self.config)[KEY] = write_failures(self.folder)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any) -> None:
+        """On the controller, a worker finished: keep its failed videos."""
+        self.failed.extend(str(x) for x in worker_output(node).get(KEY) or [])
+
+    @pytest.hookimpl
+    def pytest_hud_results(self) -> None:
+        failed = [*self.failed, *write_failures(self.folder)]
+        if failed:
+            self.failures.append(
+                f"hud videos: {len(failed)} episode video(s) could not be written to "
+                f"{self.folder} (first: {failed[0]}); their partial files were removed; "
+                "kept: every rollout's result and the videos written before"
+            )
