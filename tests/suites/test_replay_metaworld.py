@@ -8,7 +8,8 @@ env drifts, first on the gripper's state), and an image flipped on its way into 
 camera-reading policy (the policy diverges; flipping the camera back explains it).
 
 Small: two expert episodes (drawer-open and window-open, 88-91 steps, state only), two
-reach-v3 episodes with the sketch camera; each replay is one pytest run."""
+reach-v3 episodes with the sketch camera (recorded under ``-n 2``: one merged video file);
+each replay is one pytest run."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def pytest_run(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess
     return subprocess.CompletedProcess(argv, proc.returncode, out, "")
 
 
-def record(out: Path, tasks: str, seeds: int, agent: str, sketch: str) -> Path:
+def record(out: Path, tasks: str, seeds: int, agent: str, sketch: str, *args: str) -> Path:
     """Expert (or ``agent``) episodes of the example's MetaWorld env, recorded."""
     result = pytest_run(
         ROOT,
@@ -68,6 +69,7 @@ def record(out: Path, tasks: str, seeds: int, agent: str, sketch: str) -> Path:
         "--hud-shared=1",
         f"--hud-record={out}",
         "--hud-allow-modules",
+        *args,
         MW_TASKS=tasks,
         MW_SEED0="0",
         MW_SEEDS=str(seeds),
@@ -86,7 +88,8 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     record(root / "demos", "drawer-open-v3,window-open-v3", 1, expert, sketch="0")
     agents = root / "stacks.py"
     agents.write_text(AGENTS)
-    record(root / "sketch_demos", "reach-v3", 2, f"{agents}:sketch_reach", sketch="1")
+    # under xdist: the worker's part merged, both episodes in one video file (read by seeking)
+    record(root / "sketch_demos", "reach-v3", 2, f"{agents}:sketch_reach", "1", "-n", "2")
     return root
 
 

@@ -75,6 +75,9 @@ class RecordedDataset:
         self.info = info
         self.stats = stats
         self.episodes = episodes
+        self._table: tuple[Path, Any] | None = (
+            None  # the data file read last (episodes share files)
+        )
 
     @property
     def fps(self) -> int:
@@ -114,7 +117,9 @@ class RecordedDataset:
         """Episode ``episode``'s frames, in order."""
         import pandas as pd
 
-        table = pd.read_parquet(episode.data_file)
+        if self._table is None or self._table[0] != episode.data_file:
+            self._table = (episode.data_file, pd.read_parquet(episode.data_file))
+        table = self._table[1]
         table = table[table["episode_index"] == episode.index].sort_values("frame_index")
         if len(table) != episode.length:
             raise DatasetError(
@@ -211,8 +216,13 @@ def _decode(path: Path, start: float, length: int, fps: int) -> np.ndarray:
     first = round(start * fps)
     frames: list[np.ndarray] = []
     with av.open(str(path)) as container:
-        for n, frame in enumerate(container.decode(video=0)):
-            at = round(frame.time * fps) if frame.time is not None else n
+        stream = container.streams.video[0]
+        if first and stream.time_base:  # a file of several episodes: from the keyframe before
+            container.seek(int(start / stream.time_base), stream=stream, backward=True)
+        for frame in container.decode(stream):
+            if frame.time is None:
+                raise DatasetError(f"{path} has a frame without a timestamp; cannot replay it")
+            at = round(frame.time * fps)
             if at < first:
                 continue
             frames.append(frame.to_ndarray(format="rgb24"))
