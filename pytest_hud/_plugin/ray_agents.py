@@ -3,7 +3,8 @@
 Resolved here, in the plugin, because the agent registry (``robot/agent/registry.py``)
 may not import the runtime (tests/project/test_layers.py): the name becomes the replicas' urls
 (:func:`~pytest_hud.robot.agent.replicas.replica_urls`) and a
-:class:`~pytest_hud.robot.agent.replicas.ReplicaAgent` over them. The cluster is the one
+:class:`~pytest_hud.robot.agent.replicas.ReplicaAgent` over them, which follows a replica
+Ray restarts to its new address. The cluster is the one
 ``--hud-runtime=ray:HOST:PORT`` / ``ray://HOST:PORT`` names, else ``$RAY_ADDRESS``, else
 the one this process has already joined.
 """
@@ -29,7 +30,7 @@ def ray_agent(spec: str, runtime: str) -> Any | None:
         raise pytest.UsageError(f"--hud-agent={spec}: expected openpi:ray:NAME, got no NAME")
     import ray
 
-    from pytest_hud.robot.agent.replicas import ReplicaAgent, replica_urls
+    from pytest_hud.robot.agent.replicas import replica_agent
     from pytest_hud.runtime.errors import PlacementError
     from pytest_hud.runtime.ray.runtime import address_from_spec
 
@@ -40,6 +41,6 @@ def ray_agent(spec: str, runtime: str) -> Any | None:
             "--hud-runtime=ray:HOST:PORT (or ray://HOST:PORT) or $RAY_ADDRESS, got neither"
         )
     try:
-        return ReplicaAgent(replica_urls(name, address), name=spec)
+        return replica_agent(name, address, agent_name=spec)
     except PlacementError as exc:
         raise pytest.UsageError(f"--hud-agent={spec}: {exc}") from None

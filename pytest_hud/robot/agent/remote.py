@@ -15,7 +15,10 @@ A server that goes away and comes back (a restarted replica, a preempted node) i
 reconnected: rollouts whose connection was lost are errors (an episode cannot resume
 mid-way); a later rollout whose connect is refused retries with backoff, logged, for up
 to ``reconnect`` seconds from the outage's first refusal, then single attempts until one
-succeeds. A server never reached is not retried: a wrong url fails at once.
+succeeds. A server never reached is not retried: a wrong url fails at once. A server that
+comes back elsewhere (a Ray replica restarted on another port or node) is followed when
+``resolve`` says where it serves now: each refused attempt asks it, and a new address is
+taken at once (logged).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import contextlib
 import logging
 import time
 import weakref
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
@@ -48,6 +52,8 @@ class RemoteModel(Model):
     late reply can never be taken for the next request's). ``api_key`` is sent as
     ``Authorization: Api-Key <key>``, like openpi-client. ``reconnect`` bounds how long
     a refused connect to a server that answered before is retried (0: never).
+    ``resolve``: where the server serves now (an awaitable url, None while unknown),
+    asked on every refused connect, so a server that moves is followed.
     """
 
     #: One request per connection: openpi has no batched request, so BatchedAgent
@@ -62,6 +68,7 @@ class RemoteModel(Model):
         reply_timeout: float = 120.0,
         api_key: str | None = None,
         reconnect: float = 30.0,
+        resolve: Callable[[], Awaitable[str | None]] | None = None,
     ) -> None:
         if not url.startswith(("ws://", "wss://")):
             url = f"ws://{url}"
@@ -70,6 +77,7 @@ class RemoteModel(Model):
         self.reply_timeout = reply_timeout
         self.api_key = api_key
         self.reconnect = reconnect
+        self.resolve = resolve
         self._reached = False  # a connection succeeded once: refusals are an outage
         self._outage_since: float | None = None
         self._metadata: dict[str, Any] | None = None
@@ -130,6 +138,9 @@ class RemoteModel(Model):
                     f"at {self.url} (connect_timeout)"
                 ) from None
             except ConnectError as exc:
+                if await self._moved():
+                    attempt = 0
+                    continue
                 delay = self._retry_delay(attempt)
                 if delay is None:
                     raise RemoteModelError(self._refused(exc)) from None
@@ -145,9 +156,35 @@ class RemoteModel(Model):
                 await asyncio.sleep(delay)
                 attempt += 1
 
+    async def _moved(self) -> bool:
+        """Whether ``resolve`` names another address than the refused one (then taken).
+        Bounded by the reconnect window: past it, the refusal stands."""
+        if self.resolve is None or self.reconnect <= 0:
+            return False
+        if self._outage_since is None:  # the window counts from the first refusal
+            self._outage_since = time.monotonic()
+        if self._window_closed():
+            return False
+        try:
+            async with asyncio.timeout(max(self.connect_timeout, 1.0)):
+                url = await self.resolve()
+        except Exception as exc:  # the replica is restarting: not known yet
+            log.info("policy server %s: where it serves now is not known yet (%s)", self.url, exc)
+            return False
+        if not url or url == self.url:
+            return False
+        log.warning("policy server moved: %s -> %s; reconnecting there", self.url, url)
+        self.url = url
+        return True
+
+    def _window_closed(self) -> bool:
+        if self._outage_since is None:
+            return False
+        return time.monotonic() - self._outage_since >= self.reconnect
+
     def _retry_delay(self, attempt: int) -> float | None:
         """The wait before the next connect attempt, or None to give up now."""
-        if not self._reached or self.reconnect <= 0:
+        if not (self._reached or self.resolve is not None) or self.reconnect <= 0:
             return None
         now = time.monotonic()
         if self._outage_since is None:

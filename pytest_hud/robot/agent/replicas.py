@@ -19,6 +19,14 @@ them with :func:`replica_urls` ``("pi")``; the plugin resolves
 ``--hud-agent=openpi:ray:NAME`` that way (the agent registry itself stays free of Ray).
 The actors still belong to the driver that started them: they live while it does.
 
+Restarts: ``PolicyReplicas(..., restarts=N)`` lets Ray restart a replica that dies (its
+process killed, its node lost) up to N times; the restarted actor builds its model and
+serves again on a new address. The agents follow it: each replica's ``RemoteModel`` asks
+the actor where it serves whenever a connect is refused (:meth:`PolicyActor.address`,
+which starts a restarted replica's server), within the ``reconnect`` window, logged. The
+rollout that was in flight when its replica died is an ERROR (its episode cannot resume);
+the following ones run on the replica's new address.
+
 Agent-side work (it serves a model and builds agents), so it lives beside the agent
 stack and imports no placement code: it joins the cluster through the shared bottom
 (:mod:`pytest_hud.cluster`). A replica that is not serving within ``boot_timeout`` is a
@@ -29,38 +37,74 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from pytest_hud.cluster import connect
 from pytest_hud.robot.agent.agent import RobotAgent, RunSettings
 from pytest_hud.robot.agent.errors import AgentSpecError, RemoteModelError
 
-__all__ = ["NAMESPACE", "PolicyActor", "PolicyReplicas", "ReplicaAgent", "replica_urls"]
+__all__ = [
+    "NAMESPACE",
+    "RECONNECT",
+    "PolicyActor",
+    "PolicyReplicas",
+    "ReplicaAgent",
+    "replica_agent",
+    "replica_urls",
+]
 
 #: The Ray namespace of named replicas (any driver can look them up there).
 NAMESPACE = "pytest_hud"
+#: Seconds an agent waits for a restarted replica (Ray's restart plus the model's build).
+RECONNECT = 120.0
 
 
 class PolicyActor:
-    """An async Ray actor holding one PolicyServer."""
+    """An async Ray actor holding one PolicyServer of ``factory()``'s model (built in
+    :meth:`start`; a restarted actor, which Ray builds again with the same arguments,
+    starts it at the first :meth:`address`)."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        factory: Callable[[], Any] | None = None,
+        server_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        self.factory = factory
+        self.server_kwargs = dict(server_kwargs or {})
         self.server: Any = None
         self.url = ""
+        self._starting: asyncio.Lock | None = None
 
-    async def start(self, factory: Callable[[], Any], server_kwargs: dict[str, Any]) -> str:
+    async def start(
+        self,
+        factory: Callable[[], Any] | None = None,
+        server_kwargs: dict[str, Any] | None = None,
+    ) -> str:
+        """Serve (once; later calls return the url)."""
         import ray
 
         from pytest_hud.robot.agent.policy_server import PolicyServer
 
-        host = str(ray.util.get_node_ip_address())
-        self.server = PolicyServer(factory(), host=host, port=0, **server_kwargs)
-        self.url = str(await self.server.start())
+        if factory is not None:
+            self.factory, self.server_kwargs = factory, dict(server_kwargs or {})
+        if self._starting is None:
+            self._starting = asyncio.Lock()
+        async with self._starting:
+            if self.server is None:
+                if self.factory is None:
+                    raise RemoteModelError("a PolicyActor needs a model factory to serve")
+                host = str(ray.util.get_node_ip_address())
+                server = PolicyServer(self.factory(), host=host, port=0, **self.server_kwargs)
+                self.url = str(await server.start())
+                self.server = server
         return self.url
 
-    def address(self) -> str:
-        """The ``ws://`` url this replica serves (for drivers that found it by name)."""
+    async def address(self) -> str:
+        """The ``ws://`` url this replica serves (for drivers that found it by name, and
+        agents following a restarted replica: its server starts here)."""
+        if self.server is None and self.factory is not None:
+            return await self.start()
         return self.url
 
     def batches(self) -> list[int]:
@@ -89,12 +133,13 @@ class PolicyReplicas:
         batch_size: int | None = None,
         boot_timeout: float = 300.0,
         name: str | None = None,
+        restarts: int = 0,
     ) -> None:
         if not isinstance(replicas, int) or replicas < 1:
             raise ValueError(f"replicas must be a positive int, got {replicas!r}")
         self.factory = factory
         self.replicas = replicas
-        self.options: dict[str, Any] = {"num_cpus": num_cpus, "max_restarts": 0}
+        self.options: dict[str, Any] = {"num_cpus": num_cpus, "max_restarts": restarts}
         if num_gpus is not None:
             self.options["num_gpus"] = num_gpus
         if resources:
@@ -117,14 +162,13 @@ class PolicyReplicas:
             {"name": f"{self.name}/{i}", "namespace": NAMESPACE} if self.name else {}
             for i in range(self.replicas)
         ]
-        self.handles = [actor.options(**self.options, **n).remote() for n in named]
+        self.handles = [
+            actor.options(**self.options, **n).remote(self.factory, self.server_kwargs)
+            for n in named
+        ]
         try:
             async with asyncio.timeout(self.boot_timeout):
-                self.urls = list(
-                    await asyncio.gather(
-                        *(h.start.remote(self.factory, self.server_kwargs) for h in self.handles)
-                    )
-                )
+                self.urls = list(await asyncio.gather(*(h.start.remote() for h in self.handles)))
         except BaseException as exc:
             await self._stop()
             if isinstance(exc, TimeoutError):
@@ -153,25 +197,56 @@ class PolicyReplicas:
         """Every replica's forward widths so far."""
         return list(await asyncio.gather(*(h.batches.remote() for h in self.handles)))
 
-    def agent(self, adapter: Any = None) -> ReplicaAgent:
-        """An agent sending each rollout to the next replica (see :class:`ReplicaAgent`)."""
+    def agent(self, adapter: Any = None, *, reconnect: float = RECONNECT) -> ReplicaAgent:
+        """An agent sending each rollout to the next replica (see :class:`ReplicaAgent`),
+        following a restarted replica to its new address for up to ``reconnect`` s."""
         if not self.urls:
             raise RuntimeError("enter the replicas first: `async with PolicyReplicas(...)`")
-        return ReplicaAgent(self.urls, adapter)
+        resolvers = [_resolver(h) for h in self.handles]
+        return ReplicaAgent(self.urls, adapter, resolvers=resolvers, reconnect=reconnect)
+
+
+def _resolver(handle: Any) -> Callable[[], Awaitable[str | None]]:
+    """Where the replica behind ``handle`` serves now (Ray keeps a restarted actor's handle)."""
+
+    async def resolve() -> str | None:
+        return str(await handle.address.remote()) or None
+
+    return resolve
 
 
 class ReplicaAgent(RobotAgent):
     """A RobotAgent over several policy servers: each rollout goes to the next one in
     turn (one ``RobotAgent(RemoteModel(url))`` per url). A RobotAgent itself, so the
-    plugin's per-rollout settings (max steps, video, recording) reach every episode."""
+    plugin's per-rollout settings (max steps, video, recording) reach every episode.
+    ``resolvers`` (one per url) say where each server serves now: a replica that comes
+    back elsewhere is followed (see the module doc)."""
 
-    def __init__(self, urls: list[str], adapter: Any = None, name: str = "replicas") -> None:
+    def __init__(
+        self,
+        urls: list[str],
+        adapter: Any = None,
+        name: str = "replicas",
+        *,
+        resolvers: list[Callable[[], Awaitable[str | None]]] | None = None,
+        reconnect: float = RECONNECT,
+    ) -> None:
         from pytest_hud.robot.agent.remote import RemoteModel
 
         if not urls:
             raise ValueError("ReplicaAgent needs at least one policy server url")
+        if resolvers is not None and len(resolvers) != len(urls):
+            raise ValueError(f"{len(resolvers)} resolvers for {len(urls)} policy server urls")
+        where: list[Callable[[], Awaitable[str | None]] | None] = (
+            list(resolvers) if resolvers is not None else [None] * len(urls)
+        )
         self.agents = [
-            RobotAgent(RemoteModel(url), adapter, name=f"{name}[{i}]") for i, url in enumerate(urls)
+            RobotAgent(
+                RemoteModel(url, resolve=where[i], reconnect=reconnect),
+                adapter,
+                name=f"{name}[{i}]",
+            )
+            for i, url in enumerate(urls)
         ]
         super().__init__(self.agents[0].model, adapter, name=name)
         self.turn = 0
@@ -179,6 +254,19 @@ class ReplicaAgent(RobotAgent):
     async def __call__(self, run: Any, settings: RunSettings | None = None) -> dict[str, Any]:
         agent, self.turn = self.agents[self.turn % len(self.agents)], self.turn + 1
         return await agent(run, settings)
+
+
+def replica_agent(
+    name: str, address: str | None = None, *, agent_name: str | None = None
+) -> ReplicaAgent:
+    """A :class:`ReplicaAgent` over the replicas named ``name`` (:func:`replica_urls`),
+    following each to a new address when Ray restarts it."""
+    import ray
+
+    urls = replica_urls(name, address)
+    handles = [ray.get_actor(f"{name}/{i}", namespace=NAMESPACE) for i in range(len(urls))]
+    resolvers = [_resolver(h) for h in handles]
+    return ReplicaAgent(urls, name=agent_name or f"openpi:ray:{name}", resolvers=resolvers)
 
 
 def replica_urls(name: str, address: str | None = None) -> list[str]:
