@@ -31,6 +31,19 @@ with contextlib.suppress(ImportError):  # the docker tests say what is missing
     import docker  # noqa: F401
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A LeRobot test using pytester imports torch and lerobot's dataset module before
+    pytester snapshots sys.modules: pytester drops what a test imported when it ends, and
+    torch cannot be imported twice in one process (the next test's ``import torch`` then
+    failed with "function '_has_torch_function' already has a docstring": the record test
+    in test_plugin.py, then the LIBERO pi05 test, in one process on the 3.12 stack)."""
+    if "pytester" in getattr(item, "fixturenames", ()) and item.get_closest_marker("lerobot"):
+        with contextlib.suppress(ImportError):  # the test says what is missing
+            import lerobot.datasets.lerobot_dataset  # noqa: F401
+            import torch  # noqa: F401
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # CI (PYTEST_HUD_REQUIRE_ALL=1) prints the slowest tests: its budget is watched there
     if REQUIRE_ALL and not config.option.durations:

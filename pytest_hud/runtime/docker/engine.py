@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +27,9 @@ log = logging.getLogger(__name__)
 LABEL = "pytest-hud"
 #: The image env var (or ``pytest-hud.module`` label) naming the env module to serve.
 MODULE_ENV = "PYTEST_HUD_MODULE"
-DEFAULT_BASE = "pytest-hud-python:3.11"
+#: The base image: a Python of this host's minor version (image builds pip-install on the
+#: host for it), made by ``.ci/make-base-image`` (``PY_VERSION=3.12`` for a 3.12 host).
+DEFAULT_BASE = f"pytest-hud-python:{sys.version_info[0]}.{sys.version_info[1]}"
 #: The project's dependencies a container needs (not pytest, pytest-html, xdist, docker).
 RUNTIME_DEPS = ("numpy", "msgpack", "websockets", "gymnasium")
 REMOVE_TIMEOUT = 60.0

@@ -313,9 +313,11 @@ def build_image(
         try:
             base_id = client.images.get(base).id
         except docker.errors.ImageNotFound:
+            want = f"{sys.version_info[0]}.{sys.version_info[1]}"
             raise RuntimeError(
                 f"base image {base!r} is not on this Docker engine; build it with "
-                ".ci/make-base-image (a Python of this host's minor version, no registry)"
+                f"PY_VERSION={want} PYTHON={sys.executable} .ci/make-base-image {base} "
+                "(a Python of this host's minor version, no registry)"
             ) from None
         reqs = _requirements(packages)
         root, parts = _project()
