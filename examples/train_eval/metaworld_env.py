@@ -6,7 +6,10 @@ small. State only: the 39-d observation (hand, gripper, two objects, the goal), 
 ``observation.state`` and ``observation.environment_state``, and the 4-d action (hand
 motion, gripper). Each episode rebuilds the env with ``seed`` as the MT1
 seed, because an MT1 env's ``reset(seed=...)`` does not pick its task configuration
-(object/goal positions): the first reset after building does, reproducibly. Building
+(object/goal positions): the first reset after building does, reproducibly. The bridge
+keeps the env when the next episode has the same build args (the same row again: a
+repeat, or the other arm of an A/B pair), so every reset starts as that first one
+(:class:`FirstReset`), whatever ran before. Building
 costs ~0.15-0.3 s here. Episodes end on success (``terminate_on_success``) or after
 ``MAX_STEPS``; the scripted experts need 39-188 steps.
 
@@ -47,16 +50,34 @@ FPS = 80  # MetaWorld's render_fps; lerobot's metaworld env uses the same
 AGENT = 4
 
 
+class FirstReset(gym.Wrapper):  # type: ignore[type-arg]
+    """Every reset as the first of a freshly built env: MT1 draws the task configuration
+    from the env's generator *before* reseeding it, so on a reused env it would draw from
+    wherever the previous episode left it; reseeding with the build seed first draws the
+    configuration a fresh env draws."""
+
+    def __init__(self, env: Any, seed: int) -> None:
+        super().__init__(env)
+        self.build_seed = seed
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        self.env.unwrapped.seed(self.build_seed)  # type: ignore[attr-defined]
+        return self.env.reset(**kwargs)
+
+
 def make(task: str = "reach-v3", variant: int = 0) -> Any:
-    """One MT1 env whose first reset is task configuration ``variant`` of ``task``."""
+    """One MT1 env whose every reset is task configuration ``variant`` of ``task``."""
     import metaworld  # noqa: F401  (registers Meta-World/MT1)
 
-    base = gym.make(
-        "Meta-World/MT1",
-        env_name=task,
-        seed=variant,
-        max_episode_steps=MAX_STEPS,
-        terminate_on_success=True,
+    base = FirstReset(
+        gym.make(
+            "Meta-World/MT1",
+            env_name=task,
+            seed=variant,
+            max_episode_steps=MAX_STEPS,
+            terminate_on_success=True,
+        ),
+        variant,
     )
     box = base.observation_space
     assert isinstance(box, gym.spaces.Box), box
