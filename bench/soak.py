@@ -9,6 +9,21 @@ After it: no process of the session alive, no container labelled ``pytest-hud`` 
 no listening port that was not there before. Then the same rows with
 ``--hud-runtime=local``: every row's outcome, steps and reward must match.
 
+Each process of the session also measures itself (a conftest the soak writes beside the
+rows: counts, not times): its RSS after every item it ran (or, on the xdist controller,
+received), and its open fds and threads at session start and again at unconfigure, after
+pytest-hud's teardown. Checks: after warm-up (a quarter of a process's items, at least
+2) its RSS grows by at most :data:`RSS_BOUND_MB` plus :data:`RSS_PER_ITEM_KB` per further
+item; its fds and threads end within :data:`FD_SLACK` / :data:`THREAD_SLACK` of their
+start, apart from pytest-hud's bounded process pools (the Docker SDK's kept-alive
+connections to the engine, the executor threads named in the probe's ``POOLS``), which
+are held to :data:`ENGINE_CAP` / :data:`POOL_CAP`. A leak of one fd or thread per item
+breaks those at any size; an object leaked per item breaks the RSS bound once its size
+times the items after warm-up passes it (at CI's 12 rows, about 6 items a worker:
+objects of ~8 MB; at 2,000 rows: ~60 KB).
+``--leak fd,thread,memory`` (any of them) injects such a leak in every process, to show
+the checks catch it; ``--local-only`` skips the docker session (no outcome comparison).
+
     PYTHONPATH=$PWD .venv/bin/python bench/soak.py [--rows 2000] [--workers 2] [--hogs 2]
         [--json out.json]
 
@@ -29,8 +44,118 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+
+#: RSS a process may gain after warm-up, plus this much per further item (a controller
+#: keeps each item's row and reports; MB and KB)
+RSS_BOUND_MB, RSS_PER_ITEM_KB = 32.0, 16.0
+#: fds / threads a process may hold at its end beyond its start, apart from pytest-hud's
+#: bounded process pools (the Docker SDK's kept-alive connections to the engine, the
+#: executor threads in ``POOLS`` below), which are held to their caps instead
+FD_SLACK, THREAD_SLACK = 2, 1
+ENGINE_CAP, POOL_CAP = 64, 80
+#: what ``--leak memory`` leaks per item (MB)
+LEAKED_MB = 12
+
+#: The soak's own conftest: each process measures itself (see the module doc) into
+#: probe-<pid>.json beside it; SOAK_LEAK injects a leak per item.
+PROBE = """
+import json, os, threading, time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+KEPT = []  # what --leak holds on to
+
+
+def _now():
+    status = dict(
+        line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines()
+        if ":" in line
+    )
+    return {
+        "rss_mb": int(status["VmRSS"].split()[0]) / 1024,
+        "threads": int(status["Threads"]),
+        "fds": len(os.listdir("/proc/self/fd")),
+    }
+
+
+#: threads of the bounded pools pytest-hud keeps for the process (not per session)
+POOLS = ("pytest-hud-docker", "pytest-hud-model", "asyncio_")
+
+
+def _engine_sockets():  # this process's unix sockets whose peer is the Docker engine's
+    import subprocess
+    out = subprocess.run(["ss", "-xanp"], capture_output=True, text=True).stdout.splitlines()
+    path = {}
+    for line in out:
+        cols = line.split()
+        if len(cols) >= 8:
+            path[cols[5]] = cols[4]
+    mine = set()
+    for line in out:
+        cols = line.split()
+        if f"pid={os.getpid()}," in line and len(cols) >= 8:
+            if path.get(cols[7], "").endswith("docker.sock"):
+                mine.add(f"socket:[{cols[5]}]")
+    return mine
+
+
+def _held():  # what the process holds: fds (the engine's connections apart), threads
+    fds = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            fds.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass
+    engine = _engine_sockets()
+    names = [t.name for t in threading.enumerate()]
+    pools = [n for n in names if n.startswith(POOLS)]
+    return {
+        "other_fds": sorted(f for f in fds if f not in engine),
+        "engine_fds": len([f for f in fds if f in engine]),
+        "other_threads": sorted(n for n in names if not n.startswith(POOLS)),
+        "pool_threads": len(pools),
+    }
+
+
+class Probe:
+    def __init__(self, config):
+        self.role = getattr(config, "workerinput", {}).get("workerid", "controller")
+        self.start = None
+        self.items = []
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self):
+        self.start = {**_now(), **_held()}
+
+    def pytest_runtest_logreport(self, report):
+        if report.when != "teardown":
+            return
+        leaks = os.environ.get("SOAK_LEAK", "").split(",")
+        if "fd" in leaks:
+            KEPT.append(open(os.devnull))
+        if "thread" in leaks:
+            stop = threading.Event()
+            KEPT.append(stop)
+            threading.Thread(target=stop.wait, daemon=True).start()
+        if "memory" in leaks:
+            KEPT.append(bytearray(os.urandom(1 << 20)) * int(os.environ["SOAK_LEAK_MB"]))
+        self.items.append(_now())
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self):
+        doc = {"role": self.role, "start": self.start, "end": {**_now(), **_held()},
+               "items": self.items}
+        (HERE / f"probe-{os.getpid()}.json").write_text(json.dumps(doc))
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(Probe(config), "soak-probe")
+"""
 
 TEST = """
 import pytest
@@ -68,10 +193,21 @@ class Sample:
 
 
 @dataclass
+class Probe:
+    """One process's own measurements (the conftest above)."""
+
+    role: str
+    start: dict[str, Any]
+    end: dict[str, Any]
+    items: list[dict[str, float]]  # rss_mb, fds, threads after each item
+
+
+@dataclass
 class Soak:
     rows: int
     workers: int
     runtime: str
+    probes: list[Probe] = field(default_factory=list)
     wall: float = 0.0
     exit_code: int | None = None
     reported: int = 0
@@ -158,14 +294,20 @@ def _lines(path: Path) -> int:
     return 0
 
 
-def session(folder: Path, rows: int, workers: int, runtime: str, every: float) -> Soak:
+def session(
+    folder: Path, rows: int, workers: int, runtime: str, every: float, leak: str = "none"
+) -> Soak:
     out = Soak(rows, workers, runtime)
+    for old in folder.glob("probe-*.json"):
+        old.unlink()
     ledger = folder / f"{runtime}.ledger.jsonl"
     results = folder / f"{runtime}.json"
     argv = [sys.executable, "-m", "pytest", str(folder / "test_rows.py"), "-q",
             "-p", "no:cacheprovider", f"-n{workers}", f"--hud-runtime={runtime}",
             "--hud-agent=zero", f"--hud-ledger={ledger}", f"--hud-results={results}"]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "bench" / "envs"), str(ROOT)]))
+    if leak != "none":
+        env.update(SOAK_LEAK=leak, SOAK_LEAK_MB=str(LEAKED_MB))
     before = _listeners()
     start = time.monotonic()
     proc = subprocess.Popen(argv, cwd=folder, env=env, stdout=subprocess.PIPE,
@@ -200,7 +342,78 @@ def session(folder: Path, rows: int, workers: int, runtime: str, every: float) -
     out.leftover_processes = sorted(p for p in seen if p != proc.pid and _status(p) is not None)
     out.leftover_containers = _containers() if runtime.startswith("docker") else []
     out.new_listeners = sorted(_listeners(seen) - before)
+    out.probes = [Probe(**json.loads(p.read_text())) for p in sorted(folder.glob("probe-*.json"))]
     return out
+
+
+def rss_growth(probe: Probe) -> tuple[float, float] | None:
+    """(MB gained from warm-up to the last item, the bound for it); None: too few items."""
+    items = [i["rss_mb"] for i in probe.items]
+    warm = max(2, len(items) // 4)
+    if len(items) <= warm:
+        return None
+    bound = RSS_BOUND_MB + RSS_PER_ITEM_KB / 1024 * (len(items) - warm)
+    return round(items[-1] - items[warm - 1], 1), round(bound, 1)
+
+
+def slope_per_100(probe: Probe) -> float | None:
+    """Least-squares RSS slope over a process's last half of items, MB per 100 items."""
+    ys = [i["rss_mb"] for i in probe.items[len(probe.items) // 2 :]]
+    if len(ys) < 3:
+        return None
+    n, mx, my = len(ys), (len(ys) - 1) / 2, sum(ys) / len(ys)
+    den = sum((x - mx) ** 2 for x in range(n))
+    return round(100 * sum((x - mx) * (y - my) for x, y in enumerate(ys)) / den, 2)
+
+
+def probe_checks(soak: Soak) -> dict[str, bool]:
+    """RSS flat after warm-up, fds and threads back to their start, per process."""
+    ran = [p for p in soak.probes if p.start is not None]
+    growth = {p.role: rss_growth(p) for p in ran}
+    return {
+        "every process measured itself": len(ran) == soak.workers + 1,
+        "RSS flat after warm-up": all(g is None or g[0] <= g[1] for g in growth.values())
+        and any(g is not None for g in growth.values()),
+        "fds back to their start": all(
+            len(p.end["other_fds"]) - len(p.start["other_fds"]) <= FD_SLACK
+            and p.end["engine_fds"] <= ENGINE_CAP
+            for p in ran
+        ),
+        "threads back to their start": all(
+            len(p.end["other_threads"]) - len(p.start["other_threads"]) <= THREAD_SLACK
+            and p.end["pool_threads"] <= POOL_CAP
+            for p in ran
+        ),
+    }
+
+
+def left_over(p: Probe) -> str:
+    """What a process holds at its end beyond its start (pools apart), for the report."""
+    from collections import Counter
+
+    fds = sorted((Counter(p.end["other_fds"]) - Counter(p.start["other_fds"])).elements())
+    threads = sorted(
+        (Counter(p.end["other_threads"]) - Counter(p.start["other_threads"])).elements()
+    )
+    return f"new fds {fds[:6]}, new threads {threads[:6]}" if fds or threads else ""
+
+
+def print_probes(soak: Soak) -> None:
+    print(f"  {soak.runtime}: per process, RSS after warm-up (gained / bound, MB), "
+          "slope over the last half (MB per 100 items), fds and threads start -> end")  # fmt: skip
+    for p in sorted(soak.probes, key=lambda p: p.role):
+        g = rss_growth(p)
+        first, last = (p.items[0], p.items[-1]) if p.items else ({}, {})
+        print(
+            f"    {p.role:10s} items {len(p.items):4d}  RSS {first.get('rss_mb', 0):6.1f}"
+            f" -> {last.get('rss_mb', 0):6.1f}  gained {g[0] if g else '-'} / "
+            f"{g[1] if g else '-'}  slope {slope_per_100(p)}  fds {p.start['fds']:.0f} -> "
+            f"{p.end['fds']:.0f} ({p.end['engine_fds']} to the engine)  threads "
+            f"{p.start['threads']:.0f} -> {p.end['threads']:.0f} ({p.end['pool_threads']} pooled)"
+        )
+        extra = left_over(p)
+        if extra:
+            print(f"      {extra}")
 
 
 def outcomes(folder: Path, runtime: str) -> dict[str, tuple[object, ...]]:
@@ -227,19 +440,29 @@ def main() -> int:
     parser.add_argument("--hogs", type=int, default=2, help="busy processes beside the soak")
     parser.add_argument("--every", type=float, default=2.0, help="seconds between samples")
     parser.add_argument("--json", type=Path, help="write the figures and checks here")
+    parser.add_argument(
+        "--leak",
+        default="none",
+        help="leak per item in every process: fd, thread, memory or a comma list of them "
+        "(shows the checks catch it)",
+    )
+    parser.add_argument("--local-only", action="store_true", help="skip the docker session")
     args = parser.parse_args()
+    if args.local_only:
+        return local_only(args)
     hogs: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "test_rows.py").write_text(TEST.format(rows=args.rows))
+        (folder / "conftest.py").write_text(PROBE)
         hogs = [subprocess.Popen([sys.executable, "-c", HOG, "3600"]) for _ in range(args.hogs)]
         try:
-            docker = session(folder, args.rows, args.workers, "docker", args.every)
+            docker = session(folder, args.rows, args.workers, "docker", args.every, args.leak)
         finally:
             for hog in hogs:
                 hog.kill()
                 hog.wait()
-        local = session(folder, args.rows, args.workers, "local", args.every)
+        local = session(folder, args.rows, args.workers, "local", args.every, args.leak)
         same = outcomes(folder, "docker") == outcomes(folder, "local")
     checks = {
         "docker session exit 0": docker.exit_code == 0,
@@ -248,6 +471,7 @@ def main() -> int:
         "no container left": not docker.leftover_containers,
         "no listening port left": not docker.new_listeners,
         "same outcomes as local": same,
+        **probe_checks(docker),
     }
     rss = growth(docker.samples, args.rows)
     print(f"soak: {args.rows} rows, -n {args.workers}, docker, {args.hogs} hogs beside it")
@@ -261,6 +485,7 @@ def main() -> int:
         )
         print(f"  {s.t:5.0f}  {s.done:5d}  {cells}")
     print(f"  RSS growth after warm-up, MB per 1000 items: {rss}")
+    print_probes(docker)
     for name, ok in checks.items():
         print(f"  {'ok  ' if ok else 'FAIL'} {name}")
     if args.json:
@@ -275,6 +500,27 @@ def main() -> int:
                 indent=1,
             )
         )
+    return 0 if all(checks.values()) else 1
+
+
+def local_only(args: argparse.Namespace) -> int:
+    """The rows under the local runtime alone, with the per-process checks."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "test_rows.py").write_text(TEST.format(rows=args.rows))
+        (folder / "conftest.py").write_text(PROBE)
+        local = session(folder, args.rows, args.workers, "local", args.every, args.leak)
+    checks = {
+        "local session exit 0": local.exit_code == 0,
+        "every item reported": local.reported == args.rows,
+        **probe_checks(local),
+    }
+    print(f"soak: {args.rows} rows, -n {args.workers}, local only, leak {args.leak}")
+    print_probes(local)
+    for name, ok in checks.items():
+        print(f"  {'ok  ' if ok else 'FAIL'} {name}")
+    if args.json:
+        args.json.write_text(json.dumps({"checks": checks, "local": asdict(local)}, indent=1))
     return 0 if all(checks.values()) else 1
 
 

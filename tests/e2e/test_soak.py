@@ -1,7 +1,9 @@
 """The soak (issue 26 #5) at CI size: bench/soak.py under the docker runtime, -n 2, a CPU
 and disk hog beside it, then the same rows locally. Every item is reported, nothing of the
 session is left (process, container, listening port) and the outcomes equal the local
-runtime's. The full size (2,000 rows, the RSS curve) runs from bench/."""
+runtime's; each process's RSS is flat after warm-up and its fds and threads are back to
+their session-start counts at its end (bench/soak.py's probe), and those checks catch a
+leak of one object per item. The full size (2,000 rows, the RSS curve) runs from bench/."""
 
 from __future__ import annotations
 
@@ -15,9 +17,10 @@ from needs import require
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
+@pytest.mark.docker
 def test_a_small_soak_reports_everything_and_leaves_nothing(tmp_path: Path) -> None:
     try:
         import docker
@@ -48,5 +51,42 @@ def test_a_small_soak_reports_everything_and_leaves_nothing(tmp_path: Path) -> N
     )
     assert out.exists(), done.stdout + done.stderr
     checks = json.loads(out.read_text())["checks"]
+    assert set(PER_PROCESS) <= set(checks), checks
     assert all(checks.values()), (checks, done.stdout[-3000:], done.stderr[-3000:])
     assert done.returncode == 0
+
+
+#: each process's own checks (bench/soak.py's probe): RSS flat after warm-up (a bound no
+#: timing enters), and fds and threads back to their session-start counts at its end
+PER_PROCESS = ("RSS flat after warm-up", "fds back to their start", "threads back to their start")
+
+
+def test_the_soaks_checks_catch_a_leak_of_one_object_per_item(tmp_path: Path) -> None:
+    """The same rows under the local runtime (seconds), each process leaking per item one
+    open file, one thread and an object of bench/soak.py's LEAKED_MB: each of the three
+    checks fails, and the rest hold."""
+    out = tmp_path / "leak.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "soak.py"),
+            "--rows",
+            "12",
+            "--local-only",
+            "--leak",
+            "fd,thread,memory",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.exists(), done.stdout + done.stderr
+    checks = json.loads(out.read_text())["checks"]
+    assert {k: v for k, v in checks.items() if k in PER_PROCESS} == dict.fromkeys(
+        PER_PROCESS, False
+    ), (checks, done.stdout[-3000:])
+    assert all(v for k, v in checks.items() if k not in PER_PROCESS), checks
+    assert done.returncode == 1
