@@ -76,7 +76,13 @@ def test_two_workers_record_one_dataset_lerobot_reads_back(recorded: tuple[Path,
     root, doc = recorded
     rollouts = doc["rollouts"]
     assert len(rollouts) == len(SEEDS)
-    assert {r["worker"] for r in rollouts if r.get("worker")} in ({"gw0", "gw1"}, set())
+    # both workers recorded: each row names the worker part its episode was merged from,
+    # and the merged episodes are one per rollout
+    parts = [Path(r["dataset"]["part"]) for r in rollouts]
+    assert {p.name for p in parts} == {"gw0", "gw1"}, parts
+    assert {p.parent.name for p in parts} == {f".{root.name}.parts"}
+    assert {r["dataset"]["root"] for r in rollouts} == {str(root)}
+    assert sorted(r["dataset"]["episode_index"] for r in rollouts) == list(range(len(SEEDS)))
     ds = LeRobotDataset("local/ds", root=root)
     assert ds.meta.total_episodes == len(SEEDS) and ds.fps == 10  # PushT's control rate
     assert ds.meta.total_frames == len(ds) == sum(r["steps"] for r in rollouts)
