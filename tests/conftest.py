@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
+import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import _pytest.pytester as _pytester
 import pytest
 from needs import REQUIRE_ALL, require, require_lerobot, venv_python
 
@@ -31,17 +34,31 @@ with contextlib.suppress(ImportError):  # the docker tests say what is missing
     import docker  # noqa: F401
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A LeRobot test using pytester imports torch and lerobot's dataset module before
-    pytester snapshots sys.modules: pytester drops what a test imported when it ends, and
-    torch cannot be imported twice in one process (the next test's ``import torch`` then
-    failed with "function '_has_torch_function' already has a docstring": the record test
-    in test_plugin.py, then the LIBERO pi05 test, in one process on the 3.12 stack)."""
-    if "pytester" in getattr(item, "fixturenames", ()) and item.get_closest_marker("lerobot"):
-        with contextlib.suppress(ImportError):  # the test says what is missing
-            import lerobot.datasets.lerobot_dataset  # noqa: F401
-            import torch  # noqa: F401
+def _installed(name: str) -> bool:
+    """Whether module ``name`` comes from the interpreter's or a venv's libraries."""
+    path = getattr(sys.modules.get(name), "__file__", None) or ""
+    return path.startswith(_LIBRARIES)
+
+
+_LIBRARIES = tuple({sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")})
+
+
+class _KeepLibraries(_pytester.SysModulesSnapshot):
+    """pytester's sys.modules snapshot, whose restore also keeps installed libraries
+    imported meanwhile (it still drops the test's own modules). Dropped, a library is
+    imported again by a later test, and some cannot be: torch ("function
+    '_has_torch_function' already has a docstring"), numpy.fft ("cannot load module more
+    than once per process"); a test using pytester then made a later LeRobot test fail
+    (test_plugin_hooks.py then the record test in test_plugin.py in one process; the
+    record test then the LIBERO pi05 test on the 3.12 stack)."""
+
+    def __init__(self, preserve: Any = None) -> None:
+        super().__init__(
+            preserve=lambda name: _installed(name) or bool(preserve and preserve(name))
+        )
+
+
+_pytester.SysModulesSnapshot = _KeepLibraries  # type: ignore[misc]
 
 
 def pytest_configure(config: pytest.Config) -> None:
