@@ -23,7 +23,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["LOW_SPACE", "Snapshot", "disk_full", "free_space"]
+__all__ = ["LOW_SPACE", "Snapshot", "disk_full", "free_space", "stopped_message"]
 
 #: Free bytes under which a failed write is put down to a full disk.
 LOW_SPACE = 1 << 20
@@ -58,6 +58,17 @@ def free_space(where: Path) -> str:
         return f"{shutil.disk_usage(probe).free} bytes free on its device"
     except OSError as exc:
         return f"free space unknown: {exc.strerror or exc}"
+
+
+def stopped_message(root: Path, index: int, cause: str, kept: int, unrecorded: int) -> str:
+    """The one error of a dataset whose disk filled at episode ``index``."""
+    return (
+        f"recording into {root} stopped: the disk is full ({cause}) while writing episode "
+        f"{index}; kept: the dataset's {kept} committed episode(s), whole (episode {index}'s "
+        f"partial files were removed); not recorded: episode {index} and {unrecorded} later "
+        "one(s). Free space, then record again into the same folder: new episodes are "
+        "appended to it"
+    )
 
 
 def _files(root: Path) -> dict[Path, tuple[int, int]]:

@@ -44,7 +44,7 @@ from pytest_hud.robot.record.commit import (
 from pytest_hud.robot.record.episode import _EpisodeRecorder, _run_contract, _task_text
 from pytest_hud.robot.record.errors import DatasetError
 from pytest_hud.robot.record.grade import GradeFuture, Grades, episode_grade, wait_grade
-from pytest_hud.robot.record.rollback import Snapshot, disk_full, free_space
+from pytest_hud.robot.record.rollback import Snapshot, disk_full, free_space, stopped_message
 from pytest_hud.robot.record.schema import _TRUE, _build_schema, _Schema
 from pytest_hud.robot.record.source import (
     CONTRACT_COLUMN,
@@ -359,18 +359,11 @@ class DatasetWriter:
         """The one error for a disk that filled while recording (None: it did not)."""
         if self._full is None:
             return None
-        index, cause = self._full
         try:
             kept = int((_read_info(self.root) or {}).get("total_episodes") or 0)
         except DatasetError:
             kept = self.episodes
-        return DatasetError(
-            f"recording into {self.root} stopped: the disk is full ({cause}) while "
-            f"writing episode {index}; kept: the dataset's {kept} committed episode(s), "
-            f"whole (episode {index}'s partial files were removed); not recorded: episode "
-            f"{index} and {self.unrecorded} later one(s). Free space, then record again into "
-            "the same folder: new episodes are appended to it"
-        )
+        return DatasetError(stopped_message(self.root, *self._full, kept, self.unrecorded))
 
     def flush(self) -> None:
         """Wait for every queued episode to be on disk (re-raises a failed commit)."""
