@@ -131,7 +131,8 @@ def _render_setup(suite: str, size: int) -> tuple[list[Any], dict[str, str], Any
     from pytest_hud.robot import RandomModel, RobotAgent
 
     if suite == "metaworld":
-        from pytest_hud.suites.metaworld import MetaWorldExpert, mt1
+        from pytest_hud.suites.metaworld import MetaWorldExpert
+        from pytest_hud.suites.metaworld.tasks import mt1
 
         env = {"PYTEST_HUD_METAWORLD_CAMERAS": "corner2", "PYTEST_HUD_METAWORLD_SIZE": str(size)}
         return mt1("reach-v3", 1), env, lambda n: RobotAgent(MetaWorldExpert(), max_steps=n)

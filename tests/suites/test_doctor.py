@@ -99,7 +99,7 @@ def test_a_suite_with_cameras_that_cannot_render_fails_at_boot(
     """The MetaWorld suite with cameras on, on a machine without GL: the rollout errors
     while placing the substrate, with the fix, before any sim spawns."""
     require(importlib.util.find_spec("metaworld"), "metaworld", "run scripts/setup --metaworld")
-    from pytest_hud.suites.metaworld import mt1
+    from pytest_hud.suites.metaworld.tasks import mt1
 
     monkeypatch.setenv(HIDE_VAR, "libEGL,libOSMesa")
     monkeypatch.setenv("PYTEST_HUD_METAWORLD_CAMERAS", "corner2")

@@ -220,3 +220,18 @@ def test_rendered_smoke_episode(monkeypatch: pytest.MonkeyPatch) -> None:
     assert first.shape == (64, 64, 3) and first.dtype == np.uint8
     assert first.std() > 5  # a scene, not a blank frame
     assert not np.array_equal(first, second)  # the arm moved between frames
+
+
+def test_importing_a_subpackage_keeps_the_row_functions() -> None:
+    """``pytest --pyargs pytest_hud.suites.metaworld.mt1`` imports the subpackage ``mt1``,
+    which Python binds on the package: the row functions live in ``.tasks`` so nothing
+    callable is replaced (a test calling ``metaworld.mt1(...)`` failed after that)."""
+    import importlib
+
+    import pytest_hud.suites.metaworld as metaworld
+    from pytest_hud.suites.metaworld import tasks
+
+    for name in ("mt1", "mt10", "mt50"):
+        importlib.import_module(f"pytest_hud.suites.metaworld.{name}")
+        assert callable(getattr(tasks, name))
+        assert name not in metaworld.__all__

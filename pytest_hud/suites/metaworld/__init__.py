@@ -1,8 +1,9 @@
 """MetaWorld v3 as a shipped benchmark suite: the env module, its task rows, its expert
 (guide: docs/guides/suites.md).
 
-``.mt1`` / ``.mt10`` / ``.mt50`` hold the rows (``mt1()``, ``mt10()``, ``mt50()`` for your
-own tests); one template per task, args ``variation`` (one of the task's 50 train goals)
+``.mt1`` / ``.mt10`` / ``.mt50`` hold the rows (``.tasks.mt1()``, ``mt10()``, ``mt50()``
+for your own tests: not re-exported here, where importing the subpackage of the same name
+would replace them); one template per task, args ``variation`` (one of the task's 50 train goals)
 and ``seed``; the prompt is the task's instruction (:data:`PROMPTS`); the episode ends at
 success (latched) or metaworld's 500-step limit. Cameras are off by default (rendering
 costs far more than physics on a CPU): ``PYTEST_HUD_METAWORLD_CAMERAS`` and
@@ -20,7 +21,7 @@ from typing import Any
 from pytest_hud import Environment
 from pytest_hud.suites.metaworld.expert import MetaWorldExpert, expert_agent
 from pytest_hud.suites.metaworld.sim import CONTROL_RATE, MAX_STEPS, STATE_SIZE, make_env
-from pytest_hud.suites.metaworld.tasks import ENV, MT10, MT50, PROMPTS, mt1, mt10, mt50
+from pytest_hud.suites.metaworld.tasks import ENV, MT10, MT50, PROMPTS
 
 __all__ = [
     "APT",
@@ -36,9 +37,6 @@ __all__ = [
     "env",
     "expert_agent",
     "make_environment",
-    "mt1",
-    "mt10",
-    "mt50",
 ]
 
 #: Python requirements of an image serving this module (``packaging``: gymnasium's
