@@ -19,11 +19,50 @@ from typing import Any
 from pytest_hud.evaluation.paired import summarize_pairs
 from pytest_hud.evaluation.results import aggregate, stats, task_of
 
-__all__ = ["OVERALL", "agent_blocks", "format_ab_table", "graded", "paired_block", "pairs_of"]
+__all__ = [
+    "OVERALL",
+    "agent_blocks",
+    "family_alpha",
+    "format_ab_table",
+    "graded",
+    "paired_block",
+    "pairs_of",
+    "worse_for_the_gate",
+]
 
 OVERALL = "overall"
 #: (candidate letter, task) -> the task's sequential test state (see paired_block)
 Sequential = Mapping[tuple[str, str], Mapping[str, Any]]
+
+
+def family_alpha(alpha: float, tasks: int) -> float:
+    """The level of each of a gate's tests: a candidate is judged on every task and, with
+    more than one task, overall (one task's overall is that task), so each of those tests
+    runs at ``alpha / tests`` (Bonferroni) and the chance that a candidate as good as the
+    reference fails the gate stays <= alpha."""
+    tests = tasks + 1 if tasks > 1 else 1
+    return alpha / tests
+
+
+def worse_for_the_gate(comparison: Mapping[str, Any], alpha: float) -> list[str]:
+    """The tasks (and ``overall``) on which a candidate counts as worse for a gate at
+    family level ``alpha``: a sequential test that decided "worse" (it ran at
+    :func:`family_alpha` when the gate was on), else a fixed-n "worse" whose McNemar p is
+    below :func:`family_alpha`."""
+    tasks: Mapping[str, Mapping[str, Any]] = comparison["tasks"]
+    level = family_alpha(alpha, len(tasks))
+    out = []
+    for name, summary in [*sorted(tasks.items()), (OVERALL, comparison[OVERALL])]:
+        seq = summary.get("sequential") or {}
+        if seq.get("decision") is not None:
+            if seq["decision"] == "worse":
+                out.append(name)
+        elif (
+            summary.get("summary_verdict", summary["verdict"]) == "worse"
+            and float(summary["p_value"]) < level
+        ):
+            out.append(name)
+    return out
 
 
 def graded(row: Mapping[str, Any]) -> bool:

@@ -56,7 +56,7 @@ def _watcher(out: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
                                 start_new_session=True)  # fmt: skip
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # one run a worker, however xdist orders the items
 def loop(tmp_path_factory: pytest.TempPathFactory) -> Path:
     require_lerobot()
     require(importlib.util.find_spec("metaworld"), "metaworld", "pip install metaworld packaging")

@@ -66,3 +66,29 @@ def test_blocks_summaries_and_the_sequential_verdict() -> None:
     assert lines[at].split()[1:3] == ["A", "zero"] and "reference" in lines[at]
     reach_b = lines[at + 1]
     assert "5/6" in reach_b and reach_b.rstrip().endswith("better")
+
+
+def test_the_gate_judges_every_task_at_the_family_level() -> None:
+    """A gate over K tasks and overall runs K + 1 tests: each counts "worse" below
+    alpha / (K + 1), so a p of 0.03 on one of four tasks no longer fails the gate at
+    alpha 0.05, while a sequential test that decided "worse" (at the family level) does."""
+    from pytest_hud.evaluation.ab import family_alpha, worse_for_the_gate
+
+    assert family_alpha(0.05, 4) == 0.01 and family_alpha(0.05, 1) == 0.05  # one: overall
+    fine = {"verdict": "undecided", "p_value": 1.0}
+    comparison = {
+        "tasks": {
+            "e/a": {"verdict": "worse", "p_value": 0.03},
+            "e/b": {"verdict": "worse", "p_value": 0.004},
+            "e/c": {
+                "verdict": "worse",
+                "summary_verdict": "undecided",
+                "p_value": 0.2,
+                "sequential": {"decision": "worse"},
+            },
+            "e/d": fine,
+        },
+        "overall": {"verdict": "worse", "p_value": 0.02},
+    }
+    assert worse_for_the_gate(comparison, 0.05) == ["e/b", "e/c"]
+    assert worse_for_the_gate(comparison, 0.2) == ["e/a", "e/b", "e/c", "overall"]

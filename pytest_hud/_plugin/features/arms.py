@@ -35,7 +35,13 @@ from pytest_hud._plugin.internals import hand_to_workers, uses_fixture_from
 from pytest_hud._plugin.report_images import Figure
 from pytest_hud._plugin.state import CASE
 from pytest_hud.evaluation import provenance
-from pytest_hud.evaluation.ab import agent_blocks, format_ab_table, paired_block
+from pytest_hud.evaluation.ab import (
+    agent_blocks,
+    family_alpha,
+    format_ab_table,
+    paired_block,
+    worse_for_the_gate,
+)
 from pytest_hud.evaluation.results import Row
 from pytest_hud.evaluation.verdict import CoveredGate
 
@@ -61,7 +67,9 @@ class ArmsPlugin:
         self.task_pairs: dict[str, int] = {}  # where items are collected: pairs per task
         self.stopping: PairedStopping | None = None
         if self.options.gate == "sequential":
-            self.stopping = PairedStopping(self.arms, self.options.alpha, lambda: session.order)
+            self.stopping = PairedStopping(
+                self.arms, self.options.alpha, lambda: session.order, family=self.options.ab_gate
+            )
         self._cache: tuple[Any, list[dict[str, Any]]] | None = None
         self.plot: Path | None = None
         self.plot_error: str | None = None
@@ -217,10 +225,13 @@ class ArmsPlugin:
             return []
         last = comparisons[-1]
         ref, cand = self.arms[0], self.arms[-1]
-        worse = [t for t, s in last["tasks"].items() if s["verdict"] == "worse"]
-        worse += ["overall"] if last["overall"]["verdict"] == "worse" else []
+        worse = worse_for_the_gate(last, self.options.alpha)
         name = f"a/b {cand.letter} vs {ref.letter}"
-        head = f"{name} ({cand.label} vs {ref.label}, paired, alpha {self.options.alpha})"
+        level = family_alpha(self.options.alpha, len(last["tasks"]))
+        head = (
+            f"{name} ({cand.label} vs {ref.label}, paired, alpha {self.options.alpha} over "
+            f"{len(last['tasks'])} tasks and overall: {level:.3g} each)"
+        )
         msg = f"{head}: " + (
             f"worse on {', '.join(worse)}"
             if worse

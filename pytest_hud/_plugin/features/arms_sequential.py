@@ -10,6 +10,9 @@ with and without ``-n`` and decide alike. Skipping works as for one agent
 (:mod:`.sequential`): at setup (and out of the lookahead) where the items run, and under
 ``-n`` the controller's scheduler drops a decided task's pending items before sending them.
 The procedure and its guarantees are :class:`~pytest_hud.evaluation.paired.PairedSequentialTest`'s.
+Under ``--hud-ab-gate`` (``family``) each task's test runs at the gate's family level
+(:func:`~pytest_hud.evaluation.ab.family_alpha` over the session's tasks), so a gate on
+every task's decision keeps its false alarms <= alpha.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pytest_hud._plugin.arm_specs import Arm, split_arm, task_of_nodeid
-from pytest_hud.evaluation.ab import graded
+from pytest_hud.evaluation.ab import family_alpha, graded
 from pytest_hud.evaluation.paired import PairedSequentialTest
 from pytest_hud.evaluation.results import Row, task_of
 
@@ -31,9 +34,17 @@ class PairedStopping:
 
     ``order`` gives the session's node ids in run order (the pairs' feeding order)."""
 
-    def __init__(self, arms: list[Arm], alpha: float, order: Callable[[], list[str]]) -> None:
+    def __init__(
+        self,
+        arms: list[Arm],
+        alpha: float,
+        order: Callable[[], list[str]],
+        *,
+        family: bool = False,
+    ) -> None:
         self.arms = arms
         self.alpha = alpha
+        self.family = family
         self.order = order
         self.tests: dict[tuple[str, str], PairedSequentialTest] = {}  # (candidate, task)
         self.decided: dict[str, str] = {}  # task -> the skip reason of its remaining pairs
@@ -86,11 +97,18 @@ class PairedStopping:
             test = self.tests.get((arm.letter, task))
             if test is None:
                 most = int(reference.get("task_pairs") or 0) or self._count(task)
-                test = PairedSequentialTest(self.alpha, max_pairs=max(most, 1))
+                test = PairedSequentialTest(self._level(), max_pairs=max(most, 1))
                 self.tests[(arm.letter, task)] = test
             if test.decision is None and test.pairs < test.max_pairs:
                 test.update(bool(reference["success"]), bool(row["success"]))
         self._decide(task)
+
+    def _level(self) -> float:
+        """Each test's alpha: the session's, or the gate's family level over its tasks."""
+        if not self.family:
+            return self.alpha
+        tasks = {self.pair_task.get(p) or task_of_nodeid(p) for p in self._pairs()}
+        return family_alpha(self.alpha, len(tasks - {None}))
 
     def _count(self, task: str) -> int:
         """The task's pairs in the session (when the rows do not say)."""
