@@ -79,7 +79,7 @@ def record(out: Path, tasks: str, seeds: int, agent: str, sketch: str, *args: st
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once a worker, however xdist orders the items
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     require_lerobot()
     require(importlib.util.find_spec("metaworld"), "metaworld", "run scripts/setup --metaworld")
