@@ -6,7 +6,7 @@ option is given and unregistered at unconfigure, as pytest-html registers its re
 plugin name                 enabled by                          module
 ==========================  ==================================  =======================
 ``pytest-hud-abandoned``    always                              :mod:`.abandoned`
-``pytest-hud-wrap``         always (``hud_wrap`` / ``wrap()``)  :mod:`.wrapping`
+``pytest-hud-wrap``         always (``hud_wrap`` / ``wrap()``)  :mod:`.wrap`
 ``pytest-hud-videos``       always (a video that fails)         :mod:`.videos`
 ``pytest-hud-recording``    ``--hud-record``                    :mod:`.recording`
 ``pytest-hud-ledger``       ``--hud-ledger`` (controller)       :mod:`.ledger`
@@ -46,7 +46,7 @@ def _enabled(session: HudSession) -> list[tuple[str, object]]:
     """The feature plugins this session enables, in registration order."""
     from pytest_hud._plugin.features.abandoned import AbandonedPlugin
     from pytest_hud._plugin.features.videos import VideosPlugin
-    from pytest_hud._plugin.features.wrapping import WrapPlugin
+    from pytest_hud._plugin.features.wrap import WrapPlugin
 
     config, options = session.config, session.options
     controller = not session.is_worker
