@@ -34,6 +34,9 @@ from pytest_hud.runtime.errors import SubstrateError
 
 __all__ = ["BOOT_TIMEOUT", "RayHead", "free_port", "ray_env"]
 
+#: seconds a stopping cluster gets between SIGTERM and SIGKILL
+STOP_GRACE = 5.0
+
 RAY = Path(sys.executable).with_name("ray")
 BOOT_TIMEOUT = 150.0  # one `ray start` on a loaded 2-core machine
 
@@ -122,8 +125,11 @@ class RayHead:
         return found
 
     def stop(self) -> list[int]:
-        """SIGTERM the cluster's groups, then SIGKILL what is left; pids that survived."""
-        for sig, grace in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
+        """SIGTERM the cluster's groups, then SIGKILL what is left; pids that survived.
+        The raylets and workers exit on SIGTERM within seconds; the GCS server (and a
+        Python helper of Ray's) never do, and a cluster this process started holds
+        nothing worth waiting for, so the SIGTERM grace is short."""
+        for sig, grace in ((signal.SIGTERM, STOP_GRACE), (signal.SIGKILL, 10.0)):
             for group in self.groups:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(group, sig)
