@@ -62,9 +62,12 @@ _pytester.SysModulesSnapshot = _KeepLibraries  # type: ignore[misc]
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # CI (PYTEST_HUD_REQUIRE_ALL=1) prints the slowest tests: its budget is watched there
+    # CI (PYTEST_HUD_REQUIRE_ALL=1) prints the slowest tests (its budget is watched there)
+    # and the reason of every skip (a stack where a case cannot apply, never a missing dep)
     if REQUIRE_ALL and not config.option.durations:
         config.option.durations = 30
+    if REQUIRE_ALL and "s" not in (config.option.reportchars or ""):
+        config.option.reportchars = (config.option.reportchars or "") + "s"  # say why
 
 
 @pytest.fixture
