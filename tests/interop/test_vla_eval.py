@@ -263,3 +263,92 @@ def test_a_server_back_within_the_backoff_resumes_the_episode(suite: pytest.Pyte
             thread.join(30)
     assert revived == [3], "the first server did not die where told to"
     assert outcomes(got) == outcomes(want), result.stdout.str()
+
+
+# -- rollouts in flight together, cameras and chunks, async benchmarks -----------------
+def test_rollouts_in_flight_together_each_have_a_connection_and_match_serial(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Two rollouts in flight over one 2-slot substrate: each has its own connection to the
+    server (one batch serves two sessions), and every row ends as in a serial run."""
+    from server_proc import controller_server, server_stats
+
+    _, serial = run(suite, "cartpole_agents:balance")
+    monkeypatch.setenv("VLA_NUM_ENVS", "2")
+    stats = tmp_path / "stats.json"
+    # a batch of 2 is dispatched once both sessions sent (or after 50 ms with one)
+    with controller_server("--batch", "2", "--wait", "0.05", "--stats", str(stats)) as (
+        port,
+        proc,
+    ):
+        url = f"vla-eval:ws://127.0.0.1:{port}"
+        result, got = run(suite, url, "--hud-concurrency=2", "--hud-shared=2")
+        seen = server_stats(proc, stats)
+    assert len(serial) == 4 and outcomes(got) == outcomes(serial), result.stdout.str()
+    assert seen["sessions"] == 2, seen  # two connections' observations in one predict_batch
+    assert seen["widths"].get("2", 0) >= 50, seen  # most ticks of the 2 x 2 rows: batched
+
+
+CHUNKED = """
+import pytest
+from cartpole_agents import ENSEMBLE
+from pytest_hud.interop.vla_eval.agent import VlaEvalAgent
+from pytest_hud.robot.agent.ensembler import Ensembler
+
+@pytest.fixture(scope="session")
+def hud_agent():
+    return VlaEvalAgent("ws://127.0.0.1:{port}", ensembler=Ensembler(**ENSEMBLE))
+"""
+
+
+def test_a_camera_only_server_returning_chunks_runs_through_the_ensembler(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The env has a camera (``images/top``); the server reads one image it calls
+    ``agentview`` (no state) and returns [4, 1] chunks. The camera reaches the server under
+    its name, and the chunks run through the agent's Ensembler (a new chunk every 2 ticks,
+    the newest's action): the rows equal those of the same chunks from a native model."""
+    from cartpole_agents import CHUNK, ENSEMBLE
+    from server_proc import controller_server, server_stats
+
+    monkeypatch.setenv("VLA_CAMERA", "1")
+    _, want = run(suite, "cartpole_agents:balance_chunked")
+    stats = tmp_path / "stats.json"
+    serve = ("--camera", "agentview", "--chunk", str(CHUNK), "--stats", str(stats))
+    with controller_server(*serve) as (port, proc):
+        suite.makeconftest("import cartpole_env  # noqa: F401\n" + CHUNKED.format(port=port))
+        result, got = run(suite, "zero")  # the conftest's hud_agent replaces --hud-agent
+        seen = server_stats(proc, stats)
+    assert len(want) == 4 and outcomes(got) == outcomes(want), result.stdout.str()
+    assert {r["success"] for r in got.values()} == {True, False}
+    every = ENSEMBLE["query_every"]
+    asked = sum(-(-r["steps"] // every) for r in got.values())  # one chunk per 2 ticks
+    assert seen["observations"] == asked, (seen, asked)
+
+
+def test_the_bridge_offloads_an_async_benchmark_and_not_a_step_benchmark() -> None:
+    from cartpole_async import AsyncCartPoleBenchmark
+    from cartpole_bench import CartPoleBenchmark
+
+    from pytest_hud.interop.vla_eval.bridge import VlaEvalBridge
+
+    assert VlaEvalBridge(AsyncCartPoleBenchmark).offload
+    assert not VlaEvalBridge(CartPoleBenchmark).offload
+
+
+@pytest.mark.parametrize("agent", ["native", "vla-eval"])
+def test_an_async_benchmark_gives_the_rows_of_its_step_benchmark(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, agent: str
+) -> None:
+    """vla-eval's async ``Benchmark`` API (every method suspends) served by env.vla_eval on
+    a loop of its own in the sim: the same rows as the StepBenchmark, with either agent."""
+    from server_proc import controller_server
+
+    _, want = run(suite, "cartpole_agents:balance")
+    monkeypatch.setenv("VLA_ASYNC", "1")
+    if agent == "native":
+        result, got = run(suite, "cartpole_agents:balance")
+    else:
+        with controller_server() as (port, _):
+            result, got = run(suite, f"vla-eval:ws://127.0.0.1:{port}")
+    assert len(want) == 4 and outcomes(got) == outcomes(want), result.stdout.str()

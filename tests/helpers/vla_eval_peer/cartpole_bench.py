@@ -3,7 +3,9 @@ controller both sides of the interop tests and bench/peer_vla_eval.py run.
 
 A task's ``goal`` is the reward total that counts as success within ``max_steps``: the
 controller balances every episode to ``max_steps``, so a goal above that fails (a FAIL
-row, not an ERROR). ``camera=True`` adds a small ``images/top`` frame.
+row, not an ERROR). ``camera=True`` adds a tiny ``images/top`` frame that shows which way
+the pole falls (white: push right, black: push left), so a policy that reads only the
+camera can balance it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from vla_eval.benchmarks.base import StepBenchmark, StepResult
-from vla_eval.specs import LANGUAGE, DimSpec
+from vla_eval.specs import IMAGE_RGB, LANGUAGE, DimSpec
 
 PROMPT = "balance the pole"
 
@@ -23,6 +25,17 @@ def controller(states: np.ndarray) -> np.ndarray:
     states = np.asarray(states, np.float64).reshape(len(states), -1)
     push = states[:, 2] + 0.5 * states[:, 3] + 0.01 * states[:, 1] > 0
     return push.astype(np.float32)[:, None]
+
+
+def frame(state: np.ndarray) -> np.ndarray:
+    """The camera: a 4x4 RGB frame, white where the controller would push right."""
+    push = controller(np.asarray(state, np.float32)[None])[0, 0]
+    return np.full((4, 4, 3), 255 if push > 0.5 else 0, np.uint8)
+
+
+def read_frame(image: np.ndarray) -> np.ndarray:
+    """What a camera-only policy decides from :func:`frame`: ``[1]`` push."""
+    return np.array([1.0 if np.asarray(image).mean() > 127 else 0.0], np.float32)
 
 
 class CartPoleBenchmark(StepBenchmark):
@@ -63,7 +76,7 @@ class CartPoleBenchmark(StepBenchmark):
             "task_description": PROMPT,
         }
         if self.camera:
-            obs["images"] = {"top": np.full((8, 8, 3), 128, np.uint8)}
+            obs["images"] = {"top": frame(np.asarray(raw_obs))}
         return obs
 
     def get_step_result(self, step_result: StepResult) -> dict[str, Any]:
@@ -77,7 +90,8 @@ class CartPoleBenchmark(StepBenchmark):
         return {"push": DimSpec("push", 1, "binary_push_right", (0, 1))}
 
     def get_observation_spec(self) -> dict[str, DimSpec]:
-        return {"state": DimSpec("state", 4, "cartpole_x_dx_theta_dtheta"), "language": LANGUAGE}
+        spec = {"state": DimSpec("state", 4, "cartpole_x_dx_theta_dtheta"), "language": LANGUAGE}
+        return {**spec, "top": IMAGE_RGB} if self.camera else spec
 
     def cleanup(self) -> None:
         self.env.close()

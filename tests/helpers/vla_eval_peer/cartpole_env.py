@@ -1,8 +1,14 @@
-"""Env module: the CartPole vla-eval StepBenchmark served with ``env.vla_eval``."""
+"""Env module: the CartPole vla-eval benchmark served with ``env.vla_eval``.
+
+``$VLA_EPISODES`` episodes per task of ``$VLA_MAX_STEPS`` steps over ``$VLA_NUM_ENVS``
+slots; ``VLA_CAMERA=1`` adds the benchmark's camera, ``VLA_ASYNC=1`` serves the same
+episodes through vla-eval's async ``Benchmark`` API (cartpole_async.py).
+"""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from cartpole_bench import CartPoleBenchmark
 
@@ -12,9 +18,15 @@ from pytest_hud.interop.vla_eval.bridge import benchmark_rows
 EPISODES = int(os.environ.get("VLA_EPISODES", "2"))
 MAX_STEPS = int(os.environ.get("VLA_MAX_STEPS", "100"))
 NUM_ENVS = int(os.environ.get("VLA_NUM_ENVS", "1"))
+PARAMS: dict[str, Any] = {"camera": True} if os.environ.get("VLA_CAMERA") == "1" else {}
+BENCHMARK: type = CartPoleBenchmark
+if os.environ.get("VLA_ASYNC") == "1":
+    from cartpole_async import AsyncCartPoleBenchmark
+
+    BENCHMARK = AsyncCartPoleBenchmark
 
 env = Environment("vla-cartpole")
-sim = env.vla_eval(CartPoleBenchmark, max_steps=MAX_STEPS, num_envs=NUM_ENVS)
+sim = env.vla_eval(BENCHMARK, max_steps=MAX_STEPS, num_envs=NUM_ENVS, **PARAMS)
 
 
 @env.template()
@@ -24,4 +36,4 @@ async def episode(task: dict):
     yield await sim.result(token=ep["token"])
 
 
-ROWS = [episode.task(**row) for row in benchmark_rows(CartPoleBenchmark, episodes=EPISODES)]
+ROWS = [episode.task(**row) for row in benchmark_rows(BENCHMARK, episodes=EPISODES)]

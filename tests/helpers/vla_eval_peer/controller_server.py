@@ -2,10 +2,13 @@
 of its own: ``python controller_server.py [--port P] [--batch N] [--action-dims A] ...``.
 
 Binds 127.0.0.1 (a free port unless ``--port``) and prints ``PORT <n>``. On SIGUSR1 (and
-SIGTERM) it writes the widths of the batches it ran since the last dump to ``--stats``
-(JSON). ``--action-dims`` declares a wrong action size (a mismatched server);
+SIGTERM) it writes to ``--stats`` (JSON) what it saw since the last dump: ``widths`` (batch
+width -> batches), ``sessions`` (the most connections one batch served) and
+``observations``. ``--action-dims`` declares a wrong action size (a mismatched server);
 ``--die-after K`` exits abruptly at the K-th observation (a server that dies mid-run);
-``--push-format`` declares another action convention.
+``--push-format`` declares another action convention. ``--camera NAME`` makes a
+camera-only policy: its observation spec is one image named NAME (no state) and it
+decides from that image alone; ``--chunk T`` returns ``[T, 1]`` chunks (the push held).
 """
 
 from __future__ import annotations
@@ -24,45 +27,65 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cartpole_bench import controller
+from cartpole_bench import controller, read_frame
 from vla_eval.model_servers.base import SessionContext
 from vla_eval.model_servers.predict import PredictModelServer
 from vla_eval.model_servers.serve import serve_async
-from vla_eval.specs import LANGUAGE, DimSpec
+from vla_eval.specs import IMAGE_RGB, LANGUAGE, DimSpec
 
 
 class BalanceServer(PredictModelServer):
     def __init__(
-        self, action_dims: int = 1, die_after: int = 0, push: str = "binary_push_right", **kw: Any
+        self,
+        action_dims: int = 1,
+        die_after: int = 0,
+        push: str = "binary_push_right",
+        camera: str = "",
+        chunk: int = 0,
+        **kw: Any,
     ) -> None:
         super().__init__(**kw)
         self.action_dims = action_dims
         self.push = push
         self.die_after = die_after
+        self.camera = camera
+        self.chunk = chunk
         self.seen = 0
-        self.widths: Counter[int] = Counter()
+        self.widths: Counter[int] = Counter()  # since the last dump, as is sessions
+        self.sessions = 0
 
-    def _tick(self, n: int) -> None:
-        self.seen += n
-        self.widths[n] += 1
+    def _tick(self, ctxs: list[SessionContext]) -> None:
+        self.seen += len(ctxs)
+        self.widths[len(ctxs)] += 1
+        self.sessions = max(self.sessions, len({c.session_id for c in ctxs}))
         if self.die_after and self.seen >= self.die_after:
             os._exit(3)
 
+    def _act(self, obs_batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if self.camera:  # the image under the name this server's spec gives it, or KeyError
+            pushes = np.stack([read_frame(o["images"][self.camera]) for o in obs_batch])
+        else:
+            pushes = controller(np.stack([np.asarray(o["states"]) for o in obs_batch]))
+        if self.chunk:
+            return [{"actions": np.repeat(p[None], self.chunk, axis=0)} for p in pushes]
+        return [{"actions": p} for p in pushes]
+
     def predict(self, obs: dict[str, Any], ctx: SessionContext) -> dict[str, Any]:
-        self._tick(1)
-        return {"actions": controller(np.asarray(obs["states"])[None])[0]}
+        self._tick([ctx])
+        return self._act([obs])[0]
 
     def predict_batch(
         self, obs_batch: list[dict[str, Any]], ctx_batch: list[SessionContext]
     ) -> list[dict[str, Any]]:
-        self._tick(len(obs_batch))
-        acts = controller(np.stack([np.asarray(o["states"]) for o in obs_batch]))
-        return [{"actions": a} for a in acts]
+        self._tick(ctx_batch)
+        return self._act(obs_batch)
 
     def get_action_spec(self) -> dict[str, DimSpec]:
         return {"push": DimSpec("push", self.action_dims, self.push, (0, 1))}
 
     def get_observation_spec(self) -> dict[str, DimSpec]:
+        if self.camera:
+            return {self.camera: IMAGE_RGB, "language": LANGUAGE}
         return {"state": DimSpec("state", 4, "cartpole_x_dx_theta_dtheta"), "language": LANGUAGE}
 
 
@@ -71,14 +94,20 @@ async def main(args: argparse.Namespace) -> None:
         action_dims=args.action_dims,
         die_after=args.die_after,
         push=args.push_format,
+        camera=args.camera,
+        chunk=args.chunk,
         max_batch_size=args.batch,
         max_wait_time=args.wait,
     )
 
     def dump(*_: Any) -> None:
         if args.stats:
-            Path(args.stats).write_text(json.dumps({str(k): v for k, v in server.widths.items()}))
+            widths = {str(k): v for k, v in server.widths.items()}
+            observations = sum(k * v for k, v in server.widths.items())
+            stats = {"widths": widths, "sessions": server.sessions, "observations": observations}
+            Path(args.stats).write_text(json.dumps(stats))
         server.widths.clear()
+        server.sessions = 0
 
     def stop(*_: Any) -> None:
         dump()
@@ -100,4 +129,6 @@ if __name__ == "__main__":
     parser.add_argument("--die-after", type=int, default=0)
     parser.add_argument("--stats", default="")
     parser.add_argument("--push-format", default="binary_push_right")
+    parser.add_argument("--camera", default="")
+    parser.add_argument("--chunk", type=int, default=0)
     anyio.run(main, parser.parse_args())

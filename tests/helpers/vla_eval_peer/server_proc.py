@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "controller_server.py"
@@ -45,3 +48,17 @@ def controller_server(
                 proc.wait(10)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def server_stats(proc: subprocess.Popen[str], path: Path, timeout: float = 30.0) -> dict[str, Any]:
+    """What the server started with ``--stats PATH`` saw since the last call (it dumps on
+    SIGUSR1): ``widths`` (batch width -> batches), ``sessions``, ``observations``."""
+    path.unlink(missing_ok=True)
+    proc.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return dict(json.loads(path.read_text()))
+        except (FileNotFoundError, json.JSONDecodeError):  # not (fully) written yet
+            time.sleep(0.05)
+    raise TimeoutError(f"the controller server wrote no stats to {path} within {timeout} s")
