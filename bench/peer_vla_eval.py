@@ -1,26 +1,46 @@
-"""pytest-hud against vla-eval (allenai's vla-evaluation-harness 0.8.0) on the same work.
+"""pytest-hud against vla-eval (allenai's vla-evaluation-harness 0.8.0) on the same work,
+at equal parallelism.
 
-One vla-eval StepBenchmark (CartPole, state only,
+Equal parallelism means the same number of episodes in flight. vla-eval's Orchestrator
+runs a shard's episodes one after another (``Orchestrator._run_benchmark_inner`` awaits
+``runner.run_episode`` per work item), so vla-eval has N episodes in flight only with N
+shard processes. pytest-hud has N in flight with ``-n N`` (one per worker), with
+``--hud-concurrency=N`` over one N-slot substrate (``--hud-shared=N``) in one process, or
+both. For each N in ``--parallel`` the bench runs:
+
+    vla-eval N         N shard processes of vla-eval's own Orchestrator (what
+                       ``vla-eval run`` runs, without Docker)
+    hud -n N           N pytest-xdist workers, one rollout in flight each (N=1: one
+                       process, no xdist), one substrate per process kept across
+                       episodes (--hud-shared=1): the like-for-like row
+    hud cN             one pytest process, --hud-concurrency=N over one N-slot substrate
+    hud -n 2 cN/2      two workers with N/2 in flight each (N >= 4)
+    hud native         (N=1) pytest-hud's own agent (the same controller in-process) and
+                       its own sim (env.gym("CartPole-v1"), the same seeds)
+
+Everything else is equal: one vla-eval StepBenchmark (CartPole, state only,
 tests/helpers/vla_eval_peer/cartpole_bench.py), one model server process (the scripted
-controller behind vla-eval's own PredictModelServer,
-batching on: ``max_batch_size`` 4), the same tasks x episodes, run by:
+controller behind vla-eval's own PredictModelServer with batching, on 127.0.0.1), the same
+tasks x episodes. pytest-hud serves the benchmark with ``env.vla_eval`` and drives the
+server with ``--hud-agent=vla-eval:ws://...``. Per-episode outcomes (reward total, success,
+steps) must be equal across every variant, or the bench fails.
 
-    vla-eval 1|2       vla-eval's own Orchestrator (what ``vla-eval run`` runs, no Docker),
-                       1 shard, then 2 shard processes at once
-    hud vla-eval 1|2   pytest over env.vla_eval(CartPoleBenchmark) rows with
-                       --hud-agent=vla-eval:ws://... (one process, then -n 2), one
-                       substrate per process kept across episodes (--hud-shared=1)
-    hud vla-eval c4    the same with 4 rollouts in flight per process (--hud-concurrency=4
-                       over one 4-slot substrate, --hud-shared=4): the server batches them
-    hud native 1|2     pytest with its own agent (the same controller in-process) and its
-                       own sim (env.gym("CartPole-v1"), the same seeds)
+The server's ``max_batch_size`` is ``--batch`` (default 4, as the issue set it), or with
+``--batch inflight`` the variant's episodes in flight, set through the server's own
+``GET /config`` before each variant: a batch then fills (and is dispatched at once) when
+every episode in flight has sent its observation, so the server's partial-batch window
+(``--wait``) does not hide what the harnesses cost.
 
-It checks the per-episode reward totals are equal across all six, and prints each one's
-process wall time (start-up included), episodes/s, the server's batch widths and the
-ratio of wall to vla-eval's at the same parallelism. Variants run interleaved over
-``--reps`` rounds, order rotated, and the best wall of each is reported.
+Every child runs with Python's bytecode cache on (in the bench's temp folder, warmed by a
+first run), as an installed package does: an environment with ``PYTHONDONTWRITEBYTECODE``
+would otherwise recompile an editable checkout on every start while site-packages load
+from bytecode.
 
-    PYTHONPATH=$PWD .venv/bin/python bench/peer_vla_eval.py [--episodes 10] [--max-steps 200]
+Variants run interleaved over ``--reps`` rounds, order rotated; the best wall of each is
+kept. Start-up is measured apart: each harness running 2 episodes of 1 step.
+
+    PYTHONPATH=$PWD .venv/bin/python bench/peer_vla_eval.py [--episodes 10] [--max-steps 300]
+        [--parallel 1,2,4] [--batch 4|inflight] [--reps 3] [--report]
 """
 
 from __future__ import annotations
@@ -28,18 +48,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
+import re
 import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 HELPERS = ROOT / "tests" / "helpers" / "vla_eval_peer"
 sys.path.insert(0, str(HELPERS))
+sys.path.insert(0, str(ROOT / "bench"))
 
 GOALS = (50.0, 1e9)  # goal0 succeeds, goal1 fails: mixed outcomes to compare
 
@@ -99,17 +122,44 @@ def shard_main(url: str, shard: int, shards: int, episodes: int, max_steps: int)
     for task in results[0]["tasks"]:
         for ep in task["episodes"]:
             key = f"{task['task']}/{ep['episode_id']}"
-            out[key] = [ep["metrics"].get("total_reward"), ep.get("elapsed_sec")]
+            m = ep["metrics"]
+            out[key] = [
+                m.get("total_reward"),
+                bool(m.get("success")),
+                ep.get("steps"),
+                ep.get("elapsed_sec"),
+            ]
     print(json.dumps(out))
 
 
-Run = tuple[float, dict[str, Any], list[float]]  # wall, rewards, seconds per episode
+@dataclass
+class Run:
+    wall: float
+    #: episode key -> (reward total, success, steps)
+    outcomes: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    #: per episode: its seconds over its steps, in ms
+    step_ms: list[float] = field(default_factory=list)
 
 
-def run_vla_eval(url: str, shards: int, args: argparse.Namespace) -> Run:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HELPERS), str(ROOT)])}
-    cmd = [sys.executable, __file__, "--url", url, "--episodes", str(args.episodes)]
-    cmd += ["--max-steps", str(args.max_steps)]
+@dataclass
+class Variant:
+    name: str
+    inflight: int
+    go: Callable[[], Run]
+    server: bool = True  # drives the vla-eval server (its batch widths are read)
+
+
+def child_env(work: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+    env["PYTHONPATH"] = os.pathsep.join([str(HELPERS), str(ROOT), str(work)])
+    env.update(extra)
+    return env
+
+
+def run_vla_eval(url: str, shards: int, work: Path, episodes: int, max_steps: int) -> Run:
+    cmd = [sys.executable, __file__, "--url", url, "--episodes", str(episodes)]
+    cmd += ["--max-steps", str(max_steps)]
     t0 = time.perf_counter()
     procs = [
         subprocess.Popen(
@@ -117,37 +167,43 @@ def run_vla_eval(url: str, shards: int, args: argparse.Namespace) -> Run:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
-            env=env,
+            env=child_env(work),
         )
         for i in range(shards)
     ]
     outs = [p.communicate(timeout=1800)[0] for p in procs]
-    wall = time.perf_counter() - t0
-    rewards: dict[str, Any] = {}
-    seconds: list[float] = []
+    run = Run(time.perf_counter() - t0)
     for p, out in zip(procs, outs, strict=True):
         if p.returncode != 0:
             raise SystemExit(f"a vla-eval shard failed (exit {p.returncode}):\n{out[-2000:]}")
-        for key, (reward, elapsed) in json.loads(out.strip().splitlines()[-1]).items():
-            rewards[key] = reward
-            seconds.append(float(elapsed))
-    return wall, rewards, seconds
+        for key, (reward, success, steps, elapsed) in json.loads(
+            out.strip().splitlines()[-1]
+        ).items():
+            run.outcomes[key] = (reward, success, steps)
+            run.step_ms.append(1e3 * float(elapsed) / max(int(steps), 1))
+    return run
 
 
 def run_hud(
-    work: Path, module: str, agent: str, workers: int, args: argparse.Namespace, width: int = 1
+    work: Path,
+    module: str,
+    agent: str,
+    workers: int,
+    width: int,
+    episodes: int,
+    max_steps: int,
 ) -> Run:
     results = work / f"results-{module}-{workers}-{width}.json"
-    env = {
-        **os.environ,
-        "VLA_NUM_ENVS": str(width),
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(HELPERS), str(work)]),
-        "VLA_EPISODES": str(args.episodes),
-        "VLA_MAX_STEPS": str(args.max_steps),
-    }
+    results.unlink(missing_ok=True)
+    env = child_env(
+        work,
+        VLA_NUM_ENVS=str(width),
+        VLA_EPISODES=str(episodes),
+        VLA_MAX_STEPS=str(max_steps),
+    )
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"test_{module}.py"]
     cmd += [f"--hud-agent={agent}", f"--hud-results={results}"]
-    cmd += [f"--hud-max-steps={args.max_steps}"]
+    cmd += [f"--hud-max-steps={max_steps}"]
     if workers > 1:
         cmd += ["-n", str(workers)]
     # one substrate per process kept across episodes (as a shard keeps its benchmark), with
@@ -155,40 +211,127 @@ def run_hud(
     cmd += [f"--hud-shared={width}"] + ([f"--hud-concurrency={width}"] if width > 1 else [])
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=1800)
-    wall = time.perf_counter() - t0
+    run = Run(time.perf_counter() - t0)
     if not results.exists():
         tail = proc.stdout[-3000:]
         raise SystemExit(f"pytest ({module}, -n {workers}) wrote no results:\n{tail}")
-    rewards = {}
-    seconds: list[float] = []
     for row in json.loads(results.read_text())["rollouts"]:
         if row["error"]:
             raise SystemExit(f"{module} -n {workers}: {row['key']} errored: {row['error']}")
         task = row["args"]["task"]
-        rewards[f"{task['name']}/{task['episode_idx']}"] = row["total_reward"]
-        seconds.append(float(row["duration"]))
-    return wall, rewards, seconds
+        key = f"{task['name']}/{task['episode_idx']}"
+        run.outcomes[key] = (row["total_reward"], bool(row["success"]), row["steps"])
+        run.step_ms.append(1e3 * float(row["duration"]) / max(int(row["steps"]), 1))
+    return run
 
 
-def widths(stats: Path, pid: int) -> str:
-    os.kill(pid, signal.SIGUSR1)
-    for _ in range(100):
-        if stats.exists():
-            break
-        time.sleep(0.05)
-    time.sleep(0.1)
-    seen = Counter({int(k): v for k, v in json.loads(stats.read_text()).items()})
-    stats.unlink()
+def collect_only(work: Path, agent: str) -> float:
+    env = child_env(work, VLA_NUM_ENVS="1", VLA_EPISODES="1", VLA_MAX_STEPS="1")
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only"]
+    cmd += ["test_cartpole_env.py", f"--hud-agent={agent}"]
+    t0 = time.perf_counter()
+    subprocess.run(cmd, cwd=work, env=env, capture_output=True, check=True, timeout=600)
+    return time.perf_counter() - t0
+
+
+def vla_eval_import(work: Path) -> float:
+    """A shard process's start without episodes: Python, vla-eval and the benchmark's imports."""
+    code = "import anyio, vla_eval.orchestrator, cartpole_bench"
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], env=child_env(work), check=True, timeout=600)
+    return time.perf_counter() - t0
+
+
+def widths(stats: Path, proc: subprocess.Popen[str]) -> float:
+    """The mean width of the batches the server ran since the last call."""
+    from server_proc import server_stats
+
+    seen = {int(k): v for k, v in server_stats(proc, stats)["widths"].items()}
     total = sum(seen.values()) or 1
-    mean = sum(k * v for k, v in seen.items()) / total
-    return f"{mean:.2f}"
+    return sum(k * v for k, v in seen.items()) / total
+
+
+def set_batch(port: int, size: int) -> None:
+    """The server's max_batch_size, through vla-eval's own HTTP control plane."""
+    url = f"http://127.0.0.1:{port}/config?max_batch_size={size}"
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        applied = json.loads(reply.read())["config"]["max_batch_size"]
+    if applied != size:
+        raise SystemExit(f"the server kept max_batch_size={applied}, asked for {size}")
+
+
+def variants(url: str, work: Path, args: argparse.Namespace) -> list[Variant]:
+    e, s = args.episodes, args.max_steps
+    agent = f"vla-eval:{url}"
+    out: list[Variant] = []
+    for n in args.parallel:
+        out.append(Variant(f"vla-eval {n}", n, lambda n=n: run_vla_eval(url, n, work, e, s)))
+        like = f"hud -n {n}" if n > 1 else "hud 1 process"
+        out.append(Variant(like, n, lambda n=n: run_hud(work, "cartpole_env", agent, n, 1, e, s)))
+        if n > 1:
+            out.append(
+                Variant(
+                    f"hud c{n}", n, lambda n=n: run_hud(work, "cartpole_env", agent, 1, n, e, s)
+                )
+            )
+        if n >= 4 and n % 2 == 0:
+            out.append(
+                Variant(
+                    f"hud -n 2 c{n // 2}",
+                    n,
+                    lambda n=n: run_hud(work, "cartpole_env", agent, 2, n // 2, e, s),
+                )
+            )
+        if n == 1:
+            native = "cartpole_agents:balance"
+            out.append(
+                Variant(
+                    "hud native",
+                    1,
+                    lambda a=native: run_hud(work, "native_env", a, 1, 1, e, s),
+                    server=False,
+                )
+            )
+    if args.only:
+        out = [v for v in out if re.search(args.only, v.name) or v.name.startswith("vla-eval")]
+    return out
+
+
+def startup(url: str, work: Path, reps: int) -> list[tuple[str, float]]:
+    """Best-of-``reps`` walls of the start-up pieces (the first, cache-warming run dropped)."""
+    agent = f"vla-eval:{url}"
+    pieces: dict[str, Callable[[], float]] = {
+        "vla-eval: Python + vla-eval + benchmark imports": lambda: vla_eval_import(work),
+        "vla-eval: 1 shard, 2 episodes x 1 step": lambda: run_vla_eval(url, 1, work, 1, 1).wall,
+        "pytest-hud: pytest + plugin + collection + preflight (--collect-only)": lambda: (
+            collect_only(work, agent)
+        ),
+        "pytest-hud: 1 process, 2 episodes x 1 step": lambda: (
+            run_hud(work, "cartpole_env", agent, 1, 1, 1, 1).wall
+        ),
+    }
+    best: dict[str, float] = {}
+    for rep in range(reps + 1):
+        for name, go in pieces.items():
+            wall = go()
+            if rep:
+                best[name] = min(best.get(name, float("inf")), wall)
+    return list(best.items())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--episodes", type=int, default=10, help="episodes per task (2 tasks)")
-    parser.add_argument("--max-steps", type=int, default=200)
-    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--max-steps", type=int, default=300)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument(
+        "--parallel", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4]
+    )
+    parser.add_argument("--batch", default="4", help="server max_batch_size: N or inflight")
+    parser.add_argument("--wait", type=float, default=0.002, help="server max_wait_time (s)")
+    parser.add_argument("--only", help="run only the hud variants matching this regex")
+    parser.add_argument("--no-startup", action="store_true")
+    parser.add_argument("--report", action="store_true", help="write docs/performance.md")
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--shard", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -204,54 +347,105 @@ def main() -> None:
         (work / f"test_{module}.py").write_text(TESTS.format(module=module, goals=GOALS))
     (work / "conftest.py").write_text("")
     stats = work / "widths.json"
+    fixed = None if args.batch == "inflight" else int(args.batch)
     n = 2 * args.episodes
-    with controller_server("--batch", "4", "--stats", str(stats)) as (port, proc):
+    serve = ("--batch", str(fixed or 1), "--wait", str(args.wait), "--stats", str(stats))
+    with controller_server(*serve) as (port, proc):
         url = f"ws://127.0.0.1:{port}"
-        variants = {
-            "vla-eval 1": lambda: run_vla_eval(url, 1, args),
-            "vla-eval 2": lambda: run_vla_eval(url, 2, args),
-            "hud vla-eval 1": lambda: run_hud(work, "cartpole_env", f"vla-eval:{url}", 1, args),
-            "hud vla-eval 2": lambda: run_hud(work, "cartpole_env", f"vla-eval:{url}", 2, args),
-            "hud vla-eval c4 1": lambda: run_hud(
-                work, "cartpole_env", f"vla-eval:{url}", 1, args, width=4
-            ),
-            "hud vla-eval c4 2": lambda: run_hud(
-                work, "cartpole_env", f"vla-eval:{url}", 2, args, width=4
-            ),
-            "hud native 1": lambda: run_hud(work, "native_env", "cartpole_agents:balance", 1, args),
-            "hud native 2": lambda: run_hud(work, "native_env", "cartpole_agents:balance", 2, args),
-        }
-        best: dict[str, float] = {}
-        per_ep: dict[str, float] = {}
-        batch: dict[str, str] = {}
-        outcome: dict[str, dict[str, Any]] = {}
-        names = list(variants)
+        starts = [] if args.no_startup else startup(url, work, args.reps)
+        runs = variants(url, work, args)
+        best: dict[str, Run] = {}
+        batch: dict[str, float] = {}
+        outcome: dict[str, dict[str, tuple[Any, ...]]] = {}
         for rep in range(args.reps):
-            order = names[rep % len(names) :] + names[: rep % len(names)]
-            for name in order:
-                wall, rewards, seconds = variants[name]()
-                batch[name] = "-" if "native" in name else widths(stats, proc.pid)
-                if wall < best.get(name, float("inf")):
-                    best[name] = wall
-                    per_ep[name] = sum(seconds) / len(seconds)
-                outcome[name] = rewards
-                print(f"  rep {rep + 1} {name:<15} {wall:6.2f} s", file=sys.stderr, flush=True)
-    ref = outcome["vla-eval 1"]
-    for name, rewards in outcome.items():
-        if rewards != ref:
-            diff = {k: (ref.get(k), rewards.get(k)) for k in ref.keys() | rewards.keys()}
+            k = rep % len(runs)
+            for v in runs[k:] + runs[:k]:
+                set_batch(port, fixed or v.inflight)
+                run = v.go()
+                width = widths(stats, proc) if v.server else 0.0
+                if v.name not in best or run.wall < best[v.name].wall:
+                    best[v.name], batch[v.name] = run, width
+                outcome[v.name] = run.outcomes
+                print(
+                    f"  rep {rep + 1} {v.name:<16} {run.wall:6.2f} s", file=sys.stderr, flush=True
+                )
+    ref = outcome[runs[0].name]
+    for name, got in outcome.items():
+        if got != ref:
+            diff = {k: (ref.get(k), got.get(k)) for k in ref.keys() | got.keys()}
             diff = {k: v for k, v in diff.items() if v[0] != v[1]}
-            raise SystemExit(f"outcomes differ: {name} vs vla-eval 1: {diff}")
+            raise SystemExit(f"outcomes differ: {name} vs {runs[0].name}: {diff}")
+    show(runs, best, batch, starts, n, args)
+
+
+def show(
+    runs: list[Variant],
+    best: dict[str, Run],
+    batch: dict[str, float],
+    starts: list[tuple[str, float]],
+    n: int,
+    args: argparse.Namespace,
+) -> None:
+    window = f"{args.wait * 1e3:g} ms window"
+    server = (
+        f"max_batch_size = episodes in flight, {window}"
+        if args.batch == "inflight"
+        else f"max_batch_size {args.batch}, {window}"
+    )
     print(f"{n} episodes x {args.max_steps} steps, outcomes equal across all variants")
-    print("wall: the whole process (start-up included); s/ep: inside one episode")
-    head = f"{'variant':<16} {'wall s':>7} {'eps/s':>7} {'s/ep':>6} {'batch':>6}"
-    print(f"{head} {'wall vs vla-eval':>17} {'s/ep vs vla-eval':>17}")
-    for name in names:
-        ref_name = f"vla-eval {name[-1]}"
-        ratio, ep_ratio = best[name] / best[ref_name], per_ep[name] / per_ep[ref_name]
-        print(
-            f"{name:<16} {best[name]:7.2f} {n / best[name]:7.2f} {per_ep[name]:6.3f} "
-            f"{batch[name]:>6} {ratio:16.2f}x {ep_ratio:16.2f}x"
+    print(f"server: PredictModelServer, {server}; best of {args.reps}, order rotated")
+    header = ["in flight", "variant", "wall s", "eps/s", "ms/step", "batch", "wall vs vla-eval"]
+    rows: list[list[str]] = []
+    for v in runs:
+        run, ref = best[v.name], best[f"vla-eval {v.inflight}"]
+        step = sum(run.step_ms) / len(run.step_ms)
+        rows.append(
+            [
+                str(v.inflight),
+                v.name,
+                f"{run.wall:.2f}",
+                f"{n / run.wall:.2f}",
+                f"{step:.2f}",
+                f"{batch[v.name]:.2f}" if v.server else "-",
+                "1" if v.name.startswith("vla-eval") else f"{run.wall / ref.wall:.2f}x",
+            ]
+        )
+    summary = ["in flight", "vla-eval wall s", "best pytest-hud", "wall s", "vs vla-eval"]
+    sums: list[list[str]] = []
+    for k in args.parallel:
+        ref = best[f"vla-eval {k}"]
+        hud = [v for v in runs if v.inflight == k and v.name.startswith("hud") and v.server]
+        top = min(hud, key=lambda v: best[v.name].wall)
+        wall = best[top.name].wall
+        sums.append([str(k), f"{ref.wall:.2f}", top.name, f"{wall:.2f}", f"{wall / ref.wall:.2f}x"])
+    for head, body in ((header, rows), (summary, sums)):
+        widths_ = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(head)]
+        print()
+        print("  ".join(h.ljust(w) for h, w in zip(head, widths_, strict=True)))
+        for r in body:
+            print("  ".join(c.ljust(w) for c, w in zip(r, widths_, strict=True)))
+    if starts:
+        print("\nstart-up (best wall, s)")
+        for name, wall in starts:
+            print(f"  {wall:6.2f}  {name}")
+    if args.report:
+        from _report import write_table
+
+        note = (
+            f"{n} episodes x {args.max_steps} steps (CartPole StepBenchmark, scripted "
+            f"controller); server: vla-eval's PredictModelServer, {server}. wall: the whole "
+            "process (start-up included); ms/step: inside an episode. Best-of-N pytest-hud "
+            "per in-flight count: "
+            + "; ".join(f"{r[0]} in flight: {r[2]} {r[4]}" for r in sums)
+            + ". Start-up (best wall): "
+            + "; ".join(f"{name} {wall:.2f} s" for name, wall in starts)
+        )
+        write_table(
+            "peer-vla-eval",
+            "pytest-hud vs vla-eval at equal parallelism (bench/peer_vla_eval.py)",
+            header,
+            rows,
+            note=note,
         )
 
 
