@@ -21,6 +21,7 @@ from pytest_hud._plugin import features, heap
 from pytest_hud._plugin.errors import EpisodeFailed
 from pytest_hud._plugin.features.crash import reap_dead_workers
 from pytest_hud._plugin.html import HtmlHooks
+from pytest_hud._plugin.internals import keep_xdist_groups
 from pytest_hud._plugin.interrupts import restore_sigterm, sigterm_interrupts
 from pytest_hud._plugin.options import HudOptions, addoption
 from pytest_hud._plugin.session import HudSession
@@ -90,6 +91,8 @@ class HudHooks:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> Any:
         self.collector.collection_modifyitems(items)
         result = yield
+        if self.session.is_worker:  # after xdist's own renaming, which pytest 9.2 lost
+            keep_xdist_groups(self.session.config, items)
         self.collector.collection_ordered(items)  # after every other plugin's reordering
         return result
 

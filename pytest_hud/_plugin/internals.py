@@ -4,7 +4,8 @@ pytest-hud needs a few things neither project exposes as API: whether this proce
 an xdist worker and its id (``config.workerinput``), the items a worker has been handed
 but not started (xdist's ``WorkerInteractor.torun`` / ``nextitem_index``), which fixture
 definitions an item resolves (``item._fixtureinfo``), the terminal writer
-(``terminalreporter._tw``) and, for the schedulers below, ``LoadScheduling``'s private
+(``terminalreporter._tw``), an item's structured node id (``item._id``, pytest 9.2+:
+:func:`keep_xdist_groups`) and, for the schedulers below, ``LoadScheduling``'s private
 state (``node2pending``, ``pending``, ``_send_tests``, ...). Each read is here and
 nowhere else, and ``tests/plugin/test_internals_guard.py`` exercises every one of them against
 the installed pytest and xdist, naming the attribute that moved.
@@ -33,6 +34,7 @@ __all__ = [
     "from_controller",
     "hand_to_workers",
     "is_worker",
+    "keep_xdist_groups",
     "terminal_writer",
     "uses_fixture_from",
     "worker_exitcode",
@@ -254,6 +256,29 @@ class HudSequentialScheduling(LoadScheduling):
                 self._send_tests(node, min(missing, len(self.pending)))
         else:
             node.shutdown()
+
+
+def keep_xdist_groups(config: pytest.Config, items: list[pytest.Item]) -> int:
+    """``--dist loadgroup`` on a worker: give each ``xdist_group`` item the ``@group``
+    suffix xdist's controller groups by, where xdist's own renaming did not take (it sets
+    ``item._nodeid``, which pytest 9.2's structured ids no longer read: pytest-xdist
+    #1386). Without it a group's items, a Shared substrate's, go to any worker. Returns
+    how many it renamed."""
+    if not getattr(config.option, "loadgroup", False):
+        return 0
+    from _pytest.nodeid import coerce_node_id
+
+    renamed = 0
+    for item in items:
+        names = {
+            str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+            for m in item.iter_markers("xdist_group")
+        }
+        if not names or item.nodeid.rfind("@") > item.nodeid.rfind("]"):
+            continue  # no group, or xdist's suffix took
+        item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(sorted(names))}")  # type: ignore[attr-defined]
+        renamed += 1
+    return renamed
 
 
 def hand_to_workers(node: Any, key: str, value: Any) -> None:

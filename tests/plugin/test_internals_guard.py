@@ -135,3 +135,33 @@ def test_crash_internals_against_installed_xdist(pytester: pytest.Pytester) -> N
     assert seen["worker"] == "gw0", "WorkerController.gateway.id moved"
     assert seen["exitcode"] == -9, "execnet's gateway._io.popen moved (worker_exitcode)"
     assert any(isinstance(pid, int) for pid in seen["outputs"]), "workeroutput moved"
+
+
+GROUPS_PROBE = """
+import os, pytest
+
+@pytest.mark.xdist_group("shared")
+@pytest.mark.parametrize("i", range(6))
+def test_grouped(i, request):
+    with open(f"worker-{i}", "w") as f:
+        f.write(os.environ["PYTEST_XDIST_WORKER"] + " " + request.node.nodeid)
+
+@pytest.mark.parametrize("i", range(6))
+def test_free(i):
+    pass
+"""
+
+
+def test_an_xdist_group_runs_on_one_worker(pytester: pytest.Pytester) -> None:
+    """``--dist loadgroup`` keeps a group on one worker (a Shared substrate's items):
+    xdist names grouped items ``...@group`` by setting ``item._nodeid``, which pytest 9.2
+    no longer reads (pytest-xdist #1386); :func:`internals.keep_xdist_groups` renames
+    them through ``item._id`` where xdist's renaming did not take."""
+    pytester.makepyfile(test_groups=GROUPS_PROBE)
+    result = pytester.runpytest_subprocess(
+        "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=12)
+    seen = [(pytester.path / f"worker-{i}").read_text().split() for i in range(6)]
+    assert len({worker for worker, _ in seen}) == 1, seen
+    assert all(nodeid.endswith("@shared") for _, nodeid in seen), seen
