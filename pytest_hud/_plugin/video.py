@@ -1,5 +1,9 @@
 """Episode video for reports: the first camera, subsampled, as an animated GIF.
 
+Each frame gets its own 256-colour palette by fast octree quantization: PIL's default
+for an RGB frame (median cut) costs far more per frame than a textured camera image is
+worth in a report, and held every rollout with a camera for as long.
+
 A GIF that cannot be written (a full disk) is removed and noted for its folder
 (:func:`write_failures`); the rollout keeps its result, and the session says it once
 (:mod:`pytest_hud._plugin.features.videos`).
@@ -66,7 +70,7 @@ class VideoObserver:
                 img = np.repeat(img, 3, axis=-1)
             if img.dtype != np.uint8:
                 img = np.clip(img * (255 if img.max() <= 1.0 else 1), 0, 255).astype(np.uint8)
-            images.append(Image.fromarray(img))
+            images.append(Image.fromarray(img).quantize(256, method=Image.Quantize.FASTOCTREE))
         duration = int(1000 * self.stride / max(self.fps, 1e-3))
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

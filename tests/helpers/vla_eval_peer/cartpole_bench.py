@@ -5,11 +5,14 @@ A task's ``goal`` is the reward total that counts as success within ``max_steps`
 controller balances every episode to ``max_steps``, so a goal above that fails (a FAIL
 row, not an ERROR). ``camera=True`` adds a tiny ``images/top`` frame that shows which way
 the pole falls (white: push right, black: push left), so a policy that reads only the
-camera can balance it.
+camera can balance it; ``camera=N`` makes that frame N x N, the sign in its top-left
+corner over a fixed textured scene (it compresses about as well as a rendered one, so an
+image codec costs what it would on a real camera).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import gymnasium as gym
@@ -27,22 +30,41 @@ def controller(states: np.ndarray) -> np.ndarray:
     return push.astype(np.float32)[:, None]
 
 
-def frame(state: np.ndarray) -> np.ndarray:
-    """The camera: a 4x4 RGB frame, white where the controller would push right."""
+SIGN = 4  # the frame's top-left SIGN x SIGN pixels show the push
+
+
+@functools.cache
+def scene(size: int) -> np.ndarray:
+    """A fixed ``[size, size, 3]`` textured background (gradients and grain)."""
+    y, x = np.mgrid[0:size, 0:size]
+    img = np.stack([(x * 1.1) % 256, (y * 0.9) % 256, ((x + y) * 0.5) % 256], -1)
+    grain = np.random.default_rng(0).integers(-8, 9, img.shape)
+    return np.clip(img + grain, 0, 255).astype(np.uint8)
+
+
+def frame(state: np.ndarray, size: int = SIGN) -> np.ndarray:
+    """The camera: an RGB frame whose top-left corner is white where the controller would
+    push right, black where it would push left."""
     push = controller(np.asarray(state, np.float32)[None])[0, 0]
-    return np.full((4, 4, 3), 255 if push > 0.5 else 0, np.uint8)
+    img = scene(size).copy()
+    img[:SIGN, :SIGN] = 255 if push > 0.5 else 0
+    return img
 
 
 def read_frame(image: np.ndarray) -> np.ndarray:
     """What a camera-only policy decides from :func:`frame`: ``[1]`` push."""
-    return np.array([1.0 if np.asarray(image).mean() > 127 else 0.0], np.float32)
+    sign = np.asarray(image)[:SIGN, :SIGN]
+    return np.array([1.0 if sign.mean() > 127 else 0.0], np.float32)
 
 
 class CartPoleBenchmark(StepBenchmark):
     render_backends = frozenset({"cpu", "gpu"})
 
     def __init__(
-        self, goals: tuple[float, ...] = (50.0, 1e9), max_steps: int = 100, camera: bool = False
+        self,
+        goals: tuple[float, ...] = (50.0, 1e9),
+        max_steps: int = 100,
+        camera: bool | int = False,
     ) -> None:
         super().__init__()
         self.goals = [float(g) for g in goals]
@@ -76,7 +98,8 @@ class CartPoleBenchmark(StepBenchmark):
             "task_description": PROMPT,
         }
         if self.camera:
-            obs["images"] = {"top": frame(np.asarray(raw_obs))}
+            size = SIGN if self.camera is True else int(self.camera)
+            obs["images"] = {"top": frame(np.asarray(raw_obs), size)}
         return obs
 
     def get_step_result(self, step_result: StepResult) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """Env module: the CartPole vla-eval benchmark served with ``env.vla_eval``.
 
 ``$VLA_EPISODES`` episodes per task of ``$VLA_MAX_STEPS`` steps over ``$VLA_NUM_ENVS``
-slots; ``VLA_CAMERA=1`` adds the benchmark's camera, ``VLA_ASYNC=1`` serves the same
-episodes through vla-eval's async ``Benchmark`` API (cartpole_async.py).
+slots; ``VLA_CAMERA=1`` adds the benchmark's tiny camera (``VLA_CAMERA=N``: N x N
+frames), ``VLA_ASYNC=1`` serves the same episodes through vla-eval's async ``Benchmark``
+API (cartpole_async.py).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from pytest_hud.interop.vla_eval.bridge import benchmark_rows
 EPISODES = int(os.environ.get("VLA_EPISODES", "2"))
 MAX_STEPS = int(os.environ.get("VLA_MAX_STEPS", "100"))
 NUM_ENVS = int(os.environ.get("VLA_NUM_ENVS", "1"))
-PARAMS: dict[str, Any] = {"camera": True} if os.environ.get("VLA_CAMERA") == "1" else {}
+CAMERA = os.environ.get("VLA_CAMERA", "")
+PARAMS: dict[str, Any] = {"camera": True if CAMERA == "1" else int(CAMERA)} if CAMERA else {}
 BENCHMARK: type = CartPoleBenchmark
 if os.environ.get("VLA_ASYNC") == "1":
     from cartpole_async import AsyncCartPoleBenchmark
