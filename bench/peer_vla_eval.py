@@ -31,6 +31,13 @@ The server's ``max_batch_size`` is ``--batch`` (default 4, as the issue set it),
 every episode in flight has sent its observation, so the server's partial-batch window
 (``--wait``) does not hide what the harnesses cost.
 
+``--camera N`` puts an N x N camera frame (a textured scene) in every observation and
+makes the server's policy read it (its spec names the image, not the state): vla-eval's
+client PNG-encodes every image (its default in 0.8.0; its run config has no switch) and its
+server decodes it, pytest-hud sends raw arrays. The extra rows ``vla-eval N raw`` set
+vla-eval's codec to raw (``set_image_format("raw")`` in each shard) for the comparison at
+equal encoding.
+
 Every child runs with Python's bytecode cache on (in the bench's temp folder, warmed by a
 first run), as an installed package does: an environment with ``PYTHONDONTWRITEBYTECODE``
 would otherwise recompile an editable checkout on every start while site-packages load
@@ -40,7 +47,7 @@ Variants run interleaved over ``--reps`` rounds, order rotated; the best wall of
 kept. Start-up is measured apart: each harness running 2 episodes of 1 step.
 
     PYTHONPATH=$PWD .venv/bin/python bench/peer_vla_eval.py [--episodes 10] [--max-steps 300]
-        [--parallel 1,2,4] [--batch 4|inflight] [--reps 3] [--report]
+        [--parallel 1,2,4] [--batch 4|inflight] [--camera 224] [--reps 3] [--report]
 """
 
 from __future__ import annotations
@@ -96,23 +103,29 @@ def test_cartpole(hud_result):
 """
 
 
-def shard_main(url: str, shard: int, shards: int, episodes: int, max_steps: int) -> None:
+def shard_main(url: str, shard: int, shards: int, work: Work) -> None:
     """One vla-eval shard process: its Orchestrator, results as JSON on stdout's last line."""
     import logging
 
     import anyio
     from vla_eval.orchestrator import Orchestrator
+    from vla_eval.protocol.numpy_codec import set_image_format
 
     logging.disable(logging.WARNING)
+    if work.raw:  # not vla-eval's default (PNG); its config has no option for it
+        set_image_format("raw")
+    params: dict[str, Any] = {"goals": list(GOALS), "max_steps": work.max_steps}
+    if work.camera:
+        params["camera"] = work.camera
     cfg = {
         "server": {"url": url},
         "output_dir": tempfile.mkdtemp(prefix="vla-eval-bench-"),
         "benchmarks": [
             {
                 "benchmark": "cartpole_bench:CartPoleBenchmark",
-                "episodes_per_task": episodes,
-                "max_steps": max_steps,
-                "params": {"goals": list(GOALS), "max_steps": max_steps},
+                "episodes_per_task": work.episodes,
+                "max_steps": work.max_steps,
+                "params": params,
             }
         ],
     }
@@ -130,6 +143,22 @@ def shard_main(url: str, shard: int, shards: int, episodes: int, max_steps: int)
                 ep.get("elapsed_sec"),
             ]
     print(json.dumps(out))
+
+
+@dataclass(frozen=True)
+class Work:
+    """What every variant runs: episodes per task, steps, the camera's size (0: none), and
+    for vla-eval whether its shards send raw images instead of its default PNG."""
+
+    episodes: int
+    max_steps: int
+    camera: int = 0
+    raw: bool = False
+
+    def argv(self) -> list[str]:
+        out = ["--episodes", str(self.episodes), "--max-steps", str(self.max_steps)]
+        out += ["--camera", str(self.camera)] + (["--raw-images"] if self.raw else [])
+        return out
 
 
 @dataclass
@@ -157,9 +186,8 @@ def child_env(work: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def run_vla_eval(url: str, shards: int, work: Path, episodes: int, max_steps: int) -> Run:
-    cmd = [sys.executable, __file__, "--url", url, "--episodes", str(episodes)]
-    cmd += ["--max-steps", str(max_steps)]
+def run_vla_eval(url: str, shards: int, work: Path, w: Work) -> Run:
+    cmd = [sys.executable, __file__, "--url", url, *w.argv()]
     t0 = time.perf_counter()
     procs = [
         subprocess.Popen(
@@ -184,26 +212,19 @@ def run_vla_eval(url: str, shards: int, work: Path, episodes: int, max_steps: in
     return run
 
 
-def run_hud(
-    work: Path,
-    module: str,
-    agent: str,
-    workers: int,
-    width: int,
-    episodes: int,
-    max_steps: int,
-) -> Run:
+def run_hud(work: Path, module: str, agent: str, workers: int, width: int, w: Work) -> Run:
     results = work / f"results-{module}-{workers}-{width}.json"
     results.unlink(missing_ok=True)
     env = child_env(
         work,
         VLA_NUM_ENVS=str(width),
-        VLA_EPISODES=str(episodes),
-        VLA_MAX_STEPS=str(max_steps),
+        VLA_EPISODES=str(w.episodes),
+        VLA_MAX_STEPS=str(w.max_steps),
+        VLA_CAMERA=str(w.camera or ""),
     )
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"test_{module}.py"]
     cmd += [f"--hud-agent={agent}", f"--hud-results={results}"]
-    cmd += [f"--hud-max-steps={max_steps}"]
+    cmd += [f"--hud-max-steps={w.max_steps}"]
     if workers > 1:
         cmd += ["-n", str(workers)]
     # one substrate per process kept across episodes (as a shard keeps its benchmark), with
@@ -261,37 +282,28 @@ def set_batch(port: int, size: int) -> None:
 
 
 def variants(url: str, work: Path, args: argparse.Namespace) -> list[Variant]:
-    e, s = args.episodes, args.max_steps
+    w = Work(args.episodes, args.max_steps, args.camera)
+    raw = Work(args.episodes, args.max_steps, args.camera, raw=True)
     agent = f"vla-eval:{url}"
+
+    def hud(workers: int, width: int) -> Callable[[], Run]:
+        return lambda: run_hud(work, "cartpole_env", agent, workers, width, w)
+
     out: list[Variant] = []
     for n in args.parallel:
-        out.append(Variant(f"vla-eval {n}", n, lambda n=n: run_vla_eval(url, n, work, e, s)))
-        like = f"hud -n {n}" if n > 1 else "hud 1 process"
-        out.append(Variant(like, n, lambda n=n: run_hud(work, "cartpole_env", agent, n, 1, e, s)))
+        out.append(Variant(f"vla-eval {n}", n, lambda n=n: run_vla_eval(url, n, work, w)))
+        if args.camera:  # the images raw, as pytest-hud sends them
+            go = lambda n=n: run_vla_eval(url, n, work, raw)  # noqa: E731
+            out.append(Variant(f"vla-eval {n} raw", n, go))
+        out.append(Variant(f"hud -n {n}" if n > 1 else "hud 1 process", n, hud(n, 1)))
         if n > 1:
-            out.append(
-                Variant(
-                    f"hud c{n}", n, lambda n=n: run_hud(work, "cartpole_env", agent, 1, n, e, s)
-                )
-            )
+            out.append(Variant(f"hud c{n}", n, hud(1, n)))
         if n >= 4 and n % 2 == 0:
-            out.append(
-                Variant(
-                    f"hud -n 2 c{n // 2}",
-                    n,
-                    lambda n=n: run_hud(work, "cartpole_env", agent, 2, n // 2, e, s),
-                )
-            )
-        if n == 1:
+            out.append(Variant(f"hud -n 2 c{n // 2}", n, hud(2, n // 2)))
+        if n == 1 and not args.camera:  # its sim (env.gym) has no camera
             native = "cartpole_agents:balance"
-            out.append(
-                Variant(
-                    "hud native",
-                    1,
-                    lambda a=native: run_hud(work, "native_env", a, 1, 1, e, s),
-                    server=False,
-                )
-            )
+            go = lambda a=native: run_hud(work, "native_env", a, 1, 1, w)  # noqa: E731
+            out.append(Variant("hud native", 1, go, server=False))
     if args.only:
         out = [v for v in out if re.search(args.only, v.name) or v.name.startswith("vla-eval")]
     return out
@@ -300,14 +312,15 @@ def variants(url: str, work: Path, args: argparse.Namespace) -> list[Variant]:
 def startup(url: str, work: Path, reps: int) -> list[tuple[str, float]]:
     """Best-of-``reps`` walls of the start-up pieces (the first, cache-warming run dropped)."""
     agent = f"vla-eval:{url}"
+    tiny = Work(1, 1)
     pieces: dict[str, Callable[[], float]] = {
         "vla-eval: Python + vla-eval + benchmark imports": lambda: vla_eval_import(work),
-        "vla-eval: 1 shard, 2 episodes x 1 step": lambda: run_vla_eval(url, 1, work, 1, 1).wall,
+        "vla-eval: 1 shard, 2 episodes x 1 step": lambda: run_vla_eval(url, 1, work, tiny).wall,
         "pytest-hud: pytest + plugin + collection + preflight (--collect-only)": lambda: (
             collect_only(work, agent)
         ),
         "pytest-hud: 1 process, 2 episodes x 1 step": lambda: (
-            run_hud(work, "cartpole_env", agent, 1, 1, 1, 1).wall
+            run_hud(work, "cartpole_env", agent, 1, 1, tiny).wall
         ),
     }
     best: dict[str, float] = {}
@@ -329,15 +342,20 @@ def main() -> None:
     )
     parser.add_argument("--batch", default="4", help="server max_batch_size: N or inflight")
     parser.add_argument("--wait", type=float, default=0.002, help="server max_wait_time (s)")
+    parser.add_argument(
+        "--camera", type=int, default=0, help="an N x N camera frame in every observation"
+    )
     parser.add_argument("--only", help="run only the hud variants matching this regex")
     parser.add_argument("--no-startup", action="store_true")
     parser.add_argument("--report", action="store_true", help="write docs/performance.md")
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--shard", help=argparse.SUPPRESS)
+    parser.add_argument("--raw-images", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.shard:
         shard, shards = (int(x) for x in args.shard.split("/"))
-        return shard_main(args.url, shard, shards, args.episodes, args.max_steps)
+        work = Work(args.episodes, args.max_steps, args.camera, args.raw_images)
+        return shard_main(args.url, shard, shards, work)
 
     from server_proc import controller_server
 
@@ -350,6 +368,8 @@ def main() -> None:
     fixed = None if args.batch == "inflight" else int(args.batch)
     n = 2 * args.episodes
     serve = ("--batch", str(fixed or 1), "--wait", str(args.wait), "--stats", str(stats))
+    if args.camera:  # a policy that reads the camera (its spec names it), not the state
+        serve += ("--camera", "top")
     with controller_server(*serve) as (port, proc):
         url = f"ws://127.0.0.1:{port}"
         starts = [] if args.no_startup else startup(url, work, args.reps)
@@ -392,6 +412,8 @@ def show(
         if args.batch == "inflight"
         else f"max_batch_size {args.batch}, {window}"
     )
+    if args.camera:
+        server += f"; a {args.camera}x{args.camera} camera, read by the server's policy"
     print(f"{n} episodes x {args.max_steps} steps, outcomes equal across all variants")
     print(f"server: PredictModelServer, {server}; best of {args.reps}, order rotated")
     header = ["in flight", "variant", "wall s", "eps/s", "ms/step", "batch", "wall vs vla-eval"]
@@ -407,10 +429,11 @@ def show(
                 f"{n / run.wall:.2f}",
                 f"{step:.2f}",
                 f"{batch[v.name]:.2f}" if v.server else "-",
-                "1" if v.name.startswith("vla-eval") else f"{run.wall / ref.wall:.2f}x",
+                "1" if v.name == f"vla-eval {v.inflight}" else f"{run.wall / ref.wall:.2f}x",
             ]
         )
     summary = ["in flight", "vla-eval wall s", "best pytest-hud", "wall s", "vs vla-eval"]
+    summary += ["vs vla-eval raw"] if args.camera else []
     sums: list[list[str]] = []
     for k in args.parallel:
         ref = best[f"vla-eval {k}"]
@@ -418,6 +441,8 @@ def show(
         top = min(hud, key=lambda v: best[v.name].wall)
         wall = best[top.name].wall
         sums.append([str(k), f"{ref.wall:.2f}", top.name, f"{wall:.2f}", f"{wall / ref.wall:.2f}x"])
+        if args.camera:
+            sums[-1].append(f"{wall / best[f'vla-eval {k} raw'].wall:.2f}x")
     for head, body in ((header, rows), (summary, sums)):
         widths_ = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(head)]
         print()
@@ -440,9 +465,11 @@ def show(
             + ". Start-up (best wall): "
             + "; ".join(f"{name} {wall:.2f} s" for name, wall in starts)
         )
+        name = "peer-vla-eval" + ("-inflight" if args.batch == "inflight" else "")
+        name += f"-camera{args.camera}" if args.camera else ""
         write_table(
-            "peer-vla-eval",
-            "pytest-hud vs vla-eval at equal parallelism (bench/peer_vla_eval.py)",
+            name,
+            f"pytest-hud vs vla-eval at equal parallelism (bench/peer_vla_eval.py, {server})",
             header,
             rows,
             note=note,
