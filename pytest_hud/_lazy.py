@@ -1,14 +1,8 @@
 """A package's exports, imported on first use (PEP 562), declared once as plain imports.
 
-Every process pytest-hud starts (an env server, each sim, each zygote) imports the package
-first; importing every runtime and the agent stack eagerly would make each fresh
-substrate's boot pay for code it never uses. A package writes its exports as ordinary
-``from X import a, b`` lines under ``if TYPE_CHECKING:``, then::
-
-    __getattr__, __dir__ = exports(__name__, __file__)
-
-which reads those lines (the file's syntax tree, once) and imports ``X`` when ``a`` is
-first asked for.
+Every process pytest-hud starts imports the package first, so eager imports would slow every
+substrate's boot. A package writes its exports as ``from X import a`` under ``if
+TYPE_CHECKING:`` and sets ``__getattr__, __dir__ = exports(__name__, __file__)``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
-"""``pytest_hud.evaluate``: the plugin's evaluation called from Python (a training script,
-a notebook), with the same rows, seeds, runtimes, batching, gates and ledger.
+"""``pytest_hud.evaluate``: the plugin's evaluation called from Python (a training script, a
+notebook), with the same rows, seeds, runtimes, batching, gates and ledger.
 
-It runs one pytest session in this process (``pytest.main``) with the plugin, so the
-numbers are those of the equivalent ``pytest`` command, and reads back the results JSON
-that session wrote. An agent object the caller holds (a policy at a training step) is
-handed to the session through the ``pytest_hud_agent`` hook, never pickled. The session
-restores what it changes (signal handlers, its event loop thread, its processes and
-ports end with it); Ctrl-C stops it as it stops pytest, then reaches the caller as
-KeyboardInterrupt.
+It runs one in-process pytest session with the plugin, so the numbers are the equivalent
+command's, and reads back its results JSON. A caller's agent object reaches the session through
+the ``pytest_hud_agent`` hook, never pickled; the session restores what it changes.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""``python -m pytest_hud check --agent SPEC ROWS_OR_MODULE``: the preflight as a command.
+"""``python -m pytest_hud check --agent SPEC ROWS_OR_MODULE``: the preflight as a command
+(docs/guides/why.md).
 
-Loads the agent as ``--hud-agent`` does and the rows (a JSONL/JSON task file, or an env
-module and the rows it declares), runs the compatibility preflight
-(:mod:`pytest_hud.preflight`) on the first row of each env and prints every table, ok
-rows included. Exit status: 0 when the policy can run on every env (warnings shown),
-1 on a hard mismatch (or any warning with ``--strict``), 2 when the agent or the rows
-cannot be loaded.
+Exit status: 0 when the policy can run on every env, 1 on a hard mismatch (or any warning with
+``--strict``), 2 when the agent or the rows cannot be loaded.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""Joining a Ray cluster, once per process, with every Ray port on loopback when the
-cluster is.
+"""Joining a Ray cluster, once per process, with every Ray port on loopback when the cluster is.
 
-``address`` (``"HOST:PORT"``, ``"ray://HOST:PORT"``, ``"auto"``), else ``$RAY_ADDRESS``,
-else a local single-node cluster started for this process. A loopback or local cluster
-is joined in Ray's loopback mode (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``: Ray then
-resolves "localhost" to 127.0.0.1 instead of this machine's first interface).
-
-It sits in the shared bottom because both sides need it: the placement layer
-(:mod:`pytest_hud.runtime.ray`) and the agent side's policy replicas
-(:mod:`pytest_hud.robot.agent.replicas`), which may not import the runtime.
+``address``, else ``$RAY_ADDRESS``, else a local cluster; loopback clusters are joined in Ray's
+loopback mode. In the shared bottom because both the placement layer and the agent side's
+policy replicas (which may not import the runtime) need it.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Rendering preflight: which MuJoCo GL backends work here, and the fix for those that don't.
 
-``python -m pytest_hud doctor`` probes each backend (egl, osmesa, glfw) in a fresh
-subprocess, bounded, rendering one 32x32 frame of a tiny MJCF scene and checking it is not
-blank (a fresh process each, because MuJoCo and PyOpenGL bind their GL platform once, at
-import). Exit code 0 when a headless backend (egl, osmesa) renders.
-
-``preflight()`` is the same check for a sim booting with cameras: it picks the backend
-(``MUJOCO_GL`` if set, else the first headless one that renders), exports it for the sims
-spawned after, and raises one :class:`RenderError` naming the fix. Cached per process;
-where MuJoCo is absent it probes nothing and returns None (the module was imported only
-for its declarations). ``PYTEST_HUD_GL_HIDE=libEGL,libOSMesa`` makes the probe's
-``dlopen`` of those libraries fail, as on a machine without them (for tests).
+``python -m pytest_hud doctor`` renders one small frame with each backend (egl, osmesa, glfw)
+in a fresh, bounded subprocess (GL binds at import); exit 0 when a headless one renders.
+:func:`preflight` picks and exports a backend for sims with cameras, or raises one
+:class:`RenderError` naming the fix. ``PYTEST_HUD_GL_HIDE`` hides GL libraries (for tests).
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 # mypy: disable-error-code="empty-body"
-"""pytest-hud's hooks: implement them in a ``conftest.py`` or a plugin.
+"""pytest-hud's hooks: implement them in a ``conftest.py`` or a plugin (docs/reference/hooks.md).
 
-pytest-hud's own optional features (ledger, resume, sequential gates, compare, wrap,
-dataset recording, delegation, ...) are plugins implementing these hooks, registered
-only when their option is given. Two kinds of hook, by where they run:
-
-* ``pytest_hud_episode_*``, ``pytest_hud_run_rollout``, ``pytest_hud_case_agent`` and
-  ``pytest_hud_skip_case``: in the process that runs the rollouts (an xdist worker
-  under ``-n``);
-* ``pytest_hud_row`` in that process too, on the row of an item that ran; then
-  ``pytest_hud_rollout_finished``, ``pytest_hud_gates``, ``pytest_hud_results_meta``,
-  ``pytest_hud_summary_table`` and ``pytest_hud_terminal_summary`` where rows are
-  collected: the one process without xdist, the controller under ``-n`` (rows travel on
-  the reports).
-
-A row is a :class:`pytest_hud.evaluation.results.Row`. The ``pytest_hud_episode_*``
-hooks and ``pytest_hud_run_rollout`` are called on the rollout loop's thread.
+``pytest_hud_episode_*``, ``pytest_hud_run_rollout``, ``pytest_hud_case_agent``,
+``pytest_hud_skip_case`` and ``pytest_hud_row`` run in the process that runs the rollouts
+(episode hooks on the rollout loop's thread); the others where rows are collected: the one
+process, or the controller under ``-n``.
 """
 
 from __future__ import annotations

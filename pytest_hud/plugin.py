@@ -1,13 +1,8 @@
 """pytest-hud's hooks, and only hooks: each is one call into the session.
 
-``pytest_addhooks`` adds pytest-hud's own hooks (:mod:`pytest_hud.hookspecs`);
-``pytest_configure`` registers the core session's hooks and each enabled feature's
-plugin (:mod:`pytest_hud._plugin.features`); ``pytest_unconfigure`` unregisters them.
-The work lives in the private package :mod:`pytest_hud._plugin`: options
-(``options``), cases and task files (``cases``, ``items``), rollouts (``evaluator``),
-collection (``collect``), rows, gates and the results document (``reporting``),
-pytest-html (``html``), and every read of pytest's or xdist's private attributes
-(``internals``). Fixtures are in ``pytest_hud.fixtures``.
+``pytest_addhooks`` adds :mod:`pytest_hud.hookspecs`; ``pytest_configure`` registers the core
+session and each enabled feature's plugin (:mod:`pytest_hud._plugin.features`), and
+``pytest_unconfigure`` unregisters them. The work lives in :mod:`pytest_hud._plugin`.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """The compatibility preflight: an agent's policy against the envs it is about to run on.
 
-Per env, one short probe episode on a real row through the real path (the provider, the
-control channel, the openpi/0 wire): the env's contract comes from the run's robot
-binding and is set against what the policy expects (:func:`pytest_hud.robot.compat.compare`;
-a vla-eval server's HELLO specs through :func:`~pytest_hud.interop.vla_eval.specs.check_specs`).
-When nothing is missing, the agent then acts for the first few steps, so states far
-outside the checkpoint's stats, actions outside the env's range and a chunk longer than
-the episode show; a policy that raises on the env's observations is a mismatch. The
-episode is cut there and graded as usual. An env without a row to run is checked on its
-declared contract alone (:mod:`pytest_hud.runtime.contracts`).
-
-Used by the plugin before any item (:mod:`pytest_hud._plugin.features.preflight`) and by
-``python -m pytest_hud check`` (:mod:`pytest_hud.check`).
+Per env, one short probe episode through the real path; the env's contract is set against what
+the policy expects (:func:`pytest_hud.robot.compat.compare`), then the first steps show
+out-of-range states and actions. An env with no row is checked on its declared contract. Used
+by the plugin before any item and by ``python -m pytest_hud check``.
 """
 
 from __future__ import annotations

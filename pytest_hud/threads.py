@@ -1,11 +1,8 @@
 """Worker threads that never hold the process hostage, and a record of the ones given up on.
 
-A model forward can wedge (a CUDA call that never returns, a deadlocked tokenizer), and
-``ThreadPoolExecutor`` (asyncio's default executor included) joins every worker at
-interpreter exit, keeping a finished session alive. :class:`DaemonExecutor` runs work on
-daemon threads that exit does not wait for. A call still running when its caller stops
-waiting (a rollout timeout) is *abandoned*: :func:`abandon` records it and
-:func:`abandoned` lists those still running, so a report can name what was left behind.
+A wedged forward would keep ``ThreadPoolExecutor``'s exit join waiting forever, so
+:class:`DaemonExecutor` runs work on daemon threads. A call its caller stopped waiting for is
+recorded with :func:`abandon`; :func:`abandoned` lists those still running for the report.
 """
 
 from __future__ import annotations

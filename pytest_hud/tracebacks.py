@@ -1,12 +1,9 @@
 """Traceback text that never calls ``ast.parse``, for threads other than pytest's.
 
-Python 3.11's ``traceback`` parses each frame's source line with ``ast.parse`` to place
-its carets, and CPython 3.11.7's AST constructor keeps a recursion counter that is not
-thread-safe: formatting tracebacks on the rollout loop thread while pytest's main thread
-parsed source killed sessions with ``SystemError: AST constructor recursion depth
-mismatch`` (issue 12 #2). Everything pytest-hud formats off the main thread goes through
-:func:`format_exc` / :func:`format_exception`: the same frames, source lines, chained
-causes and exception line, without carets.
+Python 3.11's ``traceback`` parses source to place carets, and CPython 3.11's AST constructor
+is not thread-safe (``SystemError: AST constructor recursion depth mismatch``). Everything
+formatted off the main thread goes through :func:`format_exc` / :func:`format_exception`: the
+same text, without carets.
 """
 
 from __future__ import annotations

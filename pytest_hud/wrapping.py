@@ -1,16 +1,9 @@
 """``wrap(env)``: a hand-written gym loop's episodes, recorded as hud rows.
 
-An existing evaluation loop -- ``env.reset(seed=...)``, ``env.step(policy(obs))`` until
-``terminated or truncated`` -- keeps its code; wrapping the env records each episode's
-steps, reward, success (``info["success"]`` / ``info["is_success"]``, or a
-``success(info, total_reward)`` callable) and, when the env renders ``rgb_array``
-frames, an animation. Inside a pytest run with pytest-hud, the episodes a test drove
-become its rows: the terminal table, the results JSON, the ledger and the gates count
-them like the rollouts of ``@pytest.mark.hud`` items. Outside pytest the wrapper is a
-transparent gym wrapper and :func:`episodes` returns what it recorded.
-
-This module knows nothing of pytest: the plugin claims finished episodes with
-:func:`take` and gives the frame writer with :func:`configure`.
+Wrapping the env records each episode's steps, reward, success and frames; inside a pytest run
+the episodes a test drove become its rows, counted like ``@pytest.mark.hud`` items. Outside
+pytest it is a transparent gym wrapper (:func:`episodes`). Knows nothing of pytest: the plugin
+claims episodes with :func:`take` and sets the frame writer with :func:`configure`.
 """
 
 from __future__ import annotations

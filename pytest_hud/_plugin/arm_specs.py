@@ -1,15 +1,9 @@
 """A/B arms: ``--hud-agent`` given several times, each agent one arm of a paired session.
 
-``--hud-agent`` is repeatable (the ini ``hud_agent`` stays one value); a ``lerobot:`` spec
-may be a glob over a training run's checkpoints
-(``lerobot:outputs/train/act/checkpoints/*/pretrained_model``), expanded to one arm per
-folder and sorted by training step (the ``checkpoints/NNNNNN`` folder; lerobot's ``last``
-link is the same folder as its step and counted once). The first agent is the
-reference, the last the candidate. Arms are lettered A, B, ..., Z, AA, ...; an arm's
-item id is its case's id plus ``@LETTER`` (``test_x[line/reach[seed=1]@B]``), so a pair
-(the same row, repeat and seed under every arm) is the node id without its tag.
-
-With one agent nothing here changes anything: no letter, no tag, no arm.
+A ``lerobot:`` spec may glob a run's checkpoints (one arm per folder, sorted by step, ``last``
+counted once). The first agent is the reference, the last the candidate; arms are lettered and
+an arm's item id ends in ``@LETTER``, so a pair is the node id without its tag. With one agent
+nothing here changes anything.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Cases: one pytest item's rollout (a task row, a repeat index, a derived seed).
 
-Ids are readable where the row's args are simple (``cartpole/balance[seed=0]``) and
-``env/slug`` (the args' hash) where they are long or nested, plus ``[rep]`` when a row
-repeats; they depend on the row alone, so they are the same in every worker and every
-run. Seeds: a row's own ``seed`` arg is kept for repeat 0 (with or without
-``--hud-seed``); the other repeats (and rows without a seed under ``--hud-seed``) get
-a seed derived from ``--hud-seed``, the row and the repeat, so a rerun (``--lf``)
-replays the same episode. Only the ``seed`` arg varies; every other arg is the row's.
+Ids depend on the row alone (readable args, else ``env/slug``; ``[rep]`` when it repeats), so
+they match in every worker and run. A row's own ``seed`` is kept for repeat 0; other repeats
+get a seed derived from ``--hud-seed``, the row and the repeat, so ``--lf`` replays the same
+episode.
 """
 
 from __future__ import annotations

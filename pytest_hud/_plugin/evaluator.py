@@ -1,19 +1,9 @@
 """Evaluator: runs the items' rollouts on the plugin's loop, with lookahead.
 
-Each hud item is a registered case. When an item asks for its result, the
-evaluator starts that rollout and the next ``concurrency - 1`` cases this process
-will run (its own schedule, or the queue xdist handed this worker), so a batched
-agent sees several observations per tick; each item still reports its own result
-in order. Each item's provider and agent are what its ``hud_provider`` and
-``hud_agent`` fixtures give; lookahead starts only items whose fixtures resolve to
-the same objects (same fixture definitions, same scope instance), so a conftest or
-module that overrides either fixture gets its own.
-
-Features reach rollouts through :mod:`pytest_hud.hookspecs`: observers every agent runs
-with (``pytest_hud_episode_observers``), each ended rollout (``pytest_hud_episode_result``),
-the rollout run elsewhere (``pytest_hud_run_rollout``), and cases the lookahead must not
-start (``pytest_hud_skip_case``); with several agents, the arm's agent a case runs with
-(``pytest_hud_case_agent``).
+An item asking for its result starts its rollout and the next ``concurrency - 1`` cases this
+process will run; each item still reports its own result, in order. Lookahead starts only items
+whose ``hud_provider`` / ``hud_agent`` fixtures resolve to the same objects. Features reach
+rollouts only through :mod:`pytest_hud.hookspecs`.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """The agent's heap: loaded with the cyclic collector paused, then frozen.
 
-Loading a policy imports torch and lerobot and builds the model: hundreds of thousands
-of objects that live as long as the session. Python's cyclic collector walks every one
-of them on each full collection, while they load and again at exit (pytest's
-unconfigure collections and the interpreter's final one). With the collector paused
-during the load and the survivors frozen (``gc.freeze``, permanent generation), those
-walks are skipped (figures: docs/performance.md).
-
-One full collection runs before the freeze, so garbage made while loading is freed and
-never becomes permanent. Only the outermost pytest session of a process freezes: a session
-run inside another (pytester's in-process runs) would freeze the outer process's objects
-for the rest of its life.
+A loaded policy is many long-lived objects that every full collection would walk; pausing the
+collector during the load and freezing the survivors skips those walks. One collection runs
+before the freeze so load-time garbage is freed. Only the outermost pytest session of a process
+freezes (pytester's inner runs would freeze the outer process's objects).
 """
 
 from __future__ import annotations

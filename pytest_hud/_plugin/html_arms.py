@@ -1,11 +1,7 @@
-"""The html report's A/B section (several ``--hud-agent``): the arms side by side per task
-(rate, successes and 95% Wilson interval of each arm; each candidate's paired difference
-from the reference with its interval, McNemar p and verdict) and, per task, the per-seed
-agreement grid: one column per pair (a row x repeat, the seed it ran), one line per arm,
-green where the episode succeeded, red where it failed, discordant pairs outlined.
-
-Plain HTML in the summary's style (:mod:`.html_summary`); the sweep's success-vs-step plot
-is a figure of its own (:class:`~pytest_hud._plugin.report_images.Figure`).
+"""The html report's A/B section (several ``--hud-agent``): the arms side by side per task with
+each candidate's paired difference from the reference, and per task a per-seed agreement grid
+(one column per pair, one line per arm, discordant pairs outlined). Plain HTML in the style of
+:mod:`.html_summary`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The html report's summary: a sortable table per env and per task (episodes,
-successes, rate, 95% Wilson interval, mean score and steps, errors, xfail/skip), the
-gate verdicts as coloured lines, an env filter for the results table, and an inline SVG
-of each task's success rate with its interval.
-
-Plain HTML plus ~30 lines of script, so a ``--self-contained-html`` report needs
-nothing else; aggregates come from :func:`pytest_hud.evaluation.results.aggregate`.
+"""The html report's summary: sortable tables per env and task, the gate verdicts, an env filter
+and an inline SVG of each task's rate and interval. Plain HTML plus a little script, so a
+``--self-contained-html`` report needs nothing else.
 """
 
 from __future__ import annotations

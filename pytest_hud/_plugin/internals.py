@@ -1,20 +1,9 @@
 """Every read of pytest's and xdist's private attributes, in one module.
 
-pytest-hud needs a few things neither project exposes as API: whether this process is
-an xdist worker and its id (``config.workerinput``), the items a worker has been handed
-but not started (xdist's ``WorkerInteractor.torun`` / ``nextitem_index``), which fixture
-definitions an item resolves (``item._fixtureinfo``), the terminal writer
-(``terminalreporter._tw``), an item's structured node id (``item._id``, pytest 9.2+:
-:func:`keep_xdist_groups`) and, for the schedulers below, ``LoadScheduling``'s private
-state (``node2pending``, ``pending``, ``_send_tests``, ...). Each read is here and
-nowhere else, and ``tests/plugin/test_internals_guard.py`` exercises every one of them against
-the installed pytest and xdist, naming the attribute that moved.
-
-The schedulers: xdist's load scheduling tops a worker up to about two pending items; a
-worker's rollout lookahead can only reach items it has been handed, so
-:class:`HudLoadScheduling` keeps at least ``width`` queued per worker (while items
-remain) and otherwise defers to xdist's own heuristics. ``--dist loadgroup`` needs none
-of this: it sends a whole group (a Shared substrate's items) to one worker at once.
+Each read is here and nowhere else, and tests/plugin/test_internals_guard.py exercises every
+one against the installed pytest and xdist, naming the attribute that moved. Also the
+schedulers: :class:`HudLoadScheduling` keeps at least ``width`` items queued per worker so a
+worker's rollout lookahead has items to start.
 """
 
 from __future__ import annotations

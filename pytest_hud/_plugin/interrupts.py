@@ -1,14 +1,9 @@
-"""Interrupts that clean up (issue 12 #7).
+"""Interrupts that clean up.
 
-SIGTERM's default action ends a process on the spot: no ``finally``, no teardown, so
-the containers a session (or an xdist worker) had started outlived it. While a session
-runs, SIGTERM is turned into the KeyboardInterrupt that Ctrl-C raises, so both end the
-session through pytest's own teardown: rollouts cancelled, substrates removed. The
-controller then removes, under Docker, the containers of workers that died without
-removing their own (a worker killed with the controller, or by the OOM killer): after
-SIGINT to the controller alone, 2 running containers outlived the session. A SIGKILL
-leaves its containers to the next session's start (``docker_engine`` reaps once per
-process); local sims die with their parent (their lifeline is its stdin).
+While a session runs, SIGTERM becomes the KeyboardInterrupt Ctrl-C raises, so both end through
+pytest's teardown (rollouts cancelled, substrates removed). Under Docker the controller then
+removes the containers of workers that died without removing theirs; a SIGKILL leaves them to
+the next session's reaping.
 """
 
 from __future__ import annotations

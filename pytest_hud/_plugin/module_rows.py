@@ -1,12 +1,9 @@
-"""Which ``module`` columns a task row may name (issue 12 #13).
+"""Which ``module`` columns a task row may name.
 
-A row's ``module`` column names the file that declares its env, and serving the row
-imports that file: ``{"module": "../../elsewhere/evil.py"}`` ran whatever it pointed
-at, so a task file from elsewhere (a downloaded suite, a results file turned into
-rows) could run code outside the project. A column is accepted when it is a dotted
-module name (imported the ordinary way, from ``sys.path``) or a path that resolves
-(symlinks followed) under the rootdir or the folder of the file the rows came from;
-``--hud-allow-modules`` lifts the rule.
+Serving a row imports the file its ``module`` column names, so a foreign task file could run
+code from anywhere. A column is accepted when it is a dotted module name or a path resolving
+(symlinks followed) under the rootdir or the rows' own folder; ``--hud-allow-modules`` lifts
+the rule.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """``--hud-agent=openpi:ray:NAME``: the policy replicas named NAME on the Ray cluster.
 
-Resolved here, in the plugin, because the agent registry (``robot/agent/registry.py``)
-may not import the runtime (tests/project/test_layers.py): the name becomes the replicas' urls
-(:func:`~pytest_hud.robot.agent.replicas.replica_urls`) and a
-:class:`~pytest_hud.robot.agent.replicas.ReplicaAgent` over them, which follows a replica
-Ray restarts to its new address. The cluster is the one
-``--hud-runtime=ray:HOST:PORT`` / ``ray://HOST:PORT`` names, else ``$RAY_ADDRESS``, else
-the one this process has already joined.
+Resolved in the plugin because the agent registry may not import the runtime
+(tests/project/test_layers.py): the name becomes a
+:class:`~pytest_hud.robot.agent.replicas.ReplicaAgent` over the replicas' urls. The cluster is
+the one ``--hud-runtime=ray:...`` names, else ``$RAY_ADDRESS``, else the one already joined.
 """
 
 from __future__ import annotations

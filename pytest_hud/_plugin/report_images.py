@@ -1,16 +1,8 @@
 """Figures in the html report: ``--hud-report-image=PATH`` and the ``--hud-compare`` plot.
 
-A checkpoint evaluation is one run of several: its own report shows this run's success
-per task, but the question a reader brings is how this checkpoint sits on the training
-curve (``python -m pytest_hud compare 0.json 500.json ... --plot success.png``, as
-``examples/train_eval/run.py`` draws it). ``--hud-report-image`` (repeatable) puts such
-an artefact in the report's summary; the plot ``--hud-compare`` writes (this run against
-a previous one) is shown the same way. Each figure is embedded (a data URI, so a
-``--self-contained-html`` report keeps it when moved: the train/eval plot adds ~130 kB)
-and links to the file, relative to the report, for the full-size original.
-
-Checked at configure time, before any rollout: a missing file, a file that is not a
-PNG/GIF/JPEG/SVG image, or the option without ``--html`` is a usage error.
+Each figure is embedded as a data URI (a self-contained report keeps it when moved) and links
+to the original file. Checked at configure time: a missing or non-image file, or the option
+without ``--html``, is a usage error.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The pytest-hud session: one per pytest run (controller or xdist worker).
 
-A plain object (no mixins) holding the options, the evaluator, the rows and what
-identifies the run; it loads the agent and the expectations, and composes the work
-behind the hooks: collection (:class:`~.collect.Collector`) and reporting
-(:class:`~.reporting.Reporter`). Optional features are plugins of their own
-(:mod:`pytest_hud._plugin.features`) that reach it through :mod:`pytest_hud.hookspecs`.
-``pytest_hud.plugin`` holds the hooks, each a one-line call here.
+A plain object holding the options, the evaluator, the rows and the run's identity; it loads
+the agent and composes collection (:class:`~.collect.Collector`) and reporting
+(:class:`~.reporting.Reporter`). Features are separate plugins reaching it through
+:mod:`pytest_hud.hookspecs`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Episode video for reports: the first camera, subsampled, as an animated GIF.
 
-Each frame gets its own 256-colour palette by fast octree quantization: PIL's default
-for an RGB frame (median cut) costs far more per frame than a textured camera image is
-worth in a report, and held every rollout with a camera for as long.
-
-A GIF that cannot be written (a full disk) is removed and noted for its folder
-(:func:`write_failures`); the rollout keeps its result, and the session says it once
-(:mod:`pytest_hud._plugin.features.videos`).
+Frames are quantized by fast octree (PIL's default median cut is too slow per frame for a
+report). A GIF that cannot be written is removed and noted (:func:`write_failures`); the
+rollout keeps its result and the session reports it once.
 """
 
 from __future__ import annotations

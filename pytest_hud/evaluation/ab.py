@@ -1,13 +1,9 @@
-"""A/B and checkpoint sweeps in one session, from its rows: each arm's rates and the paired
-comparison of every candidate with the reference (the first arm), per task and overall.
+"""A/B and checkpoint sweeps from a session's rows: each arm's rates and every candidate's paired
+comparison with the reference (the first arm), per task and overall.
 
-A row of an arm carries ``arm`` (its letter) and ``pair`` (its node id without the arm's
-tag: the same row, repeat and seed under every arm). A pair counts when both arms' rows
-were graded (no error, a success value; expected failures included, as in
-:mod:`pytest_hud.evaluation.compare`: an xfail belongs to one checkpoint, a comparison must
-not drop its episodes). Pairs are matched by ``pair``, never by the order they ran in, so
-a run under ``-n`` pairs exactly as one without. The statistics are
-:func:`pytest_hud.evaluation.paired.summarize_pairs`'. No pytest imports.
+Pairs are matched by ``pair`` (the node id without the arm's tag), never by run order, so
+``-n`` pairs exactly as a serial run; a pair counts when both rows were graded (xfails
+included). No pytest imports.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Checkpoint comparison over results JSONs (``--hud-results``), per task and overall.
 
-``python -m pytest_hud compare base.json new.json [more.json]`` compares every later run
-with the first, per task (env and template, non-seed args kept apart, seeds and repeats
-pooled): both rates with Wilson 95% intervals, the difference with Newcombe's interval,
-an exact p-value (McNemar when both ran the same seeded episodes, else Fisher) and a
-verdict at ``alpha``. ``--fail-on-drop PP`` exits 1 on a significant drop of at least PP
-points; ``--plot PATH`` writes the PNG. Rates count graded episodes, expected failures
-included: an xfail belongs to one checkpoint, a comparison must not drop its episodes.
+Every later run is compared with the first, per task: Wilson intervals, Newcombe's interval of
+the difference, McNemar on the same seeded episodes else Fisher, and a verdict at ``alpha``
+(docs/guides/gates.md). Rates count graded episodes, xfails included: an xfail belongs to one
+checkpoint, a comparison must not drop its episodes.
 """
 
 from __future__ import annotations

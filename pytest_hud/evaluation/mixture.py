@@ -1,17 +1,9 @@
 """Decision boundaries of the threshold gate: one-sided beta-mixture likelihood ratios.
 
-For H0: p <= bar, the mixture over p' uniform on (bar, 1] of the likelihood ratio of p'
-against bar is a nonnegative supermartingale under every p <= bar (Robbins 1970; the
-beta-binomial mixture of Howard, Ramdas, McAuliffe & Sekhon 2021). After k successes in n
-episodes,
-
-    M = B(k+1, n-k+1) * P(Beta(k+1, n-k+1) > bar) / ((1 - bar) * bar^k * (1-bar)^(n-k)),
-
-mirrored for H0: p >= bar. Ville's inequality bounds the chance that M ever reaches
-2/alpha by alpha/2. Since the gate never looks past ``n_max``, ``exact=True`` lowers the
-level until the exact chance of crossing within n_max at p = bar is alpha/2 a side (the
-absorbing-walk recursion of Armitage, McPherson & Rowe 1969), which buys power; the
-boundary is monotone in k, so p = bar is each null's worst case.
+The uniform mixture over p' in (bar, 1] of the likelihood ratio against bar is a nonnegative
+supermartingale under H0: p <= bar (Robbins 1970; Howard et al. 2021), mirrored for p >= bar;
+Ville's inequality bounds crossing 2/alpha by alpha/2. ``exact=True`` tightens the level to
+exactly alpha/2 within ``n_max`` (Armitage, McPherson & Rowe 1969).
 """
 
 from __future__ import annotations

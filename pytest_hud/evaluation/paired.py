@@ -1,15 +1,8 @@
-"""Paired A/B statistics: a reference arm A and a candidate arm B run on the same rows and
-seeds, so each seed gives one pair of outcomes (A succeeded, B succeeded).
+"""Paired A/B statistics: arms A and B run on the same rows and seeds, one pair per seed.
 
-* :func:`summarize_pairs`: both rates with Wilson intervals, the paired difference with
-  Newcombe's hybrid score interval, the exact McNemar p-value on the discordant pairs and
-  a verdict (:class:`PairedSummary`).
-* :class:`~pytest_hud.evaluation.paired_sequential.PairedSequentialTest` (re-exported
-  here): the anytime-valid sequential test that stops a task's pairs once "better",
-  "worse" or "no difference at this power" is known, and
-  :func:`~pytest_hud.evaluation.paired_sequential.fixed_n_pairs`, the fixed-n McNemar
-  design of equal power it is measured against.
-
+:func:`summarize_pairs` gives both rates (Wilson), the paired difference (Newcombe's hybrid
+score interval), the exact McNemar p-value and a verdict; the sequential test
+:class:`~pytest_hud.evaluation.paired_sequential.PairedSequentialTest` is re-exported here.
 Pure functions of outcomes, no pytest imports.
 """
 

@@ -1,27 +1,10 @@
-"""The paired sequential test: is candidate B better or worse than reference A, or do they
-not differ by ``delta``, deciding after each pair and stopping once the answer is known.
+"""The paired sequential test: is candidate B better or worse than reference A, or do they not
+differ by ``delta``, deciding after each pair and stopping once the answer is known.
 
-Only discordant pairs (one arm succeeded, the other failed) carry information on which
-arm is better. Among them B wins with probability q; H0 is q = 1/2 (equal success rates:
-``rate_b - rate_a = discordance * (2q - 1)``). Two boundaries on (m discordant pairs,
-k won by B):
-
-* reject ("better" / "worse"): the two one-sided beta-mixture tests of the threshold gate
-  at bar 1/2, alpha/2 a side (:mod:`pytest_hud.evaluation.mixture`). Exact within
-  ``max_pairs`` (the level spent by the exact crossing recursion, m never exceeds the
-  pairs) or Ville's bound at any horizon (``exact=False``): P(better or worse) <= alpha at
-  q = 1/2, and less at any other q on the wrong side, however the pairs are stopped.
-* futility ("no difference"): Wald's likelihood ratio of q1 = (1 + delta)/2 against 1/2
-  is at most ``beta``, and so is its mirror for 1 - q1. By Ville's inequality under q1
-  that happens with probability <= beta, so when B wins at least (1 + delta)/2 of the
-  discordant pairs (or at most (1 - delta)/2) the test says "no difference" with
-  probability <= beta. Stopping for futility only removes rejections: alpha still holds.
-
-``delta`` is an effect on the discordant pairs, ``2q - 1``; a success-rate difference
-``|rate_b - rate_a| >= delta`` implies it (the discordance is at most 1), so "no
-difference" also rules out a rate difference of delta at power 1 - beta. Each task gets
-its own test object; an overall one fed every pair tests "no task differs" (all q = 1/2).
-The order of the pairs matters, so feed them in a recorded order for reproducible verdicts.
+Only discordant pairs carry information (B wins with probability q; H0 is q = 1/2). Rejection
+uses two one-sided beta-mixture tests at alpha/2 a side (:mod:`.mixture`); futility is Wald's
+likelihood ratio at q = (1 +- delta)/2 below ``beta``, which only removes rejections, so alpha
+holds however the pairs are stopped. Pair order matters: feed a recorded order.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""Exact tests and intervals for comparing two success rates, in pure Python.
+"""Exact tests and intervals for comparing two success rates, in pure Python (no scipy).
 
-Exact p-values from ``math.comb`` (no scipy needed): Fisher's exact test for independent
-samples and the exact McNemar test for paired ones (the same seeds run by both
-checkpoints). Intervals for the difference are Newcombe's hybrid score intervals from
-Wilson intervals (method 10 of Newcombe 1998, Stat. Med. 17:873-890, and its paired form,
-Stat. Med. 17:2635-2650), which keep near-nominal coverage at robot evaluation's small n
-and extreme rates, where the Wald interval does not.
+Fisher's exact test (independent samples), the exact McNemar test (paired seeds), and
+Newcombe's hybrid score intervals for the difference (Newcombe 1998, both forms), which keep
+near-nominal coverage at small n and extreme rates where Wald does not.
 """
 
 from __future__ import annotations

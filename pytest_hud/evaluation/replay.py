@@ -1,26 +1,10 @@
 """Golden replay: is a score's cause the env or the policy? The comparison and its verdicts.
 
-Two checks per recorded episode, each a pure function of arrays:
-
-* env replay (:func:`compare_env`): the episode's recorded actions run again from its
-  recorded seed; the observations the env answers are set against the recorded ones,
-  tick by tick. Every dimension's error is in units of that dimension's standard
-  deviation across the dataset (its spread, the scale a policy was trained at), so one
-  tolerance fits every feature. The env *drifts at step k* when some dimension's error
-  first exceeds ``env`` there (or a camera's mean pixel error exceeds ``image``), or when
-  success, the episode's length or its termination differ; else it *reproduces*.
-* policy open loop (:func:`compare_policy`): the policy's actions on the recorded
-  observations against the recorded actions, per action dimension in the same units: the
-  mean, the max and the first step past ``policy``. The policy *diverges* on the
-  dimensions whose mean error exceeds ``policy``; a trained-but-imperfect policy misses
-  single steps (chunk boundaries, gripper timing), which the mean forgives and a wiring
-  bug (every step off) does not. Probes then name a convention: a dimension that matches
-  negated (a sign convention: gripper polarity), or inputs transformed by the caller (a
-  camera flipped) under which the diverging dimensions match; a dimension the recording
-  kept constant must then match within a quarter of the tolerance (any constant of the
-  opposite sign would "match negated" loosely).
-
-No pytest, runtime or robot imports: the plugin feeds arrays in and shows what comes out.
+:func:`compare_env` reruns recorded actions from the recorded seed and reports the first step
+the env drifts; :func:`compare_policy` sets the policy's open-loop actions against the recorded
+ones and probes for a convention (a negated dimension, a flipped camera). Errors are in units
+of each dimension's spread over the dataset, so one tolerance fits every feature. Pure
+functions of arrays: no pytest, runtime or robot imports.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Rollout rows, their aggregates, the terminal table, the results JSON and the gates.
 
-Every hud item's report carries one row (``report.hud``, JSON-able, so it crosses
-xdist); the controller aggregates rows per task (env + template, across seeds, args and
-repeats: "balance: 42% over 50 episodes", as LIBERO-style reports show it), per env,
-per group (the test function or task file) and overall, whichever process ran them.
-Per-row detail stays in the results JSON's ``rollouts``.
+Every hud item's report carries one JSON-able row (``report.hud``, so it crosses xdist); rows
+aggregate per task (env + template), env, group and overall, whichever process ran them
+(docs/reference/results.md).
 """
 
 from __future__ import annotations

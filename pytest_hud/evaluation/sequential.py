@@ -1,15 +1,9 @@
 """Anytime-valid sequential gates: decide after each episode, stop once the answer is known.
 
-* :class:`ThresholdGate`: is the task's success rate above or below the bar? Two
-  one-sided beta-mixture tests (H0: p <= bar and H0: p >= bar, each at alpha/2;
-  :mod:`pytest_hud.evaluation.mixture`), so the gate errs at p == bar with probability at
-  most alpha however often it looks.
-* :class:`BaselineGate`: is the candidate worse than the baseline on paired outcomes
-  (same seed, both checkpoints)? TRI's STEP test (``sequentialized-barnard-tests``),
-  mirrored so a significantly better candidate stops early too.
-
-:class:`FixedThresholdGate` is the exact binomial test at the same alpha, the yardstick
-in ``bench/stats.py``.
+:class:`ThresholdGate` tests the success rate against the bar with two one-sided beta-mixture
+tests (:mod:`.mixture`), erring at p == bar with probability <= alpha however often it looks.
+:class:`BaselineGate` is TRI's STEP test on seed-paired outcomes, mirrored to stop early for a
+better candidate too. :class:`FixedThresholdGate` is the exact binomial yardstick.
 """
 
 from __future__ import annotations

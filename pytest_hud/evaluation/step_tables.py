@@ -1,12 +1,9 @@
 """STEP decision tables for the paired baseline gate, kept in a cache this project controls.
 
-``sequentialized-barnard-tests`` (TRI's STEP, Snyder et al., RSS 2025) ships tables only
-for ``n_max`` 200 and 500 at alpha 0.05 and otherwise writes a synthesized table *into
-site-packages*, which fails in a read-only install and leaves every later ``step``
-returning ``FailToDecide``. So a table is found in (1) the package's shipped set, (2)
-``$PYTEST_HUD_CACHE/step`` (default ``~/.cache/pytest-hud/step``), or (3) synthesized
-in-process with the library's own ``run_step_policy_synthesis`` and stored in that cache.
-The gate hands the table to the test object: the library never touches the file system.
+``sequentialized-barnard-tests`` ships few tables and writes synthesized ones into
+site-packages, which fails in a read-only install. So a table comes from the shipped set, else
+``$PYTEST_HUD_CACHE/step``, else is synthesized in-process and cached there; the library never
+touches the file system.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """The gate rule: which failures a gate forgives, and the lines that explain the exit code.
 
-- A gate owns the episode failures (FAILs) of the items it covers: when it passes they
-  do not fail the session, when it fails the session fails.
-- Episode failures of items no gate covers fail the session, as pytest would.
-- ERRORs (infrastructure), strict XPASSes and failures of non-hud tests always fail it,
-  with or without gates.
-- Report-only (``--hud-gate=none``): gates are shown but not enforced and no episode
-  failure fails the session; ERRORs still do.
-
-Pure: a function of the rows, the gates with the node ids each covers, and the count
-of non-episode failures pytest reported, so controller and xdist runs decide alike.
+A gate owns the episode FAILs of the items it covers: they fail the session only if the gate
+fails. Uncovered episode failures fail it as in pytest; ERRORs, strict XPASSes and non-hud
+failures always do. ``--hud-gate=none`` enforces no gate and forgives every episode failure.
+Pure, so controller and xdist runs decide alike.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Ask a zygote for a ``python -m MODULE`` child instead of booting a new interpreter.
 
-:func:`spawn` returns a :class:`ForkedProcess` (what :class:`pytest_hud.process.Child`
-needs of a process) or None, and None always means "spawn it plainly": fork is off
-(``PYTEST_HUD_FORK=0``) or unavailable, the argv is not ``[python, "-m", module, ...]``,
-or the zygote refused, died or did not answer within a bound. Nothing waits forever.
-
-This process owns one zygote per (interpreter, environment): booted on first use, stopped
-at exit and tied to us by its stdin lifeline. A process a zygote forked finds its address
-in ``$PYTEST_HUD_FORKSERVER`` and asks it for its own children. ``$PYTEST_HUD_FORK_PRELOAD``
-names extra modules to import up front.
+:func:`spawn` returns a :class:`ForkedProcess` or None, and None always means "spawn it
+plainly" (fork off or unavailable, another argv, the zygote refused, died or timed out):
+nothing waits forever. One zygote per (interpreter, environment), booted on first use and tied
+to this process by its stdin lifeline; forked children find it in ``$PYTEST_HUD_FORKSERVER``.
 """
 
 from __future__ import annotations

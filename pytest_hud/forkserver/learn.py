@@ -1,12 +1,9 @@
 """What a zygote learns from its children: the library modules they had to import.
 
-An env's heavy imports (``mujoco``, ``gym_pusht``, ``metaworld``) are known only once a
-child ran it. A forked child that exits normally reports the modules it imported from the
-interpreter's libraries (site-packages, the standard library; never the user's files,
-which every child imports fresh), and the zygote imports them before its next fork. Not
-learned: packages that start threads or open GL contexts (:data:`DENY`), and any module
-whose import started a thread in the zygote (it then stops forking, and the owner boots a
-new zygote told to deny that module).
+A child that exits normally reports the library modules it imported (never the user's files),
+and the zygote imports them before its next fork. Not learned: :data:`DENY` packages (threads,
+GL) and any module whose import started a thread in the zygote (it then stops forking and is
+replaced by one told to deny it).
 """
 
 from __future__ import annotations

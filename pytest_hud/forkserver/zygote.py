@@ -1,17 +1,9 @@
 """The zygote: a clean, pre-imported interpreter that forks ``python -m MODULE`` children.
 
-Spawned cleanly (fork+exec, never forked from pytest), it imports the preload set, then
-serves requests on a Unix socket (SOCK_SEQPACKET, mode-0700 directory). A request is JSON
-``{"module", "args", "env", "cwd"}`` plus two file descriptors (the child's stdin and its
-stdout/stderr); the reply is ``{"pid": N}`` (or ``{"refused": why}``), then, on the same
-connection, ``{"exit": returncode}`` once the child is reaped.
-
-The child becomes what ``python -m MODULE ARGS`` would have been: its own session
-(``setsid``), the given fds as 0/1/2, environment, cwd and ``sys.path``, default signal
-handlers, numpy's global RNG reseeded, then ``runpy`` runs the module as ``__main__``.
-Fork safety: the zygote is single-threaded in Python (it refuses to fork otherwise) and
-creates no event loop, GL context or socket besides its own. It exits when its stdin (the
-lifeline) closes, after its children exited or, past a bound, after SIGKILL.
+Protocol on a Unix SEQPACKET socket: JSON ``{"module", "args", "env", "cwd"}`` plus stdin and
+output fds; reply ``{"pid"}`` (or ``{"refused"}``), then ``{"exit"}`` when reaped. Fork safety:
+it refuses to fork unless single-threaded and owns no loop, GL context or foreign socket. It
+exits when its stdin lifeline closes.
 """
 
 from __future__ import annotations

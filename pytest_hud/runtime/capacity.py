@@ -1,12 +1,8 @@
 """How many rollouts one substrate can take at once, asked over its control channel.
 
-An env server reports, per env, the fewest slots among its robot endpoints (``envs``
--> ``capacity``). Shared leased ``width`` rollouts to every substrate regardless: with
-the examples' one-slot sims, ``--hud-shared=8`` errored 7 of 8 rollouts (``sim reset()
-failed: all 1 slots are claimed``, issue 12 #3). :class:`Seats` seats leases on a key's
-substrates: a substrate seats one lease (the one that boots it and learns its capacity),
-then ``min(width, capacity)``; when all are full and fewer than ``width`` leases sit, it
-adds a substrate.
+An env server reports each env's fewest robot slots (``envs`` -> ``capacity``). :class:`Seats`
+seats one lease on a new substrate (which learns its capacity), then ``min(width, capacity)``,
+and adds a substrate when all are full and fewer than ``width`` leases sit.
 """
 
 from __future__ import annotations

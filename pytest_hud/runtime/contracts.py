@@ -1,10 +1,7 @@
 """The contracts of the robot envs this process declares, for checks before any item.
 
-A preflight (a vla-eval server's specs, a policy's expected inputs) sets an agent against
-the contract of every robot env the imported env modules declare. A contract is taken,
-cheapest first, from a started endpoint (a primed env server's), from an endpoint that
-derives it in this process (``local_contract()``: a served vla-eval benchmark), else from a
-probe sim of its own that is stopped once it answered.
+Taken cheapest first: from a started endpoint, from one that derives it in-process
+(``local_contract()``), else from a probe sim stopped once it answered.
 """
 
 from __future__ import annotations

@@ -1,23 +1,8 @@
-"""The control channel: how a rollout drives an env server. The protocol lives here.
+"""The control channel: how a rollout drives an env server (docs/reference/control.md).
 
-Transport: JSON lines over TCP (``tcp://host:port``), one request
-``{"id", "method", "params"}`` and one reply ``{"id", "result"|"error"}`` per line
-(:mod:`pytest_hud.rpc`). Methods:
-
-- ``ping`` -> ``{"ok": true, "envs": [names]}``: readiness; a provider waits for a
-  real reply, not just a TCP connect (docker-proxy accepts before the server listens).
-- ``envs`` -> ``{name: {"templates": {id: [params]}, "capabilities": [names]}}``.
-- ``start {env, id, args}`` -> ``{"session", "prompt", "bindings", "capabilities"}``:
-  runs the template to its first yield. ``capabilities`` maps a name to its manifest
-  (``protocol``, ``url``, ``params``); ``bindings`` holds per-capability values such
-  as the robot slot ``token``.
-- ``result {session}`` -> the grade (``score``, ``success``, ``total_reward``, ...):
-  resumes the template to its second yield and closes the session.
-- ``cancel {session}``: closes the session, running the template's cleanup.
-
-Sessions belong to the connection that started them: when it drops, the server
-cancels them and frees the robot slots they claimed. Many sessions may run on one
-server at once, each with its own suspended template.
+JSON lines over TCP, methods ``ping``, ``envs``, ``start``, ``result``, ``cancel``. Sessions
+belong to the connection that started them: when it drops, the server cancels them and frees
+their robot slots.
 """
 
 from __future__ import annotations

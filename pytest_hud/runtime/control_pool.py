@@ -1,14 +1,9 @@
 """Control connections kept between rollouts on a shared substrate.
 
-A rollout dials its env server, starts a session, grades it and hangs up. On a
-``Shared`` substrate the next rollout dials the same server at once, and the TCP
-connect, accept and close on both ends are a large share of the plugin's own event-loop
-work per item when the rollouts themselves are cheap. A ``ControlPool``
-keeps a connection whose rollout ended cleanly (its session graded and closed, so
-nothing of it lives on the server) for the next rollout to the same runtime; any other
-ending (an error, a cancel, a timeout) closes it as before, so "a session belongs to
-its connection" still holds. Whoever installs a pool (:func:`use_pool`) drains it
-before the substrates go away (the plugin's evaluator, at session end).
+A ``ControlPool`` keeps a connection whose rollout ended cleanly (session graded and closed)
+for the next rollout to the same runtime, saving the connect and close; any other ending closes
+it, so "a session belongs to its connection" still holds. Whoever installs a pool
+(:func:`use_pool`) drains it before the substrates go away.
 """
 
 from __future__ import annotations

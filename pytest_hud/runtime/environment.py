@@ -1,15 +1,9 @@
 """Environment: what an env module declares, and what an env server serves.
 
-``Environment(name)`` holds templates (async generators: the first yield is the
-prompt plus per-capability bindings, the second the grade), capabilities such as
-the robot sim ``env.gym(...)`` returns, and ``@initialize`` / ``@shutdown`` hooks.
-``template.task(**args)`` makes a Task row and records it, so a module's
-environments list the tasks they declare.
-
-``Environment(name, requires=["metaworld==3.1.1"], apt=["libegl1"])`` also declares
-what an image serving the module needs: Python requirements (pip specifiers) and
-Debian packages. ``--hud-runtime=docker`` with no image builds one from them
-(:mod:`pytest_hud.runtime.docker_auto`); the local runtimes ignore them.
+``Environment(name)`` holds templates (async generators: the first yield is the prompt plus
+per-capability bindings, the second the grade), capabilities such as ``env.gym(...)``'s robot
+sim, and ``@initialize`` / ``@shutdown`` hooks; ``template.task(**args)`` makes and records a
+row. ``requires=`` / ``apt=`` declare what an auto-built docker image needs.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Placement by declaration, written once: which provider serves a row.
 
-A row is served from the file that declares its env: a ``module`` column on the row,
-else the most recent Environment of that name declared by an already-imported module
-(a conftest, a test module, a taskset file). ``run()`` (:mod:`.scheduler`) and the
-plugin's ``--hud-runtime=local|subprocess`` both route through :func:`by_declaration`;
-:func:`provider_for` turns an ``--hud-runtime`` value into a provider.
+A row is served from its ``module`` column, else the most recent Environment of that name an
+imported module declared. ``run()`` and ``--hud-runtime=local|subprocess`` route through
+:func:`by_declaration`; :func:`provider_for` maps an ``--hud-runtime`` value to a provider.
 """
 
 from __future__ import annotations

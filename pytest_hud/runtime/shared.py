@@ -1,17 +1,9 @@
 """Shared: up to ``width`` concurrent rollouts share substrates per (env, runtime config).
 
-``Shared(provider, width=N)`` is itself a provider. Inside its scope
-(``async with shared:``) the first lease for a key boots a substrate through the
-wrapped provider; later leases reuse it, never more at once than the substrate reports
-it can serve (its sim's slots, :mod:`.capacity`). When every substrate of a key is full
-and fewer than ``width`` rollouts of that key run, the next lease boots another one:
-``width`` 8 over one-slot sims runs 8 substrates, each reused; ``width`` 10 over sims of
-5 copies runs 2 sims that step on separate cores.
-A failed boot fails only its own lease; the next one boots again. A substrate is
-recycled (torn down once its leases drain, then booted fresh) when a rollout on
-it timed out, died under a rollout (which then reports how, when the wrapped
-provider can say: ``death()``) or it outlived ``max_age``. Leaving the scope tears
-everything down.
+``Shared(provider, width=N)`` is a provider: leases of one key reuse a booted substrate up to
+its capacity (:mod:`.capacity`), and boot another while fewer than ``width`` run. A failed boot
+fails only its lease. A substrate is recycled after a rollout on it timed out or saw it die, or
+past ``max_age``; leaving the scope tears everything down.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
-"""One acquisition's substrate (a container, a cloud sandbox, a child process, a Ray
-actor), booted, awaited and torn down the same way on every backend.
+"""One acquisition's substrate (container, sandbox, child process, Ray actor), booted, awaited and
+torn down the same way on every backend.
 
-:class:`Substrate` is the way out: exiting removes the substrate, and a rollout that
-failed because its substrate died under it fails with how it died (:meth:`~Substrate.death`),
-not with the symptom it saw. :class:`PingedSubstrate` adds the way in for a substrate
-reached over a port or a tunnel; a backend says only how to start it, where its control
-channel is, whether it has stopped, what it printed and how to remove it, and this class
-owns the rest, so every backend fails the same way:
-
-- the boot (start + readiness) is bounded by ``boot_timeout``;
-- readiness is a real control ``ping`` (:mod:`.readiness`): a published port or a tunnel
-  accepts before the server inside listens;
-- a substrate that stops before it serves, or does not answer in time, is one
-  :class:`SubstrateError` carrying the tail of its output, and is removed;
-- removal runs on every way out; a best-effort backend call in it is bounded
-  (:func:`bounded`).
+:class:`Substrate` reports how a substrate died (:meth:`~Substrate.death`) instead of the
+symptom; :class:`PingedSubstrate` owns the rest for port- or tunnel-reached backends: the boot
+is bounded, readiness is a real control ``ping``, a failed boot is one :class:`SubstrateError`
+with the output tail, and removal runs on every way out.
 """
 
 from __future__ import annotations

@@ -1,24 +1,9 @@
 """WarmPool: boot the next rollouts' substrates while the current episodes run.
 
-A fresh substrate per rollout costs its boot on the critical path (a container start
-plus the env server's imports). Whoever schedules rollouts knows which come next (the
-plugin's evaluator its upcoming items, ``run()`` all of them), so it hands the pool
-that plan; the pool enters ``provider(task)`` for the first ``size`` rows of it ahead of
-need, and a rollout that starts takes its own row's substrate, booted (or still booting:
-it waits for that boot rather than starting a second one).
-
-Isolation is unchanged: each substrate is booted for one planned row (its token), taken
-by that row's rollout only, and exited once that rollout is done with it
-(``provider(task)``'s own ``__aexit__``; a rollout that raised exits it itself, with its
-exception, exactly as ``async with provider(task)`` would; a clean one leaves the exit to
-the pool, behind it, so teardown is off the critical path too). A boot that fails raises
-its exception in that row's rollout, so the row's ERROR reads as without the pool.
-
-Bounded and owned: at most ``size`` substrates are booted-but-untaken at any time; a
-substrate whose row leaves the plan (skipped, deselected, decided early) is exited at
-once; leaving the pool's scope (``async with pool:``; the session's end, an error, an
-interrupt) cancels boots in progress and exits every untaken substrate. Rows the plan
-does not name (``pool(task)``) are booted on demand, as without the pool.
+The scheduler hands the pool its plan; the pool boots the first ``size`` rows ahead and a
+rollout takes its own row's substrate. Isolation is unchanged: one substrate per planned row,
+exited after that rollout (a boot failure is raised in that row). At most ``size`` untaken
+substrates exist; rows leaving the plan and the pool's exit tear theirs down.
 """
 
 from __future__ import annotations

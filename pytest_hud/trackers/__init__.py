@@ -1,13 +1,9 @@
 """Experiment trackers: a finished evaluation's figures, into the tracker a team reads.
 
-One seam: a results document (the ``--hud-results`` JSON) becomes :class:`Figures`
-(scalars, a few episode media, the provenance) at a step (the checkpoint's training
-step where known), and each tracker named by ``--hud-log`` (or ``evaluate(log=...)``)
-writes them. A tracker module is imported only when named; one that cannot log (not
-installed, offline, a quota) is one warning and never fails the evaluation.
-
-Each tracker's ``open_tracker(directory=, run_name=, resume=)``: ``resume`` (from
-``--hud-log-run``) means ``run_name`` names one run that later sessions add points to.
+A results document becomes :class:`Figures` at a step, and each tracker named by ``--hud-log``
+writes them. A tracker module is imported only when named; one that cannot log is one warning
+and never fails the evaluation. ``open_tracker(..., resume=True)`` adds to the run ``run_name``
+names.
 """
 
 from __future__ import annotations

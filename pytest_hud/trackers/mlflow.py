@@ -1,12 +1,8 @@
-"""MLflow: the caller's active run (a training script's), else a new run of the
-experiment ``pytest-hud`` in the tracking store ``MLFLOW_TRACKING_URI`` names or, without
-one, a SQLite store ``directory/mlflow.db`` whose artifacts live in
-``directory/mlflow-artifacts`` (MLflow's file store is retired); with ``--hud-log-run``
-(``resume``), the experiment's run of that name when there is one. Scalars as metrics at
-the step, provenance as params, videos as artifacts under ``hud/videos``.
-
-A run of our own goes through an ``MlflowClient`` bound to its store, so the process's
-tracking URI and active run (MLflow's globals) are left as the caller had them."""
+"""MLflow: the caller's active run, else a run of experiment ``pytest-hud`` in the store
+``MLFLOW_TRACKING_URI`` names (or a SQLite store under ``directory``). A run of our own goes
+through an ``MlflowClient`` bound to its store, so MLflow's globals (tracking URI, active run)
+stay as the caller had them.
+"""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""trackio (Hugging Face's local-first tracker): the caller's current run (``trackio.init``
-in this process), else the run ``--hud-log-run`` names in project ``TRACKIO_PROJECT``
-(default ``pytest-hud``; resumed when it exists), else a new run. It stores where trackio
-is configured to (``TRACKIO_DIR``, default ``$HF_HOME/trackio``: SQLite per project), and
-``trackio show`` plots it. Scalars at the checkpoint's step, episode videos as
-``trackio.Video``, the provenance as the run's config.
-
-A run of our own is started with ``trackio.init`` and finished on close; trackio's
-notion of the current run and project is then put back as the caller had it.
+"""trackio: the caller's current run, else the run ``--hud-log-run`` names in project
+``TRACKIO_PROJECT`` (resumed when it exists), else a new run. A run of our own is finished on
+close and trackio's current run and project are put back as the caller had them.
 """
 
 from __future__ import annotations

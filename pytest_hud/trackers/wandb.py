@@ -1,9 +1,7 @@
-"""Weights & Biases: the run the caller already has (``wandb.run`` in this process, or
-``WANDB_RUN_ID`` with resume), else the run ``--hud-log-run`` names (its id, resumed), else
-a new run in ``WANDB_PROJECT`` (default ``pytest-hud``); ``WANDB_MODE=offline`` writes the
-run files locally. Every ``hud/*`` series uses ``hud/step`` (the checkpoint's training
-step) as its x axis, so evaluations line up with the training curves whatever step the
-run itself is at."""
+"""Weights & Biases: the caller's run, else the run ``--hud-log-run`` names (resumed), else a new
+run in ``WANDB_PROJECT``. Every ``hud/*`` series uses ``hud/step`` (the checkpoint's training
+step) as its x axis, so evaluations line up with the training curves.
+"""
 
 from __future__ import annotations
 

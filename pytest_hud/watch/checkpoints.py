@@ -1,17 +1,10 @@
 """A training run's checkpoints: where they are, their step, and when one is complete.
 
-A checkpoint is a folder matching a pattern relative to the run folder, with ``{step}``
-standing for its training step (lerobot-train's ``checkpoints/{step}/pretrained_model``
-by default). It is *complete* -- safe to evaluate -- when:
-
-1. its content is whole: the required files exist, every ``*.json`` parses, every file a
-   processor's JSON names (``state_file``) exists, and every ``*.safetensors`` is as long
-   as its own header says (a weights file still being written is shorter);
-2. and the writer is done with it: lerobot-train's own marker when the run has one (it
-   repoints ``checkpoints/last`` only after the whole checkpoint, training state included,
-   is saved, so a step at or below ``last`` is done and a later one is being written);
-   else the folder's listing (names, sizes, modification times) unchanged between two
-   polls, for writers that leave no marker.
+A checkpoint matches a pattern with ``{step}`` (default
+``checkpoints/{step}/pretrained_model``). It is complete when its content is whole (JSON
+parses, named files exist, every safetensors file is as long as its header says) and the writer
+is done: at or below lerobot-train's ``last`` link when there is one, else a listing unchanged
+between two polls.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
-"""``python -m pytest_hud watch RUN_DIR [options] [pytest args...]``: the command line and
-the loop that follows one training run.
+"""``python -m pytest_hud watch RUN_DIR [options] [pytest args...]``: the command line and the
+loop that follows one training run.
 
-Each poll lists the checkpoints the pattern matches, evaluates (oldest first) each one
-that is complete and not yet in the index, then refreshes the report. It stops when the
-run's final checkpoint has been evaluated (``--final-step``, else ``steps`` of lerobot-
-train's ``train_config.json``), once training reached ``--until-step``, after
-``--idle-timeout`` seconds without a new checkpoint, or on Ctrl-C / SIGTERM (the running
-evaluation is stopped as pytest stops, and no process is left behind).
+Each poll evaluates, oldest first, the complete checkpoints not yet in the index, then
+refreshes the report. It stops at the final checkpoint, ``--until-step``, ``--idle-timeout`` or
+Ctrl-C / SIGTERM, leaving no process behind.
 """
 
 from __future__ import annotations

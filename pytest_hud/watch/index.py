@@ -1,11 +1,8 @@
 """The watcher's index of a run: one JSON line per evaluated checkpoint (``watch.jsonl``).
 
-Each line is written once the checkpoint's pytest session has finished (exit 0 or 1) and
-its results JSON is in place: it names the step, the checkpoint folder, the results file
-and the aggregates the report draws. A restarted watcher skips the steps it holds. Lines
-are appended with one ``write`` on an ``O_APPEND`` file and fsync'd, so a watcher killed
-mid-write leaves at most one torn last line, which reading ignores (that checkpoint is
-evaluated again, resuming its finished episodes from the run's episode ledger).
+A line is written once the checkpoint's session finished and its results JSON is in place; a
+restarted watcher skips the steps it holds. One ``write`` on an ``O_APPEND`` file plus fsync,
+so a kill leaves at most one torn last line, which reading ignores.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """One checkpoint's evaluation: a ``pytest`` session in a child process.
 
-A child process, not :func:`pytest_hud.evaluate` in the watcher: each checkpoint's model,
-sims and memory end with its session, a crash of one never takes the watcher (or the next
-checkpoint) down, ``-n K`` works, and ``nice`` keeps the trainer's priority above it. The
-child owns a process group; Ctrl-C (or SIGTERM) in the watcher is passed on as SIGINT so
-pytest stops as it does at a terminal, then SIGKILL follows after a grace period. If the
-watcher itself is killed, the kernel sends the child SIGINT (``PR_SET_PDEATHSIG``).
+A child, not :func:`pytest_hud.evaluate`, so each checkpoint's memory ends with it, a crash
+never takes the watcher down, ``-n K`` works and ``nice`` applies. Ctrl-C or SIGTERM is passed
+on as SIGINT, then SIGKILL after a grace period; ``PR_SET_PDEATHSIG`` stops the child if the
+watcher is killed.
 """
 
 from __future__ import annotations

@@ -1,31 +1,8 @@
-"""pytest-hud's optional features, each a plugin object implementing
-:mod:`pytest_hud.hookspecs` (and the pytest hooks it needs), registered only when its
-option is given and unregistered at unconfigure, as pytest-html registers its report.
-
-==========================  ==================================  =======================
-plugin name                 enabled by                          module
-==========================  ==================================  =======================
-``pytest-hud-abandoned``    always                              :mod:`.abandoned`
-``pytest-hud-wrap``         always (``hud_wrap`` / ``wrap()``)  :mod:`.wrap`
-``pytest-hud-videos``       always (a video that fails)         :mod:`.videos`
-``pytest-hud-recording``    ``--hud-record``                    :mod:`.recording`
-``pytest-hud-ledger``       ``--hud-ledger`` (controller)       :mod:`.ledger`
-``pytest-hud-resume``       ``--hud-resume``                    :mod:`.resume`
-``pytest-hud-compare``      ``--hud-compare`` (controller)      :mod:`.compare`
-``pytest-hud-sequential``   ``--hud-gate=sequential``           :mod:`.sequential`
-``pytest-hud-delegate``     ``--hud-delegate=ray``              :mod:`.delegate`
-``pytest-hud-ray``          ``-n K --hud-runtime=ray``          :mod:`.ray_session`
-``pytest-hud-crash``        ``-n K`` (controller)               :mod:`.crash`
-``pytest-hud-trackers``     ``--hud-log`` (controller)          :mod:`.trackers`
-``pytest-hud-replay``       ``--hud-replay``                    :mod:`.replay`
-``pytest-hud-preflight``    ``--hud-preflight`` not off         :mod:`.preflight`
-                            (controller)
-``pytest-hud-arms``         ``--hud-agent`` given 2+ times      :mod:`.arms`
-==========================  ==================================  =======================
-
-Where several contribute to one output, registration order sets theirs (pluggy calls
-the last registered first): the compare table, then the ledger line, the resume line and
-the dataset line; sequential gates before the compare gate.
+"""pytest-hud's optional features, each a plugin object implementing :mod:`pytest_hud.hookspecs`,
+registered only when its option is given and unregistered at unconfigure (the list:
+docs/reference/hooks.md). Where several contribute to one output, registration order sets
+theirs (pluggy calls the last registered first): the compare table, then the ledger line, the
+resume line and the dataset line; sequential gates before the compare gate.
 """
 
 from __future__ import annotations

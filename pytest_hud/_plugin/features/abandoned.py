@@ -1,10 +1,8 @@
 """The terminal summary's word on model threads the session gave up on.
 
-A rollout that times out cancels its agent, but a forward stuck in ``infer`` keeps its
-(daemon) thread: :func:`pytest_hud.threads.abandoned` lists those still running. Once
-the rollout loop is closed (``sessionfinish``), each becomes one summary line, so a run
-that ended on time still says that a thread was left wedged, in what, and for how long.
-Under xdist each worker hands its lines to the controller through ``workeroutput``.
+After the rollout loop closes, each still-running abandoned forward
+(:func:`pytest_hud.threads.abandoned`) becomes one summary line; under xdist workers hand their
+lines over through ``workeroutput``.
 """
 
 from __future__ import annotations

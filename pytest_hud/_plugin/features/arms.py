@@ -1,21 +1,9 @@
 """Several ``--hud-agent``: an A/B test or a checkpoint sweep in one paired session.
 
-Registered only with two or more agents (the arms of :mod:`pytest_hud._plugin.arm_specs`;
-collection already made one case per arm, ids ``...@A``, same row, repeat and seed).
-This plugin:
-
-* orders the arms' items: pairs (one row x repeat under every arm) shuffled, and the
-  arms shuffled within each pair, by ``--hud-ab-seed`` (printed in the header, stored in
-  the results JSON), so drift and load hit every arm alike; every xdist worker gets the
-  controller's seed and agent list, so all collect the same order;
-* runs each item's rollout with its arm's agent (``pytest_hud_case_agent``; each agent
-  loaded once per process, when first needed);
-* reports, per task and overall, each arm's rate and interval and each candidate's paired
-  comparison with the reference (:mod:`pytest_hud.evaluation.ab`): one terminal table,
-  ``agents`` and ``paired`` in the results JSON, a section of the html report;
-* with ``--hud-gate=sequential``, stops a task's pairs once decided (:mod:`.arms_sequential`);
-* with ``--hud-ab-gate``, one gate that fails when the candidate (last agent) is worse
-  than the reference on any task or overall, owning every arm's episode failures.
+Orders the arms' items as shuffled pairs by ``--hud-ab-seed`` (every xdist worker collects the
+same order), runs each item with its arm's agent, reports each candidate's paired comparison
+with the reference (:mod:`pytest_hud.evaluation.ab`), and under ``--hud-ab-gate`` adds one gate
+that fails when the candidate is worse than the reference.
 """
 
 from __future__ import annotations

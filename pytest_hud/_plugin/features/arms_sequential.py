@@ -1,18 +1,9 @@
 """``--hud-gate=sequential`` with several agents: per task, a paired sequential test of each
-candidate against the reference, and the task's remaining pairs skipped once every
-candidate's test decided.
+candidate against the reference; the task's remaining pairs skip once all decided.
 
-A *task* is ``env/template`` (the results' ``per_task``); its pairs are its rows x repeats,
-each run under every arm. Pairs are fed to the tests in the session's run order (the
-shuffled, interleaved order of ``--hud-ab-seed``), a pair once every earlier pair was
-reported (ran, errored or was skipped), so the tests see the same pairs in the same order
-with and without ``-n`` and decide alike. Skipping works as for one agent
-(:mod:`.sequential`): at setup (and out of the lookahead) where the items run, and under
-``-n`` the controller's scheduler drops a decided task's pending items before sending them.
-The procedure and its guarantees are :class:`~pytest_hud.evaluation.paired.PairedSequentialTest`'s.
-Under ``--hud-ab-gate`` (``family``) each task's test runs at the gate's family level
-(:func:`~pytest_hud.evaluation.ab.family_alpha` over the session's tasks), so a gate on
-every task's decision keeps its false alarms <= alpha.
+Pairs are fed in the session's run order, each once every earlier pair was reported, so the
+tests decide alike with and without ``-n``. Under ``--hud-ab-gate`` each test runs at the
+gate's family level, keeping the gate's false alarms <= alpha.
 """
 
 from __future__ import annotations

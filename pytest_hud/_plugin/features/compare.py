@@ -1,13 +1,9 @@
 """``--hud-compare=RESULTS.json``: this run against a previous one, per task.
 
-The same comparison as ``python -m pytest_hud compare`` (:mod:`pytest_hud.evaluation.compare`:
-Wilson intervals, Newcombe's interval of the difference, McNemar on paired seeds else
-Fisher, a verdict at ``--hud-alpha``), computed on the controller from this session's
-rows when its gates are asked for: the table goes to the terminal summary, the PNG
-(:mod:`pytest_hud.evaluation.compare_plot`) beside the results JSON (else beside the
-pytest-html report, else in ``.hud/``), and its path into the results JSON
-(``compare.plot``) for the html report. ``--hud-compare-fail=DROP`` turns a significant
-drop of at least DROP points in any task into a failed gate.
+The same comparison as ``python -m pytest_hud compare`` (:mod:`pytest_hud.evaluation.compare`),
+computed on the controller from this session's rows: a terminal table, a PNG whose path goes
+into the results JSON (``compare.plot``), and with ``--hud-compare-fail=DROP`` a gate failing
+on a significant drop of at least DROP points.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """A crashed xdist worker's item as an ERROR row.
 
-When a worker dies mid-item (SIGKILL, the OOM killer, a segfault in a sim), xdist
-reports the item FAILED with ``when="???"`` and no hud row, so the table and the results
-JSON would miss it and the gates never see it. The controller
-turns it into an infrastructure ERROR (pytest's ERROR, ``when="setup"``) whose row says
-``phase: worker``, which worker and how it ended. The controller never collects, so the
-row's env, slug and repeat are read back from the item id (``env/slug`` or
-``env/slug[rep]``, as :class:`~pytest_hud._plugin.cases.HudCase` makes them).
+xdist reports a dead worker's item FAILED with no hud row, so tables and gates would miss it.
+The controller turns it into an infrastructure ERROR whose row says ``phase: worker``, which
+worker and how it ended; env, slug and repeat are read back from the item id.
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """``--hud-delegate=ray``: each item's whole rollout runs as a Ray task, folded back.
 
-:class:`DelegatePlugin` answers ``pytest_hud_run_rollout`` with a :class:`Delegation`
-call where the evaluator would call ``rollout()``; it makes the call portable and hands
-it to :func:`~pytest_hud.runtime.ray.delegate.delegated_rollout`,
-whose ``RolloutResult`` comes back through Ray's object store into the same pytest item.
-
-What travels (cloudpickle) and what stays home:
-
-* the provider is pinned to the row's declaring file first (``--hud-runtime=local``
-  routes by declarations made in *this* process, which a Ray worker has not seen);
-* the session's settings travel (``--hud-max-steps``, the episode video), except the
-  observers bound to this process (the live progress counter, the session's dataset
-  writer: bound methods, which would drag the whole session along);
-* videos: written by the worker into the session's ``.hud/videos`` folder, so they
-  come back through a **shared folder** (same machine, or a path mounted on every node);
-* dataset episodes (``--hud-record``): each delegated episode is recorded by the worker
-  into its own part under the dataset's ``.NAME.parts`` folder (again a shared folder),
-  which the controller merges in test order at the end, as it does xdist workers' parts.
+:class:`DelegatePlugin` answers ``pytest_hud_run_rollout`` with a portable :class:`Delegation`:
+the provider is pinned to the row's declaring file and observers bound to this process stay
+home. Videos and dataset parts written by the worker come back only through a folder shared
+with the controller.
 """
 
 from __future__ import annotations

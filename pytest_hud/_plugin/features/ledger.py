@@ -1,10 +1,6 @@
-"""``--hud-ledger=PATH``: one fsync'd line per reported row, on the controller.
-
-The controller sees every row, whichever worker ran it; each is appended the moment its
-report arrives (``pytest_hud_rollout_finished``), after one ``run`` line carrying the
-session's provenance, so a run killed by SIGKILL loses at most the episode being
-written (see :mod:`pytest_hud.evaluation.ledger`). Rows read back by ``--hud-resume``
-from this same file are not written twice.
+"""``--hud-ledger=PATH``: one fsync'd line per reported row, on the controller, appended as each
+report arrives after one ``run`` provenance line (:mod:`pytest_hud.evaluation.ledger`). Rows
+read back by ``--hud-resume`` from the same file are not written twice.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """``--hud-preflight=off|warn|strict``: each agent's policy against the envs, before any item.
 
-Once per distinct agent (an A/B session's arms each), one probe episode per env
-(:mod:`pytest_hud.preflight`): a hard mismatch (a camera or state the policy needs is
-missing, an action of another size, a policy that raises on the env's observations) is
-one usage error naming both sides and the fix (exit 4); soft ones (image resize, states
-far outside the checkpoint's stats, actions outside the env's range, a chunk longer than
-the episode, missing normalization stats) are one warning table, printed before the
-items run. ``strict`` makes soft ones usage errors too; ``off`` skips the check.
-
-Without xdist it runs once collection is done, on the first row of each env the items
-use (those that take the plugin's own ``hud_provider`` and ``hud_agent``). Under xdist
-the controller decides when the first worker reports its collection, before any item is
-scheduled: for the envs among the collected ids that it can see (those the conftest
-imports, a row each declares, and the rows of task files on the command line). There the
-controller loads the agent itself, for LeRobot checkpoints and openpi and vla-eval
-servers only (a factory's agent may have side effects: it is checked without xdist).
+One probe episode per env per distinct agent (:mod:`pytest_hud.preflight`): a hard mismatch is
+a usage error (exit 4), soft ones a warning table (errors under ``strict``). Under xdist the
+controller checks when the first worker reports its collection, loading only agents without
+side effects (LeRobot checkpoints, openpi and vla-eval servers).
 """
 
 from __future__ import annotations

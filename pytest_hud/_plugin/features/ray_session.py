@@ -1,12 +1,8 @@
-"""One Ray cluster for a ``pytest -n K --hud-runtime=ray`` session without $RAY_ADDRESS.
+"""One Ray cluster for a ``pytest -n K --hud-runtime=ray`` session without ``$RAY_ADDRESS``.
 
-Without this, each xdist worker's first RayRuntime lease would ``ray.init()`` a local
-cluster of its own: K heads (GCS, raylet, workers) on one machine, none shared. The
-controller instead starts one :class:`~pytest_hud.runtime.ray.head.RayHead` on
-127.0.0.1 at configure time, hands its address to every worker (``workerinput``, in
-``pytest_configure_node``), and stops it (by the process groups it started) when the
-session ends, Ctrl-C included (``pytest_unconfigure`` runs then too; an ``atexit`` hook
-backs it up). :class:`RaySessionPlugin` is registered only while such a cluster runs.
+Otherwise each worker would start its own head. The controller starts one
+:class:`~pytest_hud.runtime.ray.head.RayHead` at configure, hands its address to the workers
+(``workerinput``) and stops it at unconfigure (Ctrl-C included; ``atexit`` backs it up).
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""``--hud-record``: one LeRobot dataset per env, recorded by each process and, under
-xdist, merged by the controller from the workers' parts in test order.
+"""``--hud-record``: one LeRobot dataset per env, recorded by each process and, under xdist,
+merged by the controller from the workers' parts in test order.
 
-Each rollout's agent runs with a dataset observer (``pytest_hud_episode_observers``);
-an episode's commit waits for its grade (``pytest_hud_episode_result``). At
-sessionfinish, once the rollouts are closed, each process finalizes its writers and
-the controller merges the parts; a dataset that cannot be written fails the session,
-with one error per dataset (a worker's travel to the controller through
-``workeroutput``). A disk that fills stops a dataset at its last whole episode: rows
-whose episode did not make it are pointed at none (``discarded`` says why). A merge that
-fails leaves no partial dataset and keeps the parts, which a later run appends to.
+An episode's commit waits for its grade. A dataset that cannot be written fails the session
+(one error per dataset); a full disk stops it at its last whole episode; a failed merge leaves
+no partial dataset and keeps the parts for a later run to append to.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """``--hud-replay=DATASET``: golden replay, env or policy? (guide: docs/guides/why.md).
 
-One item per recorded episode (:mod:`.replay_items`). Its rollout runs the episode's
-recorded actions in the env from the recorded row and seed; its body then judges two
-things (:mod:`pytest_hud.evaluation.replay`): does the env reproduce the recorded
-observations, success and length (env replay), and, with ``--hud-agent``, does the
-policy act as recorded on the recorded observations (policy open loop:
-:func:`pytest_hud.robot.agent.open_loop.open_loop`). The item fails with both verdicts
-when either does not hold; each row carries its ``replay`` block (results JSON, html
-report: a table and one plot per episode), and the terminal shows a table and a verdict
-line per episode. Registered only when ``--hud-replay`` is given.
+One item per recorded episode (:mod:`.replay_items`): its rollout reruns the recorded actions
+and its body judges env replay and, with ``--hud-agent``, the policy's open loop
+(:mod:`pytest_hud.evaluation.replay`). The item fails when either does not hold; each row
+carries its ``replay`` block.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """``--hud-replay``'s items: the dataset's episodes collected as one parametrized test.
 
-The dataset's ``meta/info.json`` collects like a test module holding ``test_replay``,
-parametrized over one case per episode (the episode's recorded row, seed included: no
-``--hud-group`` repeats, no ``--hud-seed`` reseeding), so ``-k``, ``-n``, expectations and
-every report behave as for task rows. The module's own ``hud_agent`` fixture is the
-episode's recorded actions (:func:`pytest_hud.robot.record.replay.replay_agent`): the
-rollout runs them through the normal path (placement, the env's template, the wire); the
-test body then judges it (:class:`~.replay.ReplayPlugin`). With no test paths on the
-command line, the dataset is what pytest collects.
+The dataset's ``meta/info.json`` collects as a module holding ``test_replay``, one case per
+episode with its recorded row and seed, so ``-k``, ``-n`` and every report behave as for task
+rows. Its ``hud_agent`` fixture replays the recorded actions
+(:func:`pytest_hud.robot.record.replay.replay_agent`) through the normal path.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """``--hud-resume=LEDGER``: skip the items whose episode a ledger already holds.
 
-Every process (controller or worker) reads the ledger at configure time; at collection
-(``pytest_hud_skip_case``) an item whose episode it holds -- same task, seed, repeat,
-agent and checkpoint hash (:func:`pytest_hud.evaluation.ledger.key`) -- is skipped
-before it is registered with the evaluator, so no rollout starts for it. Its setup
-report then carries the ledger's row (``resumed: true``), which the table, the results
-JSON and the gates count like any other. An errored or skipped row is no episode: its
-item runs again, and the terminal summary says how many did.
+Every process reads the ledger at configure time; an item whose episode it holds (same
+:func:`pytest_hud.evaluation.ledger.key`) is skipped before it reaches the evaluator, and its
+setup report carries the ledger's row (``resumed: true``), counted like any other. Errored or
+skipped rows are no episode: those items run again.
 """
 
 from __future__ import annotations

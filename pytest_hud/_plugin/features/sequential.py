@@ -1,22 +1,9 @@
-"""``--hud-gate=sequential``: decide each task after every finished episode and stop
-scheduling its remaining repeats once decided.
+"""``--hud-gate=sequential``: decide each task after every finished episode and stop scheduling
+its remaining repeats once decided (procedures: :mod:`pytest_hud.evaluation.sequential`).
 
-A *task* here is one test function's task row: the items that differ only in their
-repeat index (``...[env/slug[3]]``). Its gates are :class:`ThresholdGate` against the
-bar (the marker's ``min_success``, else ``--hud-min-success``, carried on each row as
-``bar``) and, with ``--hud-baseline``, :class:`BaselineGate` on episodes paired by seed
-with the baseline's rollouts; ``n_max`` is the task's number of repeats, alpha
-``--hud-alpha``. The procedures and their citations are in
-:mod:`pytest_hud.evaluation.sequential`.
-
-Decisions are made where every row arrives (``pytest_hud_rollout_finished``). Without
-xdist that process also runs the items: a decided task's later items skip at setup and
-the evaluator's lookahead leaves them out (both ask ``pytest_hud_skip_case``). Under
-``-n`` the controller's scheduler
-(:class:`~pytest_hud._plugin.internals.HudSequentialScheduling`) hands each worker at
-most two items at a time and, before every hand-out, drops the pending items of decided
-tasks and reports them skipped itself, so at most the two items a worker already holds
-run after the decision.
+Decisions are made where rows arrive (``pytest_hud_rollout_finished``). Without xdist a decided
+task's later items skip at setup; under ``-n`` the controller's scheduler hands out at most two
+items per worker and drops decided tasks' pending items.
 """
 
 from __future__ import annotations

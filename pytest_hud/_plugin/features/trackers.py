@@ -1,12 +1,8 @@
 """``--hud-log=wandb|tensorboard|mlflow|trackio``: the finished results document, into trackers.
 
-Registered on the controller (or the one process) only when ``--hud-log`` is given; at
-the end of the session it turns the results document into figures
-(:func:`pytest_hud.trackers.figures_of`) at the training step (``--hud-log-step``, else
-the ``checkpoints/NNNNNN/`` folder a ``lerobot:`` checkpoint sits in) and logs them to
-each tracker; one that fails is one warning in the terminal summary, never a failure.
-``--hud-log-run`` names one tracker run that several sessions add points to (what
-``python -m pytest_hud watch`` passes for every checkpoint of a training run).
+On the controller (or the one process), at session end, the results become figures
+(:func:`pytest_hud.trackers.figures_of`) at the training step and are logged to each tracker; a
+tracker that fails is one warning, never a failure.
 """
 
 from __future__ import annotations

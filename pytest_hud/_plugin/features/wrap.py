@@ -1,10 +1,7 @@
 """The plugin's side of :func:`pytest_hud.wrap`: rows for the episodes a test drove itself.
 
-:mod:`pytest_hud.wrapping` records; this plugin claims what a test item recorded (at its
-``call`` report, in whichever process ran it), turns each episode into a results row
-(the same fields as a rollout's, ``wrapped: true``) carried on the report as
-``hud_episodes`` (JSON-able, so it crosses xdist), and gives the recorder the episode
-animation writer (:class:`~pytest_hud._plugin.video.VideoObserver`, the rollouts' GIFs).
+At an item's ``call`` report it claims what :mod:`pytest_hud.wrapping` recorded and carries
+each episode as a JSON-able row (``wrapped: true``) on the report, so it crosses xdist.
 Registered in every run: any test may use ``hud_wrap``.
 """
 

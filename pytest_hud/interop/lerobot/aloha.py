@@ -1,17 +1,9 @@
 """gym-aloha with its top camera rendered at the size its config asks for.
 
-gym-aloha 0.1.5's tasks render three cameras at a fixed 480x640 on every step (``top``,
-``angle``, ``vis``), whatever ``observation_height`` / ``observation_width`` say; on a CPU
-(MuJoCo through EGL/OSMesa) that is most of a step's cost. The env here is gym-aloha's own
-(same physics, task, reward and ``is_success``) whose task renders only ``top``, the camera
-lerobot's ALOHA config reads, at the configured size. Importing this module registers it
-as ``pytest_hud_aloha/<the gym-aloha id>``; :func:`.envs.make_config` points LeRobot's
-``aloha`` config there when a camera size is given, so ``make_env`` (and lerobot-eval's
-rollout over that config) build it.
-
-It overrides gym-aloha's private ``_make_env_task``, the only place the task is built (why
-that cannot be avoided: :mod:`.compat`); importing it checks that the installed gym-aloha
-is a release with that method (:func:`.compat.require_gym_aloha`).
+gym-aloha renders three fixed 480x640 cameras every step whatever its config says; this env is
+gym-aloha's own (same physics, task, reward, ``is_success``) rendering only ``top`` at the
+configured size, registered as ``pytest_hud_aloha/<gym-aloha id>``. It overrides the private
+``_make_env_task`` (why: :mod:`.compat`; checked by :func:`.compat.require_gym_aloha`).
 """
 
 from __future__ import annotations

@@ -1,42 +1,8 @@
-"""The one LeRobot version seam: every behaviour of pytest-hud that differs between the
-LeRobot releases it supports (0.4.4 on Python 3.11, 0.5 / 0.6 on Python >= 3.12) is
-decided here, keyed on the installed ``lerobot`` distribution's version (never on whether
-some private attribute exists), and every access pytest-hud makes to a private attribute
-of LeRobot's (or of an env package's) objects is made or named here.
-
-What differs, as read in each release's sources (0.4.4, 0.5.0, 0.5.1, 0.6.0, 0.6.1):
-
-- appending to a dataset on disk: up to 0.5 ``LeRobotDataset(repo_id, root=...)`` reopens it
-  for writing; from 0.6 that is read-only and ``LeRobotDataset.resume`` opens it to write;
-- ``LeRobotDataset.finalize()``: up to 0.5 it can finalize again after more episodes; from
-  0.6 it is once per dataset object (later calls return at once), so a dataset finalized
-  after each episode is resumed for the next one;
-- one-element features: up to 0.5 ``save_episode`` keeps the ``(1,)`` values ``add_frame``
-  validated and encodes each with ``float(value)``, which NumPy >= 2.4 refuses; from 0.6
-  ``save_episode`` flattens them itself;
-- ``lerobot-train``'s periodic env evaluation is ``--eval_freq`` up to 0.5 and
-  ``--env_eval_freq`` from 0.6;
-- lerobot-eval's rollout resets with ``options={NEW_ROLLOUT_OPTION: True}`` from 0.6.1 (no
-  options before);
-- MetaWorld: from 0.6.1 ``reset(seed=s)`` places the objects from ``s``; up to 0.6.0 they
-  come from NumPy's global random state, so an episode is not a function of its seed there;
-- Diffusion's ``predict_action_chunk`` takes a batch carrying the observation history
-  (``[B, n_obs_steps, ...]``) when its queues are empty from 0.6.0; before, it reads the
-  history only from the policy's queues.
-
-Private access, and why it cannot be avoided (each is made only through this module, or
-in the one place named):
-
-- ``policy._queues`` (:func:`predict_from_history`): a history policy (VQ-BeT, and Diffusion
-  before 0.6) reads its last ``n_obs_steps`` observations from there and nowhere else; the
-  public ``select_action`` fills it but also runs a forward whenever its action queue is
-  empty (and draws Diffusion's noise), so the chunk would not be lerobot-eval's.
-- an env's ``_max_episode_steps`` (:func:`episode_limit`, :func:`cap_episodes`): the
-  episode length lerobot-eval's ``rollout`` itself reads (``env.call("_max_episode_steps")``)
-  in every supported release; it is LeRobot's protocol for it, not an implementation detail.
-- gym-aloha's ``AlohaEnv._make_env_task`` (:mod:`.aloha`, guarded by
-  :func:`require_gym_aloha`): the only place gym-aloha builds the task whose
-  ``get_observation`` renders its cameras; no argument or public hook sets their size.
+"""The one LeRobot version seam: every behaviour that differs between the supported LeRobot
+releases (0.4.4 on Python 3.11, 0.5 / 0.6 on 3.12+) is decided here, keyed on the installed
+``lerobot`` version (never on whether a private attribute exists), and every access to a
+private attribute of LeRobot's or an env package's objects (``policy._queues``,
+``_max_episode_steps``, gym-aloha's ``_make_env_task``) is made or named here, with why.
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
 """Any LeRobot env config served as a pytest-hud sim, built by LeRobot's own factory.
 
-``make_lerobot_env("aloha", task="AlohaTransferCube-v0", num_envs=3)`` builds the
-``EnvConfig`` registered under that type with those fields, then the vector env through
-``lerobot.envs.factory.make_env`` and the env processors through
-``make_env_pre_post_processors``, and wraps them in :class:`LeRobotVectorEnv`, which hands
-GymBridge each observation the way lerobot-eval's rollout hands it to the policy's
-preprocessor: through ``preprocess_observation`` and the env preprocessor, under LeRobot's
-names with ``/`` (``observation/images/top``, ``observation/state``; images back as the
-uint8 HWC they were made from), and each action through the env postprocessor. Success is
-the env's own ``is_success`` (read from ``final_info`` when the vector env reset that copy
-in the same step), and an episode ends where lerobot-eval ends it: at the env's
-``_max_episode_steps`` (an ``episode_length`` given below it caps it, for both:
-:func:`make_vector_env`). ``Environment.lerobot(type, ...)`` serves it (runtime/environment).
-
-``observation_height`` / ``observation_width``, when given, also reach the gym env (LeRobot's
-configs declare them but do not pass them on); for ALOHA, whose tasks render three 480x640
-cameras whatever they are told (too slow on a CPU), the env is gym-aloha's rendering only
-the top camera at that size (:mod:`.aloha`). The types LeRobot ships and what each needs
-beyond lerobot: :data:`NEEDS` (docs/guides/lerobot.md).
+:class:`LeRobotVectorEnv` hands each observation over as lerobot-eval's rollout hands it to the
+policy (``preprocess_observation`` + the env preprocessor, LeRobot's names), each action
+through the env postprocessor; success is the env's ``is_success`` and an episode ends at
+``_max_episode_steps``, as in lerobot-eval. The types and what each needs: :data:`NEEDS`.
 """
 
 from __future__ import annotations

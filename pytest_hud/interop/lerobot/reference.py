@@ -1,14 +1,7 @@
 """LeRobot's own episodes for a checkpoint, the yardstick for the plugin's: lerobot-eval's
-``rollout`` (imported from ``lerobot.scripts.lerobot_eval``, the loop ``lerobot-eval``
-runs) over ``make_env(config, n_envs=width)`` with the env processors, the checkpoint loaded
-the way lerobot-eval loads it, seeds batched as lerobot-eval batches them (``W`` at a time).
-
-Each episode comes back as :class:`Episode` (its seed, summed reward, success, length and
-every executed action), cut where lerobot-eval's own bookkeeping cuts it (the first done).
-Used by the fidelity tests (``tests/interop/test_lerobot_fidelity.py``); the config may carry
-fields the CLI cannot pass on (a smaller ALOHA camera), which is why the loop is called
-rather than the command. Before the first batch the env is reset once, as the plugin's sim
-is to derive its contract (what lerobot-eval's second and later batches also see).
+``rollout`` loop called directly (the config may carry fields the CLI cannot pass), with the
+checkpoint loaded and seeds batched as lerobot-eval does. Each :class:`Episode` is cut where
+lerobot-eval cuts it. Used by tests/interop/test_lerobot_fidelity.py.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """A vla-eval model server as the agent: ``--hud-agent=vla-eval:ws://HOST:PORT``.
 
-:class:`VlaEvalModel` is a Model whose forward is a vla-eval model server: one
-connection (:class:`~.session.VlaEvalSession`) per rollout task, so concurrent rollouts
-keep their observations in flight together and a batching ``PredictModelServer``
-(``max_batch_size > 1``) runs them as one ``predict_batch``. :class:`VlaEvalAdapter` maps
-the env's contract onto vla-eval's observation convention by role: cameras to
-``images`` (under the names the server's observation spec asks for, else the env's),
-the robot state to ``states`` (float32, concatenated), the prompt to
-``task_description``. :class:`VlaEvalAgent` adds the episode lifecycle around
-RobotAgent's loop: ``episode_start`` with the task (row id, prompt, seed, args) before
-the first observation, ``episode_end`` after the last step. A returned chunk runs like
-any chunk (the agent's queue, or its Ensembler).
-
-The ``episode_end`` payload carries what the agent knows when its loop ends (steps,
-the reward total the env streamed, terminated, elapsed): the env's grade is computed
-after the agent returns, by the env's template.
+One connection per rollout task so a batching server sees concurrent rollouts together.
+:class:`VlaEvalAdapter` maps the env's contract onto vla-eval's observation convention by role;
+:class:`VlaEvalAgent` adds ``episode_start`` / ``episode_end`` around RobotAgent's loop (the
+env's grade is computed after the agent returns).
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """VlaEvalBridge: serve a vla-eval Benchmark (or StepBenchmark) over openpi/0.
 
-Each slot owns one benchmark instance (``num_envs`` of them in the sim process), so a
-slot resets and steps alone. The bridge calls the benchmark's async API, as vla-eval's
-runner does (``start_episode``, ``get_observation``, ``apply_action``, ``is_done``,
-``get_result``): a ``StepBenchmark``'s coroutines never suspend, so they run at once on
-the serve loop's thread; any other ``Benchmark``'s run on a private event loop on the
-sim thread (``offload``).
-
-The observation vla-eval's convention makes (``{"images": {name: HWC}, "states": 1-D,
-"task_description": str, ...}``) is flattened to contract features (``images/NAME`` as
-cameras, ``states`` as the state; text becomes the prompt). The contract is derived
-from the first task's first observation and the action size from the benchmark's
-``get_action_spec()`` (or ``action_dim=``); the benchmark's action and observation
-specs ride on the action feature under ``vla_eval``, so a vla-eval agent can compare
-conventions. An episode ends when ``check_done`` (or ``is_done``) says so, or after
-``max_steps`` (the benchmark's ``get_metadata()["max_steps"]``, else 300, as vla-eval).
-The grade is ``get_result()``'s metrics, with ``success``, ``score`` and
-``total_reward`` taken from them where they report them.
+Each slot owns one benchmark instance and drives its async API as vla-eval's runner does.
+Observations are flattened to contract features (``images/NAME``, ``states``, the prompt); the
+contract comes from the first observation, the action size from ``get_action_spec()``. An
+episode ends at ``is_done`` or ``max_steps``; the grade is ``get_result()``'s metrics.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """vla-eval's wire, protocol version 1: msgpack messages ``{type, payload, seq, timestamp}``.
 
-Arrays travel as vla-eval's numpy codec writes them: ``{"__ndarray__": True, "data":
-raw bytes, "dtype": dtype.str, "shape": [..]}`` with *string* keys (openpi/0 uses byte
-keys, so the two encodings differ), numpy scalars as plain numbers. Images may also come
-as ``{"__image__": True, "format": "raw"|"png"|"jpeg", ...}`` (vla-eval's clients send PNG
-by default); they decode to HWC uint8. We send raw arrays, which every vla-eval peer
-decodes. Only bool, integer, unsigned and float dtypes travel, as in vla-eval.
+Arrays use vla-eval's numpy codec with *string* keys (openpi/0 uses byte keys); images may also
+arrive PNG/JPEG-encoded and decode to HWC uint8. We send raw arrays, which every peer decodes.
+Only bool, integer and float dtypes travel.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
-"""``env.vla_eval(Benchmark, **params)``: a vla-eval benchmark as an env module's robot.
+"""``env.vla_eval(Benchmark, **params)``: a vla-eval benchmark as an env module's robot (guide:
+docs/guides/vla-eval.md).
 
-In an env module::
-
-    env = Environment("cartpole-vla")
-    sim = env.vla_eval(CartPoleBenchmark, max_steps=500)
-
-    @env.template()
-    async def episode(task: dict):
-        ep = await sim.reset(task=task)
-        yield {"prompt": ep["prompt"], "robot": {"token": ep["token"]}}
-        yield await sim.result(token=ep["token"])
-
-    ROWS = [episode.task(**row) for row in benchmark_rows(CartPoleBenchmark, episodes=5)]
-
-The benchmark runs in the sim process (:class:`~.bridge.VlaEvalBridge`); its class must
-be importable there (defined in a module, not in ``__main__``).
+The benchmark runs in the sim process (:class:`~.bridge.VlaEvalBridge`), so its class must be
+importable there (defined in a module, not in ``__main__``).
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Before any item: the vla-eval model server's HELLO against the envs this process sees.
 
-``--hud-agent=vla-eval:URL`` is checked when the agent loads (collection, before any
-item) and in the xdist controller's preflight: the server must answer HELLO (else one
-usage error naming it), and its specs must fit the contract of every robot env the
-imported env modules declare (a missing camera or state, an action of another size:
-one usage error naming both sides and the fix). Convention differences are one warning
-table. The check sees both sides (server and env), so it lives apart from either; envs
-served only elsewhere (an image) are checked by the agent when a rollout binds.
+The server must answer HELLO and its specs must fit every robot env the imported modules
+declare, else one usage error naming both sides; convention differences are one warning table.
+It sees both sides, so it lives apart from either; envs served only elsewhere are checked by
+the agent when a rollout binds.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """One connection to a vla-eval model server: HELLO, episodes, observation -> action.
 
-A session is one WebSocket (vla-eval's server keeps per-connection state: the session
-id, the chunk buffer, the episode), so each concurrent rollout opens its own. A dropped
-connection is redialled with bounded exponential backoff (each attempt logged); the
-episode is then started again on the new connection (the server lost it) and the
-pending observation resent. When the server stays away the error names it.
+One WebSocket per rollout (the server keeps per-connection state). A dropped connection is
+redialled with bounded backoff, the episode restarted on it and the pending observation resent;
+a server that stays away is named in the error.
 """
 
 from __future__ import annotations

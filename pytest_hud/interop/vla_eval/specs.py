@@ -1,18 +1,9 @@
 """A vla-eval model server's HELLO specs against an env's contract.
 
-vla-eval's ``DimSpec`` dicts (``{name, dims, format, range?, accepts?}``) describe what a
-server reads (``observation_spec``: image components, a ``state``, ``language``) and
-writes (``action_spec``: position, rotation, gripper, ...). Against our contract:
-
-* errors (the rollout cannot work): the server reads more cameras than the env has, a
-  state the env does not send or of another size, or writes an action whose total size
-  is not the env's;
-* warnings (it may work, wrongly): convention differences both sides declare, i.e. a
-  component whose format (rotation, gripper polarity, delta vs absolute) differs from the
-  one the env's contract carries under ``vla_eval`` (what ``env.vla_eval`` publishes from
-  the benchmark's own specs), with vla-eval's rule: the consumer's ``accepts`` wins.
-
-Shared by both sides: it reads plain dicts and the contract only.
+Errors when the rollout cannot work (more cameras than the env has, a state or action of
+another size); warnings for convention differences both sides declare (rotation, gripper
+polarity, delta vs absolute), with vla-eval's rule that the consumer's ``accepts`` wins. Reads
+plain dicts and the contract only.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """RobotAgent: the harness that drives one env over the robot wire with a Model.
 
-For each run it connects to the run's robot capability (claiming the slot token),
-reads the contract, binds a copy of the Adapter, then runs the open-loop chunk
-queue: infer a ``[T, A]`` chunk when the queue is empty, keep its first
-``chunk_size`` actions, send one per control tick, stop on ``terminated`` or
-``max_steps``. With an Ensembler it infers every ``query_every`` ticks and blends
-the overlapping chunks instead. All per-episode state lives in the episode, so
-one agent serves any number of concurrent rollouts.
+Per run it claims the slot, reads the contract, binds a copy of the Adapter and runs the
+open-loop chunk queue (or, with an Ensembler, blends overlapping chunks) until ``terminated``
+or ``max_steps``. All per-episode state lives in the episode, so one agent serves any number of
+concurrent rollouts.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """Batching: many concurrent rollouts, one shared model, one stacked forward per tick.
 
-``BatchedModel`` queues concurrent ``ainfer`` rows and runs them as one ``[N, ...]``
-forward once every live rollout has queued (or ``max_wait_s`` after the first row, or at
-``batch_size``), then scatters the rows back. Rollouts whose sims step alone
-(:data:`~pytest_hud.robot.agent.agent.STEPS_ALONE`) may run in two halves instead: a
-forward starts once half have queued while the other half steps, so the policy is not
-idle while sims step. Halves pay a forward's fixed cost twice, so whether they run is
-decided by measuring (:mod:`pytest_hud.robot.agent.split`), and never below
-``split_from`` live rollouts (default 8), where that fixed cost outweighs the stepping
-it would hide.
-
-A failing forward is rerun row by row, so only the callers whose own rows raise get the
-error. ``BatchedAgent`` wraps a RobotAgent: it runs it with the batched model and tells
-that how many rollouts are live, so the batch is as wide as what is in flight and a
-suite's tail never waits for stragglers.
+``BatchedModel`` runs queued rows as one forward once every live rollout has queued (or on
+``max_wait_s`` / ``batch_size``); sims that step alone may run in two halves, decided by
+measuring (:mod:`.split`). A failing forward is rerun row by row so only the callers whose rows
+raise get the error. ``BatchedAgent`` keeps the batch as wide as what is in flight.
 """
 
 from __future__ import annotations

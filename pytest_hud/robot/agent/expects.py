@@ -1,15 +1,7 @@
-"""What an agent's policy expects, as a :class:`~pytest_hud.robot.compat.PolicySpec`.
-
-* a LeRobot checkpoint (:class:`~.lerobot.LeRobotModel`): its config's
-  ``input_features`` / ``output_features`` (images CHW, written HWC here), the
-  normalization mode per feature type and the stats its preprocessor and postprocessor
-  carry, ``n_action_steps``;
-* an openpi policy server (:class:`~.remote.RemoteModel`): the ``policy`` entry of its
-  metadata frame, which :mod:`~.policy_server` publishes for models that declare one
-  (openpi's own servers publish none: then only the policy run is checked);
-* any Model with a ``policy_spec()`` method returning a PolicySpec (a user's model).
-
-Agent side only: nothing here reads the env.
+"""What an agent's policy expects, as a :class:`~pytest_hud.robot.compat.PolicySpec`: from a
+LeRobot checkpoint's config and processor stats, from an openpi server's metadata ``policy``
+entry (openpi's own servers publish none), or from a Model's ``policy_spec()``. Agent side
+only: nothing here reads the env.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Resolve a Hugging Face Hub checkpoint id without waiting on an unreachable hub.
 
-Offline, ``from_pretrained`` does not fail fast: huggingface_hub retries with backoff,
-once per test item. So a hub id is first looked up in the local hub cache (no network);
-when it is not there we fail at once if the hub is off (``HF_HUB_OFFLINE``), if its host
-name does not resolve (one lookup, bounded) or if one connect to it fails (bounded, no
-retries), and only otherwise leave the download to lerobot.
+Offline, ``from_pretrained`` retries with backoff once per item. So the local cache is tried
+first, and we fail at once if the hub is off (``HF_HUB_OFFLINE``), unresolvable or refuses one
+bounded connect; only otherwise is the download left to lerobot.
 """
 
 from __future__ import annotations

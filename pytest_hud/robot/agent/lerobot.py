@@ -1,19 +1,9 @@
 """LeRobot checkpoints as Models and agents (lerobot 0.4.4 to 0.6.x: the same public API).
 
-``LeRobotModel`` runs a policy through its own pre/post-processor pipelines, as
-``lerobot-eval`` does, so a checkpoint acts here as it does upstream.
-``lerobot_agent(path_or_repo)`` loads a checkpoint folder or hub id into a RobotAgent;
-``pi05_agent`` is the pi0.5 LIBERO preset. torch and lerobot are imported only when one of
-these is used, so ``import pytest_hud`` never needs them.
-
-Models are stateless, so: a policy with an observation history (``n_obs_steps > 1``) gets
-each row's last ``n_obs_steps`` observations from the agent, fed into its queues in order
-as ``select_action`` would (a row without that axis is the current observation repeated,
-as at an episode's first step); and the chunk returned is the policy's whole predicted
-chunk, of which the agent keeps the first ``n_action_steps`` (or blends chunks with an
-Ensembler). All torch work (loading and every forward) runs on one thread,
-:func:`torch_thread`, the one that loaded the policy: forwards on another thread are
-slower.
+``LeRobotModel`` runs a policy through its own pre/post-processors, as ``lerobot-eval`` does;
+torch and lerobot are imported only when used. Models are stateless: history policies get each
+row's last ``n_obs_steps`` observations from the agent, and the whole predicted chunk is
+returned. All torch work runs on the one thread that loaded the policy (:func:`torch_thread`).
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """An agent's actions on recorded observations, without an env (open loop).
 
-:func:`open_loop` feeds a sequence of observations (as the env sent them) to an agent's
-own wiring, tick by tick as :meth:`RobotAgent.run_episode` does: the bound adapter, the
-model's ``ainfer`` (its processors, its executor), the observation history, the chunk
-queue (``chunk_size`` / the model's ``n_action_steps``) or the ensembler. The result is
-the action the agent would have sent at each tick had the env shown it exactly those
-observations: compared with the actions a dataset recorded, it tells a policy (or its
-wiring) that acts differently from one that matches, whatever the env does.
+:func:`open_loop` feeds observations through the agent's own wiring tick by tick as
+:meth:`RobotAgent.run_episode` does (adapter, model, history, chunk queue or ensembler), giving
+the action it would have sent at each tick: set against a dataset's actions, it tells a policy
+or wiring that acts differently, whatever the env does.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Pacing: how long a batch may wait for the live rollouts that have not queued yet.
 
-Rollouts on different sims reach their next chunk at different times, and a fixed wait
-(``max_wait_s``) then splits every forward in two for good: the half that arrives first
-runs alone while the other steps, arrives during the forward, and runs alone next.
-:class:`Arrivals` predicts when a missing rollout will ask (its last answer plus the
-running mean of how long rollouts take to step a chunk). A batch waits for the missing
-rollouts when each is predicted to ask within one forward's time (a running mean too):
-starting without them would make them wait that long anyway and cost a second forward.
-Otherwise it keeps the fixed wait.
+A fixed wait can split every forward in two for good. :class:`Arrivals` predicts when each
+missing rollout will ask (running means); the batch waits when each is predicted within one
+forward's time, since starting without them would cost a second forward, else it keeps the
+fixed wait.
 """
 
 from __future__ import annotations

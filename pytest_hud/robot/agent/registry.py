@@ -1,11 +1,6 @@
-"""The agent registry behind ``--hud-agent=NAME``.
+"""The agent registry behind ``--hud-agent=NAME`` (the built-ins: docs/guides/agents.md).
 
-Built-ins: ``zero`` and ``random`` (from the contract's action space),
-``lerobot:PATH_OR_REPO`` (a LeRobot checkpoint), ``pi05`` (the pi0.5 LIBERO preset),
-``openpi:HOST:PORT`` (a remote openpi policy server), ``vla-eval:ws://HOST:PORT`` (a
-vla-eval model server, :mod:`pytest_hud.interop.vla_eval`), and ``MODULE:FACTORY`` or
-``path/to/file.py:FACTORY`` (a callable returning an agent). Third-party agents
-register a factory under the ``pytest_hud.agents`` entry-point group.
+Third-party agents register a factory under the ``pytest_hud.agents`` entry-point group.
 """
 
 from __future__ import annotations

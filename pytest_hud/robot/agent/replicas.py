@@ -1,36 +1,10 @@
 """PolicyReplicas: N PolicyServer replicas as Ray actors, many sim actors feeding few policies.
 
-The "many simulators, few policy replicas" pattern: each replica is a Ray actor that
-builds its model (``factory()``, so the weights load on the replica's node, once) and
-serves it with :class:`~pytest_hud.robot.agent.policy_server.PolicyServer` (openpi/0,
-batching requests across connections) on the node's address. ``replicas.agent()``
-is an agent that sends each rollout to the next replica in turn, as a ``RobotAgent``
-over ``RemoteModel``; so rollouts placed by RayRuntime anywhere in the cluster share
-the replicas, each batching the rows it is sent.
-
-    async with PolicyReplicas(build_model, replicas=2, num_gpus=1) as replicas:
-        results = await run(rows, replicas.agent(), runtime=RayRuntime("envs.py"))
-
-Exiting stops the servers and ``ray.kill``\\ s the actors.
-
-By name: ``PolicyReplicas(..., name="pi")`` names its actors ``pi/0``, ``pi/1``, ... in
-the Ray namespace ``pytest_hud``, so another driver on the cluster (a pytest run) finds
-them with :func:`replica_urls` ``("pi")``; the plugin resolves
-``--hud-agent=openpi:ray:NAME`` that way (the agent registry itself stays free of Ray).
-The actors still belong to the driver that started them: they live while it does.
-
-Restarts: ``PolicyReplicas(..., restarts=N)`` lets Ray restart a replica that dies (its
-process killed, its node lost) up to N times; the restarted actor builds its model and
-serves again on a new address. The agents follow it: each replica's ``RemoteModel`` asks
-the actor where it serves whenever a connect is refused (:meth:`PolicyActor.address`,
-which starts a restarted replica's server), within the ``reconnect`` window, logged. The
-rollout that was in flight when its replica died is an ERROR (its episode cannot resume);
-the following ones run on the replica's new address.
-
-Agent-side work (it serves a model and builds agents), so it lives beside the agent
-stack and imports no placement code: it joins the cluster through the shared bottom
-(:mod:`pytest_hud.cluster`). A replica that is not serving within ``boot_timeout`` is a
-:class:`RemoteModelError`; a name with no replicas behind it an :class:`AgentSpecError`.
+Each replica builds its model on its node and serves it over openpi/0; ``replicas.agent()``
+sends each rollout to the next replica in turn. Named replicas (``name="pi"``) are found by
+other drivers through :func:`replica_urls` (``--hud-agent=openpi:ray:NAME``); with
+``restarts=N`` agents follow a restarted replica to its new address (the rollout in flight is
+an ERROR). Agent-side: imports no placement code, joins through :mod:`pytest_hud.cluster`.
 """
 
 from __future__ import annotations

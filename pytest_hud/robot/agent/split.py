@@ -1,15 +1,9 @@
 """Split: whether rollouts whose sims step alone run in halves, checked by measuring.
 
-In halves, a forward starts once half the live rollouts have queued and the other half
-steps meanwhile, so the policy does not wait for sims; in one batch every row waits for
-the slowest sim, but a forward's fixed cost is paid once per chunk instead of twice.
-Which wins depends on the machine (a GPU's forwards are nearly free of batch size; one
-CPU thread's are not), so :class:`Split` runs the halves and, after a window of chunks,
-probes one batch for a window, keeping it only if it answered rows ``MARGIN`` faster than
-the halves' window just before; it probes again every ``REPROBE`` windows. A probe is
-compared only with its neighbour in time, because rates drift over a run. Rates are rows
-answered per second per live rollout over ``WINDOW`` chunks, not counting the chunk
-after a switch; ties keep the halves, so the policy stays busy.
+Halves keep the policy busy while sims step but pay a forward's fixed cost twice; which wins
+depends on the machine, so :class:`Split` runs halves and periodically probes one batch for a
+window, keeping it only if it answers rows ``MARGIN`` faster than the window just before (rates
+drift, so only neighbours are compared). Ties keep the halves.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """What a policy expects set against what an env's contract provides: the preflight table.
 
-Shared by both sides: it reads a :class:`PolicySpec` (plain data the agent side builds
-from a checkpoint or a server's metadata, :mod:`pytest_hud.robot.agent.expects`) and a
-:class:`~pytest_hud.robot.contract.Contract`, and imports neither side. Each row is one
-feature: what the policy expects, what the env provides, a verdict and the fix.
-
-Verdicts: ``ok``; ``resize`` (a camera of another size: the policy sees a rescaled
-image); ``warn`` (it runs, likely wrongly: missing normalization stats, states far
-outside the checkpoint's stats, actions outside the env's range, a chunk longer than the
-episode); ``MISMATCH`` (it cannot run: a camera or state the policy needs is missing or
-of another size, an action of another size).
-
-``policy`` (the spec), ``table`` (rows, verdicts, the error and warning), ``inputs`` (the
-rows that need no run), ``steps`` (what the first steps of an episode show).
+Reads a :class:`PolicySpec` (plain data, :mod:`pytest_hud.robot.agent.expects`) and a
+:class:`~pytest_hud.robot.contract.Contract` and imports neither side. One row per feature with
+a verdict: ``ok``, ``resize``, ``warn`` (runs, likely wrongly) or ``MISMATCH`` (cannot run),
+and the fix.
 """
 
 from pytest_hud.robot.compat.inputs import compare

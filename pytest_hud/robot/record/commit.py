@@ -1,21 +1,8 @@
-"""Putting episodes into lerobot's files: what :class:`~.writer.DatasetWriter`'s writer
-thread does, and closing the dataset at the end. Every call of lerobot's writing API lives
-here, apart from the writer's bookkeeping.
+"""Putting episodes into lerobot's files: every call of lerobot's writing API lives here.
 
-Everything that calls lerobot's writing API (``LeRobotDataset.create`` / ``add_frame`` /
-``save_episode`` / ``finalize``, ``push_to_hub``) lives here, apart from the writer's
-bookkeeping (episode indices, schema checks, the commit queue), so that bookkeeping
-reads without lerobot's quirks in the way.
-
-Crash safety: lerobot writes parquet files whose footer only lands on ``finalize()``; an
-unfinalized dataset does not read back. Each episode is therefore finalized as soon as it
-is saved (:func:`write_episode`; from lerobot 0.6 the next one reopens the dataset,
-:mod:`pytest_hud.interop.lerobot.compat`), with lerobot's file-size limits
-set tiny (``update_chunk_settings``, :func:`open_dataset`) so the next episode starts new
-data / episode-metadata / video files instead of overwriting the closed ones: every
-committed episode is readable even if the process is killed. :func:`close_dataset`
-restores lerobot's default limits in ``meta/info.json``; ``merge_datasets`` repacks files
-to the usual sizes.
+Crash safety: each episode is finalized as soon as it is saved, with lerobot's file-size limits
+set tiny so the next episode starts new files, so every committed episode reads back even if
+the process is killed; :func:`close_dataset` restores the default limits.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """What the env answered and how the episode was graded, as dataset columns.
 
-Per frame: ``next.reward`` (float32, 0 when the env sends none), ``next.done`` and
-``next.success`` (True only on a successful episode's last frame: the wire carries no
-per-tick success). Per episode, in ``meta/episodes``: ``grade/success``, ``grade/score``,
-``grade/steps``, ``grade/total_reward``. The grade arrives after the last tick, so a
-``graded=True`` writer commits an episode only once :class:`Grades` has it (waiting at
-most ``GRADE_WAIT_S``); without one: success False, score NaN, the frame count and the
-summed reward.
+Per frame ``next.reward``, ``next.done`` and ``next.success`` (only on a successful episode's
+last frame); per episode ``grade/*`` in ``meta/episodes``. The grade arrives after the last
+tick, so a ``graded=True`` writer commits only once :class:`Grades` has it (bounded by
+``GRADE_WAIT_S``).
 """
 
 from __future__ import annotations

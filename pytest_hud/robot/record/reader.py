@@ -1,14 +1,9 @@
 """A recorded LeRobot v3 dataset read back episode by episode, for replay.
 
-It reads the v3.0 files as the format lays them out (``meta/info.json``'s path templates,
-``meta/stats.json``, the ``meta/episodes`` and ``data`` parquet files, the videos decoded
-with PyAV), not through LeRobot's classes: every release that writes v3.0 reads back
-alike, and listing the episodes needs no lerobot import. Per episode: its frames' vectors
-(``observation.state``, ``observation.environment_state``, ``action``, ...) as ``[T, D]``
-arrays, its camera frames as ``[T, H, W, 3]`` uint8, ``next.done``, and what
-:mod:`.source` stored (the row it ran and the env's contract).
-:func:`env_observations` maps frames back onto the env's observation names, the
-inverse of :mod:`.schema`'s frame layout.
+Reads the v3.0 files as the format lays them out (parquet, videos through PyAV), not through
+LeRobot's classes, so every release that writes v3.0 reads back alike and listing needs no
+lerobot import. :func:`env_observations` maps frames back onto the env's observation names, the
+inverse of :mod:`.schema`.
 """
 
 from __future__ import annotations

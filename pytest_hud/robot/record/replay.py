@@ -1,14 +1,9 @@
 """A recorded episode's actions as an agent, and what the env answered to them.
 
-:func:`replay_agent` is a RobotAgent like any other: it connects to the env over the
-wire, binds the contract and sends the episode's recorded actions one per tick (one chunk
-of all of them, stopping after the last), so the env runs them through the normal rollout
-path from the row's seed. Its observer lays every live observation out as the recorder
-did (:mod:`.schema`) and returns them in the episode's report under ``replay``: the
-vectors (``[T, D]`` per dataset key), a per-tick error per camera (``image_error``,
-computed on the spot against the recorded frame, so no live images are kept), whether
-the env said terminated, and the live contract's dataset keys. Comparing them with the
-recording is the caller's (:mod:`pytest_hud.evaluation.replay`).
+:func:`replay_agent` is a RobotAgent that sends the recorded actions one per tick through the
+normal rollout path. Its observer lays live observations out as the recorder did and reports
+them under ``replay`` (per-camera errors computed on the spot, so no live images are kept);
+comparing is :mod:`pytest_hud.evaluation.replay`'s job.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """A dataset put back as it was when writing to it fails part-way (a full disk, say).
 
-An episode's commit writes new files (its data, episode-metadata and video files: the
-writer's per-episode file limits start new ones, :mod:`.commit`) and rewrites a few small
-ones in ``meta/`` (``info.json``, ``stats.json``, ``tasks.parquet``). :class:`Snapshot`
-records, before the commit, which files exist and the bytes of those small ones;
-:meth:`Snapshot.restore` removes what the failed commit created and writes the small files
-back, so the dataset is again exactly its last finalized state (what lerobot reads back,
-and what a later run appends to). It also says whether any older file changed, which
-would mean the dataset could not be put back whole.
-
-:func:`disk_full` tells a full disk from other failures: lerobot's image writer logs a
-failed PNG write and carries on, so the error that surfaces may be a later one about an
-unreadable image, not ``ENOSPC``; the free space on the device then tells.
+:class:`Snapshot` records which files exist and the bytes of the small ``meta/`` files an
+episode's commit rewrites; :meth:`Snapshot.restore` removes what the failed commit created and
+writes those back, leaving the last finalized state. :func:`disk_full` tells a full disk from
+other failures by the device's free space, since lerobot may surface a later error.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
-"""The dataset's feature schema: a frame's keys, dtypes and shapes, built from the contract
-at the first episode, and how one observation plus action becomes a frame.
+"""The dataset's feature schema, built from the contract at the first episode, and how one
+observation plus action becomes a frame: cameras to ``observation.images.<camera>``, other
+observations to ``observation.state``, the action exactly as sent on the wire.
 
-* image features (rgb/bgr/gray) -> ``observation.images.<camera>`` videos (``video=False``:
-  PNGs), ``<camera>`` the last ``/``- or ``.``-separated part of the name, sanitized; two
-  cameras with one key are an error naming both (``camera_keys=`` overrides). Stored RGB
-  HxWx3 (bgr flipped, gray repeated); depth is not recorded (a warning says so).
-* other observations -> ``observation.state`` (several: flattened and concatenated in
-  contract order, names too); ones named ``environment_state`` -> that feature, which
-  LeRobot's ACT and Diffusion need to act without a camera.
-* the action -> ``action``, float32, exactly what was sent on the wire; the env's answer
-  (``next.reward``/``next.done``/``next.success``) and the grade: :mod:`.grade`.
-* the prompt -> each frame's ``task``; ``control_rate`` -> fps (an integer).
-
-lerobot 0.4.4's AV1 encoder rejects frames under 4 px high and kills the process
-(SIGFPE) for frames under 25 px wide, so ``check()`` refuses smaller cameras up front.
+``check()`` refuses cameras smaller than lerobot 0.4.4's AV1 encoder accepts (it kills the
+process on them).
 """
 
 from __future__ import annotations

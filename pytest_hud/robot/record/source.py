@@ -1,16 +1,9 @@
 """Where a recorded episode came from, kept beside its grade so it can be replayed.
 
-Per episode, in ``meta/episodes`` (strings, so every LeRobot release reads them back):
-
-* ``hud/row``: the task row as sent (JSON: ``env``, ``id``, ``args`` with the seed the
-  rollout ran, ``metadata`` with a ``module`` column naming the file that declares the env);
-* ``hud/contract``: the env's robot contract (JSON), which maps the episode's frames back
-  onto the env's observation names.
-
-The initial state is the episode's first frame (the reset observation). An episode
-recorded without a run (a bare ``DatasetWriter`` observer) has empty strings. A dataset
-recorded before these columns existed keeps its layout when episodes are appended
-(:func:`has_source_columns`): LeRobot reads one schema for every episode file.
+Per episode, ``meta/episodes`` holds ``hud/row`` (the task row as run) and ``hud/contract``
+(the env's contract), as JSON strings every LeRobot release reads back. A dataset recorded
+before these columns existed keeps its layout when appended to (:func:`has_source_columns`):
+LeRobot reads one schema for every episode file.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Where a dataset lives: an existing one's info (and whether a schema may be appended to
-it), the folder check, lerobot's dataset class imported quietly, and the push token.
-
-``RECORD_DIR`` (or the constructor) is the root, default ``./data``. A folder holding
-``meta/info.json`` is an existing dataset: episodes are appended when its fps, robot type
-and features match, else it is refused, as is any other non-empty folder. ``HF_REPO``
-pushes the finalized dataset (``user/name``; a bare namespace takes the folder's name),
-with ``HF_TOKEN``; ``HF_PRIVATE=1`` makes it private.
+"""Where a dataset lives (``RECORD_DIR``, default ``./data``), whether an existing one may be
+appended to (same fps, robot type and features; any other non-empty folder is refused),
+lerobot's dataset class imported quietly, and the ``HF_REPO`` push settings.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """Record rollouts into one LeRobot v3 dataset (merging per-worker datasets: :mod:`.merge`).
 
-``DatasetWriter`` turns every executed tick of every rollout (the observation acted on,
-the action sent) into a frame of one dataset written by lerobot itself; append
-``writer.observer`` to ``RobotAgent.observers``. Where it goes: :mod:`.store`; its
-schema: :mod:`.schema`; every lerobot write call and crash safety: :mod:`.commit`.
-
-Episodes are committed whole: each rollout buffers its own frames, so concurrent rollouts
-never interleave. ``end(ok=True)`` assigns the next episode index and queues the episode
-on one writer thread, so the event loop never waits on encoding, and returns
-``{"dataset": {"root", "episode_index", "frames"}}``; an errored episode is discarded
-(``episode_index: None``). A failed commit is undone (:mod:`.rollback`: the dataset is
-again its last finalized state) and stops the writer: the next ``end()``, ``flush()`` or
-``finalize()`` raises it. A full disk stops it quietly instead: later episodes are not
-recorded (``episode_index: None``, ``discarded`` says why) while the rollouts go on, and
-``finalize()`` raises one error naming the folder, what it kept and how many were not
-recorded. ``finalize()`` (idempotent, also at exit) waits for queued commits and pushes.
+Episodes are committed whole on one writer thread, so concurrent rollouts never interleave and
+the event loop never waits on encoding; errored episodes are discarded. A failed commit is
+rolled back (:mod:`.rollback`) and stops the writer (the next call raises it); a full disk
+stops recording quietly and ``finalize()`` then reports what was kept.
 """
 
 from __future__ import annotations

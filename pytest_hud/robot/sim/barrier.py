@@ -1,11 +1,9 @@
 """When a served sim steps: the lockstep barrier over a vectorized sim's slots.
 
-A vectorized sim advances all copies with one ``step([num_envs, A])``, so the bridge holds
-each slot's action until every live slot has acted, then steps once, filling idle slots
-with ``hold_action()``. After ``step_timeout`` the watchdog fails slots that never act, so
-one lost agent cannot stall its peers. A sim whose copies step alone (``step_slots``) has
-no barrier: each slot steps when its agent acts. Everything here runs on the serve loop's
-thread, so slot state needs no lock.
+Each slot's action is held until every live slot acted, then the sim steps once (idle slots get
+``hold_action()``); after ``step_timeout`` slots that never act fail, so one lost agent cannot
+stall its peers. Slots of a ``step_slots`` sim step alone. Runs on the serve loop's thread: no
+locks.
 """
 
 from __future__ import annotations

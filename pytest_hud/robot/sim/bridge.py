@@ -1,14 +1,9 @@
-"""RobotBridge: the env side of the openpi/0 wire.
+"""RobotBridge: the env side of the openpi/0 wire (docs/reference/wire.md).
 
-Subclasses implement ``reset`` / ``step`` / ``get_observation`` around a sim; the base
-owns the WebSocket serve loop. Each connection is scalar openpi for one slot: a metadata
-frame, a ``{"claim": token}``, then each ``{"actions": a}`` answered with that slot's
-observation ``{name: array, ..., "terminated": bool}``; a text frame is an error. When
-the sim steps (a barrier over live slots, or slots that step alone) is :mod:`.barrier`.
-
-Hooks run on the event-loop thread, which :func:`serve_bridge` makes the main thread, so
-thread-affine sims are safe with no hand-off per step; ``offload = True`` runs them on one
-sim thread instead, for hooks that block for long.
+Subclasses implement ``reset`` / ``step`` / ``get_observation``; the base owns the WebSocket
+serve loop, one connection per slot. When the sim steps is :mod:`.barrier`. Hooks run on the
+event-loop thread, made the main thread by :func:`serve_bridge`, so thread-affine sims are
+safe; ``offload = True`` moves them to one sim thread for hooks that block long.
 """
 
 from __future__ import annotations

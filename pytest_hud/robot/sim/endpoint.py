@@ -1,11 +1,8 @@
 """RobotEndpoint: the env server's handle on a sim process.
 
-It spawns the sim program (a bridge class or instance, or an explicit argv) or
-attaches to one that runs elsewhere, then drives episodes over the sim's control
-side channel: ``reset(**args) -> {"prompt", "token"}``, ``result(token=...) ->
-{"score", "success", "total_reward"}``. Control plane only: agents talk to the
-bridge's WebSocket directly. A spawned sim is tied to its endpoint by a stdin
-lifeline, so it exits when the endpoint stops or the parent process dies.
+It spawns (or attaches to) a sim and drives episodes over its control side channel (``reset``,
+``result``); agents talk to the bridge's WebSocket directly. A spawned sim exits when its stdin
+lifeline closes.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """GymBridge: serve any gymnasium-style env (single or vectorized) over openpi/0.
 
-The target is a factory, a registry id, or an env built through the registry. Task args
-split by the factory's signature: its parameters are build args (a change rebuilds the
-env), the rest go to ``reset(seed=..., options=...)``. Observations keep the env's keys
-(nested dicts joined with ``/``; a plain array is ``observation/state``); state travels
-as float32, images as the env's uint8 HWC.
-
-The grade: ``success`` latched from ``success``/``is_success``/``task_success`` in info at
-any step, else ``success_threshold`` on the episode's *final* total reward (a running
-total would make Pendulum's -400 a success after one step); ``terminated`` and
-``truncated`` as gymnasium reports them; neither means the agent cut the episode short.
+Task args split by the factory's signature: its parameters are build args (a change rebuilds
+the env), the rest go to ``reset``. Success is latched from info's success keys, else
+``success_threshold`` on the *final* total reward (a running total would pass Pendulum after
+one step); ``terminated`` / ``truncated`` are gymnasium's.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The sim program: ``python -m pytest_hud.robot.sim`` serves one bridge.
-
-Two ways to name the bridge: ``TARGET`` as ``module:Class`` or ``path/to/file.py:Class``
-with ``--kwargs JSON``, or ``--stdin`` to read a pickled bridge (a class, an
-instance or a ``(callable, kwargs)`` pair) from the first line of stdin, base64
-encoded; a RobotEndpoint spawns sims this second way. With ``--lifeline`` the sim
-exits when stdin closes, so it never outlives the process that spawned it.
+"""The sim program: ``python -m pytest_hud.robot.sim`` serves one bridge, named as
+``module:Class`` / ``file.py:Class`` with ``--kwargs JSON``, or pickled on stdin (``--stdin``,
+as a RobotEndpoint spawns it). With ``--lifeline`` the sim exits when stdin closes.
 """
 
 from __future__ import annotations

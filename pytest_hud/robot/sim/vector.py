@@ -1,13 +1,8 @@
 """Build ``num_envs`` copies of a gym-style env as one VectorEnv, stepped in this process
-or each copy in its own worker process.
+(``"sync"``, the default) or each copy in its own worker process (``"async"``).
 
-``vectorization_mode="sync"`` (the default) is gymnasium's SyncVectorEnv: the copies step
-one after another in the sim process, so a lockstep batch waits for all of them on one
-core. ``"async"`` is its AsyncVectorEnv (a worker process per copy, observations in shared
-memory): the copies step on every core while the policy waits. "async" costs a process
-(and the env's memory) per copy and pickles each action to its worker, so it pays off
-only for expensive steps; a copy's slots cannot step alone (``step_slots_alone`` needs
-"sync").
+``"async"`` costs a process and a pickled action per copy per step, so it pays off only for
+expensive steps, and its slots cannot step alone.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""The openpi/0 wire codec: msgpack with openpi's numpy extension.
+"""The openpi/0 wire codec: msgpack with openpi's numpy extension, byte for byte the encoding of
+``openpi_client.msgpack_numpy`` and the HUD SDK (docs/reference/wire.md).
 
-An ndarray travels as a map ``{b"__ndarray__": True, b"data": raw bytes,
-b"dtype": dtype.str, b"shape": shape}`` and a numpy scalar as
-``{b"__npgeneric__": True, b"data": value, b"dtype": dtype.str}``; this is the
-encoding of ``openpi_client.msgpack_numpy`` and of the HUD SDK, byte for byte.
-Only bool, integer, unsigned and float dtypes travel; everything else (object,
-void, complex, unicode, bytes, datetime, timedelta) is refused both ways, and a
-decoded array's shape must be non-negative integers that account for its data
-exactly. This is stricter than openpi-client, which decodes ``U`` and ``M8`` arrays
-and lets numpy infer a ``-1`` dimension: the wire never pickles and never guesses.
+Only bool, integer and float dtypes travel; anything else is refused both ways, and a decoded
+shape must account for its data exactly: the wire never pickles and never guesses.
 """
 
 from __future__ import annotations

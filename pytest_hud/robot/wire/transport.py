@@ -1,11 +1,7 @@
-"""The agent side's WebSocket seam: one small interface, two implementations.
-
-:class:`Transport` is all a client of the robot wire needs: send a message, receive
-one, close. :func:`connect` picks the implementation: our own RFC 6455 client
-(:mod:`pytest_hud.robot.wire.wsclient`, ``"frames"``) for ``ws://`` urls, because it receives
-a camera frame with no copy in user space, and the ``websockets`` library
-(``"websockets"``) for ``wss://`` or when asked (``impl=``, or
-``$PYTEST_HUD_WEBSOCKET=websockets``). Both raise the same errors.
+"""The agent side's WebSocket seam: :class:`Transport` (send, receive, close) and two
+implementations, picked by :func:`connect`: our own client (:mod:`.wsclient`) for ``ws://``,
+which receives frames with no user-space copy, and ``websockets`` for ``wss://`` or when asked.
+Both raise the same errors.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Vectored sends of binary WebSocket frames on a websockets server connection.
 
-websockets copies every message into a frame, and the codec copies each array before
-that; for camera frames those copies cost more than the socket. :func:`send_chunks`
-writes the frame header and the codec's chunks
-(:func:`~pytest_hud.robot.wire.codec.pack_chunks`) with one ``os.writev``, so array memory
-goes straight to the kernel, but only when nothing else is queued on the connection (no
-buffered bytes, fragments, extensions or TLS; a server frame needs no mask); otherwise it
-falls back to ``ws.send``. The bytes on the wire are the same either way.
+:func:`send_chunks` writes the frame header and the codec's chunks with one ``os.writev``, so
+array memory goes straight to the kernel, but only when nothing else is queued on the
+connection; otherwise it falls back to ``ws.send``. The bytes on the wire are the same.
 """
 
 from __future__ import annotations

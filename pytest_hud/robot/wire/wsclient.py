@@ -1,12 +1,9 @@
 """A WebSocket client (RFC 6455, no extensions) built for large binary messages.
 
-A general-purpose client copies each incoming message several times on its way to
-the caller (socket read, stream buffer, frame slice, message join). Here a message
-that does not fit the staging buffer is received straight into a buffer of its own
-size, handed to the kernel through :class:`asyncio.BufferedProtocol`, so a camera
-frame is copied once, by the kernel. No extension is offered, so nothing is
-compressed. Pings are answered, fragmented messages reassembled, close frames
-echoed; a peer that breaks the protocol gets close code 1002 and a clear error.
+A message larger than the staging buffer is received straight into a buffer of its own size
+through :class:`asyncio.BufferedProtocol`, so a camera frame is copied once, by the kernel.
+Pings are answered, fragments reassembled, closes echoed; a protocol violation gets close code
+1002 and a clear error.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Debian packages for an image whose base has no apt: a host-side root filesystem folder.
 
-The base image (``.ci/make-base-image``) is a copy of the host's Python with no package
-manager, and no registry is reachable, so ``apt-get install`` cannot run inside a build.
-Instead, on the host: ``apt-cache depends --recurse`` lists the packages' dependency
-closure, ``apt-get download`` fetches the ``.deb`` files (no root needed, no install on
-the host), and ``dpkg-deb -x`` unpacks each into one folder that the image COPYs to
-``/``. Maintainer scripts do not run: fine for libraries (Mesa's EGL/OSMesa need none;
-the loader finds ``/usr/lib/x86_64-linux-gnu`` without an ``ld.so.cache``), not for
-daemons. The packages the base image already carries (glibc, libgcc, libstdc++) are
-left out so the image's copies stay the ones the interpreter was checked with.
-
-The folder is cached under ``cache_dir()/apt/<key>/root`` by the sorted package list,
-so a second build reuses it.
+No package manager or registry is reachable inside a build, so the packages' dependency closure
+is downloaded on the host and unpacked (``dpkg-deb -x``) into one folder the image COPYs to
+``/``. Maintainer scripts do not run (fine for libraries, not daemons); packages the base
+already carries (glibc, libstdc++) are left out. Cached by the sorted package list.
 """
 
 from __future__ import annotations

@@ -1,44 +1,9 @@
 """``--hud-runtime=docker`` with no image: build one from the env modules' declarations.
 
-The API, in full::
-
-    spec = image_spec(files)          # ImageSpec: tag, modules, requires, apt
-    specs = image_specs(files)        # [spec], or one per module if their pins clash
-    tag = ensure_image(spec)          # build it unless an image with that tag exists
-    auto = AutoDockerRuntime()        # the images of every env module declared so far
-    provider = auto.serving(path)     # a provider serving the module at ``path`` in it
-
-``placement.provider_for("docker")`` is ``by_declaration(AutoDockerRuntime().serving)``:
-each row goes to the container serving its declaring module.
-
-``image_spec(files)`` takes env module files (those that construct an ``Environment``;
-see :func:`declared_files`) and gathers each environment's ``requires=[...]`` (pip) and
-``apt=[...]`` (Debian) declarations. The image holds all of them at once, so a session
-whose rows span several env modules (``examples/envs/pendulum.py`` + ``pusht.py``) runs
-in one image; each container serves one module (``DockerRuntime(tag, module=...)``).
-
-Where a module goes in the image: a file inside the ``pytest_hud`` package (the shipped
-suites) is served by its dotted name, since the package is installed in the image; any
-other file is copied alone to ``/app/envs/<n>/<its name>`` (a module that imports
-sibling files must put them on a package path instead).
-
-The tag is ``pytest-hud-env:<key>``, ``key`` a hash of the modules' sources, their
-requires/apt and pytest-hud's own source, so any change builds a new image and an
-unchanged session reuses the old one (a cache hit costs hashing the sources).
-The pip folder and the apt root filesystem are cached on the host by their package
-sets (:mod:`.image`, :mod:`.apt`). ``python -m pytest_hud image build``
-(:mod:`.cli`) prebuilds the same image.
-
-Containers get the host's ``PYTEST_HUD_*`` variables (e.g.
-``PYTEST_HUD_METAWORLD_CAMERAS``), so a module configured by them boots the same way
-in the image (the MetaWorld module runs its render preflight only with cameras on), and
-its render backend choice (:data:`RENDER_VARS`: ``MUJOCO_GL``, ``PYOPENGL_PLATFORM``):
-MuJoCo binds its GL platform at import from them, so ``MUJOCO_GL=osmesa pytest ...``
-renders with OSMesa in the image as it does locally (both backends are in images built
-from the suites' ``apt=``). A suite's render preflight exports the backend it picked
-on the host, so the image then probes that one first. ``docker:IMAGE`` forwards the
-same variables (both forms are ``DockerRuntime(..., forward_env=True)``; the one list
-is :func:`.engine._forwarded_env`), and a row's ``runtime_config.env`` wins.
+The image holds every env module's ``requires=`` / ``apt=`` at once (one container serves one
+module); its tag hashes the modules' sources, their requirements and pytest-hud's own source,
+so any change builds a new image and an unchanged session reuses the old one. Containers get
+the host's ``PYTEST_HUD_*`` and render backend variables (:data:`RENDER_VARS`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """``python -m pytest_hud image build|ls|rm``: the auto-built env images, by hand.
 
-    image build [FILE.py ...] [--pyargs MODULE ...] [--base IMAGE]
-        import the files / dotted modules (env modules, task files or conftests that
-        import them), then build the image ``--hud-runtime=docker`` would build for the
-        Environments they declare (same tag: a later pytest run is a cache hit); one
-        image per env module when their requirements clash, one tag per line
-    image ls                      the images built so far: tag, size, modules
-    image rm TAG ... | --all      remove them
-
-Progress and the cache hit/miss go to stderr; a failed pip or apt step names the
-package and shows the log's tail (exit status 1).
+``build`` imports the given files or modules and builds the image(s) ``--hud-runtime=docker``
+would build for their Environments (same tag, so a later run is a cache hit); ``ls`` lists
+built images; ``rm`` removes them. A failed pip or apt step names the package (exit 1).
 """
 
 from __future__ import annotations

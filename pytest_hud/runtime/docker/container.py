@@ -1,28 +1,10 @@
 """DockerRuntime: a fresh container running the env server for every acquisition.
 
-``DockerRuntime("my-env-image")`` starts one container per acquisition running
-``python3 -m pytest_hud.serve MODULE`` on port 8000 with robot sims on 8001..800N,
-publishes those ports on 127.0.0.1 only (random host ports), waits until the
-control channel answers a real ``ping``, and yields a Runtime whose ``host`` and
-``port_map`` let the control client rewrite the sims' urls. Exiting removes the
-container. Every container is labelled with its owner (session, pid, host), so
-``reap_containers()`` can remove the leftovers of crashed sessions, and does once
-per process.
-
-``forward_env=True`` (both ``--hud-runtime=docker`` forms, ``docker:IMAGE`` and the
-auto-built image) gives each container the host's ``PYTEST_HUD_*`` and render backend
-variables (``MUJOCO_GL``, ...; :func:`.engine._forwarded_env`), so ``MUJOCO_GL=osmesa
-pytest --hud-runtime=docker:IMAGE`` renders with OSMesa in the container as on the host.
-They are read at the first container's creation (after collection, so a render preflight
-run at import has exported its pick) and a row's ``runtime_config.env`` overrides them.
-
-``build_image(tag, module=..., extra_files=[...])`` (:mod:`.image`) builds such an
-image without a registry: a base image with a Python of the host's minor version, plus
-this project and its runtime dependencies installed on the host with ``pip install
---target``.
-
-The ``docker`` SDK is imported lazily (``pip install 'pytest-hud[docker]'``); its
-calls block, so they run in worker threads, never on the event loop.
+Ports are published on 127.0.0.1 only; readiness is a real control ``ping``. Every container is
+labelled with its owner (session, pid, host) so :func:`reap_containers` removes crashed
+sessions' leftovers. ``forward_env=True`` passes the host's ``PYTEST_HUD_*`` and render
+variables, read at the first container's creation; a row's ``runtime_config.env`` wins. The
+``docker`` SDK is imported lazily and its blocking calls run in worker threads.
 """
 
 from __future__ import annotations

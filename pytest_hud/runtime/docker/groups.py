@@ -1,19 +1,8 @@
 """Which env modules can share one auto-built image: those whose requirements resolve together.
 
-``--hud-runtime=docker`` puts every env module of a session in one image when it can
-(``pendulum.py`` + ``pusht.py``). Some stacks cannot live together: MetaWorld 3.1.1
-pins ``mujoco==3.3.0`` and the LIBERO suite ``mujoco==3.17.0`` (robosuite 1.4.0 needs
-it), so ``pip`` says ``Cannot install metaworld==3.1.1 and mujoco==3.17.0``. A session
-whose rows span both then gets one image per env module that declares requirements
-(modules declaring none join the first), each built and cached as if it ran alone, so
-the MetaWorld image of a mixed session is the one a MetaWorld-only session reuses.
-
-Whether a set resolves is asked of pip itself (``pip install --dry-run``, metadata
-only), only when two or more modules declare
-requirements, and the verdict is cached under :func:`.image.cache_dir` by the
-requirement set. A dry run that fails for another reason (an unknown package, no
-network) counts as "resolves": the real build then fails with pip's message naming the
-package, as a single-module session would.
+Modules whose pins clash (MetaWorld's mujoco against LIBERO's) get one image each, cached as if
+run alone. pip decides (``pip install --dry-run``, cached by requirement set); a dry run
+failing for another reason counts as "resolves", so the real build reports pip's error.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """``build_image(tag, module=..., extra_files=[...])``: an env image without a registry.
 
-A base image with a Python of the host's minor version, plus this project and its
-runtime dependencies installed on the host with ``pip install --target`` (and Debian
-packages unpacked on the host, :mod:`.apt`). Two images: ``pytest-hud-deps:<key>``
-(base + dependencies, keyed by the requirement and package sets) and the tag, FROM it,
-adding the project and the env files (keyed by content hash): after a source edit only
-the small top image rebuilds.
+Dependencies are installed on the host (``pip install --target``, :mod:`.apt`) into a
+``pytest-hud-deps:<key>`` image keyed by the requirement sets; the tag adds the project and env
+files on top, so a source edit rebuilds only the small top image.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Creates in flight: a container whose create the engine finishes after its owner died.
 
-A process killed while ``containers.create`` is in flight (an xdist worker SIGKILLed by
-its interrupted controller) cannot remove the container the engine goes on to create,
-and a reap that runs before the engine finishes finds nothing. So every create first
-writes an intent file (owner pid and start time, a random name) and labels the container
-with that name; the file is removed when the call returns. :func:`settle_intents`, run
-by whoever tears down after such a death (the controller at unconfigure), takes the
-files whose owner is dead, waits on the engine's event stream (bounded) for the creates
-they name, and removes what they produce.
+A process killed mid ``containers.create`` cannot remove what the engine goes on to create, so
+each create first writes an intent file (owner pid, start time, a random name that also labels
+the container). :func:`settle_intents` takes dead owners' intents, waits (bounded) on the
+engine's events for those creates, and removes what they produce.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 """Delegated rollouts: the whole rollout (provider, env server, agent) runs as a Ray task.
 
-The spec's second way of driving a substrate: instead of driving the env from the
-controller (local drive), the controller submits the rollout and folds its
-``RolloutResult`` back. :func:`delegated_rollout` has the signature of
-:func:`~pytest_hud.runtime.rollout.rollout`, so a caller (the plugin's evaluator under
-``--hud-delegate=ray``) swaps one for the other: the task, the agent and the provider
-are shipped to a Ray worker (cloudpickle: they must be picklable, e.g. ``RobotAgent``
-with its model, ``LocalRuntime(path)``), placed by the row's ``runtime_config`` like
-RayRuntime's actors, where ``rollout()`` runs to the end; the result comes back
-through Ray's object store. Files the agent writes (videos, dataset episodes) stay
-where the worker wrote them: on one machine or a shared folder their paths in
-``agent_info`` are valid as they are; across machines, point the recorder at a shared
-folder. ``agent_info["ray"]`` names the node and worker that ran the rollout.
-
-Infrastructure failures stay errors: a worker that dies is a ``RolloutResult`` with
-``error_type="SubstrateError"`` naming the node (never a failed episode).
+:func:`delegated_rollout` has :func:`~pytest_hud.runtime.rollout.rollout`'s signature; task,
+agent and provider must be picklable. Files the agent writes stay where the worker wrote them.
+A worker that dies is a ``SubstrateError`` result naming the node, never a failed episode.
 """
 
 from __future__ import annotations

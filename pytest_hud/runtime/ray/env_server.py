@@ -1,16 +1,9 @@
 """The Ray actor a RayRuntime lease runs: one env server as the actor's child process.
 
-The actor runs ``python -m pytest_hud.serve MODULE --host NODE_IP --port 0 --lifeline``
-rather than serving in-process, for the same reasons SubprocessRuntime does: the env
-module (MuJoCo, gym registrations, a crash in C) stays out of the Ray worker, so a
-server that dies is reported by a live actor with its exit code and output; and the
-command is the very one Docker and Modal run. ``--lifeline`` ties the server to the
-actor: when Ray kills the actor, the server's stdin closes and it stops (and its sims
-with it). The server's output is echoed to the actor's stdout, so Ray's worker log
-holds it after the actor died.
-
-Kept free of Ray imports at module level: a worker imports this module to build the
-actor, and the driver imports it only through RayRuntime.
+The server runs as ``python -m pytest_hud.serve ... --lifeline`` rather than in-process, so a
+crashing env module leaves a live actor to report it, the command matches Docker's and Modal's,
+and the server stops when Ray kills the actor. Its output is echoed to the actor's log. No Ray
+import at module level.
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
 """A local Ray head on 127.0.0.1, started and stopped by the process groups it made.
 
-``pytest -n K --hud-runtime=ray`` without ``$RAY_ADDRESS`` needs ONE cluster for the
-session, not one per xdist worker (each ``ray.init()`` would start its own head, K
-times the daemons on a 2-core machine); the plugin's controller starts a
-:class:`RayHead` and hands its address to the workers. The tests' two-node cluster
-(tests/helpers/ray_cluster.py) is a RayHead plus a second node.
-
-Loopback: every node gets ``--node-ip-address=127.0.0.1`` and runs in Ray's loopback
-mode (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``), in which Ray keeps 127.0.0.1 instead of
-the machine's first interface address and binds its servers there. No dashboard by
-default: on a loaded machine it can keep ``ray start`` from coming up in time, and
-rollouts do not need it.
-
-Stopping: every ``ray start`` runs as the leader of a new process group, which the
-daemons it starts inherit; :meth:`RayHead.stop` signals exactly those groups (never
-``ray stop``, which would stop every cluster of this user), then anything still
-running from the head's own ``--temp-dir``.
+One cluster per session (not one per xdist worker). Every node runs in Ray's loopback mode; no
+dashboard by default. :meth:`RayHead.stop` signals exactly the process groups its ``ray start``
+calls made (never ``ray stop``, which stops every cluster of this user).
 """
 
 from __future__ import annotations

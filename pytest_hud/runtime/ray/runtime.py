@@ -1,28 +1,10 @@
 """RayRuntime: each lease's env server runs in a Ray actor placed by Ray's scheduler.
 
-``RayRuntime("envs/pendulum.py", resources={"libero": 1})`` is a provider: entering a
-lease creates an :class:`~pytest_hud.runtime.ray.env_server.EnvServerActor` with the row's
-``runtime_config`` as actor resources (``cpu`` -> ``num_cpus``, ``gpu`` -> ``num_gpus``,
-``memory`` -> bytes, ``resources`` -> custom resources, on top of the constructor's),
-waits for it to report the control url, its node and every port it bound, and yields a
-Runtime the rollout drives like any other (control channel + robot wire, straight to
-the node; Ray carries no episode traffic). Exiting stops the server and ``ray.kill``\\ s
-the actor; actors are owned by this driver (not detached), so Ray also reaps them if
-the driver dies, and an ``atexit`` hook kills any still registered.
-
-The server binds the node's IP as Ray knows it, so the driver can reach it. On a
-cluster started with ``--node-ip-address=127.0.0.1`` that is loopback; RayRuntime
-refuses any bound port outside the node's address.
-
-Faults: a request no node of the cluster could ever hold fails at once (the resources
-asked, every node's totals and what is available now) instead of pending forever; a
-request that only waits for busy resources is bounded by ``boot_timeout``; an actor
-that dies mid-episode turns the rollout's error into one naming the actor, its node
-and the tail of its log (the server's output, via Ray's state API when the dashboard
-runs).
-
-Connecting: :func:`pytest_hud.cluster.connect` (``address``, else ``$RAY_ADDRESS``, else a
-local single-node cluster; loopback stays loopback).
+A lease's ``runtime_config`` becomes the actor's resources; the rollout then talks to the
+actor's node directly (Ray carries no episode traffic). Actors are owned by this driver, so Ray
+reaps them if it dies (plus an ``atexit`` kill). A request no node could ever hold fails at
+once; waiting for busy resources is bounded by ``boot_timeout``; an actor that dies mid-episode
+is an error naming the actor, its node and its log tail.
 """
 
 from __future__ import annotations

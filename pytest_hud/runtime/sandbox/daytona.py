@@ -1,27 +1,9 @@
 """DaytonaRuntime: a fresh env server in a Daytona sandbox for every acquisition.
 
-Daytona publishes a sandbox's ports only as HTTPS preview links, but the control
-channel is raw TCP (JSON lines), so the substrate is reached the other way Daytona
-offers: its SSH gateway. Each acquisition
-
-1. creates a sandbox from an image (``AsyncDaytona.create(CreateSandboxFromImageParams
-   (image=..., env_vars=, labels=, resources=Resources(cpu, memory, gpu),
-   ephemeral=True, auto_stop_interval=), timeout=)``);
-2. starts ``python -m pytest_hud.serve MODULE --host 127.0.0.1 --port 8000
-   --sim-host 127.0.0.1 --sim-ports 8001-800N`` as an async session command
-   (``process.create_session`` + ``execute_session_command(run_async=True)``): the
-   server listens on the sandbox's own loopback only;
-3. opens an SSH tunnel (``create_ssh_access`` gives the gateway command) with one
-   ``-L 127.0.0.1:LOCAL:127.0.0.1:PORT`` per port, so this side listens on 127.0.0.1
-   only, and waits for a real ``ping`` through it while polling the command's exit code;
-4. yields a Runtime whose ``port_map`` sends each published sim url to its local
-   forward. Exiting stops the tunnel, revokes the SSH access and deletes the sandbox.
-
-The image needs pytest-hud, the env module and ``python`` on PATH. The Daytona cloud
-itself is unverified from this machine (no network beyond the package index): the
-tests drive this module through a fake of exactly these SDK calls
-(tests/helpers/fake_daytona.py), and check its signatures against the real SDK when a venv
-with ``daytona`` is available.
+Daytona publishes ports only as HTTPS previews, but the control channel is raw TCP, so the
+server listens on the sandbox's loopback and is reached through an SSH tunnel from Daytona's
+gateway, listening on 127.0.0.1 here. The cloud is unverified from this machine: tests drive
+exactly these SDK calls through tests/helpers/fake_daytona.py.
 """
 
 from __future__ import annotations

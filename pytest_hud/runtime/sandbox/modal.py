@@ -1,20 +1,9 @@
 """ModalRuntime: a fresh env server in a Modal sandbox for every acquisition.
 
-Each acquisition creates a sandbox running
-``python -m pytest_hud.serve MODULE --host 0.0.0.0 --port 8000 --sim-host 0.0.0.0
---sim-ports 8001-800N`` with raw-TCP (unencrypted) tunnels on the control port and
-every sim port, waits for a real ``ping`` through the control tunnel, and yields a
-Runtime whose ``port_map`` sends each published sim url to its own tunnel
-(``{"8001": "host:port"}``: Modal may give every tunnel its own host). Exiting
-terminates the sandbox.
-
-The image must contain pytest-hud, its dependencies and the env module, with
-``python`` on PATH, e.g. ``modal.Image.debian_slim().pip_install("pytest-hud")
-.add_local_dir("envs", "/root/envs")`` (or ``.add_local_python_source("my_envs")``);
-a string is a registry tag (``modal.Image.from_registry(tag)``). With
-``module=None`` the image's own CMD must serve the env that way on those ports.
-
-Only the SDK's ``.aio`` calls are used, so booting never blocks the event loop.
+The server runs with raw-TCP tunnels on the control port and every sim port; readiness is a
+real ``ping`` through the control tunnel, and ``port_map`` sends each sim url to its own tunnel
+(hosts may differ). Only the SDK's ``.aio`` calls are used, so booting never blocks the event
+loop.
 """
 
 from __future__ import annotations

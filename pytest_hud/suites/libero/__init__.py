@@ -1,14 +1,10 @@
 """LIBERO as a shipped benchmark suite: the env module and its task rows (guide:
 docs/guides/suites.md).
 
-One package of rows per suite (``libero_spatial``, ``libero_object``, ``libero_goal``,
-``libero_10``: 10 tasks x 50 initial states; ``libero_90``: 90 x 10); ``rows(suite,
-init_states)`` returns them. One template per task, args ``init_state`` and ``seed``, the
-layout lerobot and openpi feed pi0/pi0.5 (:mod:`.sim`). The sim's stack (``REQUIRES``,
-``APT``) clashes with most users', so it runs in its own image under
-``--hud-runtime=docker`` (or its own venv); importing this module needs only pytest-hud's
-dependencies, and runs the rendering preflight where MuJoCo is installed (the cameras are
-always on). ``PYTEST_HUD_LIBERO_SIZE`` sets the camera size (default 256).
+``rows(suite, init_states)`` gives one row per task and initial state, in the layout lerobot
+and openpi feed pi0/pi0.5 (:mod:`.sim`). The sim's stack (:data:`REQUIRES`, :data:`APT`)
+clashes with most users', so it runs in its own image or venv; importing this module needs only
+pytest-hud's dependencies.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """The LIBERO sim: one task as a gymnasium env, in lerobot's and openpi's layout.
 
-``make_env(task, size)`` is the factory ``env.gym`` serves (a new task rebuilds the
-robosuite env, which is slow); ``init_state`` and ``seed`` arrive per episode through
-``reset``. libero and robosuite are imported inside the factory only, so this module
-(and the rows) load in a venv without them.
-
-Observations, as lerobot's LIBERO env + ``LiberoProcessorStep`` and openpi's example feed
-pi0/pi0.5: ``observation/images/image`` (``agentview_image``) and
-``observation/images/image2`` (``robot0_eye_in_hand_image``), HxWx3 uint8 turned 180
-degrees (robosuite renders them upside down); ``observation/state``: 8 float32,
-end-effector position (3), axis-angle orientation (3), the two finger joints. Actions are
-robosuite's 7-d OSC_POSE deltas in [-1, 1] (gripper -1 open, +1 close). ``reset`` sets
-the task's fixed initial state, then steps 10 uncounted no-ops so objects settle (both
-upstreams do). The episode ends at ``check_success()`` or the suite's step limit.
+Observations and actions are as lerobot's LIBERO env and openpi's example feed pi0/pi0.5
+(cameras turned 180 degrees, 8-d state, 7-d OSC_POSE deltas); ``reset`` sets the task's initial
+state and settles it with 10 no-ops, as both upstreams do. libero and robosuite are imported
+inside :func:`make_env` only, so rows load without them.
 """
 
 from __future__ import annotations

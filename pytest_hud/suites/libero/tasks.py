@@ -1,12 +1,9 @@
 """LIBERO's suites, tasks and language instructions, and their task rows.
 
-Pure data (no libero import), so rows list in any venv. ``suites.json`` is what
-``libero.libero.benchmark`` lists for the five suites (task name and instruction, in the
-benchmark's order); :func:`write_suite_files` regenerates the shipped JSONL files from it.
-A row is ``Task("libero", <task name>, {"init_state": k})``: ``k`` picks one of the task's
-50 fixed initial states (the benchmark's ``.pruned_init`` files, shipped by libero-pro),
-so row ``k`` starts from the same scene in every run, as in lerobot's and openpi's LIBERO
-evaluations.
+Pure data (no libero import), so rows list in any venv. A row's ``init_state`` ``k`` picks one
+of the task's fixed initial states, so row ``k`` starts from the same scene in every run, as in
+lerobot's and openpi's LIBERO evaluations. :func:`write_suite_files` regenerates the shipped
+JSONL files from ``suites.json``.
 """
 
 from __future__ import annotations

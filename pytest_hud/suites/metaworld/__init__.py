@@ -1,14 +1,9 @@
-"""MetaWorld v3 as a shipped benchmark suite: the env module, its task rows, its expert
-(guide: docs/guides/suites.md).
+"""MetaWorld v3 as a shipped benchmark suite: the env module, its task rows, its expert (guide:
+docs/guides/suites.md).
 
-``.mt1`` / ``.mt10`` / ``.mt50`` hold the rows (``.tasks.mt1()``, ``mt10()``, ``mt50()``
-for your own tests: not re-exported here, where importing the subpackage of the same name
-would replace them); one template per task, args ``variation`` (one of the task's 50 train goals)
-and ``seed``; the prompt is the task's instruction (:data:`PROMPTS`); the episode ends at
-success (latched) or metaworld's 500-step limit. Cameras are off by default (rendering
-costs far more than physics on a CPU): ``PYTEST_HUD_METAWORLD_CAMERAS`` and
-``PYTEST_HUD_METAWORLD_SIZE`` turn them on, and then importing runs the rendering
-preflight. ``requires=`` :data:`REQUIRES` and ``apt=`` :data:`APT` let
+Rows live in ``.mt1`` / ``.mt10`` / ``.mt50`` (not re-exported here, where the subpackage of
+the same name would replace them). Cameras are off unless ``PYTEST_HUD_METAWORLD_CAMERAS`` is
+set, and then importing runs the rendering preflight. :data:`REQUIRES` and :data:`APT` let
 ``--hud-runtime=docker`` build the image.
 """
 

@@ -1,11 +1,8 @@
 """``metaworld-expert``: metaworld's scripted policies as a pytest_hud Model.
 
-Each v3 task ships a stateless hand-written policy (``metaworld.policies.ENV_POLICY_MAP``)
-reading the 39-d state, so the Model stays stateless and batches rows of different tasks.
-Which task a row is comes from its prompt, the channel a language-conditioned policy
-reads: the suite's prompts (:data:`~pytest_hud.suites.metaworld.tasks.PROMPTS`) map
-one-to-one onto task names, and a bare task name (``reach-v3``) works too, so the suite's
-contract stays what any policy sees.
+The policies are stateless and read the 39-d state, so rows of different tasks batch. A row's
+task comes from its prompt (the suite's prompts map one-to-one onto task names; a bare task
+name works too), so the contract stays what any policy sees.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """The MetaWorld sim: one v3 task as a gymnasium env, built in the sim process.
 
-``make_env(task, cameras, size, stop_on_success)`` is the factory ``env.gym`` serves: its
-parameters are build args (a new task rebuilds the env; its 50 train goals are cached per
-process), while ``variation`` and ``seed`` arrive per episode through ``reset``. One
-task's env, not ``gym.make_vec("Meta-World/MT10")``, because a row runs one task.
-
-Observations: ``observation/state`` (the 39 values metaworld observes, goal included as
-in its MT benchmarks) and, per camera, ``observation/images/<camera>`` (HxWx3 uint8,
-``mujoco.Renderer``; ``corner2`` turned 180 degrees upright as lerobot does). Cameras are
-off unless asked for: a frame costs far more than a physics step.
+:func:`make_env`'s parameters are build args (a new task rebuilds the env), while ``variation``
+and ``seed`` arrive per episode through ``reset``. One task's env, not MetaWorld's MT vector
+env, because a row runs one task. Cameras are off unless asked for; ``corner2`` is turned
+upright as lerobot does.
 """
 
 from __future__ import annotations

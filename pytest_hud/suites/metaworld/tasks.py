@@ -1,11 +1,8 @@
 """MetaWorld v3's task names, their prompts, and the MT1/MT10/MT50 task rows.
 
-Pure data (no metaworld import), so rows can be listed where metaworld is not
-installed (a test process that serves the env in a docker image). A row is
-``Task("metaworld", <task name>, {"variation": k, "seed": k})``: ``variation``
-picks one of the task's 50 train goals (object and goal positions), so row ``k``
-of every run is the same scene. The rows carry a ``module`` column naming the env
-module, so a JSONL of them runs without a conftest.
+Pure data (no metaworld import), so rows list where metaworld is not installed. Row ``k`` picks
+train goal ``k``, the same scene in every run; rows carry a ``module`` column so a JSONL of
+them runs without a conftest.
 """
 
 from __future__ import annotations
