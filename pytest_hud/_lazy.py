@@ -1,8 +1,5 @@
-"""A package's exports, imported on first use (PEP 562), declared once as plain imports.
-
-Every process pytest-hud starts imports the package first, so eager imports would slow every
-substrate's boot. A package writes its exports as ``from X import a`` under ``if
-TYPE_CHECKING:`` and sets ``__getattr__, __dir__ = exports(__name__, __file__)``.
+"""A package's exports imported on first use (PEP 562), declared as plain imports under ``if
+TYPE_CHECKING:``, so every substrate's boot skips code it never uses.
 """
 
 from __future__ import annotations

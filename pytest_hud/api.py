@@ -1,9 +1,5 @@
-"""``pytest_hud.evaluate``: the plugin's evaluation called from Python (a training script, a
-notebook), with the same rows, seeds, runtimes, batching, gates and ledger.
-
-It runs one in-process pytest session with the plugin, so the numbers are the equivalent
-command's, and reads back its results JSON. A caller's agent object reaches the session through
-the ``pytest_hud_agent`` hook, never pickled; the session restores what it changes.
+"""``pytest_hud.evaluate``: the plugin's evaluation from Python, as one in-process pytest session
+(same numbers as the command). The caller's agent goes through a hook, never pickled.
 """
 
 from __future__ import annotations

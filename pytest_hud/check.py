@@ -1,8 +1,5 @@
-"""``python -m pytest_hud check --agent SPEC ROWS_OR_MODULE``: the preflight as a command
-(docs/guides/why.md).
-
-Exit status: 0 when the policy can run on every env, 1 on a hard mismatch (or any warning with
-``--strict``), 2 when the agent or the rows cannot be loaded.
+"""``python -m pytest_hud check``: the preflight as a command (docs/guides/why.md). Exit 0 when
+the policy can run everywhere, 1 on a mismatch, 2 when loading fails.
 """
 
 from __future__ import annotations

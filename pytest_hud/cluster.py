@@ -1,8 +1,5 @@
-"""Joining a Ray cluster, once per process, with every Ray port on loopback when the cluster is.
-
-``address``, else ``$RAY_ADDRESS``, else a local cluster; loopback clusters are joined in Ray's
-loopback mode. In the shared bottom because both the placement layer and the agent side's
-policy replicas (which may not import the runtime) need it.
+"""Joining a Ray cluster once per process, loopback kept loopback. In the shared bottom because
+placement and the agent side's policy replicas both need it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Rendering preflight: which MuJoCo GL backends work here, and the fix for those that don't.
-
-``python -m pytest_hud doctor`` renders one small frame with each backend (egl, osmesa, glfw)
-in a fresh, bounded subprocess (GL binds at import); exit 0 when a headless one renders.
-:func:`preflight` picks and exports a backend for sims with cameras, or raises one
-:class:`RenderError` naming the fix. ``PYTEST_HUD_GL_HIDE`` hides GL libraries (for tests).
+"""Rendering preflight: which MuJoCo GL backends render here (each probed in a fresh, bounded
+subprocess), and the fix for those that don't.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 # mypy: disable-error-code="empty-body"
 """pytest-hud's hooks: implement them in a ``conftest.py`` or a plugin (docs/reference/hooks.md).
-
-``pytest_hud_episode_*``, ``pytest_hud_run_rollout``, ``pytest_hud_case_agent``,
-``pytest_hud_skip_case`` and ``pytest_hud_row`` run in the process that runs the rollouts
-(episode hooks on the rollout loop's thread); the others where rows are collected: the one
-process, or the controller under ``-n``.
+Episode hooks run where rollouts run; row hooks where rows are collected (the controller under
+``-n``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""One module loader: import a Python file or a dotted name, or one object from either.
-
-Every layer loads user code through here (env modules for the runtime, agent specs for
-the registry, bridge targets in a sim process), so a file imported under a name
-``sys.path`` cannot resolve is remembered once in :data:`PATH_MODULES` and a sim process
-can load it under the same name before unpickling a spec that refers to it.
+"""One module loader for every layer: files imported under a name ``sys.path`` cannot resolve are
+remembered (:data:`PATH_MODULES`) so a sim process can load them the same way.
 """
 
 from __future__ import annotations

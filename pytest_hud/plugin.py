@@ -1,8 +1,5 @@
-"""pytest-hud's hooks, and only hooks: each is one call into the session.
-
-``pytest_addhooks`` adds :mod:`pytest_hud.hookspecs`; ``pytest_configure`` registers the core
-session and each enabled feature's plugin (:mod:`pytest_hud._plugin.features`), and
-``pytest_unconfigure`` unregisters them. The work lives in :mod:`pytest_hud._plugin`.
+"""pytest-hud's hooks, and only hooks: each is one call into the session; the work lives in
+:mod:`pytest_hud._plugin`, features register at configure and leave at unconfigure.
 """
 
 from __future__ import annotations

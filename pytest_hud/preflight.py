@@ -1,9 +1,5 @@
-"""The compatibility preflight: an agent's policy against the envs it is about to run on.
-
-Per env, one short probe episode through the real path; the env's contract is set against what
-the policy expects (:func:`pytest_hud.robot.compat.compare`), then the first steps show
-out-of-range states and actions. An env with no row is checked on its declared contract. Used
-by the plugin before any item and by ``python -m pytest_hud check``.
+"""The compatibility preflight: one short probe episode per env through the real path, setting the
+env's contract against what the policy expects (:mod:`pytest_hud.robot.compat`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Child processes that announce themselves: spawn, wait for the ready line, reap.
-
-Sims and env servers both run as children that print one ``PREFIX {json}`` line
-once they serve. The child owns a new process group and a stdin lifeline: closing
-stdin asks it to stop, SIGTERM and SIGKILL to the group follow, every wait bounded.
+"""Child processes that announce themselves with a ready line, in their own process group with a
+stdin lifeline; stopping escalates to SIGTERM and SIGKILL, every wait bounded.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""A tiny JSON-lines RPC used by every control channel in the project.
-
-One request per line ``{"id": n, "method": str, "params": {...}}``, one reply per
-line ``{"id": n, "result": ...}`` or ``{"id": n, "error": {"type", "message",
-"traceback"}}``. Requests on one connection run concurrently; each connection owns
-its request tasks and cancels them when it closes, so a dropped peer never leaves
-work running. Every client wait is bounded.
+"""A tiny JSON-lines RPC used by every control channel. Requests run concurrently; a connection
+cancels its tasks when it closes, and every client wait is bounded.
 """
 
 from __future__ import annotations

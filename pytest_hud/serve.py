@@ -1,8 +1,5 @@
-"""``python -m pytest_hud.serve MODULE_OR_FILE``: serve a module's environments.
-
-Prints ``PYTEST_HUD_SERVER {"url": "tcp://HOST:PORT"}`` once every environment is up
-(sims spawned), then serves until SIGTERM, Ctrl-C or, with ``--lifeline`` (or
-``$PYTEST_HUD_LIFELINE=1``), end-of-file on stdin.
+"""``python -m pytest_hud.serve MODULE_OR_FILE``: serve a module's environments, print
+``PYTEST_HUD_SERVER {"url": ...}`` once up, stop on SIGTERM, Ctrl-C or ``--lifeline`` EOF.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Worker threads that never hold the process hostage, and a record of the ones given up on.
-
-A wedged forward would keep ``ThreadPoolExecutor``'s exit join waiting forever, so
-:class:`DaemonExecutor` runs work on daemon threads. A call its caller stopped waiting for is
-recorded with :func:`abandon`; :func:`abandoned` lists those still running for the report.
+"""Daemon worker threads that never hold the process at exit (a wedged forward would), and a
+record of calls abandoned by a timeout (:func:`abandoned`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Traceback text that never calls ``ast.parse``, for threads other than pytest's.
-
-Python 3.11's ``traceback`` parses source to place carets, and CPython 3.11's AST constructor
-is not thread-safe (``SystemError: AST constructor recursion depth mismatch``). Everything
-formatted off the main thread goes through :func:`format_exc` / :func:`format_exception`: the
-same text, without carets.
+"""Traceback text without ``ast.parse``, for threads other than pytest's: CPython 3.11's AST
+constructor is not thread-safe, and ``traceback`` parses to place carets.
 """
 
 from __future__ import annotations

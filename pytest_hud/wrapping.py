@@ -1,9 +1,5 @@
-"""``wrap(env)``: a hand-written gym loop's episodes, recorded as hud rows.
-
-Wrapping the env records each episode's steps, reward, success and frames; inside a pytest run
-the episodes a test drove become its rows, counted like ``@pytest.mark.hud`` items. Outside
-pytest it is a transparent gym wrapper (:func:`episodes`). Knows nothing of pytest: the plugin
-claims episodes with :func:`take` and sets the frame writer with :func:`configure`.
+"""``wrap(env)``: a hand-written gym loop's episodes, recorded as hud rows inside pytest and a
+transparent wrapper outside. Knows nothing of pytest (the plugin uses :func:`take`).
 """
 
 from __future__ import annotations

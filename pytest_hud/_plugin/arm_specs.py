@@ -1,9 +1,5 @@
-"""A/B arms: ``--hud-agent`` given several times, each agent one arm of a paired session.
-
-A ``lerobot:`` spec may glob a run's checkpoints (one arm per folder, sorted by step, ``last``
-counted once). The first agent is the reference, the last the candidate; arms are lettered and
-an arm's item id ends in ``@LETTER``, so a pair is the node id without its tag. With one agent
-nothing here changes anything.
+"""A/B arms: repeated ``--hud-agent`` (globs over checkpoints expand). Item ids end in
+``@LETTER``; the first agent is the reference, the last the candidate.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Cases: one pytest item's rollout (a task row, a repeat index, a derived seed).
-
-Ids depend on the row alone (readable args, else ``env/slug``; ``[rep]`` when it repeats), so
-they match in every worker and run. A row's own ``seed`` is kept for repeat 0; other repeats
-get a seed derived from ``--hud-seed``, the row and the repeat, so ``--lf`` replays the same
-episode.
+"""Cases: one item's rollout (row, repeat, seed). Ids and derived seeds depend on the row alone,
+so they match in every worker and ``--lf`` replays the same episode.
 """
 
 from __future__ import annotations

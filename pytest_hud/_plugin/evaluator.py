@@ -1,9 +1,5 @@
-"""Evaluator: runs the items' rollouts on the plugin's loop, with lookahead.
-
-An item asking for its result starts its rollout and the next ``concurrency - 1`` cases this
-process will run; each item still reports its own result, in order. Lookahead starts only items
-whose ``hud_provider`` / ``hud_agent`` fixtures resolve to the same objects. Features reach
-rollouts only through :mod:`pytest_hud.hookspecs`.
+"""Evaluator: runs the items' rollouts on the plugin's loop, starting the next ``concurrency - 1``
+cases ahead (only those with the same provider and agent fixtures). Items report in order.
 """
 
 from __future__ import annotations

@@ -1,13 +1,5 @@
-"""Expectations per agent or checkpoint: which task globs are expected to fail or skipped.
-
-A TOML (or YAML) file with one table per agent/checkpoint name::
-
-    [pi05]
-    xfail = { "libero_10/*task_3*" = "grasp fails on the mug" }
-    skip  = { "libero_90/*" = "not in this checkpoint's training mix" }
-
-Globs match ``env/slug`` or ``env/id`` of a task (fnmatch). ``*`` as a table name
-applies to every agent.
+"""Expectations per agent or checkpoint: a TOML/YAML file of task globs expected to fail
+(``xfail``) or skipped, one table per agent name (``*`` for all).
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""The session's gates, built on the controller from the rows alone.
-
-Every gate is computed from what the rows carry (the marker's ``min_success`` travels in
-each row), never from collection-time state, because under xdist the controller does
-not collect: this is what makes a run give the same gates, lines and exit code with and
-without ``-n``. Which gate covers which items is what :mod:`pytest_hud.evaluation.verdict`
-needs to apply the gate rule.
+"""The session's gates, built on the controller from the rows alone (never collection state, which
+the xdist controller lacks), so ``-n`` gives the same gates and exit code.
 """
 
 from __future__ import annotations

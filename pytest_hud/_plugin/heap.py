@@ -1,9 +1,5 @@
-"""The agent's heap: loaded with the cyclic collector paused, then frozen.
-
-A loaded policy is many long-lived objects that every full collection would walk; pausing the
-collector during the load and freezing the survivors skips those walks. One collection runs
-before the freeze so load-time garbage is freed. Only the outermost pytest session of a process
-freezes (pytester's inner runs would freeze the outer process's objects).
+"""The agent's heap: loaded with the cyclic collector paused, then frozen, so full collections
+skip it. Only the outermost pytest session of a process freezes.
 """
 
 from __future__ import annotations

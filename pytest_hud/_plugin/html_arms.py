@@ -1,7 +1,5 @@
-"""The html report's A/B section (several ``--hud-agent``): the arms side by side per task with
-each candidate's paired difference from the reference, and per task a per-seed agreement grid
-(one column per pair, one line per arm, discordant pairs outlined). Plain HTML in the style of
-:mod:`.html_summary`.
+"""The html report's A/B section: the arms side by side per task and a per-seed agreement grid
+with discordant pairs outlined.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""The html report's summary: sortable tables per env and task, the gate verdicts, an env filter
-and an inline SVG of each task's rate and interval. Plain HTML plus a little script, so a
-``--self-contained-html`` report needs nothing else.
+"""The html report's summary tables, gate verdicts and per-task SVG; plain HTML and a little
+script, so a self-contained report needs nothing else.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""What identifies this run's episodes: the agent's label, the checkpoint a ``lerobot:PATH``
-agent loads and its content hash, the run's provenance and each item's replay command.
-
-The ledger, ``--hud-resume`` and the results JSON key episodes by these, so they are
-computed in one place (the hash once per process).
+"""What identifies this run's episodes (agent label, checkpoint and its hash, provenance, replay
+commands), computed once for the ledger, resume and results.
 """
 
 from __future__ import annotations

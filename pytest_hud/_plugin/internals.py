@@ -1,9 +1,6 @@
-"""Every read of pytest's and xdist's private attributes, in one module.
-
-Each read is here and nowhere else, and tests/plugin/test_internals_guard.py exercises every
-one against the installed pytest and xdist, naming the attribute that moved. Also the
-schedulers: :class:`HudLoadScheduling` keeps at least ``width`` items queued per worker so a
-worker's rollout lookahead has items to start.
+"""Every read of pytest's and xdist's private attributes, in one module, each exercised by
+tests/plugin/test_internals_guard.py; also the schedulers that keep workers' queues deep enough
+for rollout lookahead.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Interrupts that clean up.
-
-While a session runs, SIGTERM becomes the KeyboardInterrupt Ctrl-C raises, so both end through
-pytest's teardown (rollouts cancelled, substrates removed). Under Docker the controller then
-removes the containers of workers that died without removing theirs; a SIGKILL leaves them to
-the next session's reaping.
+"""Interrupts that clean up: SIGTERM becomes KeyboardInterrupt during a session, and the
+controller removes dead workers' containers.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Task files as test files: a JSONL (or ``*.tasks.json``) of rows collects like a module.
-
-The file becomes a synthetic module holding one test, ``test_episode``, marked
-``hud(tasks=<the file>)``; the plugin parametrizes it over the rows like any other
-hud test, so fixtures, markers, ``-k``, xdist and reporting all behave the same.
-The default assertion is the episode's success.
+"""Task files as test files: a JSONL (or ``*.tasks.json``) of rows collects as a module with one
+``test_episode`` parametrized over them.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""LoopThread: the plugin-owned event loop that rollouts run on.
-
-Test functions stay synchronous; they hand coroutines to this loop and wait on a
-future with a bound. ``close()`` cancels whatever is still running and joins the
-thread, so nothing outlives the session.
+"""LoopThread: the plugin's event loop for rollouts; tests wait on futures with a bound, and
+``close()`` cancels and joins so nothing outlives the session.
 """
 
 from __future__ import annotations

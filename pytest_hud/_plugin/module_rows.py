@@ -1,9 +1,5 @@
-"""Which ``module`` columns a task row may name.
-
-Serving a row imports the file its ``module`` column names, so a foreign task file could run
-code from anywhere. A column is accepted when it is a dotted module name or a path resolving
-(symlinks followed) under the rootdir or the rows' own folder; ``--hud-allow-modules`` lifts
-the rule.
+"""Which ``module`` columns a task row may name: a dotted name or a path under the rootdir or the
+rows' folder, since serving imports it (``--hud-allow-modules`` lifts this).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""``--hud-agent=openpi:ray:NAME``: the policy replicas named NAME on the Ray cluster.
-
-Resolved in the plugin because the agent registry may not import the runtime
-(tests/project/test_layers.py): the name becomes a
-:class:`~pytest_hud.robot.agent.replicas.ReplicaAgent` over the replicas' urls. The cluster is
-the one ``--hud-runtime=ray:...`` names, else ``$RAY_ADDRESS``, else the one already joined.
+"""``--hud-agent=openpi:ray:NAME``: the named policy replicas on the Ray cluster, resolved in the
+plugin because the agent registry may not import the runtime.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Figures in the html report: ``--hud-report-image=PATH`` and the ``--hud-compare`` plot.
-
-Each figure is embedded as a data URI (a self-contained report keeps it when moved) and links
-to the original file. Checked at configure time: a missing or non-image file, or the option
-without ``--html``, is a usage error.
+"""Figures in the html report (``--hud-report-image``, the ``--hud-compare`` plot), embedded as
+data URIs; bad files are usage errors at configure time.
 """
 
 from __future__ import annotations

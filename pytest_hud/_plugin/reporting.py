@@ -1,9 +1,5 @@
-"""Reporting: each item's row (user properties, html extras), the terminal table, the
-results document and the success gates that decide the session's exit status.
-
-Features add to each of these through :mod:`pytest_hud.hookspecs`: fields of a row
-(``pytest_hud_row``), every reported row (``pytest_hud_rollout_finished``), gates,
-results meta and summary lines.
+"""Reporting: each item's row, the terminal table, the results document and the gates deciding the
+exit status; features extend each through hooks.
 """
 
 from __future__ import annotations

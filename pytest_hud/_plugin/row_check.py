@@ -1,9 +1,5 @@
-"""Rows checked against the envs this process can see, at collection time.
-
-A typo in a row's env or template (``cartpol/balance``) used to surface as one setup
-ERROR per item after a substrate was started for it; when the env module is
-importable here (a ``module`` column, or envs declared by an imported conftest and a
-runtime that routes by declaration) the row is refused before any item runs.
+"""Rows checked at collection against the envs this process can see, so a typo in an env or
+template is refused before any item runs instead of erroring every item.
 """
 
 from __future__ import annotations

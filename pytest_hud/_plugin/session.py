@@ -1,9 +1,5 @@
-"""The pytest-hud session: one per pytest run (controller or xdist worker).
-
-A plain object holding the options, the evaluator, the rows and the run's identity; it loads
-the agent and composes collection (:class:`~.collect.Collector`) and reporting
-(:class:`~.reporting.Reporter`). Features are separate plugins reaching it through
-:mod:`pytest_hud.hookspecs`.
+"""The pytest-hud session, one per process: a plain object holding options, evaluator and rows,
+composing collection and reporting; features reach it through hooks.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Errors whose message is the whole story: shown without the fixture's source.
-
-A usage error (no ``@pytest.mark.hud`` on a test using hud fixtures, a row nothing
-declares) or a rollout error raised by the ``hud_result`` fixture would otherwise print
-~20 lines of pytest-hud's fixture code before the one line the user can act on.
+"""Errors whose message is the whole story (usage and rollout errors from hud fixtures), shown
+without the fixture's source.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Episode video for reports: the first camera, subsampled, as an animated GIF.
-
-Frames are quantized by fast octree (PIL's default median cut is too slow per frame for a
-report). A GIF that cannot be written is removed and noted (:func:`write_failures`); the
-rollout keeps its result and the session reports it once.
+"""Episode video for reports: the first camera as a GIF (fast octree palettes). A GIF that cannot
+be written is removed and noted; the rollout keeps its result.
 """
 
 from __future__ import annotations

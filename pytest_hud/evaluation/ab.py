@@ -1,9 +1,5 @@
-"""A/B and checkpoint sweeps from a session's rows: each arm's rates and every candidate's paired
-comparison with the reference (the first arm), per task and overall.
-
-Pairs are matched by ``pair`` (the node id without the arm's tag), never by run order, so
-``-n`` pairs exactly as a serial run; a pair counts when both rows were graded (xfails
-included). No pytest imports.
+"""A/B and sweep statistics from a session's rows. Pairs are matched by ``pair``, never run order,
+so ``-n`` pairs as a serial run does. No pytest imports.
 """
 
 from __future__ import annotations

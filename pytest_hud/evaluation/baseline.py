@@ -1,9 +1,5 @@
-"""What a baseline comparison can honestly say: is the baseline comparable (same agent,
-envs, group size, seeds; a complete run), and how small a drop could this run detect.
-
-A two-proportion test on few episodes passes almost anything: 13 episodes per arm at a
-50% baseline detect only drops of about 50 pp at alpha 0.05 with 80% power, so a gate
-line that says "within chance" must also say what it could not see.
+"""What a baseline comparison can honestly say: whether the baseline is comparable, and the
+smallest drop this run could detect, since few episodes pass almost anything.
 """
 
 from __future__ import annotations

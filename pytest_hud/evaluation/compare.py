@@ -1,9 +1,5 @@
-"""Checkpoint comparison over results JSONs (``--hud-results``), per task and overall.
-
-Every later run is compared with the first, per task: Wilson intervals, Newcombe's interval of
-the difference, McNemar on the same seeded episodes else Fisher, and a verdict at ``alpha``
-(docs/guides/gates.md). Rates count graded episodes, xfails included: an xfail belongs to one
-checkpoint, a comparison must not drop its episodes.
+"""Checkpoint comparison over results JSONs, per task and overall (docs/guides/gates.md). Rates
+count graded episodes, xfails included, so a comparison never drops episodes.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""The comparison PNG: per-task success rates with Wilson 95% error bars, one colour per
-run, and -- given three or more runs -- success rate per task (Wilson 95% bars) and
-pooled against the runs: at their training steps when every label is a number (results
-files named by step, as ``examples/train_eval/run.py`` writes them), else in the order
-given."""
+"""The comparison PNG: per-task success rates with Wilson 95% bars per run, or against training
+steps when three or more runs are labelled by step.
+"""
 
 from __future__ import annotations
 

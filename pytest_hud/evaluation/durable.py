@@ -1,8 +1,5 @@
-"""Writing outputs so that a full disk (or any failed write) never corrupts what was there.
-
-A results document is written to a temporary file beside its target, fsync'd, then
-renamed over it: a write that fails leaves the previous file whole and the temporary
-one removed. The error names the path, the cause and what was kept.
+"""Writes that never corrupt what was there: temporary file, fsync, rename; a failed write keeps
+the previous file and names the path and cause.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Decision boundaries of the threshold gate: one-sided beta-mixture likelihood ratios.
-
-The uniform mixture over p' in (bar, 1] of the likelihood ratio against bar is a nonnegative
-supermartingale under H0: p <= bar (Robbins 1970; Howard et al. 2021), mirrored for p >= bar;
-Ville's inequality bounds crossing 2/alpha by alpha/2. ``exact=True`` tightens the level to
-exactly alpha/2 within ``n_max`` (Armitage, McPherson & Rowe 1969).
+"""Decision boundaries of the threshold gate: one-sided beta-mixture likelihood ratios (Robbins
+1970; Howard et al. 2021), exact within ``n_max`` when asked (Armitage et al. 1969).
 """
 
 from __future__ import annotations

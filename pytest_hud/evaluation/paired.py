@@ -1,9 +1,5 @@
-"""Paired A/B statistics: arms A and B run on the same rows and seeds, one pair per seed.
-
-:func:`summarize_pairs` gives both rates (Wilson), the paired difference (Newcombe's hybrid
-score interval), the exact McNemar p-value and a verdict; the sequential test
-:class:`~pytest_hud.evaluation.paired_sequential.PairedSequentialTest` is re-exported here.
-Pure functions of outcomes, no pytest imports.
+"""Paired A/B statistics (:func:`summarize_pairs`: Wilson, Newcombe, exact McNemar) and the
+re-exported sequential test. Pure functions of outcomes.
 """
 
 from __future__ import annotations

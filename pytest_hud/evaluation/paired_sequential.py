@@ -1,10 +1,7 @@
-"""The paired sequential test: is candidate B better or worse than reference A, or do they not
-differ by ``delta``, deciding after each pair and stopping once the answer is known.
-
-Only discordant pairs carry information (B wins with probability q; H0 is q = 1/2). Rejection
-uses two one-sided beta-mixture tests at alpha/2 a side (:mod:`.mixture`); futility is Wald's
-likelihood ratio at q = (1 +- delta)/2 below ``beta``, which only removes rejections, so alpha
-holds however the pairs are stopped. Pair order matters: feed a recorded order.
+"""The paired sequential test: is candidate B better or worse than reference A, or within
+``delta``, deciding after each pair. Only discordant pairs count; rejection uses beta-mixture
+tests (:mod:`.mixture`) and futility only removes rejections, so alpha holds under any
+stopping.
 """
 
 from __future__ import annotations

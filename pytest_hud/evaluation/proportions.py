@@ -1,8 +1,5 @@
-"""Exact tests and intervals for comparing two success rates, in pure Python (no scipy).
-
-Fisher's exact test (independent samples), the exact McNemar test (paired seeds), and
-Newcombe's hybrid score intervals for the difference (Newcombe 1998, both forms), which keep
-near-nominal coverage at small n and extreme rates where Wald does not.
+"""Exact tests (Fisher, McNemar) and Newcombe's hybrid score intervals for two success rates, in
+pure Python.
 """
 
 from __future__ import annotations

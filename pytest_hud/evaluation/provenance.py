@@ -1,9 +1,5 @@
-"""A run's provenance: what produced an episode, so it can be trusted and reproduced.
-
-Package versions, the test suite's git revision, the host, a checkpoint's content hash,
-a Docker image's digest, and the command that replays one episode. Every probe is
-bounded and none raises for a missing piece: an absent package, a folder outside git or
-a machine without a Docker engine is recorded as ``None``.
+"""A run's provenance (versions, git revision, host, checkpoint hash, image digest, replay
+command). Every probe is bounded and records ``None`` for a missing piece.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Golden replay: is a score's cause the env or the policy? The comparison and its verdicts.
-
-:func:`compare_env` reruns recorded actions from the recorded seed and reports the first step
-the env drifts; :func:`compare_policy` sets the policy's open-loop actions against the recorded
-ones and probes for a convention (a negated dimension, a flipped camera). Errors are in units
-of each dimension's spread over the dataset, so one tolerance fits every feature. Pure
-functions of arrays: no pytest, runtime or robot imports.
+"""Golden replay verdicts: does the env reproduce a recorded episode (:func:`compare_env`), and
+does the policy act as recorded on its observations (:func:`compare_policy`)? Errors are in
+units of each dimension's spread; pure functions of arrays.
 """
 
 from __future__ import annotations

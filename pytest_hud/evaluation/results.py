@@ -1,8 +1,5 @@
-"""Rollout rows, their aggregates, the terminal table, the results JSON and the gates.
-
-Every hud item's report carries one JSON-able row (``report.hud``, so it crosses xdist); rows
-aggregate per task (env + template), env, group and overall, whichever process ran them
-(docs/reference/results.md).
+"""Rollout rows (one JSON-able row per report, so it crosses xdist), their aggregates, the
+terminal table, the results JSON and the gates.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Anytime-valid sequential gates: decide after each episode, stop once the answer is known.
-
-:class:`ThresholdGate` tests the success rate against the bar with two one-sided beta-mixture
-tests (:mod:`.mixture`), erring at p == bar with probability <= alpha however often it looks.
-:class:`BaselineGate` is TRI's STEP test on seed-paired outcomes, mirrored to stop early for a
-better candidate too. :class:`FixedThresholdGate` is the exact binomial yardstick.
+"""Anytime-valid sequential gates: :class:`ThresholdGate` (beta-mixture tests against the bar) and
+:class:`BaselineGate` (TRI's STEP on seed-paired outcomes), deciding after each episode.
 """
 
 from __future__ import annotations

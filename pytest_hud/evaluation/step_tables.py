@@ -1,9 +1,5 @@
-"""STEP decision tables for the paired baseline gate, kept in a cache this project controls.
-
-``sequentialized-barnard-tests`` ships few tables and writes synthesized ones into
-site-packages, which fails in a read-only install. So a table comes from the shipped set, else
-``$PYTEST_HUD_CACHE/step``, else is synthesized in-process and cached there; the library never
-touches the file system.
+"""STEP decision tables in a cache this project controls (``$PYTEST_HUD_CACHE/step``): the library
+would write synthesized tables into site-packages, which fails read-only.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The gate rule: which failures a gate forgives, and the lines that explain the exit code.
-
-A gate owns the episode FAILs of the items it covers: they fail the session only if the gate
-fails. Uncovered episode failures fail it as in pytest; ERRORs, strict XPASSes and non-hud
-failures always do. ``--hud-gate=none`` enforces no gate and forgives every episode failure.
-Pure, so controller and xdist runs decide alike.
+"""The gate rule: a gate owns the episode FAILs of its items; ERRORs, strict XPASSes and non-hud
+failures always fail the session. Pure, so controller and xdist runs decide alike.
 """
 
 from __future__ import annotations

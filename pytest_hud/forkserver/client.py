@@ -1,9 +1,5 @@
-"""Ask a zygote for a ``python -m MODULE`` child instead of booting a new interpreter.
-
-:func:`spawn` returns a :class:`ForkedProcess` or None, and None always means "spawn it
-plainly" (fork off or unavailable, another argv, the zygote refused, died or timed out):
-nothing waits forever. One zygote per (interpreter, environment), booted on first use and tied
-to this process by its stdin lifeline; forked children find it in ``$PYTEST_HUD_FORKSERVER``.
+"""Ask a zygote for a ``python -m MODULE`` child. :func:`spawn` returns None whenever the caller
+should spawn plainly (fork off, refused, zygote dead or silent): nothing waits forever.
 """
 
 from __future__ import annotations

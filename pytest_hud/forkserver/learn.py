@@ -1,9 +1,5 @@
-"""What a zygote learns from its children: the library modules they had to import.
-
-A child that exits normally reports the library modules it imported (never the user's files),
-and the zygote imports them before its next fork. Not learned: :data:`DENY` packages (threads,
-GL) and any module whose import started a thread in the zygote (it then stops forking and is
-replaced by one told to deny it).
+"""What a zygote learns from its children: the library modules they imported, preloaded before its
+next fork (never :data:`DENY` packages or ones that start threads).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The zygote: a clean, pre-imported interpreter that forks ``python -m MODULE`` children.
-
-Protocol on a Unix SEQPACKET socket: JSON ``{"module", "args", "env", "cwd"}`` plus stdin and
-output fds; reply ``{"pid"}`` (or ``{"refused"}``), then ``{"exit"}`` when reaped. Fork safety:
-it refuses to fork unless single-threaded and owns no loop, GL context or foreign socket. It
-exits when its stdin lifeline closes.
+"""The zygote: a clean, pre-imported interpreter that forks ``python -m MODULE`` children over a
+Unix socket. It forks only while single-threaded and exits when its stdin lifeline closes.
 """
 
 from __future__ import annotations

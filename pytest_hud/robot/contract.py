@@ -1,9 +1,5 @@
-"""Contract v0: the self-describing JSON both sides of the robot wire share.
-
-``role`` (observation/action) is the only field that splits the spaces; an image
-``type`` (rgb/bgr/gray/depth) marks a camera; the first other observation is the
-state. ``control_rate`` is the playback/record fps. Everything else (robot_type,
-dtype, shape, names, stats) is descriptive and never checked against arrays.
+"""Contract v0: the JSON both sides of the robot wire share. Only ``role`` and image ``type``
+shape behaviour; the rest is descriptive, never checked against arrays.
 """
 
 from __future__ import annotations

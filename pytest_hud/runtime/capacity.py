@@ -1,8 +1,5 @@
-"""How many rollouts one substrate can take at once, asked over its control channel.
-
-An env server reports each env's fewest robot slots (``envs`` -> ``capacity``). :class:`Seats`
-seats one lease on a new substrate (which learns its capacity), then ``min(width, capacity)``,
-and adds a substrate when all are full and fewer than ``width`` leases sit.
+"""How many rollouts one substrate can take at once (its env's fewest robot slots), and
+:class:`Seats`, which seats leases on a key's substrates within it.
 """
 
 from __future__ import annotations

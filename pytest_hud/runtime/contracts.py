@@ -1,7 +1,5 @@
-"""The contracts of the robot envs this process declares, for checks before any item.
-
-Taken cheapest first: from a started endpoint, from one that derives it in-process
-(``local_contract()``), else from a probe sim stopped once it answered.
+"""The contracts of the robot envs this process declares, for checks before any item, taken from a
+running endpoint where possible, else from a probe sim.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The control channel: how a rollout drives an env server (docs/reference/control.md).
-
-JSON lines over TCP, methods ``ping``, ``envs``, ``start``, ``result``, ``cancel``. Sessions
-belong to the connection that started them: when it drops, the server cancels them and frees
-their robot slots.
+"""The control channel: how a rollout drives an env server (docs/reference/control.md). Sessions
+belong to the connection that started them: when it drops, the server cancels them.
 """
 
 from __future__ import annotations

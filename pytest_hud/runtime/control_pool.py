@@ -1,9 +1,5 @@
-"""Control connections kept between rollouts on a shared substrate.
-
-A ``ControlPool`` keeps a connection whose rollout ended cleanly (session graded and closed)
-for the next rollout to the same runtime, saving the connect and close; any other ending closes
-it, so "a session belongs to its connection" still holds. Whoever installs a pool
-(:func:`use_pool`) drains it before the substrates go away.
+"""Control connections kept between clean rollouts on a shared substrate; any other ending closes
+them, so a session still belongs to its connection.
 """
 
 from __future__ import annotations

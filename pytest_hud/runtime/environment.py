@@ -1,9 +1,5 @@
-"""Environment: what an env module declares, and what an env server serves.
-
-``Environment(name)`` holds templates (async generators: the first yield is the prompt plus
-per-capability bindings, the second the grade), capabilities such as ``env.gym(...)``'s robot
-sim, and ``@initialize`` / ``@shutdown`` hooks; ``template.task(**args)`` makes and records a
-row. ``requires=`` / ``apt=`` declare what an auto-built docker image needs.
+"""Environment: what an env module declares (templates, capabilities, init/shutdown hooks, and
+``requires=`` / ``apt=`` for auto-built images) and what an env server serves.
 """
 
 from __future__ import annotations

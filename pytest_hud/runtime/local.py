@@ -1,9 +1,5 @@
-"""LocalRuntime: a fresh env server in this process for every acquisition.
-
-``LocalRuntime("envs/pendulum.py")`` imports a fresh copy of the module and serves
-every Environment it declares; ``LocalRuntime(build)`` calls ``build(task)`` per
-acquisition for the Environment to serve (one scene per row). The server runs on
-the caller's event loop; robot sims still run in their own processes.
+"""LocalRuntime: a fresh env server on the caller's loop for every acquisition, from a module path
+or a ``build(task)`` callable; sims still run in their own processes.
 """
 
 from __future__ import annotations

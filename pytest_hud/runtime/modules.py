@@ -1,10 +1,5 @@
-"""The environments a module declares, and the tasks they declare: written once.
-
-Every ``Environment(...)`` registers itself here with the file that constructed it,
-so a loaded module's environments are the registered objects among its globals.
-Placement (``run()`` and the plugin), ``LocalRuntime``, ``python -m pytest_hud.serve``
-and ``Taskset.from_module`` all ask this module; importing a file goes through the one
-loader, :mod:`pytest_hud.loader`.
+"""The environments a module declares, and their tasks: every ``Environment(...)`` registers here
+with its file, and placement, ``serve`` and ``Taskset.from_module`` all ask here.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Placement by declaration, written once: which provider serves a row.
-
-A row is served from its ``module`` column, else the most recent Environment of that name an
-imported module declared. ``run()`` and ``--hud-runtime=local|subprocess`` route through
-:func:`by_declaration`; :func:`provider_for` maps an ``--hud-runtime`` value to a provider.
+"""Placement by declaration, written once: a row is served from its ``module`` column, else the
+latest imported declaration of its env (:func:`by_declaration`).
 """
 
 from __future__ import annotations

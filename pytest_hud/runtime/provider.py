@@ -1,9 +1,5 @@
-"""The placement contract: a Provider is any ``(task) -> async context manager
-yielding a Runtime``; a Runtime is the address of one substrate.
-
-Entering the context provisions, exiting tears down. A Runtime is itself a
-provider that provisions nothing (the borrowed case): whoever started that
-server owns it.
+"""The placement contract: a Provider is ``(task) -> async context manager yielding a Runtime``
+(entering provisions, exiting tears down); a Runtime is a substrate's address.
 """
 
 from __future__ import annotations

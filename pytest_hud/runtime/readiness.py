@@ -1,10 +1,5 @@
-"""Wait until a fresh substrate's env server answers a real control ``ping``.
-
-A published port (docker-proxy) or a tunnel (Modal) accepts connections before the
-server inside listens, so an open port proves nothing: only a reply to ``ping`` over
-the control channel does. Every :class:`~.substrate.PingedSubstrate` waits here; it
-passes a ``probe`` that raises when its substrate died and returns the Runtime to dial
-once it is known.
+"""Wait until a fresh substrate's env server answers a real control ``ping``: a published port or
+tunnel accepts before the server listens, so an open port proves nothing.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The user's lines in a traceback that crossed the control channel.
-
-The env server sends ``traceback.format_exc()`` with every failed call; most of it is
-the server's own machinery (asyncio, the rpc loop, ``server.py``). What a user can act
-on is the frames from their env module, so the client keeps those and drops the rest.
+"""The user's lines in a traceback that crossed the control channel: the env module's frames,
+without the server's machinery.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""One rollout, the atom every scheduler runs: place, start, act, grade.
-
-``provider(task)`` provisions a substrate, the control client starts the task's
-template, the agent acts on the Run, and the template grades it. Anything that
-raises on the way is recorded as the rollout's error (never as a failed episode):
-the grade alone decides success.
+"""One rollout, the atom every scheduler runs: place, start, act, grade. Anything raised on the
+way is the rollout's error, never a failed episode.
 """
 
 from __future__ import annotations

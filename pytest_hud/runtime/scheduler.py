@@ -1,8 +1,5 @@
-"""The scheduler: run task rows through one provider with bounded concurrency.
-
-``run(tasks, agent, runtime=..., group=..., max_concurrent=..., rollout_timeout=...)``
-works without pytest; the plugin drives the same rollout atom. Placement is
-resolved once for all rows: per-row behaviour lives inside the provider.
+"""``run(tasks, agent, runtime=...)``: task rows through one provider with bounded concurrency,
+without pytest; placement is resolved once for all rows.
 """
 
 from __future__ import annotations

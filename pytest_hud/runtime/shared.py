@@ -1,9 +1,5 @@
-"""Shared: up to ``width`` concurrent rollouts share substrates per (env, runtime config).
-
-``Shared(provider, width=N)`` is a provider: leases of one key reuse a booted substrate up to
-its capacity (:mod:`.capacity`), and boot another while fewer than ``width`` run. A failed boot
-fails only its lease. A substrate is recycled after a rollout on it timed out or saw it die, or
-past ``max_age``; leaving the scope tears everything down.
+"""Shared: up to ``width`` concurrent rollouts share substrates per (env, runtime config), each up
+to its capacity; substrates are recycled after a timeout, a death or ``max_age``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""One acquisition's substrate (container, sandbox, child process, Ray actor), booted, awaited and
-torn down the same way on every backend.
-
-:class:`Substrate` reports how a substrate died (:meth:`~Substrate.death`) instead of the
-symptom; :class:`PingedSubstrate` owns the rest for port- or tunnel-reached backends: the boot
-is bounded, readiness is a real control ``ping``, a failed boot is one :class:`SubstrateError`
-with the output tail, and removal runs on every way out.
+"""One acquisition's substrate, booted, awaited and torn down the same way on every backend:
+bounded boot, readiness by a real ``ping``, one :class:`SubstrateError` with the output tail,
+removal on every way out.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Task rows and tasksets: an env name, a task id and bound args, plus placement hints.
-
-A row is data, never a live object: ``env`` is a join key naming an Environment
-that some substrate serves. The slug (id plus a short hash of the args) is the
-stable name used in test ids, results and expectations.
+"""Task rows and tasksets: plain data naming an env, a template and args; the slug (id plus an
+args hash) is the stable name in ids, results and expectations.
 """
 
 from __future__ import annotations

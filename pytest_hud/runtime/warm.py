@@ -1,9 +1,7 @@
 """WarmPool: boot the next rollouts' substrates while the current episodes run.
 
-The scheduler hands the pool its plan; the pool boots the first ``size`` rows ahead and a
-rollout takes its own row's substrate. Isolation is unchanged: one substrate per planned row,
-exited after that rollout (a boot failure is raised in that row). At most ``size`` untaken
-substrates exist; rows leaving the plan and the pool's exit tear theirs down.
+Each substrate is booted for one planned row and used by that row only; at most ``size`` wait
+untaken, and leaving the pool tears them down.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Experiment trackers: a finished evaluation's figures, into the tracker a team reads.
-
-A results document becomes :class:`Figures` at a step, and each tracker named by ``--hud-log``
-writes them. A tracker module is imported only when named; one that cannot log is one warning
-and never fails the evaluation. ``open_tracker(..., resume=True)`` adds to the run ``run_name``
-names.
+"""Experiment trackers: a results document becomes :class:`Figures` that each tracker named by
+``--hud-log`` writes. Imported only when named; failures are warnings.
 """
 
 from __future__ import annotations

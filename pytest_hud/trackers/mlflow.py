@@ -1,7 +1,5 @@
-"""MLflow: the caller's active run, else a run of experiment ``pytest-hud`` in the store
-``MLFLOW_TRACKING_URI`` names (or a SQLite store under ``directory``). A run of our own goes
-through an ``MlflowClient`` bound to its store, so MLflow's globals (tracking URI, active run)
-stay as the caller had them.
+"""MLflow tracker: the caller's active run, else a run of our own through an ``MlflowClient``, so
+MLflow's globals stay as the caller had them.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""TensorBoard: event files under ``directory`` (default ``.hud/tensorboard``), written
-with TensorBoard's own event writer and protos (no TensorFlow, no torch). Episode GIFs
-go in as image summaries, which TensorBoard shows animated; the provenance as text. One
-run is one subfolder (``--hud-log-run``, else the agent's name): sessions naming the same
-one add event files beside each other, which TensorBoard reads as one run."""
+"""TensorBoard tracker: event files written with TensorBoard's own writer (no TensorFlow or
+torch); sessions naming one run add event files beside each other.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""trackio: the caller's current run, else the run ``--hud-log-run`` names in project
-``TRACKIO_PROJECT`` (resumed when it exists), else a new run. A run of our own is finished on
-close and trackio's current run and project are put back as the caller had them.
+"""trackio tracker: the caller's run, else the ``--hud-log-run`` run, else a new one; trackio's
+current run and project are restored afterwards.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""Weights & Biases: the caller's run, else the run ``--hud-log-run`` names (resumed), else a new
-run in ``WANDB_PROJECT``. Every ``hud/*`` series uses ``hud/step`` (the checkpoint's training
-step) as its x axis, so evaluations line up with the training curves.
+"""Weights & Biases tracker: every ``hud/*`` series is plotted against ``hud/step`` (the
+checkpoint's training step), so evaluations line up with training curves.
 """
 
 from __future__ import annotations

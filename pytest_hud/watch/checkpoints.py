@@ -1,10 +1,5 @@
-"""A training run's checkpoints: where they are, their step, and when one is complete.
-
-A checkpoint matches a pattern with ``{step}`` (default
-``checkpoints/{step}/pretrained_model``). It is complete when its content is whole (JSON
-parses, named files exist, every safetensors file is as long as its header says) and the writer
-is done: at or below lerobot-train's ``last`` link when there is one, else a listing unchanged
-between two polls.
+"""A training run's checkpoints: where they are, their step, and when one is complete (whole
+files, and past lerobot-train's ``last`` link or unchanged between polls).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
 """``python -m pytest_hud watch RUN_DIR [options] [pytest args...]``: the command line and the
-loop that follows one training run.
-
-Each poll evaluates, oldest first, the complete checkpoints not yet in the index, then
-refreshes the report. It stops at the final checkpoint, ``--until-step``, ``--idle-timeout`` or
-Ctrl-C / SIGTERM, leaving no process behind.
+polling loop that evaluates each complete checkpoint, oldest first.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The watcher's index of a run: one JSON line per evaluated checkpoint (``watch.jsonl``).
-
-A line is written once the checkpoint's session finished and its results JSON is in place; a
-restarted watcher skips the steps it holds. One ``write`` on an ``O_APPEND`` file plus fsync,
-so a kill leaves at most one torn last line, which reading ignores.
+"""The watcher's index (``watch.jsonl``): one fsync'd line per evaluated checkpoint, appended
+whole; a restart skips the steps it holds and ignores a torn last line.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The watcher's html report: success vs training step (overall and per task, Wilson 95%
-bars, drawn as inline SVG so the page needs nothing else), the best checkpoint so far,
-and a table of every evaluated checkpoint with links to its results JSON and log."""
+"""The watcher's html report: success vs training step (inline SVG), the best checkpoint so far,
+and every evaluated checkpoint with its links.
+"""
 
 from __future__ import annotations
 

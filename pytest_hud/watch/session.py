@@ -1,9 +1,5 @@
-"""One checkpoint's evaluation: a ``pytest`` session in a child process.
-
-A child, not :func:`pytest_hud.evaluate`, so each checkpoint's memory ends with it, a crash
-never takes the watcher down, ``-n K`` works and ``nice`` applies. Ctrl-C or SIGTERM is passed
-on as SIGINT, then SIGKILL after a grace period; ``PR_SET_PDEATHSIG`` stops the child if the
-watcher is killed.
+"""One checkpoint's evaluation as a child pytest session, so a crash never takes the watcher down;
+SIGINT, then SIGKILL, stop it, and it dies with the watcher.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""pytest-hud's optional features, each a plugin object implementing :mod:`pytest_hud.hookspecs`,
-registered only when its option is given and unregistered at unconfigure (the list:
-docs/reference/hooks.md). Where several contribute to one output, registration order sets
-theirs (pluggy calls the last registered first): the compare table, then the ledger line, the
-resume line and the dataset line; sequential gates before the compare gate.
+"""pytest-hud's optional features: plugin objects registered only when enabled (list:
+docs/reference/hooks.md). Registration order sets their outputs' order (pluggy calls the last
+registered first).
 """
 
 from __future__ import annotations

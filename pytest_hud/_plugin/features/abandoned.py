@@ -1,8 +1,5 @@
-"""The terminal summary's word on model threads the session gave up on.
-
-After the rollout loop closes, each still-running abandoned forward
-(:func:`pytest_hud.threads.abandoned`) becomes one summary line; under xdist workers hand their
-lines over through ``workeroutput``.
+"""One terminal summary line per model thread the session gave up on and still running; workers
+hand theirs over through ``workeroutput``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Several ``--hud-agent``: an A/B test or a checkpoint sweep in one paired session.
-
-Orders the arms' items as shuffled pairs by ``--hud-ab-seed`` (every xdist worker collects the
-same order), runs each item with its arm's agent, reports each candidate's paired comparison
-with the reference (:mod:`pytest_hud.evaluation.ab`), and under ``--hud-ab-gate`` adds one gate
-that fails when the candidate is worse than the reference.
+"""Several ``--hud-agent``: an A/B test or a checkpoint sweep in one paired session. Pairs are
+shuffled by ``--hud-ab-seed`` (every worker collects the same order); reports and the
+``--hud-ab-gate`` use :mod:`pytest_hud.evaluation.ab`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""``--hud-gate=sequential`` with several agents: per task, a paired sequential test of each
-candidate against the reference; the task's remaining pairs skip once all decided.
-
-Pairs are fed in the session's run order, each once every earlier pair was reported, so the
-tests decide alike with and without ``-n``. Under ``--hud-ab-gate`` each test runs at the
-gate's family level, keeping the gate's false alarms <= alpha.
+"""``--hud-gate=sequential`` with several agents: a paired sequential test per candidate and task.
+Pairs are fed in run order once all earlier ones reported, so ``-n`` decides as a serial run.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""``--hud-compare=RESULTS.json``: this run against a previous one, per task.
-
-The same comparison as ``python -m pytest_hud compare`` (:mod:`pytest_hud.evaluation.compare`),
-computed on the controller from this session's rows: a terminal table, a PNG whose path goes
-into the results JSON (``compare.plot``), and with ``--hud-compare-fail=DROP`` a gate failing
-on a significant drop of at least DROP points.
+"""``--hud-compare=RESULTS.json``: this run against a previous one, per task
+(:mod:`pytest_hud.evaluation.compare`), with ``--hud-compare-fail=DROP`` as a gate.
 """
 
 from __future__ import annotations

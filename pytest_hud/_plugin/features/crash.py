@@ -1,8 +1,5 @@
-"""A crashed xdist worker's item as an ERROR row.
-
-xdist reports a dead worker's item FAILED with no hud row, so tables and gates would miss it.
-The controller turns it into an infrastructure ERROR whose row says ``phase: worker``, which
-worker and how it ended; env, slug and repeat are read back from the item id.
+"""A crashed xdist worker's item becomes an infrastructure ERROR row (``phase: worker``) instead
+of a FAILED report with no row.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""``--hud-delegate=ray``: each item's whole rollout runs as a Ray task, folded back.
-
-:class:`DelegatePlugin` answers ``pytest_hud_run_rollout`` with a portable :class:`Delegation`:
-the provider is pinned to the row's declaring file and observers bound to this process stay
-home. Videos and dataset parts written by the worker come back only through a folder shared
-with the controller.
+"""``--hud-delegate=ray``: each item's whole rollout runs as a Ray task, folded back. Videos and
+dataset parts come back only through a folder shared with the controller.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""``--hud-ledger=PATH``: one fsync'd line per reported row, on the controller, appended as each
-report arrives after one ``run`` provenance line (:mod:`pytest_hud.evaluation.ledger`). Rows
-read back by ``--hud-resume`` from the same file are not written twice.
+"""``--hud-ledger=PATH``: one fsync'd line per reported row, written on the controller as each
+report arrives; resumed rows are not written twice.
 """
 
 from __future__ import annotations

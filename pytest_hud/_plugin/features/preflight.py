@@ -1,9 +1,6 @@
-"""``--hud-preflight=off|warn|strict``: each agent's policy against the envs, before any item.
-
-One probe episode per env per distinct agent (:mod:`pytest_hud.preflight`): a hard mismatch is
-a usage error (exit 4), soft ones a warning table (errors under ``strict``). Under xdist the
-controller checks when the first worker reports its collection, loading only agents without
-side effects (LeRobot checkpoints, openpi and vla-eval servers).
+"""``--hud-preflight=off|warn|strict``: each agent's policy against the envs, before any item
+(:mod:`pytest_hud.preflight`). Hard mismatches are usage errors (exit 4), soft ones a warning
+table.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""One Ray cluster for a ``pytest -n K --hud-runtime=ray`` session without ``$RAY_ADDRESS``.
-
-Otherwise each worker would start its own head. The controller starts one
-:class:`~pytest_hud.runtime.ray.head.RayHead` at configure, hands its address to the workers
-(``workerinput``) and stops it at unconfigure (Ctrl-C included; ``atexit`` backs it up).
+"""One Ray cluster for a ``pytest -n K --hud-runtime=ray`` session without ``$RAY_ADDRESS``:
+started by the controller, its address handed to workers, stopped at unconfigure.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""``--hud-record``: one LeRobot dataset per env, recorded by each process and, under xdist,
-merged by the controller from the workers' parts in test order.
-
-An episode's commit waits for its grade. A dataset that cannot be written fails the session
-(one error per dataset); a full disk stops it at its last whole episode; a failed merge leaves
-no partial dataset and keeps the parts for a later run to append to.
+"""``--hud-record``: one LeRobot dataset per env; under xdist the controller merges the workers'
+parts in test order. A failed merge keeps the parts.
 """
 
 from __future__ import annotations

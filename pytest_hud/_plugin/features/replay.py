@@ -1,9 +1,5 @@
-"""``--hud-replay=DATASET``: golden replay, env or policy? (guide: docs/guides/why.md).
-
-One item per recorded episode (:mod:`.replay_items`): its rollout reruns the recorded actions
-and its body judges env replay and, with ``--hud-agent``, the policy's open loop
-(:mod:`pytest_hud.evaluation.replay`). The item fails when either does not hold; each row
-carries its ``replay`` block.
+"""``--hud-replay=DATASET``: one item per recorded episode, judging env replay and the policy's
+open loop (guide: docs/guides/why.md).
 """
 
 from __future__ import annotations

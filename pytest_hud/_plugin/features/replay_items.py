@@ -1,9 +1,5 @@
-"""``--hud-replay``'s items: the dataset's episodes collected as one parametrized test.
-
-The dataset's ``meta/info.json`` collects as a module holding ``test_replay``, one case per
-episode with its recorded row and seed, so ``-k``, ``-n`` and every report behave as for task
-rows. Its ``hud_agent`` fixture replays the recorded actions
-(:func:`pytest_hud.robot.record.replay.replay_agent`) through the normal path.
+"""``--hud-replay``'s items: a dataset's ``meta/info.json`` collects as one test parametrized over
+its episodes (recorded row and seed), whose ``hud_agent`` replays the recorded actions.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""``--hud-resume=LEDGER``: skip the items whose episode a ledger already holds.
-
-Every process reads the ledger at configure time; an item whose episode it holds (same
-:func:`pytest_hud.evaluation.ledger.key`) is skipped before it reaches the evaluator, and its
-setup report carries the ledger's row (``resumed: true``), counted like any other. Errored or
-skipped rows are no episode: those items run again.
+"""``--hud-resume=LEDGER``: items whose episode the ledger holds are skipped before any rollout
+and report the ledger's row; errored or skipped rows run again.
 """
 
 from __future__ import annotations

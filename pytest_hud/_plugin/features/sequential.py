@@ -1,9 +1,6 @@
-"""``--hud-gate=sequential``: decide each task after every finished episode and stop scheduling
-its remaining repeats once decided (procedures: :mod:`pytest_hud.evaluation.sequential`).
-
-Decisions are made where rows arrive (``pytest_hud_rollout_finished``). Without xdist a decided
-task's later items skip at setup; under ``-n`` the controller's scheduler hands out at most two
-items per worker and drops decided tasks' pending items.
+"""``--hud-gate=sequential``: decide each task after every episode and stop scheduling its repeats
+once decided (:mod:`pytest_hud.evaluation.sequential`); under ``-n`` the controller's scheduler
+drops decided tasks' pending items.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""``--hud-log=wandb|tensorboard|mlflow|trackio``: the finished results document, into trackers.
-
-On the controller (or the one process), at session end, the results become figures
-(:func:`pytest_hud.trackers.figures_of`) at the training step and are logged to each tracker; a
-tracker that fails is one warning, never a failure.
+"""``--hud-log=...``: the finished results, logged to each tracker at the training step; a tracker
+that fails is one warning, never a failure.
 """
 
 from __future__ import annotations

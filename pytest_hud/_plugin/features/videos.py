@@ -1,9 +1,5 @@
-"""Episode videos that could not be written (a full disk): one error for the session.
-
-A GIF that fails to write is removed and its rollout keeps its result
-(:mod:`pytest_hud._plugin.video`); this plugin gathers those failures (a worker's through
-``workeroutput``) and fails the session once, naming the folder, how many videos are
-missing and what was kept.
+"""Episode videos that could not be written (a full disk): gathered from every process and
+reported as one session error.
 """
 
 from __future__ import annotations

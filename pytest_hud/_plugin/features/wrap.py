@@ -1,8 +1,5 @@
-"""The plugin's side of :func:`pytest_hud.wrap`: rows for the episodes a test drove itself.
-
-At an item's ``call`` report it claims what :mod:`pytest_hud.wrapping` recorded and carries
-each episode as a JSON-able row (``wrapped: true``) on the report, so it crosses xdist.
-Registered in every run: any test may use ``hud_wrap``.
+"""The plugin's side of :func:`pytest_hud.wrap`: a test's own episodes become rows on its report
+(crossing xdist). Registered in every run.
 """
 
 from __future__ import annotations

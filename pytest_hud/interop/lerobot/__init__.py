@@ -1,5 +1,3 @@
-"""LeRobot interop: :mod:`.compat` (the one place code differs by LeRobot version) and
-:mod:`.envs` (any LeRobot ``EnvConfig`` served through LeRobot's own ``make_env``).
-
-Nothing is imported here, so the agent side (``robot/``) can use :mod:`.compat` without
-pulling the env side in."""
+"""LeRobot interop: :mod:`.compat` (the version seam) and :mod:`.envs` (LeRobot env configs as
+sims). Imports nothing, so the agent side can use :mod:`.compat` alone.
+"""

@@ -1,9 +1,5 @@
-"""gym-aloha with its top camera rendered at the size its config asks for.
-
-gym-aloha renders three fixed 480x640 cameras every step whatever its config says; this env is
-gym-aloha's own (same physics, task, reward, ``is_success``) rendering only ``top`` at the
-configured size, registered as ``pytest_hud_aloha/<gym-aloha id>``. It overrides the private
-``_make_env_task`` (why: :mod:`.compat`; checked by :func:`.compat.require_gym_aloha`).
+"""gym-aloha rendering only its ``top`` camera at the configured size (upstream renders three
+fixed-size cameras every step). Overrides the private ``_make_env_task`` (:mod:`.compat`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""The one LeRobot version seam: every behaviour that differs between the supported LeRobot
-releases (0.4.4 on Python 3.11, 0.5 / 0.6 on 3.12+) is decided here, keyed on the installed
-``lerobot`` version (never on whether a private attribute exists), and every access to a
-private attribute of LeRobot's or an env package's objects (``policy._queues``,
-``_max_episode_steps``, gym-aloha's ``_make_env_task``) is made or named here, with why.
+"""The one LeRobot version seam: every behaviour that differs between supported LeRobot releases
+is decided here, keyed on the installed version (never on attribute probing), and every private
+attribute pytest-hud touches is accessed or named here, with why.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Any LeRobot env config served as a pytest-hud sim, built by LeRobot's own factory.
-
-:class:`LeRobotVectorEnv` hands each observation over as lerobot-eval's rollout hands it to the
-policy (``preprocess_observation`` + the env preprocessor, LeRobot's names), each action
-through the env postprocessor; success is the env's ``is_success`` and an episode ends at
-``_max_episode_steps``, as in lerobot-eval. The types and what each needs: :data:`NEEDS`.
+"""Any LeRobot env config served as a pytest-hud sim, built by LeRobot's own factory, with
+observations, actions, success and episode ends exactly as lerobot-eval's rollout sees them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""LeRobot's own episodes for a checkpoint, the yardstick for the plugin's: lerobot-eval's
-``rollout`` loop called directly (the config may carry fields the CLI cannot pass), with the
-checkpoint loaded and seeds batched as lerobot-eval does. Each :class:`Episode` is cut where
-lerobot-eval cuts it. Used by tests/interop/test_lerobot_fidelity.py.
+"""LeRobot's own episodes for a checkpoint, via lerobot-eval's ``rollout`` loop: the yardstick for
+tests/interop/test_lerobot_fidelity.py.
 """
 
 from __future__ import annotations

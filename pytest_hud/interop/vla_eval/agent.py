@@ -1,9 +1,5 @@
-"""A vla-eval model server as the agent: ``--hud-agent=vla-eval:ws://HOST:PORT``.
-
-One connection per rollout task so a batching server sees concurrent rollouts together.
-:class:`VlaEvalAdapter` maps the env's contract onto vla-eval's observation convention by role;
-:class:`VlaEvalAgent` adds ``episode_start`` / ``episode_end`` around RobotAgent's loop (the
-env's grade is computed after the agent returns).
+"""A vla-eval model server as the agent: ``--hud-agent=vla-eval:ws://HOST:PORT``. One connection
+per rollout, so a batching server sees concurrent rollouts together.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""VlaEvalBridge: serve a vla-eval Benchmark (or StepBenchmark) over openpi/0.
-
-Each slot owns one benchmark instance and drives its async API as vla-eval's runner does.
-Observations are flattened to contract features (``images/NAME``, ``states``, the prompt); the
-contract comes from the first observation, the action size from ``get_action_spec()``. An
-episode ends at ``is_done`` or ``max_steps``; the grade is ``get_result()``'s metrics.
+"""VlaEvalBridge: serve a vla-eval Benchmark over openpi/0, one benchmark instance per slot,
+driven as vla-eval's runner drives it; the contract comes from the first observation.
 """
 
 from __future__ import annotations

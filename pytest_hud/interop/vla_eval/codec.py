@@ -1,8 +1,5 @@
-"""vla-eval's wire, protocol version 1: msgpack messages ``{type, payload, seq, timestamp}``.
-
-Arrays use vla-eval's numpy codec with *string* keys (openpi/0 uses byte keys); images may also
-arrive PNG/JPEG-encoded and decode to HWC uint8. We send raw arrays, which every peer decodes.
-Only bool, integer and float dtypes travel.
+"""vla-eval's wire, protocol version 1: msgpack with its numpy codec (string keys, unlike
+openpi/0's byte keys); PNG/JPEG images decode to HWC uint8.
 """
 
 from __future__ import annotations

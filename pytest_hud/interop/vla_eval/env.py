@@ -1,8 +1,5 @@
-"""``env.vla_eval(Benchmark, **params)``: a vla-eval benchmark as an env module's robot (guide:
-docs/guides/vla-eval.md).
-
-The benchmark runs in the sim process (:class:`~.bridge.VlaEvalBridge`), so its class must be
-importable there (defined in a module, not in ``__main__``).
+"""``env.vla_eval(Benchmark, **params)``: a vla-eval benchmark as an env module's robot. The class
+must be importable in the sim process (not defined in ``__main__``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Before any item: the vla-eval model server's HELLO against the envs this process sees.
-
-The server must answer HELLO and its specs must fit every robot env the imported modules
-declare, else one usage error naming both sides; convention differences are one warning table.
-It sees both sides, so it lives apart from either; envs served only elsewhere are checked by
-the agent when a rollout binds.
+"""Before any item: a vla-eval server's HELLO against the envs this process sees; misfits are one
+usage error naming both sides. Lives apart because it sees both sides.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""One connection to a vla-eval model server: HELLO, episodes, observation -> action.
-
-One WebSocket per rollout (the server keeps per-connection state). A dropped connection is
-redialled with bounded backoff, the episode restarted on it and the pending observation resent;
-a server that stays away is named in the error.
+"""One connection to a vla-eval model server per rollout; a dropped one is redialled with bounded
+backoff and the episode restarted on it.
 """
 
 from __future__ import annotations

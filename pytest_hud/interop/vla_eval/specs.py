@@ -1,9 +1,5 @@
-"""A vla-eval model server's HELLO specs against an env's contract.
-
-Errors when the rollout cannot work (more cameras than the env has, a state or action of
-another size); warnings for convention differences both sides declare (rotation, gripper
-polarity, delta vs absolute), with vla-eval's rule that the consumer's ``accepts`` wins. Reads
-plain dicts and the contract only.
+"""A vla-eval model server's HELLO specs against an env's contract: errors when a rollout cannot
+work, warnings for declared convention differences.
 """
 
 from __future__ import annotations

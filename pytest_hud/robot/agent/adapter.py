@@ -1,8 +1,5 @@
-"""Adapter: translates the env's observation space into the model's inputs and the
-model's actions back into the env's action space, wired from the contract alone.
-
-An adapter is bound to one env per episode (``bind(spaces)``); the agent copies it
-per episode, so bound state never leaks between concurrent rollouts.
+"""Adapter: env observations to model inputs and actions back, wired from the contract alone;
+bound per episode, so concurrent rollouts never share bound state.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""RobotAgent: the harness that drives one env over the robot wire with a Model.
-
-Per run it claims the slot, reads the contract, binds a copy of the Adapter and runs the
-open-loop chunk queue (or, with an Ensembler, blends overlapping chunks) until ``terminated``
-or ``max_steps``. All per-episode state lives in the episode, so one agent serves any number of
-concurrent rollouts.
+"""RobotAgent: drives one env over the robot wire with a Model, chunk by chunk. Per-episode state
+lives in the episode, so one agent serves any number of concurrent rollouts.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Batching: many concurrent rollouts, one shared model, one stacked forward per tick.
-
-``BatchedModel`` runs queued rows as one forward once every live rollout has queued (or on
-``max_wait_s`` / ``batch_size``); sims that step alone may run in two halves, decided by
-measuring (:mod:`.split`). A failing forward is rerun row by row so only the callers whose rows
-raise get the error. ``BatchedAgent`` keeps the batch as wide as what is in flight.
+"""Batching: many concurrent rollouts, one shared model, one stacked forward per tick. A failing
+forward is rerun row by row, so only the callers whose rows raise get the error.
 """
 
 from __future__ import annotations

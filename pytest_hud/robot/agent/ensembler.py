@@ -1,10 +1,5 @@
-"""Ensembler: one action per control tick from overlapping action chunks.
-
-A chunked policy predicts ``[T, A]`` every ``query_every`` ticks, so at tick t up to
-T predictions overlap. ``temporal`` weighs them exponentially as in ACT (weight
-``exp(-k * i)``, i = 0 the oldest prediction); ``average`` weighs them alike;
-``newest`` takes the latest chunk's action. Each episode needs its own copy
-(``fresh()``): the agent makes one per episode.
+"""Ensembler: one action per tick from overlapping chunks (``temporal`` as in ACT, ``average``,
+``newest``). Each episode needs its own copy (``fresh()``).
 """
 
 from __future__ import annotations

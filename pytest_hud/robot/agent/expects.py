@@ -1,7 +1,5 @@
-"""What an agent's policy expects, as a :class:`~pytest_hud.robot.compat.PolicySpec`: from a
-LeRobot checkpoint's config and processor stats, from an openpi server's metadata ``policy``
-entry (openpi's own servers publish none), or from a Model's ``policy_spec()``. Agent side
-only: nothing here reads the env.
+"""What an agent's policy expects, as a :class:`~pytest_hud.robot.compat.PolicySpec`, from a
+checkpoint, a server's metadata or a Model's ``policy_spec()``. Agent side only.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Resolve a Hugging Face Hub checkpoint id without waiting on an unreachable hub.
-
-Offline, ``from_pretrained`` retries with backoff once per item. So the local cache is tried
-first, and we fail at once if the hub is off (``HF_HUB_OFFLINE``), unresolvable or refuses one
-bounded connect; only otherwise is the download left to lerobot.
+"""Resolve a Hub checkpoint id without waiting on an unreachable hub: the local cache first, then
+fail at once when the hub is off or unreachable.
 """
 
 from __future__ import annotations

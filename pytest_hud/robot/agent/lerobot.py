@@ -1,9 +1,5 @@
-"""LeRobot checkpoints as Models and agents (lerobot 0.4.4 to 0.6.x: the same public API).
-
-``LeRobotModel`` runs a policy through its own pre/post-processors, as ``lerobot-eval`` does;
-torch and lerobot are imported only when used. Models are stateless: history policies get each
-row's last ``n_obs_steps`` observations from the agent, and the whole predicted chunk is
-returned. All torch work runs on the one thread that loaded the policy (:func:`torch_thread`).
+"""LeRobot checkpoints as Models and agents, run through their own processors as lerobot-eval
+does. All torch work runs on the thread that loaded the policy (:func:`torch_thread`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Model: a stateless policy checkpoint, pre- and post-processing included.
-
-``infer(batch) -> [N, T, A]`` float32 runs one forward over N stacked rows (each a
-dict the Adapter produced); ``ainfer(row) -> [T, A]`` runs a batch of one in a
-worker thread so the event loop keeps serving other rollouts. Models hold no
-per-episode state: the agent owns that.
+"""Model: a stateless policy checkpoint. ``infer`` runs one batched forward, ``ainfer`` one row
+off the event loop; per-episode state belongs to the agent.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""An agent's actions on recorded observations, without an env (open loop).
-
-:func:`open_loop` feeds observations through the agent's own wiring tick by tick as
-:meth:`RobotAgent.run_episode` does (adapter, model, history, chunk queue or ensembler), giving
-the action it would have sent at each tick: set against a dataset's actions, it tells a policy
-or wiring that acts differently, whatever the env does.
+"""An agent's actions on recorded observations, through its own wiring, without an env: set
+against a dataset's actions, it tells a policy that acts differently.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Pacing: how long a batch may wait for the live rollouts that have not queued yet.
-
-A fixed wait can split every forward in two for good. :class:`Arrivals` predicts when each
-missing rollout will ask (running means); the batch waits when each is predicted within one
-forward's time, since starting without them would cost a second forward, else it keeps the
-fixed wait.
+"""Pacing: a batch waits for missing rollouts predicted to ask within one forward's time
+(:class:`Arrivals`), since starting without them costs a second forward.
 """
 
 from __future__ import annotations

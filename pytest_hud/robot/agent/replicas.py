@@ -1,10 +1,7 @@
 """PolicyReplicas: N PolicyServer replicas as Ray actors, many sim actors feeding few policies.
 
-Each replica builds its model on its node and serves it over openpi/0; ``replicas.agent()``
-sends each rollout to the next replica in turn. Named replicas (``name="pi"``) are found by
-other drivers through :func:`replica_urls` (``--hud-agent=openpi:ray:NAME``); with
-``restarts=N`` agents follow a restarted replica to its new address (the rollout in flight is
-an ERROR). Agent-side: imports no placement code, joins through :mod:`pytest_hud.cluster`.
+Named replicas are found by other drivers (:func:`replica_urls`); agents follow a restarted
+replica to its new address. Agent-side: joins Ray only through :mod:`pytest_hud.cluster`.
 """
 
 from __future__ import annotations

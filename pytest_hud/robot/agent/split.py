@@ -1,9 +1,5 @@
-"""Split: whether rollouts whose sims step alone run in halves, checked by measuring.
-
-Halves keep the policy busy while sims step but pay a forward's fixed cost twice; which wins
-depends on the machine, so :class:`Split` runs halves and periodically probes one batch for a
-window, keeping it only if it answers rows ``MARGIN`` faster than the window just before (rates
-drift, so only neighbours are compared). Ties keep the halves.
+"""Split: whether rollouts whose sims step alone run in halves or one batch, decided by measuring
+neighbouring windows of each (the answer depends on the machine).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""What a policy expects set against what an env's contract provides: the preflight table.
-
-Reads a :class:`PolicySpec` (plain data, :mod:`pytest_hud.robot.agent.expects`) and a
-:class:`~pytest_hud.robot.contract.Contract` and imports neither side. One row per feature with
-a verdict: ``ok``, ``resize``, ``warn`` (runs, likely wrongly) or ``MISMATCH`` (cannot run),
-and the fix.
+"""What a policy expects set against what an env's contract provides: the preflight table. Reads
+plain data from both sides and imports neither.
 """
 
 from pytest_hud.robot.compat.inputs import compare

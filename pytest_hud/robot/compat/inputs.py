@@ -1,9 +1,6 @@
-"""The rows that need no run: a policy's cameras, states and action against the env's
-contract, and whether its checkpoint carries the normalization stats it reads.
-
-Cameras are matched as :class:`~pytest_hud.robot.agent.adapter.LeRobotAdapter` binds them:
-an explicit ``camera_map``, else by name (``observation/images/top`` is
-``observation.images.top``), else in contract order."""
+"""The preflight rows that need no run: a policy's cameras, states and action against the contract
+(cameras matched as the adapter binds them), and its stats.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""What a policy expects, as plain data: its inputs and action (:class:`Need`), the actions
-it executes per inference and its adapter's camera map (:class:`PolicySpec`). The agent
-side builds one (:mod:`pytest_hud.robot.agent.expects`); a policy server sends one in its
-metadata frame (``to_dict``)."""
+"""What a policy expects, as plain data (:class:`PolicySpec`), built by the agent side or sent in
+a policy server's metadata.
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Putting episodes into lerobot's files: every call of lerobot's writing API lives here.
-
-Crash safety: each episode is finalized as soon as it is saved, with lerobot's file-size limits
-set tiny so the next episode starts new files, so every committed episode reads back even if
-the process is killed; :func:`close_dataset` restores the default limits.
+"""Every call of lerobot's writing API. Each episode is finalized once saved, with tiny file-size
+limits so the next starts new files: every committed episode reads back even after a kill.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""What the env answered and how the episode was graded, as dataset columns.
-
-Per frame ``next.reward``, ``next.done`` and ``next.success`` (only on a successful episode's
-last frame); per episode ``grade/*`` in ``meta/episodes``. The grade arrives after the last
-tick, so a ``graded=True`` writer commits only once :class:`Grades` has it (bounded by
-``GRADE_WAIT_S``).
+"""The env's answers and the episode's grade as dataset columns; a ``graded=True`` writer commits
+an episode only once its grade arrived (bounded wait).
 """
 
 from __future__ import annotations

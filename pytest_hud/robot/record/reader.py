@@ -1,9 +1,5 @@
-"""A recorded LeRobot v3 dataset read back episode by episode, for replay.
-
-Reads the v3.0 files as the format lays them out (parquet, videos through PyAV), not through
-LeRobot's classes, so every release that writes v3.0 reads back alike and listing needs no
-lerobot import. :func:`env_observations` maps frames back onto the env's observation names, the
-inverse of :mod:`.schema`.
+"""A recorded LeRobot v3 dataset read back episode by episode from its files (not lerobot's
+classes), so every v3.0 writer reads alike.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""A recorded episode's actions as an agent, and what the env answered to them.
-
-:func:`replay_agent` is a RobotAgent that sends the recorded actions one per tick through the
-normal rollout path. Its observer lays live observations out as the recorder did and reports
-them under ``replay`` (per-camera errors computed on the spot, so no live images are kept);
-comparing is :mod:`pytest_hud.evaluation.replay`'s job.
+"""A recorded episode's actions as an agent (:func:`replay_agent`), and what the env answered,
+laid out as the recorder did.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""A dataset put back as it was when writing to it fails part-way (a full disk, say).
-
-:class:`Snapshot` records which files exist and the bytes of the small ``meta/`` files an
-episode's commit rewrites; :meth:`Snapshot.restore` removes what the failed commit created and
-writes those back, leaving the last finalized state. :func:`disk_full` tells a full disk from
-other failures by the device's free space, since lerobot may surface a later error.
+"""A dataset put back to its last finalized state when a commit fails part-way
+(:class:`Snapshot`), and :func:`disk_full` to tell a full disk from other failures.
 """
 
 from __future__ import annotations

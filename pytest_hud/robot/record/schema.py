@@ -1,9 +1,6 @@
-"""The dataset's feature schema, built from the contract at the first episode, and how one
-observation plus action becomes a frame: cameras to ``observation.images.<camera>``, other
-observations to ``observation.state``, the action exactly as sent on the wire.
-
-``check()`` refuses cameras smaller than lerobot 0.4.4's AV1 encoder accepts (it kills the
-process on them).
+"""The dataset's feature schema, built from the contract at the first episode, and how an
+observation plus action becomes a frame. ``check()`` refuses cameras lerobot's encoder crashes
+on.
 """
 
 from __future__ import annotations

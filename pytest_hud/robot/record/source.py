@@ -1,9 +1,5 @@
-"""Where a recorded episode came from, kept beside its grade so it can be replayed.
-
-Per episode, ``meta/episodes`` holds ``hud/row`` (the task row as run) and ``hud/contract``
-(the env's contract), as JSON strings every LeRobot release reads back. A dataset recorded
-before these columns existed keeps its layout when appended to (:func:`has_source_columns`):
-LeRobot reads one schema for every episode file.
+"""Where a recorded episode came from (``hud/row``, ``hud/contract`` in ``meta/episodes``), so it
+can be replayed. Older datasets keep their schema (:func:`has_source_columns`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""Where a dataset lives (``RECORD_DIR``, default ``./data``), whether an existing one may be
-appended to (same fps, robot type and features; any other non-empty folder is refused),
-lerobot's dataset class imported quietly, and the ``HF_REPO`` push settings.
+"""Where a dataset lives (``RECORD_DIR``), whether an existing one may be appended to, and the
+``HF_REPO`` push settings.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Record rollouts into one LeRobot v3 dataset (merging per-worker datasets: :mod:`.merge`).
-
-Episodes are committed whole on one writer thread, so concurrent rollouts never interleave and
-the event loop never waits on encoding; errored episodes are discarded. A failed commit is
-rolled back (:mod:`.rollback`) and stops the writer (the next call raises it); a full disk
-stops recording quietly and ``finalize()`` then reports what was kept.
+"""Record rollouts into one LeRobot v3 dataset, whole episodes on one writer thread. A failed
+commit is rolled back (:mod:`.rollback`) and stops the writer; a full disk stops recording
+quietly and ``finalize()`` reports it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""When a served sim steps: the lockstep barrier over a vectorized sim's slots.
-
-Each slot's action is held until every live slot acted, then the sim steps once (idle slots get
-``hold_action()``); after ``step_timeout`` slots that never act fail, so one lost agent cannot
-stall its peers. Slots of a ``step_slots`` sim step alone. Runs on the serve loop's thread: no
-locks.
+"""The lockstep barrier over a vectorized sim's slots; after ``step_timeout`` idle slots fail, so
+one lost agent cannot stall its peers. Runs on the serve loop: no locks.
 """
 
 from __future__ import annotations

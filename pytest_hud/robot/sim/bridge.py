@@ -1,9 +1,5 @@
-"""RobotBridge: the env side of the openpi/0 wire (docs/reference/wire.md).
-
-Subclasses implement ``reset`` / ``step`` / ``get_observation``; the base owns the WebSocket
-serve loop, one connection per slot. When the sim steps is :mod:`.barrier`. Hooks run on the
-event-loop thread, made the main thread by :func:`serve_bridge`, so thread-affine sims are
-safe; ``offload = True`` moves them to one sim thread for hooks that block long.
+"""RobotBridge: the env side of the openpi/0 wire. Hooks run on the event-loop thread (the main
+thread), so thread-affine sims are safe; ``offload = True`` moves them to a sim thread.
 """
 
 from __future__ import annotations

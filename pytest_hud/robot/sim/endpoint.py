@@ -1,8 +1,5 @@
-"""RobotEndpoint: the env server's handle on a sim process.
-
-It spawns (or attaches to) a sim and drives episodes over its control side channel (``reset``,
-``result``); agents talk to the bridge's WebSocket directly. A spawned sim exits when its stdin
-lifeline closes.
+"""RobotEndpoint: the env server's handle on a sim process (spawned with a stdin lifeline, or
+attached), driving episodes over its control side channel.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""GymBridge: serve any gymnasium-style env (single or vectorized) over openpi/0.
-
-Task args split by the factory's signature: its parameters are build args (a change rebuilds
-the env), the rest go to ``reset``. Success is latched from info's success keys, else
-``success_threshold`` on the *final* total reward (a running total would pass Pendulum after
-one step); ``terminated`` / ``truncated`` are gymnasium's.
+"""GymBridge: serve any gymnasium-style env over openpi/0. Success is latched from info, else
+judged on the *final* total reward.
 """
 
 from __future__ import annotations

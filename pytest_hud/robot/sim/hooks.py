@@ -1,6 +1,6 @@
-"""What a sim implements for :class:`~pytest_hud.robot.sim.bridge.RobotBridge`: the hooks
-(``reset``, ``step``, ``get_observation``; optionally per-slot resets, results, a hold
-action, ``close``) and the contract it publishes. The bridge adds the serving."""
+"""What a sim implements for :class:`~pytest_hud.robot.sim.bridge.RobotBridge`: its hooks and the
+contract it publishes.
+"""
 
 from __future__ import annotations
 

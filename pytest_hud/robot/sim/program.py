@@ -1,6 +1,5 @@
-"""The sim program: ``python -m pytest_hud.robot.sim`` serves one bridge, named as
-``module:Class`` / ``file.py:Class`` with ``--kwargs JSON``, or pickled on stdin (``--stdin``,
-as a RobotEndpoint spawns it). With ``--lifeline`` the sim exits when stdin closes.
+"""``python -m pytest_hud.robot.sim``: serve one bridge, named ``module:Class`` or pickled on
+stdin; with ``--lifeline`` it exits when stdin closes.
 """
 
 from __future__ import annotations

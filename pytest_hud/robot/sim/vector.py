@@ -1,8 +1,5 @@
-"""Build ``num_envs`` copies of a gym-style env as one VectorEnv, stepped in this process
-(``"sync"``, the default) or each copy in its own worker process (``"async"``).
-
-``"async"`` costs a process and a pickled action per copy per step, so it pays off only for
-expensive steps, and its slots cannot step alone.
+"""``num_envs`` copies of a gym-style env as one VectorEnv, stepped in this process (``"sync"``)
+or one worker process per copy (``"async"``, whose slots cannot step alone).
 """
 
 from __future__ import annotations

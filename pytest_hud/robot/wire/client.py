@@ -1,10 +1,5 @@
-"""RobotClient: the agent side of the openpi/0 wire.
-
-``connect(url, token=...)`` reads the metadata frame, claims the slot and waits
-for the first observation, so a refused claim fails at connect time. The loop
-is then strictly lockstep: ``send_action`` and ``get_observation`` alternate.
-Every wait is bounded; an error frame from the bridge raises RobotError with
-the bridge's message.
+"""RobotClient: the agent side of the openpi/0 wire. A refused claim fails at connect; then
+actions and observations alternate, every wait bounded.
 """
 
 from __future__ import annotations

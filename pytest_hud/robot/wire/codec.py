@@ -1,8 +1,5 @@
-"""The openpi/0 wire codec: msgpack with openpi's numpy extension, byte for byte the encoding of
-``openpi_client.msgpack_numpy`` and the HUD SDK (docs/reference/wire.md).
-
-Only bool, integer and float dtypes travel; anything else is refused both ways, and a decoded
-shape must account for its data exactly: the wire never pickles and never guesses.
+"""The openpi/0 wire codec: msgpack with openpi's numpy extension, byte for byte. Only
+bool/int/float arrays travel, and shapes must fit the data: it never pickles or guesses.
 """
 
 from __future__ import annotations

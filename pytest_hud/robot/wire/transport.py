@@ -1,7 +1,5 @@
-"""The agent side's WebSocket seam: :class:`Transport` (send, receive, close) and two
-implementations, picked by :func:`connect`: our own client (:mod:`.wsclient`) for ``ws://``,
-which receives frames with no user-space copy, and ``websockets`` for ``wss://`` or when asked.
-Both raise the same errors.
+"""The agent side's WebSocket seam: :class:`Transport`, our zero-copy client for ``ws://`` or
+``websockets`` (``wss://``, or asked for), raising the same errors.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Vectored sends of binary WebSocket frames on a websockets server connection.
-
-:func:`send_chunks` writes the frame header and the codec's chunks with one ``os.writev``, so
-array memory goes straight to the kernel, but only when nothing else is queued on the
-connection; otherwise it falls back to ``ws.send``. The bytes on the wire are the same.
+"""Vectored sends: a binary frame's header and the codec's chunks in one ``os.writev`` when
+nothing else is queued, else ``ws.send``. The wire bytes are the same.
 """
 
 from __future__ import annotations

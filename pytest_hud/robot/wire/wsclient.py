@@ -1,9 +1,5 @@
-"""A WebSocket client (RFC 6455, no extensions) built for large binary messages.
-
-A message larger than the staging buffer is received straight into a buffer of its own size
-through :class:`asyncio.BufferedProtocol`, so a camera frame is copied once, by the kernel.
-Pings are answered, fragments reassembled, closes echoed; a protocol violation gets close code
-1002 and a clear error.
+"""A WebSocket client (RFC 6455, no extensions) that receives a large binary message straight into
+its own buffer, so a camera frame is copied once, by the kernel.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""The docker runtime: a container per acquisition (:mod:`.container`), the engine it
-talks to (:mod:`.engine`), ownership and reaping (:mod:`.owners`), images built without a
-registry (:mod:`.image`, :mod:`.apt`), auto-built from the env modules' declarations
-(:mod:`.auto`, :mod:`.groups`), and ``python -m pytest_hud image`` (:mod:`.cli`)."""
+"""The docker runtime: containers (:mod:`.container`), the engine, reaping (:mod:`.owners`),
+registry-free images (:mod:`.image`, :mod:`.auto`) and its CLI (:mod:`.cli`).
+"""
 
 from typing import TYPE_CHECKING
 

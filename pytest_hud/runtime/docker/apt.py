@@ -1,9 +1,5 @@
-"""Debian packages for an image whose base has no apt: a host-side root filesystem folder.
-
-No package manager or registry is reachable inside a build, so the packages' dependency closure
-is downloaded on the host and unpacked (``dpkg-deb -x``) into one folder the image COPYs to
-``/``. Maintainer scripts do not run (fine for libraries, not daemons); packages the base
-already carries (glibc, libstdc++) are left out. Cached by the sorted package list.
+"""Debian packages for a base image without apt: downloaded and unpacked on the host into a root
+folder the image COPYs (maintainer scripts do not run), cached by package list.
 """
 
 from __future__ import annotations

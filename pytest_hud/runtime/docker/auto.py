@@ -1,9 +1,8 @@
-"""``--hud-runtime=docker`` with no image: build one from the env modules' declarations.
+"""``--hud-runtime=docker`` with no image: build one from the env modules' ``requires=`` /
+``apt=``.
 
-The image holds every env module's ``requires=`` / ``apt=`` at once (one container serves one
-module); its tag hashes the modules' sources, their requirements and pytest-hud's own source,
-so any change builds a new image and an unchanged session reuses the old one. Containers get
-the host's ``PYTEST_HUD_*`` and render backend variables (:data:`RENDER_VARS`).
+The tag hashes the modules, their requirements and pytest-hud's source: any change rebuilds, an
+unchanged session reuses the image.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""``python -m pytest_hud image build|ls|rm``: the auto-built env images, by hand.
-
-``build`` imports the given files or modules and builds the image(s) ``--hud-runtime=docker``
-would build for their Environments (same tag, so a later run is a cache hit); ``ls`` lists
-built images; ``rm`` removes them. A failed pip or apt step names the package (exit 1).
+"""``python -m pytest_hud image build|ls|rm``: the images ``--hud-runtime=docker`` builds, by hand
+(same tags, so a later run is a cache hit).
 """
 
 from __future__ import annotations

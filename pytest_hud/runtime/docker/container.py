@@ -1,10 +1,7 @@
 """DockerRuntime: a fresh container running the env server for every acquisition.
 
-Ports are published on 127.0.0.1 only; readiness is a real control ``ping``. Every container is
-labelled with its owner (session, pid, host) so :func:`reap_containers` removes crashed
-sessions' leftovers. ``forward_env=True`` passes the host's ``PYTEST_HUD_*`` and render
-variables, read at the first container's creation; a row's ``runtime_config.env`` wins. The
-``docker`` SDK is imported lazily and its blocking calls run in worker threads.
+Ports are published on 127.0.0.1 only; containers are labelled with their owner so
+:func:`reap_containers` can remove a crashed session's leftovers.
 """
 
 from __future__ import annotations

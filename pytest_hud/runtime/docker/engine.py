@@ -1,7 +1,5 @@
-"""The docker engine as the docker runtime uses it: the SDK (imported lazily,
-``pip install 'pytest-hud[docker]'``), a client, worker threads for its blocking calls,
-the labels and ports every container shares, and which host variables a container of
-``--hud-runtime=docker`` (either form) inherits (:func:`_forwarded_env`).
+"""The docker engine as the runtime uses it: the lazily imported SDK, worker threads for its
+blocking calls, shared labels and ports, and the forwarded host variables.
 """
 
 from __future__ import annotations

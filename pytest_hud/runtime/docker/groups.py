@@ -1,8 +1,5 @@
-"""Which env modules can share one auto-built image: those whose requirements resolve together.
-
-Modules whose pins clash (MetaWorld's mujoco against LIBERO's) get one image each, cached as if
-run alone. pip decides (``pip install --dry-run``, cached by requirement set); a dry run
-failing for another reason counts as "resolves", so the real build reports pip's error.
+"""Which env modules can share one auto-built image: those whose requirements pip resolves
+together (``--dry-run``, cached); clashing modules get one image each.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""``build_image(tag, module=..., extra_files=[...])``: an env image without a registry.
-
-Dependencies are installed on the host (``pip install --target``, :mod:`.apt`) into a
-``pytest-hud-deps:<key>`` image keyed by the requirement sets; the tag adds the project and env
-files on top, so a source edit rebuilds only the small top image.
+"""``build_image``: an env image without a registry, dependencies installed on the host into a
+keyed deps image so a source edit rebuilds only the small top image.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Creates in flight: a container whose create the engine finishes after its owner died.
-
-A process killed mid ``containers.create`` cannot remove what the engine goes on to create, so
-each create first writes an intent file (owner pid, start time, a random name that also labels
-the container). :func:`settle_intents` takes dead owners' intents, waits (bounded) on the
-engine's events for those creates, and removes what they produce.
+"""Creates in flight: each container create first writes an intent file, so :func:`settle_intents`
+can remove what the engine creates after its owner died.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""The Ray runtime: each lease's env server in a Ray actor (:mod:`.runtime`, the actor's
-side in :mod:`.env_server`), placed by the row's resources (:mod:`.resources`); whole
-rollouts shipped as Ray tasks (:mod:`.delegate`); a local head on loopback for a session
-(:mod:`.head`). Joining the cluster is :mod:`pytest_hud.cluster` (the agent side's
-policy replicas join it too)."""
+"""The Ray runtime: env servers in actors (:mod:`.runtime`), delegated rollouts (:mod:`.delegate`)
+and a local head (:mod:`.head`); joining is :mod:`pytest_hud.cluster`.
+"""
 
 from typing import TYPE_CHECKING
 

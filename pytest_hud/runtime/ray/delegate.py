@@ -1,8 +1,6 @@
-"""Delegated rollouts: the whole rollout (provider, env server, agent) runs as a Ray task.
-
-:func:`delegated_rollout` has :func:`~pytest_hud.runtime.rollout.rollout`'s signature; task,
-agent and provider must be picklable. Files the agent writes stay where the worker wrote them.
-A worker that dies is a ``SubstrateError`` result naming the node, never a failed episode.
+"""Delegated rollouts: the whole rollout runs as a Ray task (:func:`delegated_rollout`, same
+signature as ``rollout()``). A worker that dies is a ``SubstrateError`` result, never a failed
+episode.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The Ray actor a RayRuntime lease runs: one env server as the actor's child process.
-
-The server runs as ``python -m pytest_hud.serve ... --lifeline`` rather than in-process, so a
-crashing env module leaves a live actor to report it, the command matches Docker's and Modal's,
-and the server stops when Ray kills the actor. Its output is echoed to the actor's log. No Ray
-import at module level.
+"""The Ray actor of a RayRuntime lease: it runs ``python -m pytest_hud.serve --lifeline`` as a
+child, so a crashing env leaves a live actor to report it. No Ray import at module level.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""A local Ray head on 127.0.0.1, started and stopped by the process groups it made.
-
-One cluster per session (not one per xdist worker). Every node runs in Ray's loopback mode; no
-dashboard by default. :meth:`RayHead.stop` signals exactly the process groups its ``ray start``
-calls made (never ``ray stop``, which stops every cluster of this user).
+"""A local Ray head on 127.0.0.1 for one session. :meth:`RayHead.stop` signals only the process
+groups it started (never ``ray stop``, which stops every cluster of this user).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """RayRuntime: each lease's env server runs in a Ray actor placed by Ray's scheduler.
 
-A lease's ``runtime_config`` becomes the actor's resources; the rollout then talks to the
-actor's node directly (Ray carries no episode traffic). Actors are owned by this driver, so Ray
-reaps them if it dies (plus an ``atexit`` kill). A request no node could ever hold fails at
-once; waiting for busy resources is bounded by ``boot_timeout``; an actor that dies mid-episode
-is an error naming the actor, its node and its log tail.
+Ray carries no episode traffic. A request no node can hold fails at once; an actor that dies
+mid-episode is an error naming it, its node and its log tail.
 """
 
 from __future__ import annotations

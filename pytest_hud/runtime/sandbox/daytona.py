@@ -1,9 +1,6 @@
-"""DaytonaRuntime: a fresh env server in a Daytona sandbox for every acquisition.
-
-Daytona publishes ports only as HTTPS previews, but the control channel is raw TCP, so the
-server listens on the sandbox's loopback and is reached through an SSH tunnel from Daytona's
-gateway, listening on 127.0.0.1 here. The cloud is unverified from this machine: tests drive
-exactly these SDK calls through tests/helpers/fake_daytona.py.
+"""DaytonaRuntime: a fresh env server in a Daytona sandbox for every acquisition, reached through
+an SSH tunnel (Daytona publishes ports only as HTTPS previews). Tested against
+tests/helpers/fake_daytona.py.
 """
 
 from __future__ import annotations

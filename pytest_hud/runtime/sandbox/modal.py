@@ -1,9 +1,5 @@
-"""ModalRuntime: a fresh env server in a Modal sandbox for every acquisition.
-
-The server runs with raw-TCP tunnels on the control port and every sim port; readiness is a
-real ``ping`` through the control tunnel, and ``port_map`` sends each sim url to its own tunnel
-(hosts may differ). Only the SDK's ``.aio`` calls are used, so booting never blocks the event
-loop.
+"""ModalRuntime: a fresh env server in a Modal sandbox for every acquisition, behind raw-TCP
+tunnels. Only the SDK's ``.aio`` calls are used, so booting never blocks the loop.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""LIBERO as a shipped benchmark suite: the env module and its task rows (guide:
-docs/guides/suites.md).
-
-``rows(suite, init_states)`` gives one row per task and initial state, in the layout lerobot
-and openpi feed pi0/pi0.5 (:mod:`.sim`). The sim's stack (:data:`REQUIRES`, :data:`APT`)
-clashes with most users', so it runs in its own image or venv; importing this module needs only
-pytest-hud's dependencies.
+"""LIBERO as a shipped suite: env module and rows (guide: docs/guides/suites.md). Its stack runs
+in its own image or venv; importing this module needs only pytest-hud's dependencies.
 """
 
 from __future__ import annotations

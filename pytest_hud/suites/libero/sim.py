@@ -1,9 +1,5 @@
-"""The LIBERO sim: one task as a gymnasium env, in lerobot's and openpi's layout.
-
-Observations and actions are as lerobot's LIBERO env and openpi's example feed pi0/pi0.5
-(cameras turned 180 degrees, 8-d state, 7-d OSC_POSE deltas); ``reset`` sets the task's initial
-state and settles it with 10 no-ops, as both upstreams do. libero and robosuite are imported
-inside :func:`make_env` only, so rows load without them.
+"""The LIBERO sim: one task as a gymnasium env, laid out as lerobot's LIBERO env and openpi feed
+pi0/pi0.5. libero is imported inside :func:`make_env` only.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""LIBERO's suites, tasks and language instructions, and their task rows.
-
-Pure data (no libero import), so rows list in any venv. A row's ``init_state`` ``k`` picks one
-of the task's fixed initial states, so row ``k`` starts from the same scene in every run, as in
-lerobot's and openpi's LIBERO evaluations. :func:`write_suite_files` regenerates the shipped
-JSONL files from ``suites.json``.
+"""LIBERO's suites, tasks, instructions and rows, as pure data. Row ``k`` starts from the task's
+``k``-th fixed initial state in every run, as lerobot and openpi evaluate.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""MetaWorld v3 as a shipped benchmark suite: the env module, its task rows, its expert (guide:
-docs/guides/suites.md).
-
-Rows live in ``.mt1`` / ``.mt10`` / ``.mt50`` (not re-exported here, where the subpackage of
-the same name would replace them). Cameras are off unless ``PYTEST_HUD_METAWORLD_CAMERAS`` is
-set, and then importing runs the rendering preflight. :data:`REQUIRES` and :data:`APT` let
-``--hud-runtime=docker`` build the image.
+"""MetaWorld v3 as a shipped suite: env module, rows (in ``.mt1`` / ``.mt10`` / ``.mt50``) and
+expert (guide: docs/guides/suites.md).
 """
 
 from __future__ import annotations

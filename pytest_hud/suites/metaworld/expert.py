@@ -1,8 +1,5 @@
-"""``metaworld-expert``: metaworld's scripted policies as a pytest_hud Model.
-
-The policies are stateless and read the 39-d state, so rows of different tasks batch. A row's
-task comes from its prompt (the suite's prompts map one-to-one onto task names; a bare task
-name works too), so the contract stays what any policy sees.
+"""``metaworld-expert``: metaworld's stateless scripted policies as one Model; a row's task comes
+from its prompt, so the contract stays what any policy sees.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The MetaWorld sim: one v3 task as a gymnasium env, built in the sim process.
-
-:func:`make_env`'s parameters are build args (a new task rebuilds the env), while ``variation``
-and ``seed`` arrive per episode through ``reset``. One task's env, not MetaWorld's MT vector
-env, because a row runs one task. Cameras are off unless asked for; ``corner2`` is turned
-upright as lerobot does.
+"""The MetaWorld sim: one v3 task as a gymnasium env (build args in :func:`make_env`, variation
+and seed per reset). Cameras are off unless asked for.
 """
 
 from __future__ import annotations

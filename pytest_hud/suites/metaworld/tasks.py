@@ -1,8 +1,5 @@
-"""MetaWorld v3's task names, their prompts, and the MT1/MT10/MT50 task rows.
-
-Pure data (no metaworld import), so rows list where metaworld is not installed. Row ``k`` picks
-train goal ``k``, the same scene in every run; rows carry a ``module`` column so a JSONL of
-them runs without a conftest.
+"""MetaWorld v3's tasks, prompts and MT1/MT10/MT50 rows as pure data; row ``k`` is train goal
+``k`` in every run, and rows carry their ``module`` column.
 """
 
 from __future__ import annotations
