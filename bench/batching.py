@@ -148,7 +148,7 @@ def dummy_batch(n: int) -> dict[str, Any]:
 
 
 def bench_agent() -> RobotAgent:
-    """For ``python -m pytest_hud.robot.policy_server --agent bench/batching.py:bench_agent``."""
+    """For ``python -m pytest_hud policy-server --agent bench/batching.py:bench_agent``."""
     return RobotAgent(TorchPolicy(), name="bench")
 
 

@@ -6,6 +6,7 @@
     image build|ls|rm                        the env images --hud-runtime=docker builds
     check --agent SPEC ROWS_OR_MODULE        the compatibility preflight: policy vs env
     watch RUN_DIR [pytest args...]           evaluate a training run's checkpoints as they appear
+    policy-server --agent SPEC [--port N]    serve an agent's model on the openpi protocol, batched
 
 Each command's module is imported only when asked for, so ``--help`` stays fast.
 """
@@ -24,12 +25,16 @@ COMMANDS = {
     "image": ("pytest_hud.runtime.docker.cli", "build, list, remove the env images of docker runs"),
     "check": ("pytest_hud.check", "an agent's policy against the envs of task rows, before a run"),
     "watch": ("pytest_hud.watch", "evaluate a training run's checkpoints as they appear"),
+    "policy-server": (
+        "pytest_hud.robot.agent.policy_server",
+        "serve an agent's model on the openpi protocol, batching all connections",
+    ),
 }
 
 
 def _usage() -> str:
     lines = ["usage: python -m pytest_hud COMMAND [ARGS...]", "", "commands:"]
-    lines += [f"  {name:<10} {what}" for name, (_, what) in COMMANDS.items()]
+    lines += [f"  {name:<14} {what}" for name, (_, what) in COMMANDS.items()]
     return "\n".join(lines)
 
 

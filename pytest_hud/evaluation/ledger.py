@@ -1,15 +1,8 @@
 """The episode ledger: one JSON line per finished rollout, durable the moment it is written.
 
-A run killed after three hours must lose at most the episode being written. Each
-record is one ``write`` of a complete line on an ``O_APPEND`` file, then ``flush`` and
-``fsync``; after a SIGKILL the file holds whole lines and at most one torn last line,
-which :func:`read` reports and :class:`Ledger` cuts off before appending again.
-
-Two kinds of line: ``{"kind": "run", "run": id, "provenance": {...}}`` once per session
-(see :mod:`pytest_hud.evaluation.provenance`) and ``{"kind": "episode", "run": id, ...}``
-per rollout, carrying the plugin's results row (task key, args, rep, seed, agent,
-outcome, score, steps, error, timings) plus the checkpoint's path and content hash.
-"""
+Each record is one ``write`` of a whole line on an ``O_APPEND`` file, then ``fsync``: after
+a SIGKILL the file holds whole lines and at most one torn last line, which :func:`read`
+reports and :class:`Ledger` cuts off before appending again."""
 
 from __future__ import annotations
 
@@ -297,7 +290,7 @@ def _write(path: Path, contents: LedgerContents) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pytest_hud.ledger")
+    ap = argparse.ArgumentParser(prog="python -m pytest_hud ledger")
     sub = ap.add_subparsers(dest="command", required=True)
     m = sub.add_parser("merge", help="merge ledgers without duplicate episodes")
     m.add_argument("ledgers", nargs="+", type=Path)

@@ -163,7 +163,7 @@ def test_merge_cli_writes_ledger_and_results_json(tmp_path: Path) -> None:
         f.write(b'{"kind":"epi')  # a shard killed mid-write
     out, res = tmp_path / "c.jsonl", tmp_path / "r.json"
     done = subprocess.run(
-        [sys.executable, "-m", "pytest_hud.ledger", "merge", str(a), str(b), "-o", str(out),
+        [sys.executable, "-m", "pytest_hud", "ledger", "merge", str(a), str(b), "-o", str(out),
          "--results", str(res)],
         capture_output=True, text=True, timeout=120, cwd=ROOT, check=False,
     )  # fmt: skip
@@ -178,7 +178,7 @@ def test_merge_cli_writes_ledger_and_results_json(tmp_path: Path) -> None:
     assert set(doc["provenance"]) == {"A", "B"}
     missing = [str(tmp_path / "none.jsonl"), "-o", str(out)]
     bad = subprocess.run(
-        [sys.executable, "-m", "pytest_hud.ledger", "merge", *missing],
+        [sys.executable, "-m", "pytest_hud", "ledger", "merge", *missing],
         capture_output=True, text=True, timeout=120, cwd=ROOT, check=False,
     )  # fmt: skip
     assert bad.returncode == 2 and "none.jsonl" in bad.stderr

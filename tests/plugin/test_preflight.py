@@ -209,10 +209,10 @@ def test_the_check_command_prints_the_table_and_exits_1_on_a_mismatch(
 
 @pytest.fixture
 def policy_server(tiny_act_path: Path) -> Iterator[str]:
-    """``python -m pytest_hud.robot.policy_server`` serving the tiny ACT: its host:port."""
+    """``python -m pytest_hud policy-server`` serving the tiny ACT: its host:port."""
     from pytest_hud.robot.agent.policy_server import ANNOUNCE
 
-    argv = [sys.executable, "-m", "pytest_hud.robot.policy_server"]
+    argv = [sys.executable, "-m", "pytest_hud", "policy-server"]
     argv += ["--agent", f"lerobot:{tiny_act_path}", "--port", "0"]
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True

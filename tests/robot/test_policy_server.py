@@ -409,12 +409,13 @@ async def test_policy_server_stopped_mid_episode() -> None:
 
 
 async def _start_policy_server(port: int) -> tuple[asyncio.subprocess.Process, str]:
-    """``python -m pytest_hud.robot.policy_server`` on ``port`` (0: any), once it serves;
+    """``python -m pytest_hud policy-server`` on ``port`` (0: any), once it serves;
     the process and its url. A server that never announces itself is killed."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "pytest_hud.robot.policy_server",
+        "pytest_hud",
+        "policy-server",
         "--agent",
         f"{MODELS}:state_agent",
         "--port",

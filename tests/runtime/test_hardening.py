@@ -248,7 +248,7 @@ async def test_a_sim_refuses_an_oversized_frame_before_any_claim() -> None:
 
 @contextlib.asynccontextmanager
 async def policy_server(*args: str) -> AsyncIterator[Child]:
-    argv = [sys.executable, "-m", "pytest_hud.robot.policy_server", "--agent=zero", "--port=0"]
+    argv = [sys.executable, "-m", "pytest_hud", "policy-server", "--agent=zero", "--port=0"]
     child = await Child.spawn([*argv, *args], announce=POLICY_ANNOUNCE, timeout=120)
     try:
         yield child

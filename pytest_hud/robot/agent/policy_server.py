@@ -1,21 +1,8 @@
-"""PolicyServer: serve any in-process Model on the openpi policy-server protocol.
+"""PolicyServer: serve any in-process Model on the openpi policy-server protocol, batched.
 
-Wire-compatible with openpi's ``WebsocketPolicyServer`` (``openpi_client`` and our
-:class:`~pytest_hud.robot.agent.remote.RemoteModel` both drive it): the metadata map on
-connect, then each observation frame answered with ``{"actions": [T, A], "server_timing":
-{...}}``; a failing request gets its traceback as a text frame and a 1011 close, other
-connections carry on; ``GET /healthz`` answers 200 ``OK``. The protocol carries no
-contract, so a model sized from the env's action space (``zero``, ``random``) needs one
-(``--contract contract.json``).
-
-Unlike openpi's it batches: each connection is a live rollout of one
-:class:`~pytest_hud.robot.agent.batching.BatchedModel`, so requests from many connections
-run as one forward, and a forward that raises is rerun row by row. One set of weights for
-``pytest -n 8``::
-
-    python -m pytest_hud.robot.policy_server --agent lerobot:ckpt --port 8000
-    pytest -n 8 --hud-agent=openpi:127.0.0.1:8000
-"""
+Wire-compatible with openpi's ``WebsocketPolicyServer``; each connection is one live
+rollout of a :class:`~pytest_hud.robot.agent.batching.BatchedModel`, so requests from many
+connections run as one forward (``python -m pytest_hud policy-server``)."""
 
 from __future__ import annotations
 
@@ -27,6 +14,7 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -270,9 +258,9 @@ def serve_forever(
     serve_until_stopped(main)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m pytest_hud.robot.policy_server",
+        prog="python -m pytest_hud policy-server",
         description="Serve an agent's model on the openpi policy-server protocol, batching "
         "requests from all connections (clients: --hud-agent=openpi:HOST:PORT, or "
         "openpi_client.WebsocketClientPolicy).",
@@ -311,7 +299,8 @@ def main(argv: list[str] | None = None) -> None:
         contract=args.contract,
         max_frame_bytes=int(args.max_frame_mb * 2**20) if args.max_frame_mb else None,
     )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

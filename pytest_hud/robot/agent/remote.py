@@ -1,25 +1,9 @@
 """RemoteModel: a Model that is a client of an openpi policy server.
 
-The protocol (openpi's ``WebsocketPolicyServer``, or our
-:class:`~pytest_hud.robot.agent.policy_server.PolicyServer`): one metadata frame after the
-handshake, then each binary observation frame is answered by ``{"actions": [T, A], ...}``;
-a text frame is the server's traceback (openpi then closes with 1011).
-
-The protocol has no request ids, so a connection carries one request at a time.
-RemoteModel opens one connection per asyncio task that calls :meth:`ainfer` (one per
-rollout) and closes it when the task ends: that is what openpi does (servers may keep
-per-connection state), and it keeps concurrent rollouts' requests in flight together so a
-batching server sees them as one batch. ``infer(batch)`` raises: batch on the server.
-
-A server that goes away and comes back (a restarted replica, a preempted node) is
-reconnected: rollouts whose connection was lost are errors (an episode cannot resume
-mid-way); a later rollout whose connect is refused retries with backoff, logged, for up
-to ``reconnect`` seconds from the outage's first refusal, then single attempts until one
-succeeds. A server never reached is not retried: a wrong url fails at once. A server that
-comes back elsewhere (a Ray replica restarted on another port or node) is followed when
-``resolve`` says where it serves now: each refused attempt asks it, and a new address is
-taken at once (logged).
-"""
+The protocol has no request ids, so each rollout (asyncio task) gets its own connection,
+as openpi's client does; a batching server then sees concurrent rollouts as one batch. A
+lost connection errors its rollout; later rollouts reconnect with bounded backoff, and
+follow the server to a new address when ``resolve`` says where it serves now."""
 
 from __future__ import annotations
 
@@ -200,7 +184,7 @@ class RemoteModel(Model):
             )
         return (
             f"cannot connect to the policy server at {self.url}: {exc}; is it running "
-            "(python -m pytest_hud.robot.policy_server, or openpi's serve_policy.py)?"
+            "(python -m pytest_hud policy-server, or openpi's serve_policy.py)?"
         )
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
