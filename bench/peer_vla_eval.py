@@ -310,7 +310,8 @@ def variants(url: str, work: Path, args: argparse.Namespace) -> list[Variant]:
 
 
 def startup(url: str, work: Path, reps: int) -> list[tuple[str, float]]:
-    """Best-of-``reps`` walls of the start-up pieces (the first, cache-warming run dropped)."""
+    """Best-of-``reps`` walls of the start-up pieces (the first, cache-warming run dropped),
+    state only: with ``--camera`` the bench skips them (``main``)."""
     agent = f"vla-eval:{url}"
     tiny = Work(1, 1)
     pieces: dict[str, Callable[[], float]] = {
@@ -372,7 +373,7 @@ def main() -> None:
         serve += ("--camera", "top")
     with controller_server(*serve) as (port, proc):
         url = f"ws://127.0.0.1:{port}"
-        starts = [] if args.no_startup else startup(url, work, args.reps)
+        starts = [] if args.no_startup or args.camera else startup(url, work, args.reps)
         runs = variants(url, work, args)
         best: dict[str, Run] = {}
         batch: dict[str, float] = {}
@@ -462,9 +463,12 @@ def show(
             "process (start-up included); ms/step: inside an episode. Best-of-N pytest-hud "
             "per in-flight count: "
             + "; ".join(f"{r[0]} in flight: {r[2]} {r[4]}" for r in sums)
-            + ". Start-up (best wall): "
-            + "; ".join(f"{name} {wall:.2f} s" for name, wall in starts)
+            + "."
         )
+        if starts:
+            note += " Start-up (best wall): " + "; ".join(
+                f"{name} {wall:.2f} s" for name, wall in starts
+            )
         name = "peer-vla-eval" + ("-inflight" if args.batch == "inflight" else "")
         name += f"-camera{args.camera}" if args.camera else ""
         write_table(

@@ -203,6 +203,8 @@ def run_lerobot(
         "--policy.device=cpu",
         "--seed=0",
         f"--output_dir={out}",
+        # explicit: 0.4's default is a SyncVectorEnv, 0.5+'s an AsyncVectorEnv
+        f"--eval.use_async_envs={'true' if use_async else 'false'}",
     ]
     if max_steps is not None:
         args.append(f"--env.episode_length={max_steps}")
@@ -210,6 +212,7 @@ def run_lerobot(
     wall, rc = timed(cmd, work, work / f"{out.name}.log")
     row: dict[str, Any] = {"wall": wall, "rc": rc, "log": str(work / f"{out.name}.log")}
     info_path = out / "eval_info.json"
+    row["failed"] = rc != 0 or not info_path.exists()  # lerobot-eval exits 0 on any outcome
     if rc == 0 and info_path.exists():
         overall = json.loads(info_path.read_text())["overall"]
         row.update(
@@ -374,6 +377,10 @@ def pusht(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         variants: dict[str, Any] = {
             "lerobot-eval": lambda w: run_lerobot(work, policy, n, w, args.max_steps, True),
         }
+        if tuple(int(x) for x in lerobot_stack().split("-")[:2]) >= (0, 5):  # its default
+            variants["lerobot-eval, async envs"] = lambda w: run_lerobot(
+                work, policy, n, w, args.max_steps, True, use_async=True
+            )
         if not args.no_novideo:
             variants["lerobot-eval, no video"] = lambda w: run_lerobot(
                 work, policy, n, w, args.max_steps, False
@@ -444,6 +451,8 @@ def print_width(width: int, runs: dict[str, dict[str, Any]], n: int, limit: int)
     for name, r in runs.items():
         steps = r.get("steps") or n * limit
         notes = [f"rc={r['rc']}"] if r["rc"] not in (0, 1) else []
+        if r.get("failed"):
+            notes.insert(0, f"FAILED (exit {r['rc']}), see {r['log']}")
         own, other = r["load"]
         notes.append(f"cores used {own:.1f}, others {other:.1f}")
         if len(r["walls"]) > 1:
@@ -564,26 +573,35 @@ def overhead(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     return out
 
 
+def lerobot_stack() -> str:
+    """The installed LeRobot's version: each stack's PushT table is a block of its own."""
+    from importlib.metadata import version
+
+    return version("lerobot").replace(".", "-")
+
+
 def report_tables(figures: dict[str, Any], args: argparse.Namespace) -> None:
     """The PushT widths and the overhead run as tables in docs/performance.md."""
     from _report import write_table
 
     pusht_ = figures.get("pusht") or {}
+    stack = lerobot_stack()
     for width, runs in pusht_.get("widths", {}).items():
         base = runs["lerobot-eval"]["wall"]
         rows = [
             [
                 name,
-                f"{r['wall']:.1f} s",
-                f"{r['wall'] / base:.2f}",
+                f"failed (exit {r['rc']})" if r.get("failed") else f"{r['wall']:.1f} s",
+                "-" if r.get("failed") else f"{r['wall'] / base:.2f}",
                 "-" if r.get("busy") is None else f"{r['busy']:.0%}",
                 f"{r['load'][1]:.1f}",
             ]
             for name, r in runs.items()
         ]
         write_table(
-            f"suite-pusht-w{width}",
-            f"PushT at W={width}: lerobot-eval against the plugin (bench/suite.py)",
+            f"suite-pusht-w{width}-lerobot{stack}",
+            f"PushT at W={width}, LeRobot {stack.replace('-', '.')}: its lerobot-eval against "
+            "the plugin (bench/suite.py)",
             ["run", "wall", "x lerobot-eval", "policy busy", "others' load (cores)"],
             rows,
             note=f"{pusht_.get('policy')}; {args.episodes} episodes, fastest of "
