@@ -171,16 +171,32 @@ def test_balance(hud_result):
 """
 
 HOG = """
-import os, sys, tempfile, time
+import os, signal, sys, tempfile, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stopped by terminate(): clean up
 end = time.monotonic() + float(sys.argv[1])
-path = tempfile.mktemp(prefix="soak-hog-")
+fd, path = tempfile.mkstemp(prefix="soak-hog-")
+os.close(fd)
 n = 0
-while time.monotonic() < end:  # CPU, and every so often 4 MB to disk, fsync'd
-    n += sum(i * i for i in range(20000))
-    with open(path, "wb") as f:
-        f.write(os.urandom(1 << 22)); f.flush(); os.fsync(f.fileno())
-os.unlink(path)
+try:
+    while time.monotonic() < end:  # CPU, and every so often 4 MB to disk, fsync'd
+        n += sum(i * i for i in range(20000))
+        with open(path, "wb") as f:
+            f.write(os.urandom(1 << 22)); f.flush(); os.fsync(f.fileno())
+finally:
+    os.unlink(path)
 """
+
+
+def stop_hogs(hogs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM (a hog then removes its file), SIGKILL for one still there after 10 s."""
+    for hog in hogs:
+        hog.terminate()
+    for hog in hogs:
+        try:
+            hog.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            hog.kill()
+            hog.wait()
 
 
 @dataclass
@@ -459,9 +475,7 @@ def main() -> int:
         try:
             docker = session(folder, args.rows, args.workers, "docker", args.every, args.leak)
         finally:
-            for hog in hogs:
-                hog.kill()
-                hog.wait()
+            stop_hogs(hogs)
         local = session(folder, args.rows, args.workers, "local", args.every, args.leak)
         same = outcomes(folder, "docker") == outcomes(folder, "local")
     checks = {

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from soak import HOG  # noqa: E402
+from soak import HOG, stop_hogs  # noqa: E402
 
 
 def main() -> int:
@@ -53,9 +53,7 @@ def main() -> int:
                 print(done.stdout[-6000:], done.stderr[-2000:], sep="\n")
                 return 1
     finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
+        stop_hogs(hogs)
     print(f"all {args.runs} runs passed")
     return 0
 
