@@ -32,8 +32,9 @@ async def _echo(conn: Connection, method: str, params: dict[str, Any]) -> Any:
     return {"method": method, "params": params}
 
 
-async def _reply(reader: asyncio.StreamReader) -> dict[str, Any]:
-    async with asyncio.timeout(10):
+async def _reply(reader: asyncio.StreamReader, timeout: float = 10.0) -> dict[str, Any]:
+    """The peer's next JSON line, within ``timeout`` s."""
+    async with asyncio.timeout(timeout):
         return dict(json.loads(await reader.readline()))
 
 
@@ -87,9 +88,13 @@ async def env_server(**env: str) -> AsyncIterator[Child]:
         await child.terminate()
 
 
+def port_of(child: Child) -> int:
+    """The port of an env server's announced control url."""
+    return int(child.info["url"].rsplit(":", 1)[1])
+
+
 async def ping(child: Child) -> dict[str, Any]:
-    port = int(child.info["url"].rsplit(":", 1)[1])
-    rpc = await RpcClient.connect("127.0.0.1", port)
+    rpc = await RpcClient.connect("127.0.0.1", port_of(child))
     try:
         return dict(await rpc.call("ping", timeout=30))
     finally:
@@ -120,7 +125,7 @@ async def test_idle_connections_are_capped_and_closed_on_a_real_env_server() -> 
     async with env_server(PYTEST_HUD_RPC_IDLE_S="300", PYTEST_HUD_RPC_MAX_CONNECTIONS="200") as srv:
         assert (await ping(srv))["ok"]
         base = fds(srv.pid)
-        port = int(srv.info["url"].rsplit(":", 1)[1])
+        port = port_of(srv)
         socks = []
         try:
             for _ in range(1000):
@@ -130,8 +135,7 @@ async def test_idle_connections_are_capped_and_closed_on_a_real_env_server() -> 
             # 200 kept (the baseline's own fds may differ by the ping's one), not 1,000
             assert 190 <= kept - base <= 201, f"{kept - base} kept, max_connections 200"
             reader, _ = socks[-1]  # a late one: refused, and told why before the hang-up
-            async with asyncio.timeout(30):
-                refusal = json.loads(await reader.readline())
+            refusal = await _reply(reader, timeout=30)
             assert refusal["error"]["type"] == "ProtocolError"
         finally:
             for _, writer in socks:
@@ -140,7 +144,7 @@ async def test_idle_connections_are_capped_and_closed_on_a_real_env_server() -> 
         assert (await ping(srv))["ok"]  # and it still serves
     async with env_server(PYTEST_HUD_RPC_IDLE_S="3", PYTEST_HUD_RPC_MAX_CONNECTIONS="200") as srv:
         base = fds(srv.pid)
-        port = int(srv.info["url"].rsplit(":", 1)[1])
+        port = port_of(srv)
         socks = [await asyncio.open_connection("127.0.0.1", port) for _ in range(50)]
         try:
             held = await settle(lambda: fds(srv.pid), lambda n: n >= base + 50, timeout=30)
@@ -148,8 +152,7 @@ async def test_idle_connections_are_capped_and_closed_on_a_real_env_server() -> 
             print(f"env server fds: baseline {base}, 50 idle peers {held}, after {after}")
             assert after <= base + 3, f"{after - base} idle connections still held"
             reader, _ = socks[0]  # closed for idleness, told why
-            async with asyncio.timeout(30):
-                closing = json.loads(await reader.readline())
+            closing = await _reply(reader, timeout=30)
             assert closing["error"]["type"] == "ProtocolError"
         finally:
             for _, writer in socks:
@@ -167,7 +170,7 @@ async def test_half_lines_cannot_grow_the_env_server_without_bound() -> None:
     async with env_server() as srv:
         assert (await ping(srv))["ok"]
         base = rss_mb(srv.pid)
-        port = int(srv.info["url"].rsplit(":", 1)[1])
+        port = port_of(srv)
         chunk = b"[" * (1 << 20)
         peers = [await asyncio.open_connection("127.0.0.1", port) for _ in range(8)]
 
