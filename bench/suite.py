@@ -377,7 +377,7 @@ def pusht(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         variants: dict[str, Any] = {
             "lerobot-eval": lambda w: run_lerobot(work, policy, n, w, args.max_steps, True),
         }
-        if tuple(int(x) for x in lerobot_stack().split("-")[:2]) >= (0, 5):  # its default
+        if tuple(int(x) for x in lerobot_stack().split(".")[:2]) >= (0, 5):  # its default
             variants["lerobot-eval, async envs"] = lambda w: run_lerobot(
                 work, policy, n, w, args.max_steps, True, use_async=True
             )
@@ -577,7 +577,7 @@ def lerobot_stack() -> str:
     """The installed LeRobot's version: each stack's PushT table is a block of its own."""
     from importlib.metadata import version
 
-    return version("lerobot").replace(".", "-")
+    return version("lerobot")
 
 
 def report_tables(figures: dict[str, Any], args: argparse.Namespace) -> None:
@@ -599,8 +599,8 @@ def report_tables(figures: dict[str, Any], args: argparse.Namespace) -> None:
             for name, r in runs.items()
         ]
         write_table(
-            f"suite-pusht-w{width}-lerobot{stack}",
-            f"PushT at W={width}, LeRobot {stack.replace('-', '.')}: its lerobot-eval against "
+            f"suite-pusht-w{width}-lerobot{stack.replace('.', '-')}",
+            f"PushT at W={width}, LeRobot {stack}: its lerobot-eval against "
             "the plugin (bench/suite.py)",
             ["run", "wall", "x lerobot-eval", "policy busy", "others' load (cores)"],
             rows,
