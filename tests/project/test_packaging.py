@@ -21,6 +21,11 @@ from paths import ROOT
 #: pip's dry-run fetches the metadata of every package in the extra's tree from the index
 RESOLVE_TIMEOUT = 540
 
+#: a plain ``--dry-run`` downloads every wheel it picks (over 2 GB for torch 2.11's CUDA tree, a
+#: flaky download that once failed CI); ``fast-deps`` reads each wheel's metadata through HTTP
+#: range requests instead, with the same resolver a user's ``pip install`` runs
+LAZY_METADATA = "--use-feature=fast-deps"
+
 
 def lerobot_requirement() -> Requirement:
     """The ``lerobot`` requirement of pyproject's ``lerobot`` extra."""
@@ -33,7 +38,8 @@ def lerobot_requirement() -> Requirement:
 
 def dry_run(python: Path | str, report: Path, *requirements: str) -> dict[str, Version]:
     """What ``pip install`` would install for ``python`` from scratch (``--ignore-installed``:
-    a fresh venv's answer, not the packages already there): name -> version."""
+    a fresh venv's answer, not the packages already there), without downloading the wheels:
+    name -> version."""
     env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
     done = subprocess.run(
         [
@@ -42,6 +48,7 @@ def dry_run(python: Path | str, report: Path, *requirements: str) -> dict[str, V
             "pip",
             "install",
             "--dry-run",
+            LAZY_METADATA,
             "--ignore-installed",
             "--quiet",
             "--report",
