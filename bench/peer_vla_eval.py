@@ -15,6 +15,9 @@ both. For each N in ``--parallel`` the bench runs:
                        episodes (--hud-shared=1): the like-for-like row
     hud cN             one pytest process, --hud-concurrency=N over one N-slot substrate
     hud -n 2 cN/2      two workers with N/2 in flight each (N >= 4)
+    hud inline ...     each of the three above with the benchmark served inline
+                       (``env.vla_eval(..., inline=True)``): in the pytest process, as
+                       vla-eval's shard holds its benchmark, reached without a socket
     hud native         (N=1) pytest-hud's own agent (the same controller in-process) and
                        its own sim (env.gym("CartPole-v1"), the same seeds)
 
@@ -147,13 +150,16 @@ def shard_main(url: str, shard: int, shards: int, work: Work) -> None:
 
 @dataclass(frozen=True)
 class Work:
-    """What every variant runs: episodes per task, steps, the camera's size (0: none), and
-    for vla-eval whether its shards send raw images instead of its default PNG."""
+    """What every variant runs: episodes per task, steps, the camera's size (0: none), for
+    vla-eval whether its shards send raw images instead of its default PNG, and for
+    pytest-hud whether the benchmark is served inline (in the pytest process, no sim
+    process: ``env.vla_eval(..., inline=True)``)."""
 
     episodes: int
     max_steps: int
     camera: int = 0
     raw: bool = False
+    inline: bool = False
 
     def argv(self) -> list[str]:
         out = ["--episodes", str(self.episodes), "--max-steps", str(self.max_steps)]
@@ -221,6 +227,7 @@ def run_hud(work: Path, module: str, agent: str, workers: int, width: int, w: Wo
         VLA_EPISODES=str(w.episodes),
         VLA_MAX_STEPS=str(w.max_steps),
         VLA_CAMERA=str(w.camera or ""),
+        VLA_INLINE="1" if w.inline else "",
     )
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"test_{module}.py"]
     cmd += [f"--hud-agent={agent}", f"--hud-results={results}"]
@@ -286,8 +293,10 @@ def variants(url: str, work: Path, args: argparse.Namespace) -> list[Variant]:
     raw = Work(args.episodes, args.max_steps, args.camera, raw=True)
     agent = f"vla-eval:{url}"
 
-    def hud(workers: int, width: int) -> Callable[[], Run]:
-        return lambda: run_hud(work, "cartpole_env", agent, workers, width, w)
+    inline = Work(args.episodes, args.max_steps, args.camera, inline=True)
+
+    def hud(workers: int, width: int, how: Work = w) -> Callable[[], Run]:
+        return lambda: run_hud(work, "cartpole_env", agent, workers, width, how)
 
     out: list[Variant] = []
     for n in args.parallel:
@@ -295,11 +304,13 @@ def variants(url: str, work: Path, args: argparse.Namespace) -> list[Variant]:
         if args.camera:  # the images raw, as pytest-hud sends them
             go = lambda n=n: run_vla_eval(url, n, work, raw)  # noqa: E731
             out.append(Variant(f"vla-eval {n} raw", n, go))
-        out.append(Variant(f"hud -n {n}" if n > 1 else "hud 1 process", n, hud(n, 1)))
-        if n > 1:
-            out.append(Variant(f"hud c{n}", n, hud(1, n)))
-        if n >= 4 and n % 2 == 0:
-            out.append(Variant(f"hud -n 2 c{n // 2}", n, hud(2, n // 2)))
+        for how, tag in ((w, "hud"), (inline, "hud inline")):
+            name = f"{tag} -n {n}" if n > 1 else f"{tag} 1 process"
+            out.append(Variant(name, n, hud(n, 1, how)))
+            if n > 1:
+                out.append(Variant(f"{tag} c{n}", n, hud(1, n, how)))
+            if n >= 4 and n % 2 == 0:
+                out.append(Variant(f"{tag} -n 2 c{n // 2}", n, hud(2, n // 2, how)))
         if n == 1 and not args.camera:  # its sim (env.gym) has no camera
             native = "cartpole_agents:balance"
             go = lambda a=native: run_hud(work, "native_env", a, 1, 1, w)  # noqa: E731

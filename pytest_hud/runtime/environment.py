@@ -134,13 +134,16 @@ class Environment:
         start_timeout: float = 300.0,
         step_slots_alone: bool | None = None,
         vectorization_mode: str = "sync",
+        inline: bool = False,
     ) -> RobotEndpoint:
         """Serve a gym-style env as this environment's robot capability; returns its endpoint.
 
         ``step_slots_alone``: a SyncVectorEnv's slots step without a barrier (GymBridge;
         the default where the env allows it, ``False`` keeps the lockstep barrier).
         ``vectorization_mode="async"``: the ``num_envs`` copies step each in its own
-        worker process (gymnasium's AsyncVectorEnv), on every core at once."""
+        worker process (gymnasium's AsyncVectorEnv), on every core at once.
+        ``inline=True``: the env steps in the env server's process instead of a sim process
+        of its own (see :class:`RobotEndpoint`)."""
         from pytest_hud.robot.sim.gym import GymBridge, gym_target
         from pytest_hud.robot.sim.vector import check_mode
 
@@ -159,7 +162,9 @@ class Environment:
             kwargs["step_slots_alone"] = step_slots_alone
         if vectorization_mode != "sync":
             kwargs["vectorization_mode"] = check_mode(vectorization_mode, step_slots_alone is True)
-        endpoint = RobotEndpoint(GymBridge, kwargs=kwargs, start_timeout=start_timeout)
+        endpoint = RobotEndpoint(
+            GymBridge, kwargs=kwargs, start_timeout=start_timeout, inline=inline
+        )
         self.add_capability(endpoint, name)
         return endpoint
 

@@ -289,6 +289,40 @@ def test_rollouts_in_flight_together_each_have_a_connection_and_match_serial(
     assert seen["widths"].get("2", 0) >= 50, seen  # most ticks of the 2 x 2 rows: batched
 
 
+@pytest.mark.parametrize(
+    "how", [(), ("-n", "2"), ("--hud-concurrency=2", "--hud-shared=2")], ids=["n0", "n2", "c2"]
+)
+def test_a_benchmark_served_inline_gives_the_rows_it_gives_in_a_sim_process(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, how: tuple[str, ...]
+) -> None:
+    """``env.vla_eval(..., inline=True)``: the benchmark in the pytest process (as a vla-eval
+    shard holds it), no sim process; the same rows as served from a sim process."""
+    from server_proc import controller_server
+
+    monkeypatch.setenv("VLA_NUM_ENVS", "2" if "--hud-shared=2" in how else "1")
+    with controller_server("--batch", "2") as (port, _):
+        url = f"vla-eval:ws://127.0.0.1:{port}"
+        _, want = run(suite, url, *how)
+        monkeypatch.setenv("VLA_INLINE", "1")
+        suite.makeconftest(INLINE_CHECK)
+        result, got = run(suite, url, *how)
+    assert len(want) == 4 and outcomes(got) == outcomes(want), result.stdout.str()
+    assert {r["success"] for r in got.values()} == {True, False}
+    result.assert_outcomes(passed=2, failed=2)
+
+
+#: an endpoint that would spawn a sim process fails its row instead
+INLINE_CHECK = """
+import cartpole_env  # noqa: F401
+from pytest_hud.robot.sim.endpoint import RobotEndpoint
+
+async def _no_sim_process(self):
+    raise AssertionError("an inline benchmark spawned a sim process")
+
+RobotEndpoint._spawn = _no_sim_process
+"""
+
+
 CHUNKED = """
 import pytest
 from cartpole_agents import ENSEMBLE

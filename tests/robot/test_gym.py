@@ -17,8 +17,8 @@ from pytest_hud.robot.sim.gym import gym_target
 PUSHT = "gym_pusht:gym_pusht/PushT-v0"
 
 
-async def spawned(**kwargs) -> AsyncIterator[RobotEndpoint]:
-    endpoint = RobotEndpoint(GymBridge, kwargs=kwargs)
+async def spawned(inline: bool = False, **kwargs) -> AsyncIterator[RobotEndpoint]:
+    endpoint = RobotEndpoint(GymBridge, kwargs=kwargs, inline=inline)
     await endpoint.start()
     try:
         yield endpoint
@@ -55,6 +55,28 @@ async def test_state_only_classic_control_episode() -> None:
     local = gym.make("Pendulum-v1")
     first, _ = local.reset(seed=7)
     np.testing.assert_allclose(seen[0]["data"]["observation/state"], first, rtol=1e-6)
+
+
+@pytest.mark.anyio
+async def test_an_inline_env_steps_the_episode_a_sim_process_steps() -> None:
+    """``env.gym(..., inline=True)``: the env in this process, the same episode."""
+    from pytest_hud import Environment
+
+    endpoint = Environment("inline-pendulum").gym("Pendulum-v1", inline=True)
+    assert endpoint.inline
+    episodes = []
+    for inline in (False, True):
+        async for ep in spawned(target="Pendulum-v1", inline=inline):
+            assert (ep.pid is None) is inline
+            run = await ep.reset(seed=7)
+            async with await RobotClient.connect(ep.url, token=run["token"]) as client:
+                seen = await drive(client, lambda o: [0.5])
+            episodes.append(
+                ([o["data"]["observation/state"] for o in seen], await ep.result(run["token"]))
+            )
+    (want, want_grade), (got, got_grade) = episodes
+    assert got_grade == want_grade and len(got) == len(want) == 201
+    np.testing.assert_array_equal(np.stack(got), np.stack(want))
 
 
 @pytest.mark.anyio

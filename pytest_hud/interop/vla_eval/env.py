@@ -18,8 +18,8 @@ _OPTIONS = ("num_envs", "max_steps", "fps", "action_dim")
 class VlaEvalEndpoint(RobotEndpoint):
     """The endpoint of a served benchmark; it can also derive its contract here."""
 
-    def __init__(self, kwargs: dict[str, Any], start_timeout: float) -> None:
-        super().__init__(VlaEvalBridge, kwargs=kwargs, start_timeout=start_timeout)
+    def __init__(self, kwargs: dict[str, Any], start_timeout: float, inline: bool = False) -> None:
+        super().__init__(VlaEvalBridge, kwargs=kwargs, start_timeout=start_timeout, inline=inline)
         self.bridge_kwargs = kwargs
 
     def local_contract(self) -> Contract:
@@ -33,13 +33,14 @@ class VlaEvalEndpoint(RobotEndpoint):
 
 
 def serve_benchmark(
-    benchmark: Any, *, start_timeout: float = 300.0, **params: Any
+    benchmark: Any, *, start_timeout: float = 300.0, inline: bool = False, **params: Any
 ) -> VlaEvalEndpoint:
     """The endpoint serving ``benchmark``: a class (built in the sim with ``params``) or an
     instance. Bridge options: ``num_envs`` (benchmark instances, one per concurrent
     rollout), ``max_steps`` (default: the benchmark's metadata, else 300), ``fps``,
     ``action_dim`` (when the action spec does not give every component's dims); every
-    other keyword goes to the benchmark's constructor."""
+    other keyword goes to the benchmark's constructor. ``inline=True``: the benchmark runs in
+    the env server's process, as vla-eval's own orchestrator runs it (see RobotEndpoint)."""
     kwargs: dict[str, Any] = {k: params.pop(k) for k in _OPTIONS if k in params}
     kwargs.update(target=benchmark, params=params)
-    return VlaEvalEndpoint(kwargs, start_timeout)
+    return VlaEvalEndpoint(kwargs, start_timeout, inline)

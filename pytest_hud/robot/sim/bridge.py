@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import websockets
-from websockets.asyncio.server import ServerConnection, serve
+from websockets.asyncio.server import serve
 
 from pytest_hud.robot.contract import Contract
 from pytest_hud.robot.sim.barrier import SlotBarrier
@@ -24,7 +24,7 @@ from pytest_hud.robot.sim.messages import (
     decode_action,
     decode_frame,
 )
-from pytest_hud.robot.sim.slots import SlotState, _Slot, next_free, resolve_slot
+from pytest_hud.robot.sim.slots import AgentConnection, SlotState, _Slot, next_free, resolve_slot
 from pytest_hud.robot.wire.codec import (
     PROTOCOL,
     frame_limit,
@@ -168,7 +168,7 @@ class RobotBridge(SlotBarrier):
         )
         return pack(meta)
 
-    async def _serve_connection(self, ws: ServerConnection) -> None:
+    async def _serve_connection(self, ws: AgentConnection) -> None:
         slot: _Slot | None = None
         try:
             await ws.send(self._metadata_frame())
@@ -286,8 +286,8 @@ class RobotBridge(SlotBarrier):
         await self._maybe_step()
         return grade
 
-    async def control(self, conn: Connection, method: str, params: dict[str, Any]) -> Any:
-        """The control side channel's methods."""
+    async def control(self, conn: Connection | None, method: str, params: dict[str, Any]) -> Any:
+        """The control side channel's methods (``conn`` is None for an inline endpoint's calls)."""
         if method == "info":
             return {
                 "url": self.url,

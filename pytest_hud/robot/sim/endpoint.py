@@ -1,5 +1,6 @@
 """RobotEndpoint: the env server's handle on a sim process (spawned with a stdin lifeline, or
-attached), driving episodes over its control side channel.
+attached), driving episodes over its control side channel; or on a sim served inline, in this
+process on this loop, reached without sockets.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from pytest_hud.process import Child, ChildError, child_env
 from pytest_hud.robot.contract import Contract
 from pytest_hud.robot.sim.bridge import ANNOUNCE, RobotBridge
 from pytest_hud.robot.sim.errors import SimError
-from pytest_hud.robot.sim.program import encode_spec
+from pytest_hud.robot.sim.program import build_bridge, encode_spec
+from pytest_hud.robot.wire import inproc
 from pytest_hud.robot.wire.codec import PROTOCOL
 from pytest_hud.rpc import RemoteError, RpcClient, RpcClosed, tcp_address
+from pytest_hud.tracebacks import format_exc
 
 __all__ = ["RobotEndpoint", "SimError", "track_claims"]
 
@@ -42,7 +45,12 @@ async def release_claims(claims: list[tuple[RobotEndpoint, str]]) -> None:
 
 
 class RobotEndpoint:
-    """Drive a bridge in another process. Build from a bridge, an argv, or ``attach(url)``."""
+    """Drive a bridge in another process. Build from a bridge, an argv, or ``attach(url)``.
+
+    ``inline=True`` (with a bridge) builds and serves the bridge in this process, on the
+    env server's loop, instead: no sim process, and an agent on the same loop reaches it
+    without a socket. For cheap sims: a step blocks that loop, and a crash is this process's.
+    """
 
     def __init__(
         self,
@@ -53,10 +61,22 @@ class RobotEndpoint:
         control: str | None = None,
         start_timeout: float = 120.0,
         call_timeout: float = 600.0,
+        inline: bool = False,
     ) -> None:
         if sum(x is not None for x in (bridge, argv, control)) != 1:
             raise TypeError("RobotEndpoint needs exactly one of: a bridge, argv=, or control=")
-        self._spec: bytes | None = encode_spec(bridge, kwargs) if bridge is not None else None
+        if inline and bridge is None:
+            raise TypeError(
+                "RobotEndpoint(inline=True) serves a bridge: pass one, not argv/control"
+            )
+        self.inline = inline
+        self._target: tuple[Any, dict[str, Any]] | None = (
+            (bridge, dict(kwargs or {})) if inline else None
+        )
+        self._bridge: RobotBridge | None = None
+        self._spec: bytes | None = (
+            encode_spec(bridge, kwargs) if bridge is not None and not inline else None
+        )
         self._argv = list(argv) if argv is not None else None
         self._control = control
         self.start_timeout = start_timeout
@@ -94,6 +114,9 @@ class RobotEndpoint:
         async with self._start_lock:
             if self._info is not None:
                 return
+            if self._target is not None:
+                await self._start_inline(*self._target)
+                return
             try:
                 control = self._control or await self._spawn()
                 address = tcp_address(control)
@@ -106,6 +129,16 @@ class RobotEndpoint:
             except BaseException:
                 await self.stop()
                 raise
+
+    async def _start_inline(self, target: Any, kwargs: dict[str, Any]) -> None:
+        try:
+            self._bridge = build_bridge(target, kwargs)
+            url = await self._bridge.start(self.sim_host, self.sim_port)
+            inproc.register(url, self._bridge._serve_connection)
+            self._info = await self._call("info", timeout=self.start_timeout)
+        except BaseException:
+            await self.stop()
+            raise
 
     async def _spawn(self) -> str:
         argv = self._argv or [
@@ -135,7 +168,13 @@ class RobotEndpoint:
         return self._child.log_tail(lines) if self._child is not None else "(no output)"
 
     async def stop(self) -> None:
-        """Hang up; a spawned sim is stopped and reaped (stdin EOF, SIGTERM, then SIGKILL)."""
+        """Hang up; a spawned sim is stopped and reaped (stdin EOF, SIGTERM, then SIGKILL), an
+        inline one stopped and closed."""
+        bridge, self._bridge = self._bridge, None
+        if bridge is not None:
+            with contextlib.suppress(Exception):
+                await inproc.unregister(bridge.url)
+            await bridge.stop()
         if self._rpc is not None:
             await self._rpc.close()
             self._rpc = None
@@ -153,6 +192,8 @@ class RobotEndpoint:
 
     # -- control -----------------------------------------------------------------
     async def _call(self, method: str, timeout: float | None = None, **params: Any) -> Any:
+        if self._bridge is not None:
+            return await self._call_inline(method, timeout or self.call_timeout, params)
         if self._rpc is None:
             raise SimError(f"endpoint is not started; await start() before {method}()")
         try:
@@ -163,6 +204,16 @@ class RobotEndpoint:
             raise SimError(await self._crash_message(method, exc)) from None
         except TimeoutError as exc:
             raise SimError(f"sim {method}() timed out: {exc}") from None
+
+    async def _call_inline(self, method: str, timeout: float, params: dict[str, Any]) -> Any:
+        assert self._bridge is not None
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._bridge.control(None, method, params)
+        except TimeoutError:
+            raise SimError(f"inline sim {method}() timed out after {timeout} s") from None
+        except Exception as exc:
+            raise SimError(f"sim {method}() failed: {exc}\n{format_exc()}") from None
 
     async def _crash_message(self, method: str, exc: BaseException) -> str:
         child = self._child

@@ -9,9 +9,9 @@ import contextlib
 from typing import Any
 
 import numpy as np
-from websockets.asyncio.server import ServerConnection
 
 from pytest_hud.robot.sim.errors import BridgeError
+from pytest_hud.robot.sim.slots import AgentConnection
 from pytest_hud.robot.wire.codec import unpack
 from pytest_hud.robot.wire.errors import WireError
 
@@ -77,7 +77,7 @@ def _describe(obj: Any) -> str:
     return f"a {type(obj).__name__}"
 
 
-async def _send_error(ws: ServerConnection, message: str) -> None:
+async def _send_error(ws: AgentConnection, message: str) -> None:
     with contextlib.suppress(Exception):
         async with asyncio.timeout(5):
             await ws.send(message)

@@ -11,8 +11,12 @@ import numpy as np
 from websockets.asyncio.server import ServerConnection
 
 from pytest_hud.robot.sim.errors import BridgeError
+from pytest_hud.robot.wire.inproc import InprocServerEnd
 
-__all__ = ["SlotState"]
+__all__ = ["AgentConnection", "SlotState"]
+
+#: An agent's connection as a bridge serves it: a WebSocket, or an in-process pair's end.
+AgentConnection = ServerConnection | InprocServerEnd
 
 
 class SlotState(enum.Enum):
@@ -27,7 +31,7 @@ class _Slot:
     index: int
     state: SlotState = SlotState.FREE
     token: str | None = None
-    ws: ServerConnection | None = None
+    ws: AgentConnection | None = None
     action: np.ndarray | None = None
     used: bool = False  # claimed since the last whole-sim reset
     prompt: str = ""

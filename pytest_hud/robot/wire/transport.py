@@ -8,6 +8,7 @@ import os
 from collections.abc import Mapping
 from typing import Protocol
 
+from pytest_hud.robot.wire import inproc
 from pytest_hud.robot.wire.errors import ConnectError, ConnectTimeout, TransportClosed
 from pytest_hud.robot.wire.websockets_client import WebsocketsTransport
 from pytest_hud.robot.wire.wsclient import FrameTransport
@@ -53,8 +54,12 @@ async def connect(
 ) -> Transport:
     """Open a WebSocket to ``url`` without compression; raises ConnectError.
 
-    ``open_timeout`` bounds the TCP connect plus the opening handshake.
+    ``open_timeout`` bounds the TCP connect plus the opening handshake. A ``url`` an inline
+    sim serves on this event loop is reached in-process (:mod:`.inproc`), with no socket.
     """
+    local = inproc.dial(url)
+    if local is not None:
+        return local
     impl = impl or os.environ.get("PYTEST_HUD_WEBSOCKET") or None
     if impl is None:
         impl = "websockets" if url.startswith("wss://") else "frames"

@@ -3,7 +3,7 @@
 ``$VLA_EPISODES`` episodes per task of ``$VLA_MAX_STEPS`` steps over ``$VLA_NUM_ENVS``
 slots; ``VLA_CAMERA=1`` adds the benchmark's tiny camera (``VLA_CAMERA=N``: N x N
 frames), ``VLA_ASYNC=1`` serves the same episodes through vla-eval's async ``Benchmark``
-API (cartpole_async.py).
+API (cartpole_async.py), ``VLA_INLINE=1`` serves it inline (no sim process).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ if os.environ.get("VLA_ASYNC") == "1":
     BENCHMARK = AsyncCartPoleBenchmark
 
 env = Environment("vla-cartpole")
-sim = env.vla_eval(BENCHMARK, max_steps=MAX_STEPS, num_envs=NUM_ENVS, **PARAMS)
+INLINE = os.environ.get("VLA_INLINE") == "1"
+sim = env.vla_eval(BENCHMARK, max_steps=MAX_STEPS, num_envs=NUM_ENVS, inline=INLINE, **PARAMS)
 
 
 @env.template()

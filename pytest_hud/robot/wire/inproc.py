@@ -1,0 +1,132 @@
+"""An in-process connection: two queues in place of a socket, for an agent that dials a bridge
+served on its own event loop (an inline sim). The same frames pass as over a WebSocket, without
+the syscalls, the framing and the second process's wake-up on every step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from websockets.exceptions import ConnectionClosedOK
+
+from pytest_hud.robot.wire.errors import TransportClosed
+
+__all__ = ["InprocServerEnd", "InprocTransport", "dial", "register", "unregister"]
+
+Frame = bytes | memoryview | str
+Handler = Callable[["InprocServerEnd"], Awaitable[None]]
+
+#: url -> (the loop that serves it, its connection handler, its connections' tasks)
+_served: dict[str, tuple[asyncio.AbstractEventLoop, Handler, set[asyncio.Task[None]]]] = {}
+
+_CLOSED = object()  # queued by close(): the peer's recv() ends
+
+
+class _End:
+    """One side: it receives from ``inbox`` and sends into the peer's."""
+
+    def __init__(self) -> None:
+        self.inbox: asyncio.Queue[Any] = asyncio.Queue()
+        self.peer: _End | None = None
+        self.closed = False
+
+    def _post(self, frame: Any) -> None:
+        peer = self.peer
+        if peer is not None and not peer.closed:
+            peer.inbox.put_nowait(frame)
+
+    def _shut(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._post(_CLOSED)
+            self.inbox.put_nowait(_CLOSED)
+
+    async def _take(self) -> Frame | None:
+        """The next frame, or None once either side closed."""
+        if self.closed and self.inbox.empty():
+            return None
+        frame = await self.inbox.get()
+        if frame is _CLOSED:
+            self.closed = True
+            self.inbox.put_nowait(_CLOSED)  # later calls end at once too
+            return None
+        return frame  # type: ignore[no-any-return]
+
+
+class InprocTransport(_End):
+    """The agent's end, a :class:`~pytest_hud.robot.wire.transport.Transport`."""
+
+    async def send(self, data: bytes | str) -> None:
+        if self.closed:
+            raise TransportClosed(1000, "in-process connection closed")
+        self._post(data)
+
+    async def recv(self) -> Frame:
+        frame = await self._take()
+        if frame is None:
+            raise TransportClosed(1000, "in-process connection closed")
+        return frame
+
+    async def close(self) -> None:
+        self._shut()
+
+    def abort(self) -> None:
+        self._shut()
+
+
+class InprocServerEnd(_End):
+    """The bridge's end: what its handler reads as a websockets ``ServerConnection``."""
+
+    async def send(self, data: bytes | str) -> None:
+        if self.closed:
+            raise ConnectionClosedOK(None, None)
+        self._post(data)
+
+    async def recv(self) -> Frame:
+        frame = await self._take()
+        if frame is None:
+            raise ConnectionClosedOK(None, None)
+        return frame
+
+    async def close(self, code: int = 1000, reason: str = "") -> None:
+        self._shut()
+
+
+def register(url: str, handler: Handler) -> None:
+    """Serve ``url`` in this process too: :func:`dial` on this loop reaches ``handler``."""
+    _served[url] = (asyncio.get_running_loop(), handler, set())
+
+
+async def unregister(url: str) -> None:
+    """Stop serving ``url`` in-process: open connections are closed, their handlers awaited."""
+    entry = _served.pop(url, None)
+    if entry is None:
+        return
+    tasks = entry[2]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=10)
+
+
+def dial(url: str) -> InprocTransport | None:
+    """An in-process connection to ``url`` if it is served on the running loop, else None."""
+    entry = _served.get(url)
+    if entry is None or entry[0] is not asyncio.get_running_loop():
+        return None
+    loop, handler, tasks = entry
+    client, server = InprocTransport(), InprocServerEnd()
+    client.peer, server.peer = server, client
+    task = loop.create_task(_serve(handler, server), name=f"pytest-hud inproc {url}")
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
+    return client
+
+
+async def _serve(handler: Handler, end: InprocServerEnd) -> None:
+    try:
+        await handler(end)
+    finally:
+        end._shut()
