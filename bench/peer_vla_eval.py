@@ -174,6 +174,8 @@ class Run:
     outcomes: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     #: per episode: its seconds over its steps, in ms
     step_ms: list[float] = field(default_factory=list)
+    #: the model server's CPU time over the run, per episode step, in ms
+    server_ms: float = 0.0
 
 
 @dataclass
@@ -393,7 +395,10 @@ def main() -> None:
             k = rep % len(runs)
             for v in runs[k:] + runs[:k]:
                 set_batch(port, fixed or v.inflight)
+                cpu0 = cpu_seconds(proc.pid)
                 run = v.go()
+                steps = sum(int(o[2]) for o in run.outcomes.values())
+                run.server_ms = 1e3 * (cpu_seconds(proc.pid) - cpu0) / max(steps, 1)
                 width = widths(stats, proc) if v.server else 0.0
                 if v.name not in best or run.wall < best[v.name].wall:
                     best[v.name], batch[v.name] = run, width
@@ -408,6 +413,12 @@ def main() -> None:
             diff = {k: v for k, v in diff.items() if v[0] != v[1]}
             raise SystemExit(f"outcomes differ: {name} vs {runs[0].name}: {diff}")
     show(runs, best, batch, starts, n, args)
+
+
+def cpu_seconds(pid: int) -> float:
+    """A process's user + system CPU time so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def show(
@@ -428,7 +439,8 @@ def show(
         server += f"; a {args.camera}x{args.camera} camera, read by the server's policy"
     print(f"{n} episodes x {args.max_steps} steps, outcomes equal across all variants")
     print(f"server: PredictModelServer, {server}; best of {args.reps}, order rotated")
-    header = ["in flight", "variant", "wall s", "eps/s", "ms/step", "batch", "wall vs vla-eval"]
+    header = ["in flight", "variant", "wall s", "eps/s", "ms/step", "server CPU ms/step"]
+    header += ["batch", "wall vs vla-eval"]
     rows: list[list[str]] = []
     for v in runs:
         run, ref = best[v.name], best[f"vla-eval {v.inflight}"]
@@ -440,6 +452,7 @@ def show(
                 f"{run.wall:.2f}",
                 f"{n / run.wall:.2f}",
                 f"{step:.2f}",
+                f"{run.server_ms:.2f}" if v.server else "-",
                 f"{batch[v.name]:.2f}" if v.server else "-",
                 "1" if v.name == f"vla-eval {v.inflight}" else f"{run.wall / ref.wall:.2f}x",
             ]
@@ -471,7 +484,9 @@ def show(
         note = (
             f"{n} episodes x {args.max_steps} steps (CartPole StepBenchmark, scripted "
             f"controller); server: vla-eval's PredictModelServer, {server}. wall: the whole "
-            "process (start-up included); ms/step: inside an episode. Best-of-N pytest-hud "
+            "process (start-up included); ms/step: inside an episode; server CPU ms/step: the "
+            "model server process's CPU time over the run per episode step, which both "
+            "harnesses wait for. Best-of-N pytest-hud "
             "per in-flight count: "
             + "; ".join(f"{r[0]} in flight: {r[2]} {r[4]}" for r in sums)
             + "."
