@@ -371,6 +371,7 @@ def main() -> None:
         work = Work(args.episodes, args.max_steps, args.camera, args.raw_images)
         return shard_main(args.url, shard, shards, work)
 
+    from peer_vla_eval_steps import cpu_seconds
     from server_proc import controller_server
 
     work = Path(tempfile.mkdtemp(prefix="peer-vla-eval-"))
@@ -413,12 +414,6 @@ def main() -> None:
             diff = {k: v for k, v in diff.items() if v[0] != v[1]}
             raise SystemExit(f"outcomes differ: {name} vs {runs[0].name}: {diff}")
     show(runs, best, batch, starts, n, args)
-
-
-def cpu_seconds(pid: int) -> float:
-    """A process's user + system CPU time so far (Linux ``/proc``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def show(

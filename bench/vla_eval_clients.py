@@ -64,7 +64,7 @@ def main() -> None:
     parser.add_argument("--report", action="store_true", help="write docs/performance.md")
     args = parser.parse_args()
 
-    from peer_vla_eval import cpu_seconds
+    from peer_vla_eval_steps import cpu_seconds
     from server_proc import controller_server
 
     clients = ("pytest-hud", "vla-eval")

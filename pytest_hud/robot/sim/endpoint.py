@@ -69,7 +69,6 @@ class RobotEndpoint:
             raise TypeError(
                 "RobotEndpoint(inline=True) serves a bridge: pass one, not argv/control"
             )
-        self.inline = inline
         self._target: tuple[Any, dict[str, Any]] | None = (
             (bridge, dict(kwargs or {})) if inline else None
         )
@@ -98,6 +97,11 @@ class RobotEndpoint:
         return cls(control=control, **kwargs)
 
     # -- lifecycle ---------------------------------------------------------------
+    @property
+    def inline(self) -> bool:
+        """Whether the bridge is served in this process (``inline=True``)."""
+        return self._target is not None
+
     @property
     def pid(self) -> int | None:
         """The spawned sim's process id (None when attached or not started)."""

@@ -44,9 +44,7 @@ class _End:
             self.inbox.put_nowait(_CLOSED)
 
     async def _take(self) -> Frame | None:
-        """The next frame, or None once either side closed."""
-        if self.closed and self.inbox.empty():
-            return None
+        """The next frame, or None once either side closed (the close marker stays queued)."""
         frame = await self.inbox.get()
         if frame is _CLOSED:
             self.closed = True
