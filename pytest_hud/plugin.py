@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hud._plugin import features, heap
+from pytest_hud._plugin import features, heap, loggers
 from pytest_hud._plugin.errors import EpisodeFailed
 from pytest_hud._plugin.features.crash import reap_dead_workers
 from pytest_hud._plugin.html import HtmlHooks
@@ -44,6 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "hud_expect(agent=None, xfail=None, skip=None): task globs expected to fail or "
         "skipped, for one agent/checkpoint name or all",
     )
+    loggers.install()  # before any thread of ours can create a logger
     session = HudSession(config, HudOptions.from_config(config))
     session.sigterm = sigterm_interrupts()
     config.stash[PLUGIN] = session
@@ -58,6 +59,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if session is not None:
         heap.closed()
         session.evaluator.close()
+        loggers.uninstall()
         reap_dead_workers(session.options, session.is_worker)
         restore_sigterm(session.sigterm)
         features.unregister(config)  # closes the ledger, stops the session's Ray cluster
