@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pytest_hud.forkserver.zygote import VOLATILE
+from pytest_hud.forkserver.zygote import FOLDER_PREFIX, VOLATILE
 
 __all__ = [
     "ADDRESS",
@@ -126,7 +126,7 @@ class _Zygote:
     def __init__(self, key: Any, python: str, env: dict[str, str], cwd: str) -> None:
         self.key, self.python, self.env, self.cwd = key, python, env, cwd
         self.deny: list[str] = []
-        self.dir = tempfile.mkdtemp(prefix="pytest-hud-zygote-")  # mode 0700: only us
+        self.dir = tempfile.mkdtemp(prefix=FOLDER_PREFIX)  # mode 0700: only us
         self.address = os.path.join(self.dir, "zygote.sock")
         self.log = os.path.join(self.dir, "zygote.log")
         self.popen: subprocess.Popen[bytes] | None = None

@@ -13,6 +13,7 @@ import json
 import os
 import runpy
 import selectors
+import shutil
 import signal
 import socket
 import sys
@@ -24,10 +25,13 @@ from typing import Any
 
 from pytest_hud.forkserver.learn import import_learned, learnable, read_report, write_report
 
-__all__ = ["BASE_PRELOAD", "VOLATILE", "compatible", "main"]
+__all__ = ["BASE_PRELOAD", "FOLDER_PREFIX", "VOLATILE", "compatible", "main"]
 
 #: What every zygote imports: the sim program, the gym bridge and the env server.
 BASE_PRELOAD = ("pytest_hud.robot.sim.program", "pytest_hud.robot.sim.gym", "pytest_hud.serve")
+
+#: A zygote's socket and log live in a folder so named; the zygote removes it on exit.
+FOLDER_PREFIX = "pytest-hud-zygote-"
 
 #: Variables that differ between requests without changing what an import would do.
 VOLATILE = frozenset(
@@ -348,6 +352,10 @@ def main(argv: list[str] | None = None) -> None:
     os.rename(args.socket + ".tmp", args.socket)  # a client sees the path only once we listen
     deny = frozenset(filter(None, args.deny.split(",")))
     _Zygote(listener, dict(os.environ), base_path, deny=deny).serve()
+    # The lifeline ended: the owner is done or died (SIGKILL runs none of its cleanup).
+    folder = os.path.dirname(os.path.abspath(args.socket))
+    if os.path.basename(folder).startswith(FOLDER_PREFIX):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

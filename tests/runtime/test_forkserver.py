@@ -161,7 +161,8 @@ def test_a_path_entry_that_would_shadow_a_preloaded_module_is_refused(tmp_path: 
 
 def test_shutdown_leaves_no_zygote_and_no_child(tmp_path: Path) -> None:
     """A separate process owns a zygote and two forked sims, then exits normally: the
-    zygote (atexit + lifeline) and every child are gone; with SIGKILL, the lifelines."""
+    zygote (atexit + lifeline) and every child are gone; with SIGKILL, the lifelines.
+    Either way the zygote's socket folder goes with it."""
     script = tmp_path / "owner.py"
     script.write_text(
         "import asyncio, sys, time\n"
@@ -172,6 +173,7 @@ def test_shutdown_leaves_no_zygote_and_no_child(tmp_path: Path) -> None:
         "async def main():\n"
         "    eps = [RobotEndpoint(CounterSim) for _ in range(2)]\n"
         "    for ep in eps: await ep.start()\n"
+        "    print(client.zygotes()[0].dir, flush=True)\n"
         "    print(client.zygotes()[0].pid, *[ep.pid for ep in eps], flush=True)\n"
         "    if sys.argv[1] == 'hold': time.sleep(600)\n"
         "asyncio.run(main())\n"
@@ -184,6 +186,7 @@ def test_shutdown_leaves_no_zygote_and_no_child(tmp_path: Path) -> None:
         )
         try:
             assert owner.stdout is not None
+            folder = Path(owner.stdout.readline().strip())
             pids = [int(p) for p in owner.stdout.readline().split()]
             assert len(pids) == 3, pids
             if how == "hold":
@@ -191,6 +194,8 @@ def test_shutdown_leaves_no_zygote_and_no_child(tmp_path: Path) -> None:
             owner.wait(60)
             left = [p for p in pids if not gone(p, 40)]
             assert left == [], f"owner {how}: processes left {left} of zygote+sims {pids}"
+            assert folder.name.startswith("pytest-hud-zygote-")
+            assert not folder.exists(), f"owner {how}: {sorted(os.listdir(folder))} left"
         finally:
             owner.kill()
             owner.wait(10)
