@@ -275,13 +275,19 @@ async def test_shared_boots_a_sibling_when_one_substrate_seats_fewer_than_the_wi
     inner = SubprocessRuntime(COUNTER)
     shared = Shared(inner, width=8)
     live = peak = 0
+    eight = asyncio.Event()
 
     async def counted(run: Any) -> Any:
         nonlocal live, peak
         live += 1
         peak = max(peak, live)
+        if peak == 8:
+            eight.set()
         try:
-            await asyncio.sleep(0.2)  # every rollout of a wave is in its episode at once
+            # the first wave holds its seats until all 8 are in their episodes (the sibling's
+            # boot can take seconds under load); bounded, so a placement seating only 4 fails
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(eight.wait(), 30)
             return await zero_agent(run)
         finally:
             live -= 1
