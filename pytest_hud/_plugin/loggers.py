@@ -40,15 +40,23 @@ def _lock() -> Any:
     return logging._lock  # type: ignore[attr-defined]  # the lock getLogger takes
 
 
+_holders: dict[int, int] = {}  # id(manager) -> sessions holding it (evaluate() nests one)
+
+
 def install(manager: logging.Manager = logging.Logger.manager) -> None:
     """Swap the registry for a :class:`SnapshotRegistry` holding the same loggers."""
     with _lock():
+        _holders[id(manager)] = _holders.get(id(manager), 0) + 1
         if not isinstance(manager.loggerDict, SnapshotRegistry):
             manager.loggerDict = SnapshotRegistry(dict.copy(manager.loggerDict))
 
 
 def uninstall(manager: logging.Manager = logging.Logger.manager) -> None:
-    """Put back a plain dict, with every logger created meanwhile."""
+    """Once the last session holding it lets go, put back a plain dict, with every logger
+    created meanwhile."""
     with _lock():
-        if isinstance(manager.loggerDict, SnapshotRegistry):
+        left = _holders.pop(id(manager), 0) - 1
+        if left > 0:
+            _holders[id(manager)] = left
+        elif isinstance(manager.loggerDict, SnapshotRegistry):
             manager.loggerDict = dict.copy(manager.loggerDict)

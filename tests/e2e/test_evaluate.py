@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -111,6 +112,7 @@ def test_the_caller_is_left_as_it_was(tmp_path: Path) -> None:
     children_before = _children()
     sockets_before = tcp_sockets()
     modules_before, path_before = dict(sys.modules), list(sys.path)
+    registry_before = logging.Logger.manager.loggerDict  # this session's (_plugin/loggers.py)
 
     async def caller() -> int:
         ticks = 0
@@ -130,6 +132,7 @@ def test_the_caller_is_left_as_it_was(tmp_path: Path) -> None:
     new = _children() - children_before
     assert not new, [Path(f"/proc/{c}/cmdline").read_bytes() for c in new]
     assert sys.path == path_before
+    assert logging.Logger.manager.loggerDict is registry_before
     replaced = [n for n, m in modules_before.items() if sys.modules.get(n) is not m]
     assert replaced == []  # e.g. this suite's own conftest, shadowed by the example's
     left = [t for t in threading.enumerate() if t.ident not in alive_before and t.is_alive()]

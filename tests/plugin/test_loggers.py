@@ -91,3 +91,14 @@ def test_the_same_walk_on_logging_s_own_registry_raises() -> None:
 
 def test_the_plugin_holds_the_registry_while_configured() -> None:
     assert isinstance(logging.Logger.manager.loggerDict, loggers.SnapshotRegistry)
+
+
+def test_a_nested_session_leaves_the_outer_one_its_registry() -> None:
+    """pytest_hud.evaluate() inside a test configures and unconfigures a session of its own."""
+    manager = _manager()
+    loggers.install(manager)  # the outer session
+    loggers.install(manager)  # evaluate()'s
+    loggers.uninstall(manager)
+    assert isinstance(manager.loggerDict, loggers.SnapshotRegistry)
+    loggers.uninstall(manager)
+    assert type(manager.loggerDict) is dict
