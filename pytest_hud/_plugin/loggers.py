@@ -24,7 +24,10 @@ _Entry = logging.Logger | logging.PlaceHolder
 class SnapshotRegistry(dict[str, _Entry]):
     """``loggerDict`` whose views are views of a copy: ``dict.copy`` runs in C, holding the
     GIL, so no thread inserts halfway through it. (``__iter__`` stays the dict's own: the
-    copy itself goes through it.)"""
+    copy itself goes through it.) ``holders`` counts the sessions holding it: evaluate()
+    inside a test configures a session of its own."""
+
+    holders = 0
 
     def keys(self) -> dict_keys[str, _Entry]:
         return dict.copy(self).keys()
@@ -40,23 +43,21 @@ def _lock() -> Any:
     return logging._lock  # type: ignore[attr-defined]  # the lock getLogger takes
 
 
-_holders: dict[int, int] = {}  # id(manager) -> sessions holding it (evaluate() nests one)
-
-
 def install(manager: logging.Manager = logging.Logger.manager) -> None:
     """Swap the registry for a :class:`SnapshotRegistry` holding the same loggers."""
     with _lock():
-        _holders[id(manager)] = _holders.get(id(manager), 0) + 1
-        if not isinstance(manager.loggerDict, SnapshotRegistry):
-            manager.loggerDict = SnapshotRegistry(dict.copy(manager.loggerDict))
+        registry = manager.loggerDict
+        if not isinstance(registry, SnapshotRegistry):
+            registry = manager.loggerDict = SnapshotRegistry(dict.copy(registry))
+        registry.holders += 1
 
 
 def uninstall(manager: logging.Manager = logging.Logger.manager) -> None:
     """Once the last session holding it lets go, put back a plain dict, with every logger
     created meanwhile."""
     with _lock():
-        left = _holders.pop(id(manager), 0) - 1
-        if left > 0:
-            _holders[id(manager)] = left
-        elif isinstance(manager.loggerDict, SnapshotRegistry):
-            manager.loggerDict = dict.copy(manager.loggerDict)
+        registry = manager.loggerDict
+        if isinstance(registry, SnapshotRegistry):
+            registry.holders -= 1
+            if registry.holders <= 0:
+                manager.loggerDict = dict.copy(registry)
