@@ -181,6 +181,13 @@ class Child:
         """The last lines the child printed (stdout and stderr)."""
         return "\n".join(list(self._tail)[-lines:]) or "(no output)"
 
+    async def drained(self, timeout: float) -> None:
+        """Wait up to ``timeout`` until the child's output is read to its end (an exited
+        child's last lines can still be in the pipe when its exit code is known)."""
+        if self._drain is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._drain), timeout)
+
     async def exited(self, timeout: float) -> int | None:
         """Wait up to ``timeout`` for the child to exit; its return code, or None."""
         with contextlib.suppress(TimeoutError):

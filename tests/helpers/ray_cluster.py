@@ -46,12 +46,15 @@ def cluster_env() -> dict[str, str]:
 class LocalCluster(RayHead):
     """The production RayHead with a dashboard (the state API), plus a second node."""
 
-    client_port: int = field(default_factory=free_port)
     dashboard_port: int = field(default_factory=free_port)
     num_cpus: int | None = 4
 
     def env(self) -> dict[str, str]:
         return cluster_env()
+
+    def renew_ports(self) -> None:
+        super().renew_ports()
+        self.dashboard_port = free_port()
 
     def head_args(self) -> list[str]:
         return [

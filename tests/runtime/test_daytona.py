@@ -12,6 +12,7 @@ real control channel and the real robot wire. What stays untested: Daytona's clo
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,53 @@ async def test_server_that_never_serves_is_a_bounded_wait(
     assert (res.error_type, res.phase) == ("SubstrateError", "place")
     assert "did not answer a control ping within boot_timeout=5" in res.error
     assert "warming up" in res.error and fake.sandboxes[0].deleted
+
+
+@pytest.fixture
+def taken_ports(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Ports "found free" that another process took before the tunnel bound them: the first
+    ``n`` picks are ports held by listening sockets here, later picks are really free."""
+    from pytest_hud.runtime.sandbox import daytona
+
+    held: list[socket.socket] = []
+    picks: list[int] = []
+
+    def arm(n: int) -> list[int]:
+        real = daytona._free_loopback_port
+
+        def pick() -> int:
+            if len(picks) < n:
+                sock = socket.create_server(("127.0.0.1", 0))
+                held.append(sock)
+                picks.append(sock.getsockname()[1])
+                return picks[-1]
+            return real()
+
+        monkeypatch.setattr(daytona, "_free_loopback_port", pick)
+        return picks
+
+    yield arm
+    for sock in held:
+        sock.close()
+
+
+async def test_a_tunnel_that_lost_its_port_to_another_process_is_reopened(
+    fake: FakeDaytona, taken_ports: Any
+) -> None:
+    taken = taken_ports(1)  # the control port's first pick is taken before ssh binds it
+    results = await run(rows(1), zero_agent, runtime=runtime(fake))
+    assert [(r.error, r.steps) for r in results] == [(None, 200)]
+    assert len(taken) == 1 and fake.sandboxes[0].deleted
+
+
+async def test_a_tunnel_that_keeps_losing_its_ports_is_a_bounded_error(
+    fake: FakeDaytona, taken_ports: Any
+) -> None:
+    taken = taken_ports(10_000)  # every pick taken: 1 tunnel and 3 re-opens, 2 ports each
+    res = await rollout(rows(1)[0], zero_agent, runtime(fake, sim_ports=1))
+    assert (res.error_type, res.phase) == ("SubstrateError", "place")
+    assert "ssh tunnel" in res.error and "address already in use" in res.error.lower()
+    assert len(taken) == 2 * 4 and fake.sandboxes[0].deleted
 
 
 async def test_shared_daytona_runtime_boots_one_sandbox(fake: FakeDaytona) -> None:

@@ -9,12 +9,16 @@ Skipped only when ``ray`` is not importable (a failure under PYTEST_HUD_REQUIRE_
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 from agents import zero_agent
+from needs import require
 from paths import HELPERS
 from ray_cluster import LocalCluster
 
@@ -220,6 +225,27 @@ def test_ctrl_c_in_a_driver_leaves_no_actor_and_no_server(cluster: LocalCluster)
         time.sleep(0.5)
     out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
     assert f"pytest_hud.serve {PENDULUM}" not in out
+
+
+def test_a_head_whose_port_was_taken_starts_on_another(tmp_path: Path) -> None:
+    """The port a head was given is taken by the time ``ray start`` binds it: the start
+    is retried on fresh ports instead of failing the session."""
+    from pytest_hud.runtime.ray.head import RayHead
+
+    require(importlib.util.find_spec("ray"), "ray", "run scripts/setup --ray")
+    short = Path(tempfile.mkdtemp(prefix="hud-ray-", dir="/tmp"))  # AF_UNIX path limit
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        head = RayHead(short / "t", port=taken.getsockname()[1], num_cpus=1)
+        try:
+            head.start()
+            assert head.port != taken.getsockname()[1]
+            out = subprocess.run(["ss", "-ltnH"], capture_output=True, text=True).stdout
+            assert f"127.0.0.1]:{head.port} " in out or f"127.0.0.1:{head.port} " in out, out
+            assert f":{head.client_port} " in out and ":10001 " not in out, out
+        finally:
+            left = head.stop()
+            shutil.rmtree(short, ignore_errors=True)
+    assert not left, f"head processes survived: {left}"
 
 
 def test_runtime_specs_name_their_cluster() -> None:

@@ -25,10 +25,21 @@ RAY = Path(sys.executable).with_name("ray")
 BOOT_TIMEOUT = 150.0  # one `ray start` on a loaded 2-core machine
 
 
+#: ``ray start --head`` attempts: a port found free is free only until Ray binds it, and a
+#: busy machine can take it in between (Ray's GCS then fails to start its grpc server)
+START_ATTEMPTS = 3
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def port_taken(output: str) -> bool:
+    """Whether ``ray start`` failed because a port it was given was in use."""
+    text = output.lower()
+    return "already in use" in text or "failed to start the grpc server" in text
 
 
 def ray_env() -> dict[str, str]:
@@ -46,6 +57,9 @@ class RayHead:
 
     temp_dir: Path
     port: int = field(default_factory=free_port)
+    #: Ray client's server (``ray://``); Ray's fixed default (10001) would clash with any
+    #: other head on this machine
+    client_port: int = field(default_factory=free_port)
     num_cpus: int | None = None
     groups: list[int] = field(default_factory=list)
 
@@ -58,7 +72,7 @@ class RayHead:
 
     def head_args(self) -> list[str]:
         """The head's flags beyond the loopback ones (the tests' cluster adds a dashboard)."""
-        return ["--include-dashboard=false"]
+        return ["--include-dashboard=false", f"--ray-client-server-port={self.client_port}"]
 
     def launch(self, argv: list[str], what: str) -> None:
         """Run one ``ray start`` in a new process group; bounded; its output on failure."""
@@ -88,11 +102,22 @@ class RayHead:
             f"--temp-dir={self.temp_dir}",
         ]
 
+    def renew_ports(self) -> None:
+        """Pick fresh ports for another attempt at starting the head."""
+        self.port, self.client_port = free_port(), free_port()
+
     def start(self) -> None:
-        argv = [str(RAY), "start", "--head", f"--port={self.port}", *self.head_args()]
-        if self.num_cpus is not None:
-            argv.append(f"--num-cpus={self.num_cpus}")
-        self.launch([*argv, *self.common_args()], "head")
+        for attempt in range(1, START_ATTEMPTS + 1):
+            argv = [str(RAY), "start", "--head", f"--port={self.port}", *self.head_args()]
+            if self.num_cpus is not None:
+                argv.append(f"--num-cpus={self.num_cpus}")
+            try:
+                self.launch([*argv, *self.common_args()], "head")
+                return
+            except SubstrateError as exc:
+                if attempt == START_ATTEMPTS or not port_taken(str(exc)):
+                    raise
+            self.renew_ports()
 
     def pids(self) -> list[int]:
         """Every live process of this cluster: its process groups and anything run from

@@ -6,6 +6,7 @@ tests/helpers/fake_daytona.py.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import shlex
 import socket
@@ -28,6 +29,8 @@ from pytest_hud.runtime.task import Task, memory_mib
 
 __all__ = ["DaytonaRuntime"]
 
+log = logging.getLogger(__name__)
+
 SESSION = "pytest-hud"
 _IO_TIMEOUT = 30.0  # bound on one SDK call made while tearing down or reading logs
 
@@ -49,6 +52,16 @@ def _free_loopback_port() -> int:
         return int(sock.getsockname()[1])
 
 
+#: how many times a tunnel that lost its local port to another process is re-opened: a
+#: port found free is only free until ssh binds it, and a busy machine can take it between
+_TUNNEL_REOPENS = 3
+
+
+def _lost_its_port(log: str) -> bool:
+    """Whether a tunnel exited because a local port it was to listen on was taken."""
+    return "address already in use" in log.lower()
+
+
 def _gpu_count(value: int | str) -> int:
     try:
         return int(value)
@@ -68,6 +81,7 @@ class _DaytonaSubstrate(PingedSubstrate):
         self.access: Any = None
         self.tunnel: Child | None = None
         self.local: dict[int, int] = {}
+        self.reopens = 0
 
     def ident(self) -> str:
         return str(getattr(self.sandbox, "id", None) or "(not created)")
@@ -90,9 +104,14 @@ class _DaytonaSubstrate(PingedSubstrate):
             raise SubstrateError(
                 f"{self.task.key}: {self.name}: {type(exc).__name__}: {exc}"
             ) from exc
-        self.local = {port: _free_loopback_port() for port in owner.ports}
+        await self._open_tunnel()
+
+    async def _open_tunnel(self) -> None:
+        """Forward each port to a free loopback port of this machine (ssh -N -L)."""
+        self.local = {port: _free_loopback_port() for port in self.owner.ports}
+        self._runtime = None  # the endpoint names the local ports
         self.tunnel = await Child.spawn(
-            owner.tunnel_argv(self.access.ssh_command, self.local),
+            self.owner.tunnel_argv(self.access.ssh_command, self.local),
             announce=None,  # ssh -N prints nothing: readiness is a ping through it
             timeout=0,
             what="ssh tunnel",
@@ -118,6 +137,13 @@ class _DaytonaSubstrate(PingedSubstrate):
             return f"exited with code {code}"
         tunnel = self.tunnel
         if tunnel is not None and tunnel.returncode is not None:
+            await tunnel.drained(_IO_TIMEOUT)
+            if _lost_its_port(tunnel.log_tail()) and self.reopens < _TUNNEL_REOPENS:
+                self.reopens += 1
+                log.info("%s: %s's tunnel lost a local port; reopening", self.task.key, self.name)
+                await tunnel.terminate()
+                await self._open_tunnel()
+                return None
             raise SubstrateError(
                 f"{self.task.key}: the ssh tunnel to {self.name} exited with code "
                 f"{tunnel.returncode}; its output:\n{tunnel.log_tail()}"
