@@ -133,7 +133,7 @@ async def test_history_policy_sees_the_episodes_history_like_lerobot_eval(
     import torch
     from lerobot_fixtures import make_tiny_diffusion
 
-    from pytest_hud.robot.agent.lerobot import load_policy
+    from pytest_hud.robot.agent.lerobot import load_policy, torch_thread
 
     path = make_tiny_diffusion(tmp_path / "dp")
     agent = load_agent(f"lerobot:{path}")
@@ -144,18 +144,25 @@ async def test_history_policy_sees_the_episodes_history_like_lerobot_eval(
     torch.manual_seed(11)  # the diffusion noise: drawn once per inference on both sides
     [res] = await run([Task("pusht", "push", {"seed": 2})], agent, LocalRuntime(PUSHT_ENV))
     assert res.error is None and res.agent_info["inferences"] == 3 and len(seen) == 24
-    # upstream, replayed on the observations the agent saw, one select_action per tick
+    # upstream, replayed on the observations the agent saw, one select_action per tick, on
+    # the thread the agent ran torch on: under xdist that thread has its share of the cores
+    # (torch_thread), and another intra-op thread count sums in another order
     from lerobot.envs.utils import preprocess_observation
 
     policy, pre, post = load_policy(path)
-    torch.manual_seed(11)
-    policy.reset()
-    theirs = []
-    with torch.inference_mode():
-        for data, _ in seen:
-            obs = preprocess_observation({k: v[None] for k, v in data.items()})
-            obs["task"] = [res.prompt]
-            theirs.append(post(policy.select_action(pre(obs)))[0].numpy())
+
+    def replay() -> list[np.ndarray]:
+        torch.manual_seed(11)
+        policy.reset()
+        theirs = []
+        with torch.inference_mode():
+            for data, _ in seen:
+                obs = preprocess_observation({k: v[None] for k, v in data.items()})
+                obs["task"] = [res.prompt]
+                theirs.append(post(policy.select_action(pre(obs)))[0].numpy())
+        return theirs
+
+    theirs = torch_thread().submit(replay).result(timeout=300)
     ours = np.stack([action for _, action in seen])
     np.testing.assert_allclose(ours, np.stack(theirs), rtol=1e-5, atol=1e-5)
     # the observations really changed between ticks, so the history mattered
