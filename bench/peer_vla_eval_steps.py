@@ -4,22 +4,28 @@ No pytest, no start-up: N episodes in flight of the CartPole StepBenchmark
 (tests/helpers/vla_eval_peer/cartpole_bench.py) against one vla-eval model server process
 (the scripted controller behind vla-eval's PredictModelServer on 127.0.0.1, its
 ``max_batch_size`` = N so a batch is dispatched once every episode in flight sent its
-observation, unless ``--batch``), each run long enough to time (``--steps`` per episode):
+observation, unless ``--batch``), each run long enough to time (``--steps`` per episode).
+From the floor up:
 
     vla-eval       N processes, each vla-eval's own SyncEpisodeRunner + Connection (what
                    one shard runs per episode: the benchmark steps in its process)
-    hud agent      N rollouts of pytest-hud's VlaEvalAgent in one process, the benchmark
-                   served by env.vla_eval in its sim process (N slots), the real openpi/0
-                   WebSocket between them
-    hud by hand    the same processes and sockets driven by the smallest loop that can be
-                   written over them (RobotClient.step + VlaEvalSession.act, nothing else):
-                   the floor of that architecture
+    hud bare       N bare loops in one process, each stepping its own benchmark right
+                   there and asking the server through pytest-hud's VlaEvalSession: the
+                   floor of any client (no robot wire, no agent stack)
+    hud inline     N rollouts of pytest-hud's VlaEvalAgent in one process, the benchmark
+                   served inline (env.vla_eval(..., inline=True)): same process, no socket
+    hud agent      the same with the benchmark in a sim process of its own (N slots) and
+                   the real openpi/0 WebSocket between them
+    hud by hand    those processes and sockets driven by the smallest loop that can be
+                   written over them (RobotClient.step + VlaEvalSession.act, nothing else)
 
 For each: wall per tick (one step of every episode in flight) and the CPU each process
-spent per tick (from /proc), best of ``--reps``. A tick is strictly sequential at N=1 (the
-processes wake each other in turn), so its wall is about the sum of the CPU.
+spent per tick (from /proc), best of ``--reps``, variants interleaved. A tick is strictly
+sequential at N=1 (the processes wake each other in turn), so its wall is about the sum of
+the CPU. ``--report`` writes the table into docs/performance.md.
 
     PYTHONPATH=$PWD .venv/bin/python bench/peer_vla_eval_steps.py [--inflight 1,4] [--steps 2000]
+        [--reps 3] [--report]
 """
 
 from __future__ import annotations
@@ -101,13 +107,50 @@ async def vla_eval(url: str, server: int, n: int, steps: int) -> Row:
     return {"wall": 1e3 * wall / ticks, "client": 1e3 * shards / ticks, "server": 1e3 * srv / ticks}
 
 
-async def hud(url: str, server: int, n: int, steps: int, by_hand: bool) -> Row:
+async def bare(url: str, server: int, n: int, steps: int) -> Row:
+    """N bare loops in this process: the benchmark stepped here, VlaEvalSession asking."""
+    import numpy as np
+    from cartpole_bench import CartPoleBenchmark
+
+    from pytest_hud.interop.vla_eval.session import VlaEvalSession
+
+    async def loop(session: VlaEvalSession) -> int:
+        bench = CartPoleBenchmark(max_steps=steps, goals=(1e9,))
+        bench._task = TASK
+        raw, done = bench.reset(TASK), 0
+        await session.start_episode(TASK)
+        for _ in range(steps):
+            action = await session.act(bench.make_obs(raw, TASK))
+            result = bench.step({"actions": np.asarray(action)})
+            raw, done = result.obs, done + 1
+            if result.done:
+                break
+        await session.end_episode({"success": True})
+        return done
+
+    sessions = [VlaEvalSession(url) for _ in range(n)]
+    for session in sessions:
+        await session.open()
+    try:
+        me, srv, t0 = cpu_seconds(os.getpid()), cpu_seconds(server), time.perf_counter()
+        ticks = (await asyncio.gather(*(loop(s) for s in sessions)))[0]
+        wall = time.perf_counter() - t0
+        me, srv = cpu_seconds(os.getpid()) - me, cpu_seconds(server) - srv
+    finally:
+        for session in sessions:
+            await session.close()
+    return {"wall": 1e3 * wall / ticks, "client": 1e3 * me / ticks, "server": 1e3 * srv / ticks}
+
+
+async def hud(url: str, server: int, n: int, steps: int, by_hand: bool, inline: bool) -> Row:
     from cartpole_bench import CartPoleBenchmark
 
     from pytest_hud.interop.vla_eval.agent import VlaEvalAgent
     from pytest_hud.interop.vla_eval.env import serve_benchmark
 
-    sim = serve_benchmark(CartPoleBenchmark, max_steps=steps, goals=(1e9,), num_envs=n)
+    sim = serve_benchmark(
+        CartPoleBenchmark, max_steps=steps, goals=(1e9,), num_envs=n, inline=inline
+    )
     await sim.start()
     try:
         grants = [await sim.reset(task=TASK) for _ in range(n)]
@@ -122,23 +165,21 @@ async def hud(url: str, server: int, n: int, steps: int, by_hand: bool) -> Row:
                 report = await agent.run_episode(cap, token=g["token"], prompt=g["prompt"])
                 return report.steps
 
-        assert sim.pid is not None
-        before = (cpu_seconds(os.getpid()), cpu_seconds(sim.pid), cpu_seconds(server))
+        sim_pid = sim.pid or os.getpid()  # inline: the sim is this process
+        before = (cpu_seconds(os.getpid()), cpu_seconds(sim_pid), cpu_seconds(server))
         t0 = time.perf_counter()
         ticks = (await asyncio.gather(*(run(g) for g in grants)))[0]
         wall = time.perf_counter() - t0
-        after = (cpu_seconds(os.getpid()), cpu_seconds(sim.pid), cpu_seconds(server))
+        after = (cpu_seconds(os.getpid()), cpu_seconds(sim_pid), cpu_seconds(server))
         for g in grants:
             await sim.result(token=g["token"])
     finally:
         await sim.stop()
     agent_s, sim_s, server_s = (b - a for a, b in zip(before, after, strict=True))
-    return {
-        "wall": 1e3 * wall / ticks,
-        "client": 1e3 * agent_s / ticks,
-        "sim": 1e3 * sim_s / ticks,
-        "server": 1e3 * server_s / ticks,
-    }
+    row = {"wall": 1e3 * wall / ticks, "client": 1e3 * agent_s / ticks}
+    if not inline:  # inline, the sim's CPU is the agent's process's
+        row["sim"] = 1e3 * sim_s / ticks
+    return row | {"server": 1e3 * server_s / ticks}
 
 
 async def minimal_loop(cap: dict[str, Any], token: str, url: str) -> int:
@@ -164,34 +205,64 @@ async def minimal_loop(cap: dict[str, Any], token: str, url: str) -> int:
     return steps
 
 
+VARIANTS = ("vla-eval", "hud bare", "hud inline", "hud agent", "hud by hand")
+
+
+async def measure(name: str, url: str, server: int, n: int, steps: int) -> Row:
+    if name == "vla-eval":
+        return await vla_eval(url, server, n, steps)
+    if name == "hud bare":
+        return await bare(url, server, n, steps)
+    return await hud(url, server, n, steps, name == "hud by hand", name == "hud inline")
+
+
 async def main(args: argparse.Namespace) -> None:
     from server_proc import controller_server
 
-    print(f"{'in flight':<10}{'variant':<14}{'wall ms/tick':>13}   CPU ms/tick by process")
+    header = ["in flight", "variant", "wall ms/tick", "vs vla-eval", "CPU ms/tick by process"]
+    rows: list[list[str]] = []
+    print("  ".join(header))
     for n in args.inflight:
         batch = str(args.batch or n)
         with controller_server("--batch", batch, "--wait", str(args.wait)) as (port, proc):
             url = f"ws://127.0.0.1:{port}"
             best: dict[str, Row] = {}
-            for _ in range(args.reps):
-                for name in ("vla-eval", "hud agent", "hud by hand"):
-                    if name == "vla-eval":
-                        row = await vla_eval(url, proc.pid, n, args.steps)
-                    else:
-                        row = await hud(url, proc.pid, n, args.steps, name == "hud by hand")
+            for rep in range(args.reps):
+                k = rep % len(VARIANTS)  # rotate the order: no variant always runs first
+                for name in VARIANTS[k:] + VARIANTS[:k]:
+                    row = await measure(name, url, proc.pid, n, args.steps)
                     if name not in best or row["wall"] < best[name]["wall"]:
                         best[name] = row
-            for name, row in best.items():
-                who = "shards" if name == "vla-eval" else "agent"
+            ref = best["vla-eval"]["wall"]
+            for name in VARIANTS:
+                row = best[name]
+                who = "shards" if name == "vla-eval" else "client"
                 parts = [f"{who} {row['client']:.3f}"]
                 parts += [f"sim {row['sim']:.3f}"] if "sim" in row else []
                 parts += [f"server {row['server']:.3f}"]
                 total = sum(v for k, v in row.items() if k != "wall")
-                print(
-                    f"{n:<10}{name:<14}{row['wall']:>13.3f}   "
-                    + ", ".join(parts)
-                    + f" (sum {total:.3f})"
-                )
+                ratio = "1" if name == "vla-eval" else f"{row['wall'] / ref:.2f}x"
+                cpu = ", ".join(parts) + f" (sum {total:.3f})"
+                rows.append([str(n), name, f"{row['wall']:.3f}", ratio, cpu])
+                print("  ".join(rows[-1]), flush=True)
+    if args.report:
+        from _report import write_table
+
+        write_table(
+            "vla-eval-steps",
+            "Where a step's time goes, state only: vla-eval's loop against pytest-hud's, "
+            "from the bare client up (bench/peer_vla_eval_steps.py)",
+            header,
+            rows,
+            note=(
+                f"One CartPole episode of {args.steps} steps per episode in flight, no pytest, "
+                "no start-up; server: the scripted controller behind vla-eval's "
+                f"PredictModelServer (max_batch_size {args.batch or 'the number in flight'}, "
+                f"window {args.wait * 1e3:g} ms). hud bare: the benchmark stepped in the "
+                "client's process, so its CPU is in the client's. Best of "
+                f"{args.reps} interleaved reps."
+            ),
+        )
 
 
 if __name__ == "__main__":
@@ -201,4 +272,5 @@ if __name__ == "__main__":
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--batch", type=int, help="server max_batch_size (default: in flight)")
     parser.add_argument("--wait", type=float, default=0.002, help="server max_wait_time (s)")
+    parser.add_argument("--report", action="store_true", help="write docs/performance.md")
     asyncio.run(main(parser.parse_args()))
