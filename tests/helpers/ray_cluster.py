@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hud.runtime.errors import SubstrateError
-from pytest_hud.runtime.ray.head import RAY, RayHead, free_port, ray_env
+from pytest_hud.runtime.ports import free_port
+from pytest_hud.runtime.ray.head import RAY, RayHead, ray_env
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -134,7 +134,7 @@ def taken_ports(monkeypatch: pytest.MonkeyPatch) -> Any:
     picks: list[int] = []
 
     def arm(n: int) -> list[int]:
-        real = daytona._free_loopback_port
+        real = daytona.free_port
 
         def pick() -> int:
             if len(picks) < n:
@@ -144,7 +144,7 @@ def taken_ports(monkeypatch: pytest.MonkeyPatch) -> Any:
                 return picks[-1]
             return real()
 
-        monkeypatch.setattr(daytona, "_free_loopback_port", pick)
+        monkeypatch.setattr(daytona, "free_port", pick)
         return picks
 
     yield arm

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_hud.runtime.errors import SubstrateError
+from pytest_hud.runtime.ports import free_port, port_taken
 
-__all__ = ["BOOT_TIMEOUT", "RayHead", "free_port", "ray_env"]
+__all__ = ["BOOT_TIMEOUT", "RayHead", "ray_env"]
 
 #: seconds a stopping cluster gets between SIGTERM and SIGKILL
 STOP_GRACE = 5.0
@@ -25,21 +25,8 @@ RAY = Path(sys.executable).with_name("ray")
 BOOT_TIMEOUT = 150.0  # one `ray start` on a loaded 2-core machine
 
 
-#: ``ray start --head`` attempts: a port found free is free only until Ray binds it, and a
-#: busy machine can take it in between (Ray's GCS then fails to start its grpc server)
+#: ``ray start --head`` attempts, on fresh ports each, while a port it was given was taken
 START_ATTEMPTS = 3
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def port_taken(output: str) -> bool:
-    """Whether ``ray start`` failed because a port it was given was in use."""
-    text = output.lower()
-    return "already in use" in text or "failed to start the grpc server" in text
 
 
 def ray_env() -> dict[str, str]:

@@ -9,13 +9,13 @@ import asyncio
 import logging
 import math
 import shlex
-import socket
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
 from pytest_hud.process import Child, child_env
 from pytest_hud.runtime.errors import SubstrateError
+from pytest_hud.runtime.ports import free_port, port_taken
 from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.substrate import (
     CONTROL_PORT,
@@ -46,20 +46,8 @@ def _import_daytona() -> ModuleType:
     return daytona
 
 
-def _free_loopback_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-#: how many times a tunnel that lost its local port to another process is re-opened: a
-#: port found free is only free until ssh binds it, and a busy machine can take it between
+#: how many times a tunnel that lost a local port to another process is re-opened
 _TUNNEL_REOPENS = 3
-
-
-def _lost_its_port(log: str) -> bool:
-    """Whether a tunnel exited because a local port it was to listen on was taken."""
-    return "address already in use" in log.lower()
 
 
 def _gpu_count(value: int | str) -> int:
@@ -108,7 +96,7 @@ class _DaytonaSubstrate(PingedSubstrate):
 
     async def _open_tunnel(self) -> None:
         """Forward each port to a free loopback port of this machine (ssh -N -L)."""
-        self.local = {port: _free_loopback_port() for port in self.owner.ports}
+        self.local = {port: free_port() for port in self.owner.ports}
         self._runtime = None  # the endpoint names the local ports
         self.tunnel = await Child.spawn(
             self.owner.tunnel_argv(self.access.ssh_command, self.local),
@@ -138,7 +126,7 @@ class _DaytonaSubstrate(PingedSubstrate):
         tunnel = self.tunnel
         if tunnel is not None and tunnel.returncode is not None:
             await tunnel.drained(_IO_TIMEOUT)
-            if _lost_its_port(tunnel.log_tail()) and self.reopens < _TUNNEL_REOPENS:
+            if port_taken(tunnel.log_tail()) and self.reopens < _TUNNEL_REOPENS:
                 self.reopens += 1
                 log.info("%s: %s's tunnel lost a local port; reopening", self.task.key, self.name)
                 await tunnel.terminate()
