@@ -20,6 +20,8 @@ import numpy as np
 import pytest
 from needs import require
 
+from pytest_hud.runtime.ports import free_port
+
 HAVE_VLA_EVAL = importlib.util.find_spec("vla_eval") is not None
 HERE = Path(__file__).resolve().parents[1] / "helpers" / "vla_eval_peer"
 sys.path.insert(0, str(HERE))  # the helpers (a folder named vla_eval is not a package here)
@@ -189,11 +191,7 @@ def test_a_mismatched_server_fails_before_any_item(
 
 
 def test_an_unreachable_server_is_one_usage_error(suite: pytest.Pytester) -> None:
-    import socket
-
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # a port nobody listens on
     result, rows = run(suite, f"vla-eval:ws://127.0.0.1:{port}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert f"127.0.0.1:{port}" in result.stderr.str()
@@ -234,15 +232,12 @@ def test_a_server_back_within_the_backoff_resumes_the_episode(suite: pytest.Pyte
     """The server dies mid-episode and a new one comes up on its port: the agent
     reconnects, restarts the episode there and resends the observation; every row
     ends as it does with the native agent."""
-    import socket
     import threading
 
     from server_proc import controller_server
 
     _, want = run(suite, "cartpole_agents:balance")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     suite.makeconftest("import cartpole_env  # noqa: F401\n" + RECONNECTING.format(port=port))
     revived: list[int | None] = []
     done = threading.Event()

@@ -19,6 +19,7 @@ import pytest
 from needs import require
 
 from pytest_hud.evaluation.results import Gate, results_document
+from pytest_hud.runtime.ports import free_port
 from pytest_hud.trackers import (
     TrackerError,
     TrackerWarning,
@@ -389,12 +390,8 @@ def test_a_tracker_that_cannot_reach_its_server_is_one_warning(
     doc: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """MLflow pointed at a tracking server that is down (a port nothing listens on)."""
-    import socket
-
     _need("mlflow")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # nothing listens on it
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{port}")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")

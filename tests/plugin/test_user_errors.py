@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_hud.runtime.ports import free_port
+
 ENV = """
 from pytest_hud import Environment
 from pytest_hud.robot import RobotEndpoint
@@ -99,14 +101,6 @@ def test_grade(hud_result):
     assert "control.py" not in out
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 ROWS = """
 import pytest
 from faulty_env import late
@@ -148,7 +142,7 @@ def test_an_unreachable_hub_checkpoint_is_one_quick_usage_error(
 ) -> None:
     """The hub is a refused loopback port (or HF_HUB_OFFLINE): no dial beyond 127.0.0.1."""
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_free_port()}")
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")
     if offline:
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     faulty.makepyfile(test_rows=ROWS)

@@ -41,6 +41,7 @@ from pytest_hud.robot.agent.remote import RemoteModel, RemoteModelError
 from pytest_hud.robot.wire.codec import pack, unpack, ws_options
 from pytest_hud.runtime import EnvServer
 from pytest_hud.runtime.modules import module_environments
+from pytest_hud.runtime.ports import free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -552,19 +553,11 @@ class _Reconnects(logging.Handler):
             self.seen.set()
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_a_restarted_policy_server_is_reconnected() -> None:
     """Issue 26 #3: the rollout in flight when the server dies is an ERROR; a rollout that
     starts while it is down waits (bounded, logged) and runs once it is back; a server that
     stays away past ``reconnect`` fails each later rollout at its first refused connect."""
-    port = _free_port()
+    port = free_port()
     handler = _Reconnects()
     logging.getLogger("pytest_hud.robot.agent.remote").addHandler(handler)
     procs = [(await _start_policy_server(port))[0]]
@@ -622,7 +615,7 @@ async def test_a_server_never_reached_fails_at_once() -> None:
     handler = _Reconnects()
     logging.getLogger("pytest_hud.robot.agent.remote").addHandler(handler)
     try:
-        model = RemoteModel(f"127.0.0.1:{_free_port()}", reconnect=60.0)
+        model = RemoteModel(f"127.0.0.1:{free_port()}", reconnect=60.0)
         with pytest.raises(RemoteModelError, match="cannot connect to the policy server"):
             await model.ainfer({"observation/state": np.zeros(2, np.float32)})
         assert handler.count == 0
