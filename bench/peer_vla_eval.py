@@ -184,6 +184,7 @@ class Variant:
     inflight: int
     go: Callable[[], Run]
     server: bool = True  # drives the vla-eval server (its batch widths are read)
+    procs: int = 1  # harness processes (shards, or pytest processes), the server apart
 
 
 def child_env(work: Path, **extra: str) -> dict[str, str]:
@@ -302,17 +303,18 @@ def variants(url: str, work: Path, args: argparse.Namespace) -> list[Variant]:
 
     out: list[Variant] = []
     for n in args.parallel:
-        out.append(Variant(f"vla-eval {n}", n, lambda n=n: run_vla_eval(url, n, work, w)))
+        go = lambda n=n: run_vla_eval(url, n, work, w)  # noqa: E731
+        out.append(Variant(f"vla-eval {n}", n, go, procs=n))
         if args.camera:  # the images raw, as pytest-hud sends them
             go = lambda n=n: run_vla_eval(url, n, work, raw)  # noqa: E731
-            out.append(Variant(f"vla-eval {n} raw", n, go))
+            out.append(Variant(f"vla-eval {n} raw", n, go, procs=n))
         for how, tag in ((w, "hud"), (inline, "hud inline")):
             name = f"{tag} -n {n}" if n > 1 else f"{tag} 1 process"
-            out.append(Variant(name, n, hud(n, 1, how)))
+            out.append(Variant(name, n, hud(n, 1, how), procs=n))
             if n > 1:
                 out.append(Variant(f"{tag} c{n}", n, hud(1, n, how)))
             if n >= 4 and n % 2 == 0:
-                out.append(Variant(f"{tag} -n 2 c{n // 2}", n, hud(2, n // 2, how)))
+                out.append(Variant(f"{tag} -n 2 c{n // 2}", n, hud(2, n // 2, how), procs=2))
         if n == 1 and not args.camera:  # its sim (env.gym) has no camera
             native = "cartpole_agents:balance"
             go = lambda a=native: run_hud(work, "native_env", a, 1, 1, w)  # noqa: E731
@@ -416,6 +418,24 @@ def main() -> None:
     show(runs, best, batch, starts, n, args)
 
 
+PROCS_HEADER = ["processes", "vla-eval", "wall s", "best pytest-hud", "wall s", "vs vla-eval"]
+
+
+def equal_processes(runs: list[Variant], best: dict[str, Run]) -> list[list[str]]:
+    """For each shard count P: vla-eval's P shards against the fastest pytest-hud variant
+    that runs in at most P processes. vla-eval runs a shard's episodes one after another, so
+    its episodes in flight are its shards; a pytest process keeps several in flight."""
+    out = []
+    for ref in (v for v in runs if re.fullmatch(r"vla-eval \d+", v.name)):
+        hud = [v for v in runs if v.name.startswith("hud") and v.server and v.procs <= ref.procs]
+        if not hud:
+            continue
+        top = min(hud, key=lambda v: best[v.name].wall)
+        a, b = best[ref.name].wall, best[top.name].wall
+        out.append([str(ref.procs), ref.name, f"{a:.2f}", top.name, f"{b:.2f}", f"{b / a:.2f}x"])
+    return out
+
+
 def show(
     runs: list[Variant],
     best: dict[str, Run],
@@ -463,7 +483,8 @@ def show(
         sums.append([str(k), f"{ref.wall:.2f}", top.name, f"{wall:.2f}", f"{wall / ref.wall:.2f}x"])
         if args.camera:
             sums[-1].append(f"{wall / best[f'vla-eval {k} raw'].wall:.2f}x")
-    for head, body in ((header, rows), (summary, sums)):
+    procs = equal_processes(runs, best)
+    for head, body in ((header, rows), (summary, sums), (PROCS_HEADER, procs)):
         widths_ = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(head)]
         print()
         print("  ".join(h.ljust(w) for h, w in zip(head, widths_, strict=True)))
@@ -484,6 +505,9 @@ def show(
             "harnesses wait for. Best-of-N pytest-hud "
             "per in-flight count: "
             + "; ".join(f"{r[0]} in flight: {r[2]} {r[4]}" for r in sums)
+            + ". At equal processes (vla-eval's P shards against pytest-hud in at most P "
+            "processes, each harness keeping as many episodes in flight as it can): "
+            + "; ".join(f"{r[0]}: {r[3]} {r[4]} s vs {r[1]} {r[2]} s, {r[5]}" for r in procs)
             + "."
         )
         if starts:

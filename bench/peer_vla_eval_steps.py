@@ -227,14 +227,15 @@ async def main(args: argparse.Namespace) -> None:
         with controller_server("--batch", batch, "--wait", str(args.wait)) as (port, proc):
             url = f"ws://127.0.0.1:{port}"
             best: dict[str, Row] = {}
+            names = args.variants
             for rep in range(args.reps):
-                k = rep % len(VARIANTS)  # rotate the order: no variant always runs first
-                for name in VARIANTS[k:] + VARIANTS[:k]:
+                k = rep % len(names)  # rotate the order: no variant always runs first
+                for name in names[k:] + names[:k]:
                     row = await measure(name, url, proc.pid, n, args.steps)
                     if name not in best or row["wall"] < best[name]["wall"]:
                         best[name] = row
             ref = best["vla-eval"]["wall"]
-            for name in VARIANTS:
+            for name in names:
                 row = best[name]
                 who = "shards" if name == "vla-eval" else "client"
                 parts = [f"{who} {row['client']:.3f}"]
@@ -272,5 +273,11 @@ if __name__ == "__main__":
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--batch", type=int, help="server max_batch_size (default: in flight)")
     parser.add_argument("--wait", type=float, default=0.002, help="server max_wait_time (s)")
+    parser.add_argument(
+        "--variants",
+        type=lambda s: tuple(v.strip() for v in s.split(",")),
+        default=VARIANTS,
+        help=f"comma-separated, vla-eval first (default: {','.join(VARIANTS)})",
+    )
     parser.add_argument("--report", action="store_true", help="write docs/performance.md")
     asyncio.run(main(parser.parse_args()))

@@ -128,3 +128,38 @@ async def test_the_in_process_pair_ends_like_a_websocket() -> None:
             await server[0].send(b"late")
     finally:
         await inproc.unregister("ws://127.0.0.1:1")
+
+
+class ReusingCounter(CounterSim):
+    """Writes every observation into the same buffers, as VlaEvalBridge and many sims do."""
+
+    def get_observation(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        data, done = super().get_observation()
+        if not hasattr(self, "_rows"):
+            self._rows = {k: np.empty_like(v) for k, v in data.items()}
+        for key, value in data.items():
+            self._rows[key][...] = value
+        return self._rows, done
+
+
+async def test_an_inline_agent_gets_each_observation_as_its_own_read_only_copy() -> None:
+    """In-process, messages pass without the codec; the agent must still see what a socket
+    would give it: arrays of its own (not the sim's reused buffer), read-only like decoded ones."""
+    seen: dict[str, list[np.ndarray]] = {}
+    for inline in (False, True):
+        async with RobotEndpoint(ReusingCounter, kwargs={"length": 4}, inline=inline) as ep:
+            run = await ep.reset()
+            async with await RobotClient.connect(ep.url, token=run["token"]) as client:
+                assert isinstance(client._ws, InprocTransport) is inline
+                obs = await client.get_observation()
+                states = [obs["data"]["observation/state"]]
+                while not obs["terminated"]:
+                    obs = await client.step([1.0, 0.0])
+                    states.append(obs["data"]["observation/state"])
+            await ep.result(run["token"])
+        seen["inline" if inline else "socket"] = states
+    counts = [float(s[0]) for s in seen["inline"]]
+    assert counts == [0.0, 1.0, 2.0, 3.0, 4.0]
+    for a, b in zip(seen["inline"], seen["socket"], strict=True):
+        np.testing.assert_array_equal(a, b)
+        assert a.dtype == b.dtype and not a.flags.writeable and not b.flags.writeable

@@ -11,7 +11,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from pytest_hud.robot.wire.codec import WireError, pack, pack_chunks, unpack, ws_options
+from pytest_hud.robot.wire.codec import WireError, carry, pack, pack_chunks, unpack, ws_options
 
 VECTORS = Path(__file__).resolve().parents[1] / "helpers" / "data" / "wire_vectors"
 CASES = json.loads((VECTORS / "cases.json").read_text())
@@ -111,6 +111,39 @@ def test_pack_chunks_references_large_arrays_instead_of_copying() -> None:
 @pytest.mark.parametrize("case", SHARED, ids=lambda c: c["name"])
 def test_unpack_matches_openpi_client(case: dict[str, Any]) -> None:
     check_decoded(unpack((VECTORS / case["file"]).read_bytes()), case["decoded"])
+
+
+@pytest.mark.parametrize("case", SHARED, ids=lambda c: c["name"])
+def test_carry_gives_what_the_wire_decodes_without_the_bytes(case: dict[str, Any]) -> None:
+    """An inline sim and its agent pass messages through carry(): the receiver must see what
+    unpack(pack(msg)) gives, and never the sender's buffers (a bridge reuses its rows)."""
+    sent = build(case["input"])
+    got = carry(sent)
+    check_decoded(got, case["decoded"])
+    for mine, theirs in zip(_arrays(sent), _arrays(got), strict=True):
+        assert not np.shares_memory(mine, theirs)
+
+
+def _arrays(obj: Any) -> list[np.ndarray]:
+    if isinstance(obj, np.ndarray):
+        return [obj]
+    if isinstance(obj, dict):
+        return [a for v in obj.values() for a in _arrays(v)]
+    if isinstance(obj, list | tuple):
+        return [a for v in obj for a in _arrays(v)]
+    return []
+
+
+@pytest.mark.parametrize(
+    "value",
+    [np.zeros(2, "<U2"), np.zeros(2, np.complex64), np.array([None], object), object()],
+    ids=["unicode", "complex", "object-array", "object"],
+)
+def test_carry_refuses_what_the_wire_refuses(value: Any) -> None:
+    with pytest.raises(WireError, match="over openpi/0"):
+        pack({"x": value})
+    with pytest.raises(WireError, match="over openpi/0"):
+        carry({"x": value})
 
 
 @ENCODERS

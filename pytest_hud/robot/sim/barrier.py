@@ -16,6 +16,7 @@ from pytest_hud.robot.sim.hooks import SimHooks
 from pytest_hud.robot.sim.messages import _send_error, slot_row
 from pytest_hud.robot.sim.slots import SlotState, _Slot
 from pytest_hud.robot.wire.codec import pack_chunks
+from pytest_hud.robot.wire.inproc import InprocServerEnd
 from pytest_hud.robot.wire.vectored import send_chunks
 from pytest_hud.tracebacks import format_exc
 
@@ -57,7 +58,10 @@ class SlotBarrier(SimHooks):
         if done and slot.state is SlotState.LIVE:
             slot.state, slot.reason = SlotState.DONE, "terminated"
         with contextlib.suppress(ConnectionClosed):  # not websockets.X: a lazy import per step
-            await send_chunks(ws, pack_chunks(msg))
+            if isinstance(ws, InprocServerEnd):  # an inline agent: the message itself
+                await ws.send_message(msg)
+            else:
+                await send_chunks(ws, pack_chunks(msg))
 
     async def _maybe_step(self) -> None:
         """Step while every participant is ready; re-entrant calls return at once."""

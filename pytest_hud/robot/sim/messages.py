@@ -25,6 +25,8 @@ def decode_frame(frame: Any) -> Any:
             f"got a text frame ({frame[:80]!r}); text frames are errors on openpi/0, "
             "send msgpack binary frames"
         )
+    if isinstance(frame, dict):  # passed by an in-process agent, already decoded
+        return frame
     try:
         return unpack(frame)
     except WireError as exc:

@@ -13,6 +13,7 @@ import numpy as np
 from pytest_hud.robot.contract import Contract, Spaces
 from pytest_hud.robot.wire.codec import pack, unpack
 from pytest_hud.robot.wire.errors import ConnectError, RobotError, TransportClosed, WireError
+from pytest_hud.robot.wire.inproc import InprocTransport
 from pytest_hud.robot.wire.transport import Transport, connect
 
 __all__ = ["RobotClient", "RobotError"]
@@ -168,7 +169,10 @@ class RobotClient:
 
     async def _send(self, msg: dict[str, Any]) -> None:
         try:
-            await self._ws.send(pack(msg))
+            if isinstance(self._ws, InprocTransport):  # an inline sim: the message itself
+                await self._ws.send_message(msg)
+            else:
+                await self._ws.send(pack(msg))
         except TransportClosed as exc:
             raise RobotError(f"bridge closed the connection: {exc}") from None
 
@@ -212,6 +216,8 @@ async def _recv(ws: Transport, timeout: float | None, what: str) -> Any:
         ) from None
     if isinstance(frame, str):
         raise RobotError(frame)
+    if isinstance(frame, dict):  # passed by an inline sim, already decoded
+        return frame
     try:
         return unpack(frame)
     except WireError as exc:

@@ -18,6 +18,7 @@ __all__ = [
     "PROTOCOL",
     "SMALL_FRAME_BYTES",
     "WireError",
+    "carry",
     "frame_ceiling",
     "frame_limit",
     "pack",
@@ -192,6 +193,30 @@ def unpack(data: bytes | bytearray | memoryview) -> Any:
             f"frame is not openpi/0 msgpack ({type(exc).__name__}: {exc}); "
             "send msgpack-numpy encoded binary frames"
         ) from exc
+
+
+def carry(obj: Any) -> Any:
+    """What ``unpack(pack(obj))`` returns, without the bytes: for an in-process peer.
+
+    Arrays are copied and read-only (a decoded frame's arrays are read-only views, and the
+    sender may reuse its buffer), tuples become lists, and a value the wire refuses raises
+    the same WireError.
+    """
+    if isinstance(obj, np.ndarray):
+        _check_dtype(obj.dtype)
+        out = obj.copy()
+        out.flags.writeable = False
+        return out
+    if isinstance(obj, dict):
+        return {key: carry(value) for key, value in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [carry(value) for value in obj]
+    if obj is None or isinstance(obj, str | bytes | bool | int | float):
+        return obj
+    if isinstance(obj, np.generic):
+        _check_dtype(obj.dtype)
+        return obj
+    raise WireError(f"cannot encode {type(obj).__name__} over openpi/0 (no pickling)")
 
 
 #: What a peer may send before it is known (a claim), and the floor of every cap.

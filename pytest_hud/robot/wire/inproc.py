@@ -1,6 +1,7 @@
 """An in-process connection: two queues in place of a socket, for an agent that dials a bridge
-served on its own event loop (an inline sim). The same frames pass as over a WebSocket, without
-the syscalls, the framing and the second process's wake-up on every step.
+served on its own event loop (an inline sim). Frames pass as over a WebSocket, without the
+syscalls, the framing and the second process's wake-up on every step; a message sent with
+``send_message`` passes as the decoded value itself (:func:`~.codec.carry`), without the codec.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from typing import Any
 
 from websockets.exceptions import ConnectionClosedOK
 
+from pytest_hud.robot.wire.codec import carry
 from pytest_hud.robot.wire.errors import TransportClosed
 
 __all__ = ["InprocServerEnd", "InprocTransport", "dial", "register", "unregister"]
 
-Frame = bytes | memoryview | str
+#: What a receiver gets: a frame, or a message a peer passed with ``send_message``.
+Frame = bytes | memoryview | str | dict[str, Any]
 Handler = Callable[["InprocServerEnd"], Awaitable[None]]
 
 #: url -> (the loop that serves it, its connection handler, its connections' tasks)
@@ -32,6 +35,10 @@ class _End:
         self.peer: _End | None = None
         self.closed = False
 
+    def _gone(self) -> Exception:
+        """What this end raises once the connection is closed (as its real counterpart does)."""
+        raise NotImplementedError
+
     def _post(self, frame: Any) -> None:
         peer = self.peer
         if peer is not None and not peer.closed:
@@ -43,29 +50,33 @@ class _End:
             self._post(_CLOSED)
             self.inbox.put_nowait(_CLOSED)
 
-    async def _take(self) -> Frame | None:
-        """The next frame, or None once either side closed (the close marker stays queued)."""
+    async def send(self, data: bytes | str) -> None:
+        if self.closed:
+            raise self._gone()
+        self._post(data)
+
+    async def send_message(self, message: dict[str, Any]) -> None:
+        """Pass ``message`` as the peer would decode it from ``pack(message)``."""
+        if self.closed:
+            raise self._gone()
+        self._post(carry(message))
+
+    async def recv(self) -> Any:  # a Frame; Any so this end is a Transport as well
+        """The next frame or message; raises once either side closed (the close marker
+        stays queued, so later calls raise at once too)."""
         frame = await self.inbox.get()
         if frame is _CLOSED:
             self.closed = True
-            self.inbox.put_nowait(_CLOSED)  # later calls end at once too
-            return None
-        return frame  # type: ignore[no-any-return]
+            self.inbox.put_nowait(_CLOSED)
+            raise self._gone()
+        return frame
 
 
 class InprocTransport(_End):
     """The agent's end, a :class:`~pytest_hud.robot.wire.transport.Transport`."""
 
-    async def send(self, data: bytes | str) -> None:
-        if self.closed:
-            raise TransportClosed(1000, "in-process connection closed")
-        self._post(data)
-
-    async def recv(self) -> Frame:
-        frame = await self._take()
-        if frame is None:
-            raise TransportClosed(1000, "in-process connection closed")
-        return frame
+    def _gone(self) -> Exception:
+        return TransportClosed(1000, "in-process connection closed")
 
     async def close(self) -> None:
         self._shut()
@@ -77,16 +88,8 @@ class InprocTransport(_End):
 class InprocServerEnd(_End):
     """The bridge's end: what its handler reads as a websockets ``ServerConnection``."""
 
-    async def send(self, data: bytes | str) -> None:
-        if self.closed:
-            raise ConnectionClosedOK(None, None)
-        self._post(data)
-
-    async def recv(self) -> Frame:
-        frame = await self._take()
-        if frame is None:
-            raise ConnectionClosedOK(None, None)
-        return frame
+    def _gone(self) -> Exception:
+        return ConnectionClosedOK(None, None)
 
     async def close(self, code: int = 1000, reason: str = "") -> None:
         self._shut()
