@@ -17,8 +17,6 @@ from pytest_hud.robot.wire.errors import TransportClosed
 
 __all__ = ["InprocServerEnd", "InprocTransport", "dial", "register", "unregister"]
 
-#: What a receiver gets: a frame, or a message a peer passed with ``send_message``.
-Frame = bytes | memoryview | str | dict[str, Any]
 Handler = Callable[["InprocServerEnd"], Awaitable[None]]
 
 #: url -> (the loop that serves it, its connection handler, its connections' tasks)
@@ -61,9 +59,10 @@ class _End:
             raise self._gone()
         self._post(carry(message))
 
-    async def recv(self) -> Any:  # a Frame; Any so this end is a Transport as well
-        """The next frame or message; raises once either side closed (the close marker
-        stays queued, so later calls raise at once too)."""
+    async def recv(self) -> Any:  # Any, so this end also fits the Transport protocol
+        """The next frame (bytes or str) or message (the dict a peer passed with
+        ``send_message``); raises once either side closed (the close marker stays queued,
+        so later calls raise at once too)."""
         frame = await self.inbox.get()
         if frame is _CLOSED:
             self.closed = True
