@@ -418,6 +418,15 @@ def main() -> None:
     show(runs, best, batch, starts, n, args)
 
 
+def fastest_hud(
+    runs: list[Variant], best: dict[str, Run], keep: Callable[[Variant], bool]
+) -> Variant | None:
+    """The pytest-hud variant with the best wall among those that drive the server and
+    ``keep`` accepts (None if there is none)."""
+    hud = [v for v in runs if v.name.startswith("hud") and v.server and keep(v)]
+    return min(hud, key=lambda v: best[v.name].wall, default=None)
+
+
 PROCS_HEADER = ["processes", "vla-eval", "wall s", "best pytest-hud", "wall s", "vs vla-eval"]
 
 
@@ -427,10 +436,9 @@ def equal_processes(runs: list[Variant], best: dict[str, Run]) -> list[list[str]
     its episodes in flight are its shards; a pytest process keeps several in flight."""
     out = []
     for ref in (v for v in runs if re.fullmatch(r"vla-eval \d+", v.name)):
-        hud = [v for v in runs if v.name.startswith("hud") and v.server and v.procs <= ref.procs]
-        if not hud:
+        top = fastest_hud(runs, best, lambda v, p=ref.procs: v.procs <= p)
+        if top is None:
             continue
-        top = min(hud, key=lambda v: best[v.name].wall)
         a, b = best[ref.name].wall, best[top.name].wall
         out.append([str(ref.procs), ref.name, f"{a:.2f}", top.name, f"{b:.2f}", f"{b / a:.2f}x"])
     return out
@@ -477,8 +485,9 @@ def show(
     sums: list[list[str]] = []
     for k in args.parallel:
         ref = best[f"vla-eval {k}"]
-        hud = [v for v in runs if v.inflight == k and v.name.startswith("hud") and v.server]
-        top = min(hud, key=lambda v: best[v.name].wall)
+        top = fastest_hud(runs, best, lambda v, k=k: v.inflight == k)
+        if top is None:
+            continue
         wall = best[top.name].wall
         sums.append([str(k), f"{ref.wall:.2f}", top.name, f"{wall:.2f}", f"{wall / ref.wall:.2f}x"])
         if args.camera:
