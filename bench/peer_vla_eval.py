@@ -1,12 +1,15 @@
 """pytest-hud against vla-eval (allenai's vla-evaluation-harness 0.8.0) on the same work,
 at equal parallelism.
 
-Equal parallelism means the same number of episodes in flight. vla-eval's Orchestrator
+Equal parallelism is read two ways, and the bench prints both. vla-eval's Orchestrator
 runs a shard's episodes one after another (``Orchestrator._run_benchmark_inner`` awaits
 ``runner.run_episode`` per work item), so vla-eval has N episodes in flight only with N
 shard processes. pytest-hud has N in flight with ``-n N`` (one per worker), with
 ``--hud-concurrency=N`` over one N-slot substrate (``--hud-shared=N``) in one process, or
-both. For each N in ``--parallel`` the bench runs:
+both. The first table and its summary pair equal episodes in flight; the last pairs
+equal processes (vla-eval's P shards against the fastest pytest-hud variant in at most P
+processes: the issue's "1 and 2 shards against -n 1 and -n 2"). For each N in
+``--parallel`` the bench runs:
 
     vla-eval N         N shard processes of vla-eval's own Orchestrator (what
                        ``vla-eval run`` runs, without Docker)
