@@ -144,6 +144,11 @@ def read_agents(config: pytest.Config) -> list[str]:
     return [out for spec in raw for out in expand_spec(spec)]
 
 
+def agent_given(config: pytest.Config) -> bool:
+    """Whether ``--hud-agent`` or the ini's ``hud_agent`` names the agent (else: ``random``)."""
+    return bool(config.getoption("hud_agent")) or config.getini("hud_agent") not in (None, "", [])
+
+
 def read_ab_seed(config: pytest.Config) -> int:
     """``--hud-ab-seed`` (else the ini's, else the controller's, else a fresh one)."""
     given = config.getoption("hud_ab_seed")

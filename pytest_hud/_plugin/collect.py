@@ -40,9 +40,12 @@ class Collector:
         self.options = session.options
         self.evaluator = session.evaluator
         self._primed = False  # the first items' substrates were booted ahead
+        ledger = self.options.ledger  # whatever its name, the run's ledger holds no tasks
+        where = self.config.invocation_params.dir
+        self._ledger = None if ledger is None else (Path(where) / ledger).resolve()
 
     def collect_file(self, file_path: Path, parent: pytest.Collector) -> Any:
-        if is_task_file(file_path):
+        if is_task_file(file_path) and file_path.resolve() != self._ledger:
             return TaskFile.from_parent(parent, path=file_path)
         return None
 

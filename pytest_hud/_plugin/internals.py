@@ -5,6 +5,8 @@ for rollout lookahead.
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -276,6 +278,21 @@ def hand_to_workers(node: Any, key: str, value: Any) -> None:
 def from_controller(config: pytest.Config, key: str) -> Any:
     """In an xdist worker, what the controller handed it under ``key`` (else None)."""
     return getattr(config, "workerinput", {}).get(key)
+
+
+def conftest_agent(config: pytest.Config) -> str | None:
+    """``PATH::hud_agent`` for the conftest (or other plugin) that overrides the plugin's
+    ``hud_agent`` fixture, for rows to name; None when none does."""
+    for plugin in config.pluginmanager.get_plugins():
+        if defines_fixture(plugin, "hud_agent", "pytest_hud.fixtures"):
+            where = getattr(plugin, "__file__", None)
+            if where is None:
+                return f"{getattr(plugin, '__name__', type(plugin).__name__)}::hud_agent"
+            path = Path(where)
+            with contextlib.suppress(ValueError):
+                path = path.relative_to(config.rootpath)
+            return f"{path.as_posix()}::hud_agent"
+    return None
 
 
 def defines_fixture(plugin: object, name: str, besides: str) -> bool:

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from pytest_hud._plugin import heap
-from pytest_hud._plugin.arm_specs import Arm, arms_of
+from pytest_hud._plugin.arm_specs import Arm, agent_given, arms_of
 from pytest_hud._plugin.collect import Collector
 from pytest_hud._plugin.errors import ExpectError
 from pytest_hud._plugin.evaluator import Evaluator
 from pytest_hud._plugin.expect import Expectations
 from pytest_hud._plugin.identity import RunIdentity
-from pytest_hud._plugin.internals import is_worker, terminal_writer
+from pytest_hud._plugin.internals import conftest_agent, is_worker, terminal_writer
 from pytest_hud._plugin.options import HudOptions
 from pytest_hud._plugin.reporting import Reporter
 from pytest_hud._plugin.state import RESULT
@@ -47,6 +47,8 @@ class HudSession:
         #: several --hud-agent: one arm each (empty for one agent)
         self.arms: list[Arm] = arms_of(options.agents)
         self.agent_name = _validate_agent(options.agent)
+        if not agent_given(config):  # a conftest's hud_agent names the rows, not "random"
+            self.agent_name = conftest_agent(config) or self.agent_name
         for arm in self.arms[1:]:
             _validate_agent(arm.spec)
         if not self.is_worker and config.getoption("dist", "no") != "no":

@@ -128,6 +128,46 @@ def test_zero(hud_result):
 """
 
 
+CONFTEST_AGENT = """
+import line_env  # noqa: F401
+import pytest
+from pytest_hud.robot import RobotAgent, ZeroModel
+
+
+@pytest.fixture(scope="session")
+def hud_agent():
+    return RobotAgent(ZeroModel(), name="conftest-zero")
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "label"),
+    [
+        ((), "conftest.py::hud_agent"),
+        (("-n", "2"), "conftest.py::hud_agent"),
+        (("--hud-checkpoint=ckpt-7",), "ckpt-7"),
+        (("--hud-agent=random",), "random"),
+    ],
+    ids=["conftest", "conftest-n2", "checkpoint", "given"],
+)
+def test_a_conftest_hud_agent_names_the_rows_not_the_default_agent(
+    suite, args: tuple[str, ...], label: str
+) -> None:
+    # without --hud-agent the session's agent defaults to "random"; rows, the table and
+    # the ledger must not credit it with the conftest agent's episodes (and a ledger not
+    # named *.ledger.jsonl in the suite is still not collected as a task file)
+    suite.makeini("[pytest]\n")
+    suite.makeconftest(CONFTEST_AGENT)
+    suite.makepyfile(test_line=TESTS)
+    result = run(suite, "--hud-results=results.json", "--hud-ledger=ledger.jsonl", *args)
+    result.assert_outcomes(passed=1, failed=1, errors=1)
+    assert f"hud: {label} on 3 rollouts" in result.stdout.str()
+    doc = json.loads((suite.path / "results.json").read_text())
+    assert {r["agent"] for r in doc["rollouts"]} == {label}
+    ledger = [json.loads(line) for line in (suite.path / "ledger.jsonl").read_text().splitlines()]
+    assert {r["agent"] for r in ledger if "key" in r} == {label}
+
+
 @pytest.mark.parametrize("plus_first", [True, False], ids=["override-first", "override-last"])
 def test_a_module_overriding_hud_agent_gets_its_own_agent(suite, plus_first: bool) -> None:
     # with lookahead (concurrency 4), rollouts of the next module must not start with
