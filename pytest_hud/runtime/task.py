@@ -10,7 +10,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +171,23 @@ class Task:
             raise TaskError(f"{where}: {exc}") from None
 
 
+def _module_from(row: Task, folder: Path) -> Task:
+    """``row`` with a relative ``module`` path read from its task file's ``folder`` when the
+    file is there (else it stays relative to the current directory), so a task file runs
+    the same from wherever pytest starts."""
+    module = row.metadata.get("module")
+    if not isinstance(module, str) or not module.endswith(".py") or Path(module).is_absolute():
+        return row
+    there = (folder / module).resolve()
+    if not there.is_file():
+        return row
+    try:  # as the row's user would write it from here: relative where it can be
+        text = str(there.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        text = str(there)
+    return replace(row, metadata={**row.metadata, "module": text})
+
+
 class Taskset(Sequence[Task]):
     """An ordered list of task rows with unique keys, and where it came from."""
 
@@ -225,16 +242,19 @@ class Taskset(Sequence[Task]):
                     rows.append(Task.from_row(json.loads(line), f"{path}:{n}"))
                 except json.JSONDecodeError as exc:
                     raise TaskError(f"{path}:{n}: not a JSON object ({exc.msg})") from None
-            return cls(rows, source=str(path))
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TaskError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
-        if isinstance(data, Mapping) and "tasks" in data:
-            data = data["tasks"]
-        if not isinstance(data, list):
-            raise TaskError(f"{path}: expected a JSON list of task rows")
-        return cls(data, source=str(path))
+            out = cls(rows, source=str(path))
+        else:
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise TaskError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+            if isinstance(data, Mapping) and "tasks" in data:
+                data = data["tasks"]
+            if not isinstance(data, list):
+                raise TaskError(f"{path}: expected a JSON list of task rows")
+            out = cls(data, source=str(path))
+        out._tasks = [_module_from(t, path.parent) for t in out._tasks]
+        return out
 
     @classmethod
     def from_module(cls, module: Any) -> Taskset:

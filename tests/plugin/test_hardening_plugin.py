@@ -262,6 +262,24 @@ def test_a_module_column_outside_the_project_is_refused_unless_allowed(
     run(pytester, "proj/rows.jsonl", "--hud-agent=plain_agent:plain").assert_outcomes(passed=2)
 
 
+def test_a_relative_module_column_is_read_from_the_task_files_folder(
+    pytester: pytest.Pytester,
+) -> None:
+    """A new user's trial: {"module": "envs/inside.py"} in suite/rows.jsonl ran only from
+    suite/ (the path was read from the current directory: from the project root the row
+    ERRORed with "env module .../envs/inside.py does not exist")."""
+    suite = pytester.path / "suite"
+    (suite / "envs").mkdir(parents=True)
+    (suite / "envs" / "inside.py").write_text(EVIL.replace('"evil"', '"inside"'))
+    row = {"env": "inside", "id": "t", "module": "envs/inside.py"}
+    (suite / "rows.jsonl").write_text(json.dumps(row) + "\n")
+    (suite / "rows.tasks.json").write_text(json.dumps([row]))
+    pytester.makepyfile(plain_agent=PLAIN_AGENT)
+    result = run(pytester, "suite", "--hud-agent=plain_agent:plain", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    assert (suite / "envs" / "ran.txt").read_text() == "imported"
+
+
 def test_a_refused_module_column_names_each_allowed_folder_once(tmp_path: Path) -> None:
     """Issue 26 #6: a task file in the rootdir gave "outside DIR and DIR and DIR"."""
     from pytest_hud import Task
