@@ -4,6 +4,7 @@ the evaluator learns each item's case and what comes next."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,8 +91,27 @@ class Collector:
                 self.evaluator.register(item.nodeid, case, binding_key(item))
             if self.options.shared:  # keep a shared substrate's items on one xdist worker
                 item.add_marker(pytest.mark.xdist_group(name=f"hud-{case.row.env}"))
+        cases = [item.stash[CASE] for item in items if CASE in item.stash]
         if self.session.baseline is not None:
-            self._check_baseline_covers([item.stash[CASE] for item in items if CASE in item.stash])
+            self._check_baseline_covers(cases)
+        if cases and not self.config.option.keyword and not self.config.option.markexpr:
+            self._warn_unmatched(cases)
+
+    def _warn_unmatched(self, cases: list[HudCase]) -> None:
+        """One warning per ``--hud-expect`` glob no collected row matches (a glob written
+        against the test id, ``[seed=1]``, silently matched nothing)."""
+        expect = self.session.expect
+        for kind, rules in (("xfail", expect.xfail), ("skip", expect.skip)):
+            for glob in rules:
+                probe = Expectations(**{kind: {glob: ""}})
+                if not any(probe.match(c.row.env, c.row.slug, c.row.id) for c in cases):
+                    warnings.warn(
+                        f"--hud-expect {self.options.expect}: {kind} glob {glob!r} matches no "
+                        "collected row; globs match a row's env/task_id or env/slug (e.g. "
+                        f"{cases[0].row.env}/{cases[0].row.id}), not its test id's args",
+                        UserWarning,
+                        stacklevel=1,
+                    )
 
     def collection_ordered(self, items: list[pytest.Item]) -> None:
         """After every plugin reordered the items: boot the first ones' substrates, then

@@ -35,6 +35,12 @@ async def run(
     ``warm``: how many substrates to boot ahead of the running rollouts (0: off; default:
     ``max_concurrent`` for a provider whose boot is worth hiding, see :mod:`.warm`).
     """
+    if isinstance(agent, str) or not callable(agent):
+        raise TypeError(
+            f"run() takes an agent object (a callable on a Run, e.g. RobotAgent(model)), "
+            f"got {agent!r}; fix: for a --hud-agent spec, pass "
+            "pytest_hud.robot.agent.registry.load_agent(spec)"
+        )
     taskset: Any = tasks if isinstance(tasks, Taskset) else list(tasks)
     provider = resolve_placement(taskset, runtime)
     items = [(task, i) for task in taskset for i in range(group)]

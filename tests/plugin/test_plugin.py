@@ -267,8 +267,20 @@ def test_expectations_xfail_strict_and_skip(suite) -> None:
     # the failing row is an expected failure; the passing one is XPASS(strict): a failure
     result.assert_outcomes(xfailed=1, failed=1)
     assert "[XPASS(strict)] [zero] cannot reach far goals yet" in result.stdout.str()
+    assert "matches no collected row" not in result.stdout.str()
     result = run(suite, "--hud-expect=expect.toml", "--hud-checkpoint=other")
     result.assert_outcomes(skipped=2)
+
+
+def test_an_expectation_glob_that_matches_no_row_is_a_warning(suite) -> None:
+    # a new user's trial: a glob written against the test id's args matched nothing, silently
+    suite.makepyfile(test_line=TESTS.split("@pytest.mark.hud(tasks=[broken")[0])
+    suite.path.joinpath("expect.toml").write_text('[zero]\nxfail = { "line/*seed=1*" = "x" }\n')
+    result = run(suite, "--hud-expect=expect.toml")
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    assert "xfail glob 'line/*seed=1*' matches no collected row" in out
+    assert "env/task_id or env/slug (e.g. line/reach)" in out
 
 
 def test_marker_form_of_expectations(suite) -> None:

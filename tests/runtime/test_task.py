@@ -125,3 +125,13 @@ def test_json_file_with_tasks_key(tmp_path: Path) -> None:
     path.write_text("[1, ")
     with pytest.raises(TaskError, match=r"t\.json:1: invalid JSON"):
         Taskset.load(path)
+
+
+@pytest.mark.anyio
+async def test_run_refuses_an_agent_spec_string_before_any_rollout() -> None:
+    """A new user's trial: run(tasks, "random") started every rollout and each ERRORed with
+    a TypeError inside the agent; the spec is now refused at once, naming the fix."""
+    from pytest_hud import run
+
+    with pytest.raises(TypeError, match=r"agent object .*got 'random'.*load_agent\(spec\)"):
+        await run([Task("counter", "cleanup_probe")], "random")  # type: ignore[arg-type]
