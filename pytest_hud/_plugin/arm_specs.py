@@ -135,18 +135,24 @@ def read_agents(config: pytest.Config) -> list[str]:
     handed = from_controller(config, HANDED_AGENTS)
     if handed:
         return [str(s) for s in handed]
-    raw: list[str] | str | None = config.getoption("hud_agent")
-    if isinstance(raw, str):  # set programmatically as one value
-        raw = [raw]
-    if not raw:
-        ini = config.getini("hud_agent")
-        raw = [str(ini)] if ini not in (None, "", []) else ["random"]
+    raw = _given_specs(config) or ["random"]
     return [out for spec in raw for out in expand_spec(spec)]
 
 
 def agent_given(config: pytest.Config) -> bool:
     """Whether ``--hud-agent`` or the ini's ``hud_agent`` names the agent (else: ``random``)."""
-    return bool(config.getoption("hud_agent")) or config.getini("hud_agent") not in (None, "", [])
+    return bool(_given_specs(config))
+
+
+def _given_specs(config: pytest.Config) -> list[str]:
+    """The ``--hud-agent`` values, else the ini's ``hud_agent``, else none."""
+    raw: list[str] | str | None = config.getoption("hud_agent")
+    if isinstance(raw, str):  # set programmatically as one value
+        raw = [raw]
+    if raw:
+        return list(raw)
+    ini = config.getini("hud_agent")
+    return [str(ini)] if ini not in (None, "", []) else []
 
 
 def read_ab_seed(config: pytest.Config) -> int:

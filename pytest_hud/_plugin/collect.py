@@ -13,6 +13,7 @@ import pytest
 from pytest_hud._plugin.cases import HudCase, expand, task_rows, with_arms
 from pytest_hud._plugin.expect import Expectations
 from pytest_hud._plugin.internals import (
+    OUR_FIXTURES,
     binding_key,
     uses_fixture_from,
     xdist_interactor,
@@ -28,8 +29,6 @@ if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
 
 __all__ = ["Collector"]
-
-_OURS = "pytest_hud.fixtures"  # the plugin's own hud_provider / hud_agent
 
 
 class Collector:
@@ -66,7 +65,7 @@ class Collector:
         except (ValueError, OSError) as exc:
             raise pytest.UsageError(f"{metafunc.definition.nodeid}: {exc}") from None
         try:
-            own = uses_fixture_from(metafunc.definition, "hud_provider", "pytest_hud.fixtures")
+            own = uses_fixture_from(metafunc.definition, "hud_provider", OUR_FIXTURES)
             check_rows(rows, self.options.runtime or "local", own_provider=own)
         except TaskError as exc:  # a collection error showing just its message
             raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: {exc}") from None
@@ -100,18 +99,15 @@ class Collector:
     def _warn_unmatched(self, cases: list[HudCase]) -> None:
         """One warning per ``--hud-expect`` glob no collected row matches (a glob written
         against the test id, ``[seed=1]``, silently matched nothing)."""
-        expect = self.session.expect
-        for kind, rules in (("xfail", expect.xfail), ("skip", expect.skip)):
-            for glob in rules:
-                probe = Expectations(**{kind: {glob: ""}})
-                if not any(probe.match(c.row.env, c.row.slug, c.row.id) for c in cases):
-                    warnings.warn(
-                        f"--hud-expect {self.options.expect}: {kind} glob {glob!r} matches no "
-                        "collected row; globs match a row's env/task_id or env/slug (e.g. "
-                        f"{cases[0].row.env}/{cases[0].row.id}), not its test id's args",
-                        UserWarning,
-                        stacklevel=1,
-                    )
+        rows = {(c.row.env, c.row.slug, c.row.id) for c in cases}
+        for kind, glob in self.session.expect.unmatched(rows):
+            warnings.warn(
+                f"--hud-expect {self.options.expect}: {kind} glob {glob!r} matches no "
+                "collected row; globs match a row's env/task_id or env/slug (e.g. "
+                f"{cases[0].row.env}/{cases[0].row.id}), not its test id's args",
+                UserWarning,
+                stacklevel=1,
+            )
 
     def collection_ordered(self, items: list[pytest.Item]) -> None:
         """After every plugin reordered the items: boot the first ones' substrates, then
@@ -119,7 +115,7 @@ class Collector:
         if self.session.is_worker:  # the controller ran registry.preflight; a worker's
             return  # UsageError would crash xdist, so its items error (once loaded, never retried)
         self.prime(items)
-        if any(CASE in i.stash and uses_fixture_from(i, "hud_agent", _OURS) for i in items):
+        if any(CASE in i.stash and uses_fixture_from(i, "hud_agent", OUR_FIXTURES) for i in items):
             self.session.load_agent()
             armed = {i.stash[CASE].arm for i in items if CASE in i.stash}
             for arm in self.session.arms:  # the arms with items here, once each
@@ -136,7 +132,8 @@ class Collector:
         ours = [
             i.nodeid
             for i in items
-            if i.nodeid in self.evaluator.cases and uses_fixture_from(i, "hud_provider", _OURS)
+            if i.nodeid in self.evaluator.cases
+            and uses_fixture_from(i, "hud_provider", OUR_FIXTURES)
         ]
         if ours:
             self.evaluator.prime(self.session.default_provider(), ours)

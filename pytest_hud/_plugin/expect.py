@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,12 +64,27 @@ class Expectations:
 
     def match(self, env: str, slug: str, task_id: str) -> tuple[str, str] | None:
         """``("skip"|"xfail", reason)`` for a task, skip winning over xfail."""
-        names = (f"{env}/{slug}", f"{env}/{task_id}")
+        names = _names(env, slug, task_id)
         for kind in ("skip", "xfail"):
             for glob, reason in getattr(self, kind).items():
                 if any(fnmatch.fnmatchcase(n, glob) for n in names):
                     return kind, reason
         return None
+
+    def unmatched(self, rows: Iterable[tuple[str, str, str]]) -> list[tuple[str, str]]:
+        """``(kind, glob)`` for each rule no ``(env, slug, task_id)`` row matches."""
+        names = [n for row in rows for n in _names(*row)]
+        return [
+            (kind, glob)
+            for kind in ("xfail", "skip")
+            for glob in getattr(self, kind)
+            if not any(fnmatch.fnmatchcase(n, glob) for n in names)
+        ]
+
+
+def _names(env: str, slug: str, task_id: str) -> tuple[str, str]:
+    """What a glob is matched against: ``env/slug`` and ``env/task_id``."""
+    return f"{env}/{slug}", f"{env}/{task_id}"
 
 
 def _yaml() -> Any:

@@ -280,19 +280,29 @@ def from_controller(config: pytest.Config, key: str) -> Any:
     return getattr(config, "workerinput", {}).get(key)
 
 
+#: the module defining the plugin's own fixtures (hud_agent, hud_provider, ...)
+OUR_FIXTURES = "pytest_hud.fixtures"
+
+
+def overriding_plugin(config: pytest.Config, fixture: str) -> object | None:
+    """The first conftest (or other plugin) defining ``fixture`` beside the plugin's own."""
+    plugins = config.pluginmanager.get_plugins()
+    return next((p for p in plugins if defines_fixture(p, fixture, OUR_FIXTURES)), None)
+
+
 def conftest_agent(config: pytest.Config) -> str | None:
     """``PATH::hud_agent`` for the conftest (or other plugin) that overrides the plugin's
     ``hud_agent`` fixture, for rows to name; None when none does."""
-    for plugin in config.pluginmanager.get_plugins():
-        if defines_fixture(plugin, "hud_agent", "pytest_hud.fixtures"):
-            where = getattr(plugin, "__file__", None)
-            if where is None:
-                return f"{getattr(plugin, '__name__', type(plugin).__name__)}::hud_agent"
-            path = Path(where)
-            with contextlib.suppress(ValueError):
-                path = path.relative_to(config.rootpath)
-            return f"{path.as_posix()}::hud_agent"
-    return None
+    plugin = overriding_plugin(config, "hud_agent")
+    if plugin is None:
+        return None
+    where = getattr(plugin, "__file__", None)
+    if where is None:
+        return f"{getattr(plugin, '__name__', type(plugin).__name__)}::hud_agent"
+    path = Path(where)
+    with contextlib.suppress(ValueError):
+        path = path.relative_to(config.rootpath)
+    return f"{path.as_posix()}::hud_agent"
 
 
 def defines_fixture(plugin: object, name: str, besides: str) -> bool:

@@ -35,7 +35,7 @@ async def run(
     ``warm``: how many substrates to boot ahead of the running rollouts (0: off; default:
     ``max_concurrent`` for a provider whose boot is worth hiding, see :mod:`.warm`).
     """
-    if isinstance(agent, str) or not callable(agent):
+    if not callable(agent):  # a spec string included: it names an agent, it is not one
         raise TypeError(
             f"run() takes an agent object (a callable on a Run, e.g. RobotAgent(model)), "
             f"got {agent!r}; fix: for a --hud-agent spec, pass "

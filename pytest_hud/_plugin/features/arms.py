@@ -16,7 +16,7 @@ from pytest_hud._plugin.arm_specs import HANDED_AGENTS, HANDED_SEED, Arm, split_
 from pytest_hud._plugin.cases import HudCase
 from pytest_hud._plugin.features.arms_sequential import PairedStopping
 from pytest_hud._plugin.features.sequential import report_dropped
-from pytest_hud._plugin.internals import hand_to_workers, uses_fixture_from
+from pytest_hud._plugin.internals import OUR_FIXTURES, hand_to_workers, uses_fixture_from
 from pytest_hud._plugin.report_images import Figure
 from pytest_hud._plugin.state import CASE
 from pytest_hud.evaluation import provenance
@@ -102,7 +102,7 @@ class ArmsPlugin:
         for i in slots:
             item = items[i]
             if "hud_agent" in getattr(item, "fixturenames", ()) and not uses_fixture_from(
-                item, "hud_agent", "pytest_hud.fixtures"
+                item, "hud_agent", OUR_FIXTURES
             ):
                 raise pytest.UsageError(
                     f"{item.nodeid}: several --hud-agent run every row under each agent, "

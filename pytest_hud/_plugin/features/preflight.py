@@ -33,7 +33,6 @@ PREFLIGHT_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
 
 #: agent kinds the xdist controller loads for the check (the workers load their own)
 _CONTROLLER_KINDS = ("lerobot", "pi05", "openpi", "vla-eval")
-_OURS = "pytest_hud.fixtures"
 
 
 def read_preflight(config: pytest.Config) -> str:
@@ -83,15 +82,15 @@ class PreflightPlugin:
         """Without xdist: the collected items' envs, the session's agent(s)."""
         if self._distributed or self._skipped():
             return
-        from pytest_hud._plugin.internals import uses_fixture_from
+        from pytest_hud._plugin.internals import OUR_FIXTURES, uses_fixture_from
         from pytest_hud._plugin.state import CASE
 
         items = [
             i
             for i in session.items
             if CASE in i.stash
-            and uses_fixture_from(i, "hud_agent", _OURS)
-            and uses_fixture_from(i, "hud_provider", _OURS)
+            and uses_fixture_from(i, "hud_agent", OUR_FIXTURES)
+            and uses_fixture_from(i, "hud_provider", OUR_FIXTURES)
             and i.get_closest_marker("skip") is None
         ]
         if not items:
@@ -176,9 +175,9 @@ def _collected(env: str, ids: list[str]) -> bool:
 
 def _overridden(config: pytest.Config, fixture: str) -> bool:
     """Whether a conftest (or another plugin) defines ``fixture`` beside the plugin's."""
-    from pytest_hud._plugin.internals import defines_fixture
+    from pytest_hud._plugin.internals import overriding_plugin
 
-    return any(defines_fixture(p, fixture, _OURS) for p in config.pluginmanager.get_plugins())
+    return overriding_plugin(config, fixture) is not None
 
 
 def _task_file_rows(config: pytest.Config) -> list[Task]:
