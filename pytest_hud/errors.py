@@ -11,6 +11,7 @@ clauses still match; the module defining it in brackets)::
     ├── ControlError (RuntimeError)             [runtime/errors]
     │   └── TemplateError
     ├── SubstrateError (RuntimeError)           [runtime/errors]
+    │   ├── BaseImageError                      [runtime/errors]
     │   └── AptError                            [runtime/docker/apt]
     ├── NotReady (TimeoutError)                 [runtime/readiness]
     ├── ConnectError (ConnectionError)          [robot/wire/errors]

@@ -131,11 +131,11 @@ def client() -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def image(client: Any) -> str:
     """The test image (docker_helpers.IMAGE_SPEC), built once and cached by content."""
-    from docker_helpers import IMAGE_SPEC, TAG, base_image_or_fail
+    from docker_helpers import IMAGE_SPEC, TAG, base_image
 
     from pytest_hud.runtime.docker import build_image
 
-    base_image_or_fail(client)
+    base_image(client)
     return build_image(TAG, **IMAGE_SPEC)
 
 
@@ -154,11 +154,11 @@ def mark(client: Any) -> Iterator[dict[str, str]]:
 @pytest.fixture(scope="session")
 def hang_image(client: Any) -> str:
     """An image serving tests/helpers/envs/hang_env.py (its template never yields)."""
-    from docker_helpers import HANG_ENV, HANG_IMAGE, base_image_or_fail
+    from docker_helpers import HANG_ENV, HANG_IMAGE, base_image
 
     from pytest_hud.runtime.docker import build_image
 
-    base_image_or_fail(client)
+    base_image(client)
     return build_image(HANG_IMAGE, module="hang_env.py", extra_files={"hang_env.py": HANG_ENV})
 
 

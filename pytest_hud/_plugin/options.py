@@ -27,6 +27,13 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
         {},
     ),
     (
+        "--hud-docker-base",
+        "the image --hud-runtime=docker builds env images FROM (default: python:X.Y-slim, X.Y "
+        "this Python's, if the engine has or can pull it, else one built once from this "
+        "host's Python: python -m pytest_hud image base)",
+        {},
+    ),
+    (
         "--hud-shared",
         "share one substrate per env among N concurrent rollouts "
         "(wraps the provider in Shared(width=N))",
@@ -175,6 +182,7 @@ def _warm(raw: str | None) -> int | None:
 @dataclass
 class HudOptions(EvaluationOptions):
     runtime: str = "local"
+    docker_base: str | None = None
     shared: int | None = None
     agent: str = "random"
     group: int = 1
@@ -212,7 +220,11 @@ class HudOptions(EvaluationOptions):
 
         # (how a value is read, how it is stored, the options read that way)
         readers: list[tuple[Any, Any, tuple[str, ...]]] = [
-            (str, str, ("runtime", "gate", "checkpoint", "record", "delegate", "split")),
+            (
+                str,
+                str,
+                ("runtime", "docker_base", "gate", "checkpoint", "record", "delegate", "split"),
+            ),
             (_flag, bool, ("baseline_strict", "baseline_force")),
             (int, int, ("shared", "group", "concurrency", "max_steps", "seed")),
             (float, float, ("min_success", "timeout")),
@@ -278,6 +290,12 @@ class HudOptions(EvaluationOptions):
                 f"unknown --hud-runtime {self.runtime!r}; valid forms: local, subprocess[:PYTHON], "
                 "docker[:IMAGE], modal[:IMAGE], ray, ray:HOST:PORT, ray://HOST:PORT, "
                 "tcp://HOST:PORT or ws://HOST:PORT"
+            )
+        if self.docker_base is not None and self.runtime != "docker":
+            raise pytest.UsageError(
+                f"--hud-docker-base={self.docker_base} is the base of the images "
+                f"--hud-runtime=docker builds, but the runtime is {self.runtime!r}; fix: "
+                "pass --hud-runtime=docker, or drop --hud-docker-base"
             )
         if self.delegate not in (None, "ray"):
             raise pytest.UsageError(f"--hud-delegate is ray, got {self.delegate!r}")

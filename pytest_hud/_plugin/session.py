@@ -4,6 +4,7 @@ composing collection and reporting; features reach it through hooks.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,7 @@ class HudSession:
             for spec in options.agents or [options.agent]:
                 _preflight_agent(spec)  # workers cannot stop the session: check here
         if not self.is_worker and options.runtime.split(":", 1)[0] == "docker":
-            _preflight_docker(options.runtime)
+            _preflight_docker(options.runtime, options.docker_base)
         self.identity = RunIdentity(config, options, self.agent_name)
         self.expect = self._load_expectations()
         self.arm_expect = {arm.letter: self._load_expectations(arm) for arm in self.arms}
@@ -144,7 +145,9 @@ class HudSession:
         """The plugin's ``hud_provider``: one object per session (the one rollouts use
         is the one :meth:`prime` booted ahead for)."""
         if self._provider is None:
-            self._provider = provider_for(self.options.runtime, self.options.shared)
+            self._provider = provider_for(
+                self.options.runtime, self.options.shared, docker_base=self.options.docker_base
+            )
         return self._provider
 
     def _load_expectations(self, arm: Arm | None = None) -> Expectations:
@@ -200,15 +203,26 @@ def _validate_agent(spec: str) -> str:
     )
 
 
-def _preflight_docker(runtime: str) -> None:
-    """One usage error for an engine that does not answer, before any item (exit 4)."""
-    from pytest_hud.runtime.docker.engine import require_engine
+def _preflight_docker(runtime: str, base: str | None) -> None:
+    """One usage error for an engine that does not answer, before any item (exit 4); for
+    images built here, the base they build FROM, pulled or built once, with progress on
+    the terminal (workers then find it)."""
+    from pytest_hud.runtime.docker.base import ensure_base
+    from pytest_hud.runtime.docker.engine import _client, require_engine
+    from pytest_hud.runtime.docker.image import build_lock
     from pytest_hud.runtime.errors import SubstrateError
 
     try:
         require_engine()
-    except (SubstrateError, ImportError) as exc:  # no engine, or no docker SDK
+        if runtime == "docker":
+            with build_lock():
+                ensure_base(_client(), base, say=_say)
+    except (SubstrateError, ImportError) as exc:  # no engine, no docker SDK, no base image
         raise pytest.UsageError(f"--hud-runtime={runtime}: {exc}") from None
+
+
+def _say(line: str) -> None:
+    print(f"pytest-hud: {line}", file=sys.stderr, flush=True)
 
 
 def _preflight_agent(spec: str) -> None:

@@ -35,7 +35,7 @@ def crossing_probability(first: NDArray[np.int64], p: float) -> float:
     """Exact probability that successes reach ``first[n]`` (``first[n] > n``: cannot)
     at some n <= len(first) - 1, for i.i.d. Bernoulli(p) outcomes."""
     n_max = len(first) - 1
-    dist = np.zeros(n_max + 2)
+    dist: NDArray[np.float64] = np.zeros(n_max + 2)
     dist[0] = 1.0
     crossed = 0.0
     for n in range(1, n_max + 1):

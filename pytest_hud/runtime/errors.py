@@ -6,6 +6,7 @@ from __future__ import annotations
 from pytest_hud.errors import HudError
 
 __all__ = [
+    "BaseImageError",
     "ControlError",
     "EnvError",
     "PlacementError",
@@ -38,6 +39,11 @@ class ControlError(HudError, RuntimeError):
 
 class SubstrateError(HudError, RuntimeError):
     """A substrate would not come up (the message carries its output or logs)."""
+
+
+class BaseImageError(SubstrateError):
+    """No base image for env images: none on the engine, no registry gave one and none
+    could be built from the host's Python."""
 
 
 class TemplateError(ControlError):

@@ -97,8 +97,11 @@ def resolve_placement(tasks: Iterable[Task], runtime: Provider | None = None) ->
     return by_declaration(LocalRuntime, _undeclared)
 
 
-def provider_for(runtime: str, shared: int | None = None) -> Provider:
-    """The provider an ``--hud-runtime`` value names (wrapped in Shared for ``--hud-shared``)."""
+def provider_for(
+    runtime: str, shared: int | None = None, *, docker_base: str | None = None
+) -> Provider:
+    """The provider an ``--hud-runtime`` value names (wrapped in Shared for ``--hud-shared``);
+    ``docker_base``: what ``docker`` builds its images FROM (``--hud-docker-base``)."""
     kind, _, arg = runtime.partition(":")
     provider: Any
     if kind in ("tcp", "ws"):
@@ -120,7 +123,7 @@ def provider_for(runtime: str, shared: int | None = None) -> Provider:
         else:  # an image built from the declaring modules (runtime/docker/auto.py)
             from pytest_hud.runtime.docker.auto import AutoDockerRuntime
 
-            provider = by_declaration(AutoDockerRuntime().serving, _undeclared)
+            provider = by_declaration(AutoDockerRuntime(base=docker_base).serving, _undeclared)
     elif kind == "modal":
         from pytest_hud.runtime.sandbox.modal import ModalRuntime
 

@@ -55,13 +55,11 @@ def session_containers(token: str) -> list[str]:
     return [c.short_id for c in found]
 
 
-def base_image_or_fail(client: Any) -> None:
-    """The engine holds the base image (.ci/make-base-image builds it: a setup error)."""
-    import pytest
+def base_image(client: Any) -> str:
+    """The base env images build FROM, as the package finds it: on the engine, pulled, or
+    built once from this host's Python (under the build lock other workers wait on)."""
+    from pytest_hud.runtime.docker.base import ensure_base
+    from pytest_hud.runtime.docker.image import build_lock
 
-    from pytest_hud.runtime.docker import DEFAULT_BASE
-
-    try:
-        client.images.get(DEFAULT_BASE)
-    except Exception as exc:
-        pytest.fail(f"docker base image {DEFAULT_BASE} unavailable ({exc}): .ci/make-base-image")
+    with build_lock():
+        return ensure_base(client)

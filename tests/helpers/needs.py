@@ -59,10 +59,10 @@ def find_hud_python() -> Path | None:
     return find_venv_python("hud")
 
 
-# -- lerobot: torch + lerobot in the project venv (scripts/setup --lerobot) ----------------
+# -- lerobot: torch + lerobot in the project venv (scripts/setup --lerobot) ------------------
 def require_lerobot() -> None:
     """Skip (fail under REQUIRE_ALL) unless torch and lerobot are installed."""
     import importlib.util
 
     missing = [m for m in ("torch", "lerobot") if importlib.util.find_spec(m) is None]
-    require(not missing, " and ".join(missing), "run scripts/setup --lerobot (.ci/install-lerobot)")
+    require(not missing, " and ".join(missing), "run scripts/setup --lerobot")

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 from agents import zero_agent
-from docker_helpers import leftovers
+from docker_helpers import base_image, leftovers
 
 from pytest_hud import DockerRuntime, Shared, Task, run
 from pytest_hud.runtime import ControlClient
-from pytest_hud.runtime.docker import DEFAULT_BASE, build_image, reap_containers, session_id
+from pytest_hud.runtime.docker import build_image, reap_containers, session_id
 from pytest_hud.runtime.docker import image as docker_image
 from pytest_hud.runtime.docker import owners as docker_engine
 
@@ -248,7 +248,7 @@ def test_build_image_skips_unchanged_content_and_rebuilds_on_change(
 
 def test_failed_build_leaves_no_intermediate_containers(client, tmp_path, mark) -> None:
     (tmp_path / "Dockerfile").write_text(
-        f"FROM {DEFAULT_BASE}\nLABEL pytest-hud.test={mark['pytest-hud.test']}\n"
+        f"FROM {base_image(client)}\nLABEL pytest-hud.test={mark['pytest-hud.test']}\n"
         'RUN ["python3", "-c", "raise SystemExit(3)"]\n'
     )
     with pytest.raises(RuntimeError, match=r"(?s)docker build of .* failed.*code: 3"):
@@ -336,7 +336,7 @@ def test_a_create_finished_after_its_owner_died_is_removed(
     settler.start()
     # the engine finishing the dead worker's create, after the settle began
     late = client.containers.create(
-        DEFAULT_BASE, ["sleep", "60"], labels={**mark, INTENT_LABEL: dead}
+        base_image(client), ["sleep", "60"], labels={**mark, INTENT_LABEL: dead}
     )
     settler.join(timeout=180)
     assert not settler.is_alive(), "settle_intents did not return within its bound"
@@ -350,7 +350,7 @@ def test_creates_leave_no_intent_behind(client, mark, tmp_path: Path, monkeypatc
 
     monkeypatch.setenv("PYTEST_HUD_INTENTS", str(tmp_path))
     container = create_container(
-        client, {"image": DEFAULT_BASE, "command": ["true"], "labels": mark}
+        client, {"image": base_image(client), "command": ["true"], "labels": mark}
     )
     try:
         assert container.labels[INTENT_LABEL].startswith(f"{os.getpid()}.")

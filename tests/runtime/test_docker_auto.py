@@ -16,13 +16,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from docker_helpers import engine
+from docker_helpers import base_image, engine
 from needs import require
 
 from pytest_hud import Environment
 from pytest_hud.runtime.docker import auto as docker_auto
 from pytest_hud.runtime.docker.auto import REPOSITORY, image_spec
-from pytest_hud.runtime.docker.engine import DEFAULT_BASE, RENDER_VARS, _forwarded_env
+from pytest_hud.runtime.docker.engine import RENDER_VARS, _forwarded_env
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -156,10 +156,7 @@ def test_clashing_suites_get_one_image_each(tmp_path: Path, monkeypatch) -> None
 def client():
     found = engine()
     require(found, "a Docker engine", "start one with .ci/docker-up (or scripts/setup --docker)")
-    try:
-        found.images.get(DEFAULT_BASE)
-    except Exception:
-        pytest.fail(f"the base image {DEFAULT_BASE} is missing; build it: .ci/make-base-image")
+    base_image(found)
     yield found
     found.close()
 

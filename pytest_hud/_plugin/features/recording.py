@@ -30,11 +30,12 @@ NOT_RECORDED = "not recorded: the dataset stopped before this episode (see the e
 
 def record_root(record: str) -> Path:
     """The folder ``--hud-record[=DIR]`` writes to ($RECORD_DIR, else ``data``), checked:
-    lerobot must be there (one clear message, at configure time)."""
-    if importlib.util.find_spec("lerobot") is None:
+    lerobot and its dataset stack must be there (one clear message, at configure time)."""
+    missing = [m for m in ("lerobot", "datasets", "pyarrow") if importlib.util.find_spec(m) is None]
+    if missing:
         raise pytest.UsageError(
-            "--hud-record writes LeRobot v3 datasets and needs lerobot: install it with "
-            "scripts/setup --lerobot (or .ci/install-lerobot .venv), or drop --hud-record"
+            f"--hud-record writes LeRobot v3 datasets and needs {' and '.join(missing)}, not "
+            "installed here; fix: pip install 'pytest-hud[lerobot]', or drop --hud-record"
         )
     root = Path(record or os.environ.get("RECORD_DIR") or "data").expanduser().absolute()
     if root.exists() and not root.is_dir():

@@ -36,7 +36,7 @@ __all__ = [
 #: The pi0.5 checkpoint fine-tuned on LIBERO (``--hud-agent=pi05``).
 PI05_CHECKPOINT = "lerobot/pi05_libero_finetuned"
 
-SETUP_HINT = "install them with scripts/setup --lerobot (or pip install 'pytest-hud[lerobot]')"
+SETUP_HINT = "install them with pip install 'pytest-hud[lerobot]'"
 
 #: Policy types without an action-chunk interface LeRobotModel can drive.
 _UNSUPPORTED = {

@@ -129,7 +129,7 @@ class RecordedDataset:
                 images[key] = np.stack([_png(cell) for cell in table[key]])
             elif key.startswith(("observation.", "action")):
                 vectors[key] = np.stack([np.asarray(v).reshape(-1) for v in table[key]])
-        flags = np.zeros(len(table), bool)
+        flags: np.ndarray = np.zeros(len(table), bool)
         if "next.done" in table.columns:
             flags = np.array([bool(np.asarray(v).reshape(-1)[0]) for v in table["next.done"]])
         return Frames(vectors, images, flags)

@@ -150,10 +150,12 @@ def image_specs(files: Iterable[str | Path]) -> list[ImageSpec]:
     return [image_spec(group) for group in groups]
 
 
-def ensure_image(spec: ImageSpec, client: Any = None) -> str:
-    """Build ``spec``'s image unless it is on the engine already; its tag."""
+def ensure_image(spec: ImageSpec, client: Any = None, base: str | None = None) -> str:
+    """Build ``spec``'s image (FROM ``base``, default :func:`.base.ensure_base`'s) unless it
+    is on the engine already; its tag."""
     return build_image(
         spec.tag,
+        base=base,
         extra_files=spec.copies or None,
         packages=spec.requires,
         apt=spec.apt,
@@ -195,12 +197,16 @@ class AutoDockerRuntime:
     :func:`declared_files` at that moment: by then pytest has imported every test
     module and conftest, so they cover all collected rows. Usually one image; one per
     env module when their requirements clash (:func:`image_specs`); each is built (or
-    found) on the first acquisition of a row it serves. ``kwargs`` go to each
-    :class:`DockerRuntime` (``boot_timeout``, ``sim_ports``, ``client`` ...).
+    found) on the first acquisition of a row it serves, FROM ``base`` (default: see
+    :func:`.base.ensure_base`). ``kwargs`` go to each :class:`DockerRuntime`
+    (``boot_timeout``, ``sim_ports``, ``client`` ...).
     """
 
-    def __init__(self, files: Sequence[str | Path] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, files: Sequence[str | Path] | None = None, base: str | None = None, **kwargs: Any
+    ) -> None:
         self.files = list(files) if files is not None else None
+        self.base = base
         self.kwargs = kwargs
         self._lock = threading.Lock()
         self._specs: list[ImageSpec] | None = None
@@ -233,7 +239,7 @@ class AutoDockerRuntime:
             )
         with self._lock:
             if spec.tag not in self._built:
-                ensure_image(spec, self.kwargs.get("client"))
+                ensure_image(spec, self.kwargs.get("client"), self.base)
                 self._built.add(spec.tag)
         return spec
 

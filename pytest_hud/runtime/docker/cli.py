@@ -1,5 +1,5 @@
-"""``python -m pytest_hud image build|ls|rm``: the images ``--hud-runtime=docker`` builds, by hand
-(same tags, so a later run is a cache hit).
+"""``python -m pytest_hud image base|build|ls|rm``: the images ``--hud-runtime=docker`` builds, by
+hand (same tags, so a later run is a cache hit).
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from typing import Any
 from pytest_hud.errors import HudError
 from pytest_hud.loader import load_module
 from pytest_hud.runtime.docker.auto import REPOSITORY, declared_files, ensure_image, image_specs
+from pytest_hud.runtime.docker.base import build_host_base, ensure_base
 from pytest_hud.runtime.docker.engine import LABEL, _client, _sdk
+from pytest_hud.runtime.docker.image import build_lock
 
 __all__ = ["main"]
 
@@ -32,6 +34,20 @@ def _build(args: argparse.Namespace) -> int:
         print(f"  requires {list(spec.requires)}; apt {list(spec.apt)}", file=sys.stderr)
         ensure_image(spec)
         print(spec.tag)
+    return 0
+
+
+def _base(args: argparse.Namespace) -> int:
+    def say(line: str) -> None:
+        print(f"image base: {line}", file=sys.stderr)
+
+    client = _client()
+    with build_lock():
+        if args.python or args.host:
+            tag = build_host_base(client, args.tag, python=args.python, say=say)
+        else:
+            tag = ensure_base(client, args.tag, say=say)
+    print(tag)
     return 0
 
 
@@ -75,6 +91,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_hud image", description=__doc__)
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     sub = parser.add_subparsers(dest="command", required=True)
+    base = sub.add_parser(
+        "base",
+        help="the base image env images build FROM: python:X.Y-slim if the engine has or can "
+        "pull it, else one made from this host's Python (what a docker run does on first use)",
+    )
+    base.add_argument("--tag", help="an image to use or pull instead (--hud-docker-base)")
+    base.add_argument(
+        "--host", action="store_true", help="build from this host's Python without pulling"
+    )
+    base.add_argument(
+        "--python", help="build from this interpreter (implies --host; e.g. a 3.12 venv's)"
+    )
+    base.set_defaults(run=_base)
     build = sub.add_parser("build", help="build the image for env modules / task files")
     build.add_argument("files", nargs="*", help="python files declaring or importing envs")
     build.add_argument("--pyargs", nargs="+", default=[], help="dotted modules to import")
@@ -87,7 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(list(argv) if argv is not None else None)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("image: %(message)s"))
-    for name in ("pytest_hud.runtime.docker.image", "pytest_hud.runtime.docker.auto"):
+    for name in ("image", "auto", "base"):
+        name = f"pytest_hud.runtime.docker.{name}"
         logger = logging.getLogger(name)
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)

@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +16,7 @@ from typing import Any, TypeVar
 from pytest_hud.process import environ_snapshot
 from pytest_hud.runtime.errors import SubstrateError
 
-__all__ = ["DEFAULT_BASE", "require_engine"]
+__all__ = ["require_engine"]
 
 log = logging.getLogger(__name__)
 
@@ -25,9 +24,6 @@ log = logging.getLogger(__name__)
 LABEL = "pytest-hud"
 #: The image env var (or ``pytest-hud.module`` label) naming the env module to serve.
 MODULE_ENV = "PYTEST_HUD_MODULE"
-#: The base image: a Python of this host's minor version (image builds pip-install on the
-#: host for it), made by ``.ci/make-base-image`` (``PY_VERSION=3.12`` for a 3.12 host).
-DEFAULT_BASE = f"pytest-hud-python:{sys.version_info[0]}.{sys.version_info[1]}"
 #: The project's dependencies a container needs (not pytest, pytest-html, xdist, docker).
 RUNTIME_DEPS = ("numpy", "msgpack", "websockets", "gymnasium")
 REMOVE_TIMEOUT = 60.0
@@ -66,8 +62,8 @@ def _client(client: Any = None) -> Any:
 
 def _unreachable(exc: BaseException) -> SubstrateError:
     return SubstrateError(
-        f"cannot reach a Docker engine ({exc}); start one (e.g. .ci/docker-up) "
-        "or point DOCKER_HOST at one"
+        f"cannot reach a Docker engine ({exc}); start one (systemctl start docker, or "
+        "dockerd & as root) or point DOCKER_HOST at one"
     )
 
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hud.runtime.docker.apt import apt_rootfs
+from pytest_hud.runtime.docker.base import ensure_base
 from pytest_hud.runtime.docker.engine import (
-    DEFAULT_BASE,
     LABEL,
     MODULE_ENV,
     RUNTIME_DEPS,
@@ -34,7 +34,7 @@ from pytest_hud.runtime.docker.engine import (
 )
 from pytest_hud.runtime.docker.owners import owner_labels
 
-__all__ = ["build_image", "cache_dir"]
+__all__ = ["build_image", "build_lock", "cache_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,12 @@ def _file_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def build_lock() -> contextlib.AbstractContextManager[None]:
+    """One image build (or base build) at a time on this host: xdist workers and a
+    ``python -m pytest_hud image`` command wait for each other."""
+    return _file_lock(cache_dir() / "build.lock")
 
 
 def _skip(path: Path) -> bool:
@@ -275,7 +281,7 @@ _SMOKE = (
 def build_image(
     tag: str,
     *,
-    base: str = DEFAULT_BASE,
+    base: str | None = None,
     module: str | None = None,
     extra_files: Any = None,
     packages: Sequence[str] | None = None,
@@ -286,15 +292,16 @@ def build_image(
 ) -> str:
     """Build ``tag``: ``base`` plus this project, its runtime deps and ``packages``; the tag.
 
-    No registry is involved: packages are installed on this host with
-    ``pip install --target`` (this interpreter's pip, so the base image needs the same
-    Python minor version) and copied in. ``extra_files`` (paths, or ``{dest: path}``)
-    land in /app, the working directory; ``module`` (e.g. ``envs/pendulum.py``) becomes
-    ``$PYTEST_HUD_MODULE``. Nothing is rebuilt while the tag carries the same content
-    hash; the dependency folder is cached under :func:`cache_dir` by requirement set.
-    ``dockerfile``: build that file instead (its folder is the context). ``apt``: Debian
-    packages unpacked on the host (:mod:`.apt`) and copied to ``/``. ``labels``:
-    extra image labels. Progress goes to this module's logger at INFO.
+    No registry is needed: packages are installed on this host with ``pip install
+    --target`` (this interpreter's pip, so the base image needs the same Python minor
+    version) and copied in. ``base`` defaults to ``python:X.Y-slim`` where the engine has or
+    can pull it, else a base made from this host's Python (:mod:`.base`). ``extra_files``
+    (paths, or ``{dest: path}``) land in /app, the working directory; ``module`` (e.g.
+    ``envs/pendulum.py``) becomes ``$PYTEST_HUD_MODULE``. Nothing is rebuilt while the tag
+    carries the same content hash; the dependency folder is cached under :func:`cache_dir`
+    by requirement set. ``dockerfile``: build that file instead (its folder is the
+    context). ``apt``: Debian packages unpacked on the host (:mod:`.apt`) and copied to
+    ``/``. ``labels``: extra image labels. Progress goes to this module's logger at INFO.
     """
     docker = _sdk()
     client = _client(client)
@@ -303,16 +310,9 @@ def build_image(
         labels = {f"{LABEL}.module": str(module)} if module else {}
         _build(client, tag, labels, path=str(path.parent), dockerfile=path.name)
         return tag
-    with _file_lock(cache_dir() / "build.lock"):  # one build at a time (xdist workers)
-        try:
-            base_id = client.images.get(base).id
-        except docker.errors.ImageNotFound:
-            want = f"{sys.version_info[0]}.{sys.version_info[1]}"
-            raise RuntimeError(
-                f"base image {base!r} is not on this Docker engine; build it with "
-                f"PY_VERSION={want} PYTHON={sys.executable} .ci/make-base-image {base} "
-                "(a Python of this host's minor version, no registry)"
-            ) from None
+    with build_lock():
+        base = ensure_base(client, base)
+        base_id = client.images.get(base).id
         reqs = _requirements(packages)
         root, parts = _project()
         extra = _extra(extra_files)

