@@ -19,8 +19,13 @@ _connect_lock = threading.Lock()
 
 
 def _loopback_mode() -> None:
-    """Make Ray resolve localhost to 127.0.0.1 (here and in processes it spawns)."""
+    """Make Ray resolve localhost to 127.0.0.1 (here and in processes it spawns), and take
+    Ray's token auth as chosen (``RAY_AUTH_MODE``), else off, as for the clusters pytest-hud
+    starts (:func:`pytest_hud.runtime.ray.head.ray_env`): unset, Ray 2.60 decides by
+    whether some earlier Ray left ``~/.ray/auth_token``, so a head and its clients could
+    decide differently."""
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray._private.ray_constants as constants
 
     constants.ENABLE_RAY_CLUSTER = False

@@ -176,6 +176,8 @@ FIXTURE_MARKS = {
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
+        if item.get_closest_marker("lerobot_version"):  # depends on LeRobot: needs it
+            item.add_marker("lerobot")
         for fixture, marker in FIXTURE_MARKS.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(marker)

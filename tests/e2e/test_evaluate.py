@@ -215,7 +215,7 @@ def test_evaluate_logs_to_a_tracker(tmp_path: Path) -> None:
     assert [(e.step, e.value) for e in acc.Scalars("hud/episodes")] == [(10, 3.0), (20, 3.0)]
 
 
-@pytest.mark.lerobot
+@pytest.mark.lerobot_version
 def test_an_in_memory_lerobot_policy_at_a_training_step(tmp_path: Path) -> None:
     """A policy the caller trains in memory, evaluated through ``evaluate`` with
     ``lerobot_agent(policy, preprocess=, postprocess=)``: after one optimizer step it acts

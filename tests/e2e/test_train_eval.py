@@ -26,7 +26,7 @@ LOOP_TIMEOUT_S = 2400
 pytestmark = [
     pytest.mark.metaworld,
     pytest.mark.slow,
-    pytest.mark.lerobot,
+    pytest.mark.lerobot_version,
     pytest.mark.timeout(LOOP_TIMEOUT_S + 120),
     pytest.mark.xdist_group("train_eval"),  # one worker: the loop runs once, not per worker
 ]

@@ -19,7 +19,7 @@ from pytest_hud.loader import load_module
 from pytest_hud.robot import BatchedAgent, Contract, LeRobotAdapter, load_agent
 from pytest_hud.robot.agent.model import stack_rows
 
-pytestmark = pytest.mark.lerobot
+pytestmark = pytest.mark.lerobot_version
 
 HERE = Path(__file__).resolve().parents[1] / "helpers"
 PUSHT_ENV = HERE / "envs" / "pusht_env.py"

@@ -15,7 +15,7 @@ from needs import require_lerobot
 import pytest_hud
 from pytest_hud.interop.lerobot import compat
 
-pytestmark = pytest.mark.lerobot
+pytestmark = pytest.mark.lerobot_version
 
 PACKAGE = Path(pytest_hud.__file__).parent
 

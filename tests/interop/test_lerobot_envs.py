@@ -18,7 +18,7 @@ from pytest_hud.robot import RobotAgent
 from pytest_hud.robot.agent.model import Model
 from pytest_hud.robot.sim.gym import GymBridge
 
-pytestmark = pytest.mark.lerobot
+pytestmark = pytest.mark.lerobot_version
 
 HERE = Path(__file__).resolve().parents[1] / "helpers"
 LEROBOT_ENV = HERE / "envs" / "lerobot_env.py"

@@ -20,7 +20,7 @@ from pytest_hud import LocalRuntime, Shared, Task, run
 from pytest_hud.loader import load_module
 from pytest_hud.robot import BatchedAgent, load_agent
 
-pytestmark = pytest.mark.lerobot
+pytestmark = pytest.mark.lerobot_version
 
 LEROBOT_ENV = Path(__file__).resolve().parents[1] / "helpers" / "envs" / "lerobot_env.py"
 SEEDS = (0, 1, 2)

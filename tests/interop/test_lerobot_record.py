@@ -20,7 +20,7 @@ from needs import require, require_lerobot
 from paths import ROOT
 
 #: a nested pytest: two workers each import torch + lerobot and encode videos
-pytestmark = [pytest.mark.lerobot, pytest.mark.timeout(1000)]
+pytestmark = [pytest.mark.lerobot_version, pytest.mark.timeout(1000)]
 
 STEPS = 8
 SEEDS = range(4)

@@ -19,7 +19,7 @@ from pytest_hud.robot.agent import hub, lerobot
 from pytest_hud.robot.agent.errors import CheckpointError
 from pytest_hud.robot.agent.registry import load_agent
 
-pytestmark = pytest.mark.lerobot
+pytestmark = pytest.mark.lerobot_version
 
 
 @pytest.fixture

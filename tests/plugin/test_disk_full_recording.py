@@ -46,7 +46,7 @@ def actions_of(ds: Any, episode: int) -> np.ndarray:
     return np.stack(got)
 
 
-@pytest.mark.lerobot
+@pytest.mark.lerobot_version
 def test_a_dataset_whose_disk_fills_keeps_its_finalized_episodes(disk: Path) -> None:
     require_lerobot()
     from pytest_hud.robot.record.errors import DatasetError
@@ -199,7 +199,7 @@ def check_rows_point_at_whole_episodes(doc: dict) -> list[dict]:
     return recorded
 
 
-@pytest.mark.lerobot
+@pytest.mark.lerobot_version
 def test_a_session_whose_disk_fills_fails_once_keeps_its_episodes_and_appends_later(
     disk: Path, tmp_path: Path
 ) -> None:
@@ -233,7 +233,7 @@ def test_a_session_whose_disk_fills_fails_once_keeps_its_episodes_and_appends_la
     check_rows_point_at_whole_episodes(doc)
 
 
-@pytest.mark.lerobot
+@pytest.mark.lerobot_version
 def test_under_xdist_each_worker_says_once_what_it_kept(disk: Path, tmp_path: Path) -> None:
     """Two workers record their parts on the full disk: the controller reports each
     worker's stop (sent through workeroutput), the rows point only at episodes that are

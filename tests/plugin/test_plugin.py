@@ -331,7 +331,7 @@ def test_xdist_workers_get_queues_deep_enough_for_their_lookahead(suite) -> None
     assert len(peaks) == 2 and max(peaks) == 3  # each worker ran 3 episodes at once
 
 
-@pytest.mark.lerobot
+@pytest.mark.lerobot_version
 def test_record_one_dataset_across_xdist_workers(suite) -> None:
     from needs import require
 

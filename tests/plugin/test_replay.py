@@ -12,7 +12,7 @@ import pytest
 from line_suite import ENV, run
 from needs import require_lerobot
 
-pytestmark = pytest.mark.lerobot
+pytestmark = pytest.mark.lerobot_version
 
 AGENTS = """
 import numpy as np

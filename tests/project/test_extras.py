@@ -50,19 +50,28 @@ def python_of(version: str) -> str | None:
     return shutil.which(f"python{version}")
 
 
-def clean_env(**extra: str) -> dict[str, str]:
+def clean_env(home: Path, **extra: str) -> dict[str, str]:
     """This process's environment without what points into the checkout or this session
-    (pytest's and pytest-hud's variables, PYTHONPATH, the active venv)."""
+    (pytest's and pytest-hud's variables, PYTHONPATH, the active venv), with a home of its
+    own: what a run leaves there (Ray's ``~/.ray``, caches) stays out of this user's."""
     drop = ("PYTEST_", "PYTHONPATH", "VIRTUAL_ENV", "COV_", "RAY_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
-    return {**env, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", **extra}
+    home.mkdir(parents=True, exist_ok=True)
+    return {
+        **env,
+        "HOME": str(home),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "PIP_NO_INPUT": "1",
+        **extra,
+    }
 
 
 def run(cmd: list[str], cwd: Path, timeout: float, **env: str) -> subprocess.CompletedProcess[str]:
+    """``cmd`` in ``cwd`` with a clean environment and the home ``cwd/../home``."""
     return subprocess.run(
         [str(c) for c in cmd],
         cwd=cwd,
-        env=clean_env(**env),
+        env=clean_env(Path(cwd).parent / "home", **env),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -500,7 +509,7 @@ def test_the_vla_eval_extra_serves_a_benchmark_to_a_model_server(
     server = subprocess.Popen(
         [python, "controller_server.py", "--port", "0"],
         cwd=where,
-        env=clean_env(PYTHONUNBUFFERED="1"),
+        env=clean_env(tmp_path / "home", PYTHONUNBUFFERED="1"),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

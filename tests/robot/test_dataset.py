@@ -33,7 +33,7 @@ from pytest_hud.robot.record.schema import (
 )
 from pytest_hud.robot.record.writer import DatasetWriter
 
-pytestmark = pytest.mark.lerobot
+pytestmark = pytest.mark.lerobot_version
 
 HERE = Path(__file__).resolve().parents[1] / "helpers"
 RECORD_ENV = HERE / "envs" / "record_env.py"

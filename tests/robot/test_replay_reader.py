@@ -17,7 +17,7 @@ from pytest_hud.robot.record.reader import RecordedDataset, env_observations, ep
 from pytest_hud.robot.record.source import CONTRACT_COLUMN, ROW_COLUMN
 from pytest_hud.robot.record.writer import DatasetWriter
 
-pytestmark = pytest.mark.lerobot
+pytestmark = pytest.mark.lerobot_version
 
 
 @pytest.fixture(autouse=True)

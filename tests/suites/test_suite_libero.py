@@ -211,7 +211,7 @@ def test_render_backend_choice_reaches_the_container(
     assert "MUJOCO_GL='bogus-gl': expected one of" in result.error  # its preflight's log
 
 
-@pytest.mark.lerobot
+@pytest.mark.lerobot_version
 @pytest.mark.timeout(3600)
 def test_pi05_inputs_from_libero_end_to_end(libero_docker: Any, tmp_path) -> None:
     """``--hud-agent=pi05:PATH`` on LIBERO: the cameras, state and instruction reach the

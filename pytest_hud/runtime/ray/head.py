@@ -30,8 +30,12 @@ START_ATTEMPTS = 3
 
 
 def ray_env() -> dict[str, str]:
-    """The environment of ``ray start``: ours, no usage stats, Ray's loopback mode."""
+    """The environment of ``ray start``: ours, no usage stats, Ray's loopback mode, and
+    Ray's token auth as chosen (``RAY_AUTH_MODE``), else off: Ray 2.60 otherwise turns it
+    on when some earlier Ray left ``~/.ray/auth_token``, and a client that did not is
+    refused (see :func:`pytest_hud.cluster.connect`)."""
     env = dict(os.environ)
+    env.setdefault("RAY_AUTH_MODE", "disabled")
     env["RAY_USAGE_STATS_ENABLED"] = "0"
     env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     env.pop("RAY_ADDRESS", None)
