@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from pytest_hud._plugin.module_rows import check_module_columns
 from pytest_hud.errors import HudError
 from pytest_hud.forkserver import client as forkserver
 from pytest_hud.runtime.modules import declared_environments
@@ -155,6 +156,17 @@ def _module_of(env: str) -> str | None:
     return None
 
 
+def _check_modules(tasks: Sequence[Task], allow: bool) -> None:
+    """The module rule pytest applies to task files, for rows given as objects: a row's own
+    ``module`` column (from a task file it was loaded from) must be a dotted name or a path
+    in this project (the current folder) or beside a module this process declared its envs
+    in, unless ``allow_modules=True``. Modules this process imported itself are its own."""
+    declared = {str(Path(p).resolve()) for _, p in declared_environments() if p}
+    mine = [t for t in tasks if t.metadata.get("module") and t.declared_in is None]
+    roots = [Path.cwd(), *{Path(p).parent for p in declared}]
+    check_module_columns(mine, "evaluate(tasks)", roots, allow, "pass allow_modules=True")
+
+
 def _rows_file(tasks: Iterable[Task], folder: Path) -> Path:
     """A generated test module whose rows are ``tasks``, each naming its env's module."""
     rows = []
@@ -175,18 +187,22 @@ def _rows_file(tasks: Iterable[Task], folder: Path) -> Path:
     return test
 
 
-def _target(tasks: Any, folder: Path) -> tuple[list[str], list[str]]:
-    """pytest arguments for ``tasks``: (positional targets, extra options)."""
+def _target(tasks: Any, folder: Path, allow_modules: bool) -> tuple[list[str], list[str]]:
+    """pytest arguments for ``tasks``: (positional targets, extra options). Rows given as
+    objects are checked here (:func:`_check_modules`): the session runs them from a
+    generated file in a temporary folder, where pytest's own check cannot see the project."""
     if isinstance(tasks, Taskset):
         tasks = list(tasks)
     if isinstance(tasks, Task):
         tasks = [tasks]
     if isinstance(tasks, str | Path):
         text = str(tasks)
+        allow = ["--hud-allow-modules"] if allow_modules else []
         if Path(text).exists():
-            return [text], []
-        return [text], ["--pyargs"]  # a suite package, e.g. pytest_hud.suites.metaworld
+            return [text], allow
+        return [text], ["--pyargs", *allow]  # a suite package, e.g. pytest_hud.suites.metaworld
     if isinstance(tasks, Sequence) and tasks and all(isinstance(t, Task) for t in tasks):
+        _check_modules(tasks, allow_modules)
         test = _rows_file(tasks, folder)
         ini = ["-c", str(folder / "pytest.ini"), "--rootdir", str(folder)]
         return [str(test)], [*ini, "--import-mode=importlib", "--hud-allow-modules"]
@@ -217,6 +233,7 @@ def evaluate(
     log_run: str | None = None,
     name: str | None = None,
     args: Sequence[str] = (),
+    allow_modules: bool = False,
 ) -> Results:
     """Evaluate ``agent`` on ``tasks`` as ``pytest --hud-...`` would, and return its results.
 
@@ -226,6 +243,8 @@ def evaluate(
     (``--hud-log``) that get the figures at ``step``; their offline stores go to ``log_dir``
     (default ``./.hud/trackers``) and ``log_run`` names one tracker run several calls add
     to. ``args`` are passed to pytest as they are (``["-x"]``, ``["--hud-timeout=600"]``).
+    A row's ``module`` column (from a task file) must be a dotted name or a path in this
+    project, as under pytest; ``allow_modules=True`` lifts that (``--hud-allow-modules``).
     """
     held: _HeldAgent | None = None
     if isinstance(agent, str):
@@ -241,7 +260,7 @@ def evaluate(
         held = _HeldAgent(spec, agent)
     with tempfile.TemporaryDirectory(prefix="pytest-hud-evaluate-") as tmp:
         folder = Path(tmp)
-        targets, extra = _target(tasks, folder)
+        targets, extra = _target(tasks, folder, allow_modules)
         out = Path(results) if results is not None else folder / "results.json"
         argv = [*targets, *extra, "-p", "no:cacheprovider", f"--hud-agent={spec}",
                 f"--hud-runtime={runtime}", f"--hud-results={out}"]  # fmt: skip

@@ -16,7 +16,7 @@ from pytest_hud._plugin.html import HtmlHooks
 from pytest_hud._plugin.internals import keep_xdist_groups
 from pytest_hud._plugin.interrupts import restore_sigterm, sigterm_interrupts
 from pytest_hud._plugin.options import HudOptions, addoption
-from pytest_hud._plugin.session import HudSession
+from pytest_hud._plugin.session import HudSession, restore_auth
 from pytest_hud._plugin.state import CASE, PLUGIN, RESULT
 from pytest_hud.fixtures import hud_agent, hud_provider, hud_result, hud_task, hud_wrap  # noqa: F401
 
@@ -62,6 +62,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         loggers.uninstall()
         reap_dead_workers(session.options, session.is_worker)
         restore_sigterm(session.sigterm)
+        restore_auth(session)
         features.unregister(config)  # closes the ledger, stops the session's Ray cluster
 
 

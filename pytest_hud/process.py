@@ -15,6 +15,7 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pytest_hud.auth import session_secret
 from pytest_hud.errors import HudError
 
 if TYPE_CHECKING:
@@ -57,7 +58,9 @@ def environ_snapshot() -> dict[str, str]:
 
 
 def child_env(**extra: str) -> dict[str, str]:
-    """This process's environment plus sys.path as PYTHONPATH, so the child imports alike."""
+    """This process's environment plus sys.path as PYTHONPATH, so the child imports alike,
+    and the session's secret, so the servers it starts serve this session only."""
+    session_secret()
     env = environ_snapshot()
     paths = [p for p in sys.path if p]
     if env.get("PYTHONPATH"):

@@ -1,5 +1,10 @@
 """A tiny JSON-lines RPC used by every control channel. Requests run concurrently; a connection
 cancels its tasks when it closes, and every client wait is bounded.
+
+A server with a secret greets each connection with a nonce, and serves nothing until the
+peer proves it holds the secret (:mod:`pytest_hud.auth`): until then a peer may send one short
+line within a few seconds, a bounded number of such peers are held (the oldest is let go
+for a new one), and a wrong proof is one line without a traceback, then the hang-up.
 """
 
 from __future__ import annotations
@@ -9,15 +14,29 @@ import contextlib
 import itertools
 import json
 import os
+import secrets
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import urlparse
 
+from pytest_hud.auth import prove, verify
 from pytest_hud.errors import HudError
 from pytest_hud.tracebacks import format_exc
 
-__all__ = ["Connection", "Limits", "RemoteError", "RpcClient", "RpcClosed", "serve_rpc"]
+__all__ = [
+    "AuthError",
+    "Connection",
+    "Limits",
+    "RemoteError",
+    "RpcClient",
+    "RpcClosed",
+    "serve_rpc",
+]
+
+#: The greeting's protocol name; a client that reads anything else is not talking to us.
+GREETING = "pytest-hud/1"
 
 _LIMIT = 64 * 1024 * 1024  # the client's line limit: it trusts the server it dialled
 _CHUNK = 64 * 1024  # the server's socket reads; its StreamReader holds at most twice this
@@ -42,6 +61,12 @@ class Limits:
     max_pending: int = 64
     #: Seconds a connection may stay open before its first valid request.
     idle_s: float = 60.0
+    #: With a secret: peers connected but not yet proven; one more lets the oldest go.
+    max_unproven: int = 64
+    #: With a secret: seconds a peer has to prove it holds the secret.
+    prove_s: float = 10.0
+    #: With a secret: bytes of the one line a peer may send before it is proven.
+    max_unproven_line: int = 4096
 
     @classmethod
     def from_env(cls) -> Limits:
@@ -49,7 +74,7 @@ class Limits:
         for f in fields(cls):
             raw = os.environ.get(f"PYTEST_HUD_RPC_{f.name.upper()}")
             if raw:
-                values[f.name] = float(raw) if f.name == "idle_s" else int(raw)
+                values[f.name] = float(raw) if f.name.endswith("_s") else int(raw)
         return cls(**values)
 
 
@@ -66,6 +91,8 @@ class _LineReader:
         self._held = held  # one-element list shared by every connection of a server
         self._buf = bytearray()
         self._scanned = 0
+        #: the longest line taken now (an unproven peer's is short)
+        self.max_line = limits.max_line
 
     async def readline(self) -> bytes:
         """The next line with its newline; b"" at end of stream (a partial line is dropped)."""
@@ -78,9 +105,9 @@ class _LineReader:
                 self._held[0] -= nl + 1
                 return line
             self._scanned = len(self._buf)
-            if len(self._buf) > self._limits.max_line:
+            if len(self._buf) > self.max_line:
                 raise _Refused(
-                    f"request line longer than {self._limits.max_line} bytes without a "
+                    f"request line longer than {self.max_line} bytes without a "
                     "newline; send one JSON request per line"
                 )
             chunk = await self._reader.read(_CHUNK)
@@ -119,6 +146,10 @@ class RemoteError(HudError, RuntimeError):
 
 class RpcClosed(HudError, ConnectionError):
     """The control connection closed before the reply came back."""
+
+
+class AuthError(HudError, PermissionError):
+    """The server wants the session's secret and this client has none, or the wrong one."""
 
 
 class Connection:
@@ -182,16 +213,35 @@ async def serve_rpc(
     *,
     on_close: Callable[[Connection], Awaitable[None]] | None = None,
     limits: Limits | None = None,
+    secret: str | None = None,
 ) -> asyncio.Server:
     """Serve ``handler(conn, method, params)``; ``on_close(conn)`` runs when a client leaves.
 
-    ``limits`` (default :meth:`Limits.from_env`) bound what peers can make it hold.
+    ``limits`` (default :meth:`Limits.from_env`) bound what peers can make it hold;
+    ``secret``: serve only peers that prove they hold it (None: anyone, ``--no-auth``).
     """
     limits = limits or Limits.from_env()
     held = [0]  # bytes of unfinished lines, all connections
     live: set[asyncio.StreamWriter] = set()
+    unproven: OrderedDict[asyncio.StreamWriter, None] = OrderedDict()  # oldest first
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if secret is not None:
+            while len(unproven) >= limits.max_unproven:  # a stranger's flood: drop its oldest
+                oldest, _ = unproven.popitem(last=False)
+                oldest.close()
+            unproven[writer] = None
+            try:
+                proven = await _admit(reader, writer, secret, limits)
+            finally:
+                unproven.pop(writer, None)
+            if not proven:
+                writer.close()
+                with contextlib.suppress(Exception):
+                    await writer.wait_closed()
+                return
+        else:  # --no-auth: the greeting says no proof is wanted
+            writer.write(json.dumps({"hello": GREETING, "nonce": None}).encode() + b"\n")
         if len(live) >= limits.max_connections:
             await _refuse(
                 writer,
@@ -210,7 +260,8 @@ async def serve_rpc(
         conn = Connection(writer)
         tasks: set[asyncio.Task[None]] = set()
         lines = _LineReader(reader, limits, held)
-        greeted = False  # a connection that never sends a valid request is closed
+        # a connection that never sends a valid request is closed (a proven one has)
+        greeted = secret is not None
 
         async def run(msg: dict[str, Any]) -> None:
             rid = msg.get("id")
@@ -280,14 +331,84 @@ async def serve_rpc(
     return await asyncio.start_server(handle, host, port, limit=_CHUNK)
 
 
-async def _refuse(writer: asyncio.StreamWriter, message: str) -> None:
-    """Answer a peer that broke a limit with a ProtocolError line, then hang up."""
-    line = json.dumps({"id": None, "error": {"type": "ProtocolError", "message": message}})
+_UNPROVEN = (
+    "authentication required: this server serves only peers that prove they hold its "
+    "session's secret, in one short line within seconds of connecting"
+)
+
+
+async def _admit(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, secret: str, limits: Limits
+) -> bool:
+    """Greet with a nonce; whether the peer's first line proves it holds ``secret``, in
+    time and short. A peer that does not is told so in one line (no traceback)."""
+    nonce = secrets.token_hex(16)
+    try:
+        writer.write(json.dumps({"hello": GREETING, "nonce": nonce}).encode() + b"\n")
+        async with asyncio.timeout(limits.prove_s):
+            await writer.drain()
+            line = await reader.readuntil(b"\n")
+    except (TimeoutError, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+        line = b""
+    if not line or len(line) > limits.max_unproven_line:
+        await _refuse(writer, _UNPROVEN, "AuthError")
+        return False
+    try:
+        msg = _parse_request(line)
+    except ValueError:
+        msg = {}
+    params = msg.get("params") if msg.get("method") == "auth" else None
+    proof = params.get("proof") if isinstance(params, dict) else None
+    if not verify(secret, nonce, proof):
+        await _refuse(
+            writer,
+            "authentication failed: this server serves only its session, which holds its "
+            "secret; pass the url python -m pytest_hud.serve printed (tcp://HOST:PORT?token=...)",
+            "AuthError",
+            msg.get("id"),
+        )
+        return False
+    with contextlib.suppress(Exception):
+        writer.write(json.dumps({"id": msg.get("id"), "result": {"ok": True}}).encode() + b"\n")
+        await writer.drain()
+    return True
+
+
+async def _refuse(
+    writer: asyncio.StreamWriter, message: str, kind: str = "ProtocolError", rid: Any = None
+) -> None:
+    """Answer a peer that broke a limit (or failed to prove itself) with one error line,
+    then hang up."""
+    line = json.dumps({"id": rid, "error": {"type": kind, "message": message}})
     with contextlib.suppress(Exception):
         writer.write(line.encode() + b"\n")
         async with asyncio.timeout(1.0):
             await writer.drain()
     writer.close()
+
+
+async def _greeting(
+    reader: asyncio.StreamReader, host: str, port: int, timeout: float
+) -> str | None:
+    """The nonce of a server's greeting (None: it wants no proof, ``--no-auth``)."""
+    try:
+        async with asyncio.timeout(timeout):
+            line = await reader.readline()
+    except TimeoutError as exc:
+        raise TimeoutError(
+            f"control channel {host}:{port} sent no greeting within {timeout} s"
+        ) from exc
+    try:
+        hello = json.loads(line) if line else None
+    except ValueError:
+        hello = None
+    if not isinstance(hello, dict) or hello.get("hello") != GREETING:
+        raise RpcClosed(
+            f"{host}:{port} is not a pytest-hud control channel of this version (its first "
+            f"line was {line[:80]!r}, expected a {GREETING} greeting)"
+        )
+    nonce = hello.get("nonce")
+    return nonce if isinstance(nonce, str) else None
 
 
 class RpcClient:
@@ -303,7 +424,10 @@ class RpcClient:
         self._reader_task = asyncio.create_task(self._read_loop())
 
     @classmethod
-    async def connect(cls, host: str, port: int, *, timeout: float = 10.0) -> RpcClient:
+    async def connect(
+        cls, host: str, port: int, *, timeout: float = 10.0, secret: str | None = None
+    ) -> RpcClient:
+        """Dial ``host:port``, answering its greeting's challenge with ``secret``."""
         try:
             async with asyncio.timeout(timeout):
                 reader, writer = await asyncio.open_connection(host, port, limit=_LIMIT)
@@ -311,7 +435,26 @@ class RpcClient:
             raise TimeoutError(
                 f"control channel {host}:{port} did not accept a connection within {timeout} s"
             ) from exc
-        return cls(reader, writer)
+        try:
+            nonce = await _greeting(reader, host, port, timeout)
+        except BaseException:
+            writer.close()
+            raise
+        client = cls(reader, writer)
+        if nonce is None:
+            return client
+        if secret is None:
+            await client.close()
+            raise AuthError(
+                f"the server at {host}:{port} serves only peers holding its session's secret, "
+                "and none was given; pass the url it printed (tcp://HOST:PORT?token=...)"
+            )
+        try:
+            await client.call("auth", timeout=timeout, proof=prove(secret, nonce))
+        except (RemoteError, RpcClosed) as exc:
+            await client.close()
+            raise AuthError(f"the server at {host}:{port} refused this client: {exc}") from None
+        return client
 
     @property
     def closed(self) -> bool:

@@ -1,5 +1,11 @@
 """``python -m pytest_hud.serve MODULE_OR_FILE``: serve a module's environments, print
 ``PYTEST_HUD_SERVER {"url": ...}`` once up, stop on SIGTERM, Ctrl-C or ``--lifeline`` EOF.
+
+The server serves only peers holding the session's secret (``$PYTEST_HUD_SECRET``,
+inherited from whoever started it, else made now). Started by hand, it prints the url to
+give pytest on stderr, as Jupyter prints its ``?token=``:
+``--hud-runtime=tcp://127.0.0.1:PORT?token=...``. ``--no-auth`` serves anyone (a trusted
+lab only; it says so loudly).
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ import json
 import os
 import sys
 
+from pytest_hud.auth import NO_AUTH_ENV, SECRET_ENV, warn_no_auth, with_token
 from pytest_hud.forkserver import client as forkserver
 from pytest_hud.loader import load_module
 from pytest_hud.process import serve_until_stopped
@@ -44,6 +51,12 @@ async def serve(args: argparse.Namespace) -> None:
     try:
         url = await server.start(args.host, args.port)
         print(f"{ANNOUNCE} {json.dumps({'url': url, 'envs': sorted(server.envs)})}", flush=True)
+        if server.secret is None:
+            warn_no_auth(f"the env server at {url}")
+        elif not args.inherited:  # started by hand: the url a user passes to pytest
+            shown = with_token(url, server.secret)
+            print(f"pytest-hud: serving {sorted(server.envs)}; run pytest with "
+                  f"--hud-runtime={shown}", file=sys.stderr, flush=True)  # fmt: skip
         await asyncio.Event().wait()
     finally:
         await asyncio.shield(server.stop())
@@ -57,7 +70,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sim-host", default="127.0.0.1", help="where robot sims listen")
     parser.add_argument("--sim-ports", default="", help="ports for robot sims, e.g. 8001-8008")
     parser.add_argument("--lifeline", action="store_true", help="exit when stdin closes")
+    parser.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="serve anyone who can reach the port (a trusted lab only; prints a warning)",
+    )
     args = parser.parse_args(argv)
+    if args.no_auth:
+        os.environ[NO_AUTH_ENV] = "1"
+    args.inherited = bool(os.environ.get(SECRET_ENV))  # a launcher's child: it holds it
     sys.path.insert(0, os.getcwd())
     forkserver.borrow_only()
     serve_until_stopped(lambda: serve(args), lifeline=args.lifeline or None)

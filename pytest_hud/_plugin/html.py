@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import base64
 import html
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_hud._plugin.html_gallery import gallery_html
 from pytest_hud._plugin.html_summary import summary_html
 from pytest_hud._plugin.report_images import Figure, figures_html
+from pytest_hud._plugin.video import embeddable_gif
 from pytest_hud.evaluation.results import Row
 
 if TYPE_CHECKING:
@@ -20,16 +20,17 @@ if TYPE_CHECKING:
 __all__ = ["HtmlHooks", "html_extras", "success_cell"]
 
 
-def html_extras(row: Row, merged_root: str | None = None) -> list[dict[str, Any]]:
-    """An item's pytest-html extras: the episode animation and the dataset episode."""
+def html_extras(row: Row, videos: Path, merged_root: str | None = None) -> list[dict[str, Any]]:
+    """An item's pytest-html extras: the episode animation (a GIF under the session's
+    ``videos`` folder, nothing else) and the dataset episode."""
     try:
         from pytest_html import extras
     except ImportError:
         return []
     out = []
-    video = row.get("video")
-    if video and os.path.exists(video):
-        data = base64.b64encode(Path(video).read_bytes()).decode()
+    gif = embeddable_gif(row.get("video"), videos)
+    if gif is not None:
+        data = base64.b64encode(gif).decode()
         out.append(extras.image(data, name="episode", mime_type="image/gif", extension="gif"))
     dataset = row.get("dataset")
     if dataset and merged_root is not None:  # an xdist worker: the index changes at the merge
@@ -112,7 +113,7 @@ class HtmlHooks:
             if arms is not None:  # several agents: side by side first, then all pooled
                 prefix.append(arms.html(rows))
                 title = f"all {len(self.plugin.arms)} agents pooled"
-            prefix.append(summary_html(title, rows, gates, gallery_html(rows)))
+            prefix.append(summary_html(title, rows, gates, gallery_html(rows, self.plugin.videos)))
         replay = self.plugin.config.pluginmanager.get_plugin("pytest-hud-replay")
         if replay is not None:
             prefix.append(replay.html())

@@ -7,11 +7,11 @@ from __future__ import annotations
 import base64
 import html
 import json
-import os
 from collections import defaultdict
 from pathlib import Path
 
 from pytest_hud._plugin.html_summary import task_name
+from pytest_hud._plugin.video import embeddable_gif
 from pytest_hud.evaluation.results import Row
 
 __all__ = ["gallery_html", "row_anchor"]
@@ -30,13 +30,13 @@ def _label(row: Row) -> str:
     return f"{shown}" + (f" #{rep}" if rep else "")
 
 
-def _figure(row: Row) -> str:
-    data = base64.b64encode(Path(str(row.get("video"))).read_bytes()).decode()
+def _figure(row: Row, gif: bytes) -> str:
+    data = base64.b64encode(gif).decode()
     ok = bool(row.get("success"))
     verdict = "success" if ok else "failed"
     steps = row.get("steps")
     caption = f"{verdict} &middot; {html.escape(_label(row))}" + (
-        f" &middot; {steps} steps" if steps is not None else ""
+        f" &middot; {html.escape(str(steps))} steps" if steps is not None else ""
     )
     target = html.escape(json.dumps(row_anchor(row)))
     cls = "ok" if ok else "fail"
@@ -48,20 +48,23 @@ def _figure(row: Row) -> str:
     )
 
 
-def gallery_html(rows: list[Row]) -> str:
-    """A grid per task of every row with an animation; failures first in each task."""
-    by_task: dict[str, list[Row]] = defaultdict(list)
+def gallery_html(rows: list[Row], videos: Path) -> str:
+    """A grid per task of every row with an animation (a GIF under the session's
+    ``videos`` folder, nothing else); failures first in each task."""
+    by_task: dict[str, list[tuple[Row, bytes]]] = defaultdict(list)
     for row in rows:
-        video = row.get("video")
-        if video and os.path.exists(video):
-            by_task[task_name(row)].append(row)
+        gif = embeddable_gif(row.get("video"), videos)
+        if gif is not None:
+            by_task[task_name(row)].append((row, gif))
     if not by_task:
         return ""
     parts = ["<h3>Episodes (failures first; click one to see its row)</h3>"]
     parts.append('<div class="hud-gallery">')
     for key in sorted(by_task):
-        mine = sorted(by_task[key], key=lambda r: (bool(r.get("success")), r.get("nodeid", "")))
-        figures = "".join(_figure(r) for r in mine)
+        mine = sorted(
+            by_task[key], key=lambda rg: (bool(rg[0].get("success")), str(rg[0].get("nodeid", "")))
+        )
+        figures = "".join(_figure(r, gif) for r, gif in mine)
         parts.append(f'<h4>{html.escape(key)}</h4><div class="hud-task">{figures}</div>')
     parts.append("</div>")
     return "".join(parts)

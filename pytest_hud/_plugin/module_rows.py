@@ -18,10 +18,15 @@ _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
 def check_module_columns(
-    rows: Sequence[Task], where: str, roots: Iterable[Path], allow: bool = False
+    rows: Sequence[Task],
+    where: str,
+    roots: Iterable[Path],
+    allow: bool = False,
+    opt_in: str = "pass --hud-allow-modules",
 ) -> None:
     """Raise :class:`ModuleColumnError` for the first row whose ``module`` is neither a
-    dotted name nor a path under one of ``roots`` (unless ``allow``)."""
+    dotted name nor a path under one of ``roots`` (unless ``allow``; ``opt_in`` says how
+    to allow it in the message)."""
     if allow:
         return
     folders = list(dict.fromkeys(Path(r).resolve() for r in roots))  # once each
@@ -42,6 +47,6 @@ def check_module_columns(
         raise ModuleColumnError(
             f"{where}: row {n} ({row.key}) has module {text!r}, which {problem}; expected a "
             "dotted module name or a path under the rootdir or the task file's folder; fix: "
-            "move the env module into the project, name it by its dotted module name, or "
-            "pass --hud-allow-modules to import it anyway"
+            f"move the env module into the project, name it by its dotted module name, or "
+            f"{opt_in} to import it anyway"
         )

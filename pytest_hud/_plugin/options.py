@@ -126,6 +126,12 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
         {"action": "store_true"},
     ),
     (
+        "--hud-no-auth",
+        "let the servers this session starts (env servers, sims, bridges) admit anyone who "
+        "can reach them, not only holders of the session's secret: for a trusted lab only",
+        {"action": "store_true"},
+    ),
+    (
         "--hud-delegate",
         "run each item's whole rollout (env server + agent) elsewhere and fold the result "
         "back: ray (a Ray task on --hud-runtime's cluster if ray:..., else RAY_ADDRESS, "
@@ -202,6 +208,7 @@ class HudOptions(EvaluationOptions):
     checkpoint: str | None = None
     timeout: float = 900.0
     allow_modules: bool = False
+    no_auth: bool = False
     delegate: str | None = None
     report_images: list[Path] = field(default_factory=list)
     log: list[str] = field(default_factory=list)  # --hud-log trackers
@@ -250,6 +257,8 @@ class HudOptions(EvaluationOptions):
         o.ab_gate = ab_gate is True or str(ab_gate).lower() in ("1", "true", "yes")
         allow = _get(config, "hud_allow_modules", str)
         o.allow_modules = allow is True or str(allow).lower() in ("1", "true", "yes")
+        no_auth = _get(config, "hud_no_auth", str)
+        o.no_auth = no_auth is True or str(no_auth).lower() in ("1", "true", "yes")
         o.validate()
         return o
 

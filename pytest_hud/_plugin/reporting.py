@@ -74,7 +74,7 @@ class Reporter:
                 props.append(("hud.dataset", json.dumps(row["dataset"])))
             item.user_properties.extend(props)
             report.user_properties = list(item.user_properties)
-            extras = html_extras(row, self._merged_root(row))
+            extras = html_extras(row, self.session.videos, self._merged_root(row))
             if extras:
                 report.extras = [*getattr(report, "extras", []), *extras]
         return report

@@ -4,6 +4,7 @@ composing collection and reporting; features reach it through hooks.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,9 @@ class HudSession:
         self.config = config
         self.options = options
         self.is_worker = is_worker(config)
+        #: what --hud-no-auth replaced, put back at unconfigure (pytester runs sessions in-process)
+        self.no_auth_before = os.environ.get("PYTEST_HUD_NO_AUTH")
+        _session_auth(options.no_auth, self.is_worker)  # before xdist starts its workers
         #: Not run inside another pytest session of this process (pytester's in-process).
         self.outermost = heap.opened()
         root = Path(str(config.rootpath))
@@ -74,6 +78,11 @@ class HudSession:
             self.identity.collect()
         self.collector = Collector(self)
         self.reporter = Reporter(self)
+
+    @property
+    def videos(self) -> Path:
+        """Where this session writes episode videos (the only folder a report embeds from)."""
+        return self.artifacts / "videos"
 
     @property
     def agent_label(self) -> str:
@@ -201,6 +210,31 @@ def _validate_agent(spec: str) -> str:
     raise pytest.UsageError(
         f"unknown --hud-agent {spec!r}; valid forms: {', '.join(available_agents())}"
     )
+
+
+def restore_auth(session: HudSession) -> None:
+    """Undo :func:`_session_auth`'s ``--hud-no-auth`` switch (the secret stays: this
+    process's children may outlive the session)."""
+    from pytest_hud.auth import NO_AUTH_ENV
+
+    if session.no_auth_before is None:
+        os.environ.pop(NO_AUTH_ENV, None)
+    else:
+        os.environ[NO_AUTH_ENV] = session.no_auth_before
+
+
+def _session_auth(no_auth: bool, worker: bool) -> None:
+    """The session's secret, made here so xdist's workers and every process started later
+    inherit it (:mod:`pytest_hud.auth`); or, under ``--hud-no-auth``, the switch that turns
+    the servers' checks off, said loudly once."""
+    from pytest_hud.auth import NO_AUTH_ENV, session_secret, warn_no_auth
+
+    if no_auth:
+        os.environ[NO_AUTH_ENV] = "1"
+        if not worker:
+            warn_no_auth("every server this session starts")
+    else:
+        session_secret()
 
 
 def _preflight_docker(runtime: str, base: str | None) -> None:

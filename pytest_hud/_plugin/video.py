@@ -15,7 +15,33 @@ import numpy as np
 
 from pytest_hud.robot.contract import Spaces
 
-__all__ = ["VideoObserver", "video_factory", "write_failures"]
+__all__ = ["VideoObserver", "embeddable_gif", "video_factory", "write_failures"]
+
+#: What a GIF file starts with.
+GIF_MAGIC = (b"GIF87a", b"GIF89a")
+#: The largest episode GIF a report embeds (a report is one self-contained file).
+MAX_EMBED_BYTES = 64 << 20
+
+
+def embeddable_gif(path: object, folder: Path) -> bytes | None:
+    """The bytes of an episode GIF a report may embed: a file under the session's video
+    ``folder`` that is a GIF, else None. Rows can come from files (``--hud-resume``'s
+    ledger, a results JSON): a path in them to anything else is never read into the
+    report."""
+    if not isinstance(path, str) or not path:
+        return None
+    try:
+        real = Path(path).resolve(strict=True)
+        if not real.is_relative_to(folder.resolve()) or not real.is_file():
+            return None
+        if real.stat().st_size > MAX_EMBED_BYTES:
+            return None
+        with real.open("rb") as handle:
+            data = handle.read()
+    except (OSError, ValueError):
+        return None
+    return data if data[:6] in GIF_MAGIC else None
+
 
 _failures: dict[Path, list[str]] = {}
 _failures_lock = threading.Lock()

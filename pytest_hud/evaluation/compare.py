@@ -19,6 +19,7 @@ from pytest_hud.evaluation.proportions import (
     newcombe_paired,
     newcombe_unpaired,
 )
+from pytest_hud.evaluation.results import read_results
 from pytest_hud.stats import wilson
 
 __all__ = [
@@ -93,11 +94,8 @@ def task_label(row: dict[str, Any]) -> str:
 def load_run(path: str | Path, label: str | None = None) -> Run:
     """A results JSON as written by ``--hud-results`` (or ``ledger merge --results``)."""
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: expected a --hud-results JSON, got {exc}") from None
-    rows = doc.get("rollouts") if isinstance(doc, dict) else None
+    doc = read_results(path, "a --hud-results JSON")  # every row typed: one clear error
+    rows = doc.get("rollouts")
     if not isinstance(rows, list):
         raise ValueError(
             f"{path}: expected a results JSON with a 'rollouts' list, got "
@@ -232,6 +230,11 @@ def _labels(paths: Sequence[Path]) -> list[str]:
     return [s if stems.count(s) == 1 else f"{s}#{i}" for i, s in enumerate(stems)]
 
 
+#: The exit code of a results file compare cannot read, as pytest's for a usage error; never
+#: 1, which --fail-on-drop gives a drop (a CI gate must not read a broken file as a drop).
+USAGE_ERROR = 4
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m pytest_hud compare", description=__doc__.splitlines()[0]
@@ -251,8 +254,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs = [
             load_run(p, lab) for p, lab in zip(args.results, _labels(args.results), strict=True)
         ]
+    except ValueError as exc:  # a file that is not a valid results JSON: a usage error
+        print(f"compare: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    try:
         comparisons = compare(runs, args.alpha)
-    except ValueError as exc:
+    except ValueError as exc:  # the arguments (one run, a bad alpha): as argparse's
         print(f"compare: {exc}", file=sys.stderr)
         return 2
     for line in format_table(comparisons):

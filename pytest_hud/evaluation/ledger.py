@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hud.errors import HudError
+from pytest_hud.evaluation.results import RowError, check_row
 
 __all__ = [
     "Ledger",
@@ -145,6 +146,13 @@ def _parse(raw: bytes, number: int, path: Path) -> dict[str, Any]:
         raise LedgerError(
             f"{path} line {number}: expected a run or episode record, got {str(rec)[:60]}"
         )
+    if not isinstance(rec.get("run"), str):
+        raise LedgerError(f"{path} line {number}: field 'run': expected a string")
+    if rec["kind"] == "episode":
+        try:
+            check_row(rec, f"{path} line {number}")
+        except RowError as exc:
+            raise LedgerError(str(exc)) from None
     return rec
 
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import time
+import types
+import typing
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Required, TypedDict, cast
 
+from pytest_hud.errors import HudError
 from pytest_hud.evaluation.baseline import incomplete_reason, power_note
 from pytest_hud.stats import two_proportion_drop, wilson
 
@@ -19,9 +22,12 @@ __all__ = [
     "Gate",
     "Outcome",
     "Row",
+    "RowError",
     "aggregate",
     "baseline_gates",
+    "check_row",
     "format_table",
+    "read_results",
     "results_document",
     "stats",
 ]
@@ -48,7 +54,7 @@ class Row(TypedDict, total=False):
     slug: str | None
     args: dict[str, Any]
     rep: int
-    seed: Any
+    seed: int | float | str | bool | None  # a JSON scalar: it keys pairings and resumes
     agent: str
     min_success: float | None
     strict: bool
@@ -80,6 +86,77 @@ class Row(TypedDict, total=False):
     wrapped: bool  # an episode a test drove through wrap(env)
     worker: str  # a crashed xdist worker's row: which worker
     exitcode: int | None
+
+
+class RowError(HudError, ValueError):
+    """A results row read from a file (a ledger, a results JSON) whose field has the wrong
+    type; the message names the file, the line or row, and the field."""
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a JSON value fits a :class:`Row` field's annotation."""
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_fits(value, arg) for arg in typing.get_args(hint))
+    if origin is Literal:
+        return value in typing.get_args(hint)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if hint is dict or origin is dict:
+        return isinstance(value, dict)
+    if hint is list or origin is list:
+        return isinstance(value, list)
+    return True  # an annotation the rows do not use: nothing to check
+
+
+def _expected(hint: Any) -> str:
+    if typing.get_origin(hint) is Literal:
+        return " or ".join(repr(a) for a in typing.get_args(hint))
+    args = (
+        typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else ()
+    )
+    if args:
+        return " or ".join(_expected(a) for a in args)
+    names = {type(None): "null", bool: "true/false", int: "an integer", float: "a number",
+             str: "a string", dict: "an object", list: "a list"}  # fmt: skip
+    return names.get(hint, names.get(typing.get_origin(hint), str(hint)))
+
+
+def check_row(row: Any, where: str) -> Row:
+    """``row`` as a :class:`Row`, every field it has of the right type (the TypedDict is
+    the schema), else one :class:`RowError` naming ``where`` (file and line or row), the
+    field, what it should be and what it is. Fields a row does not know are left alone, and
+    a hand-made row may leave out what its reader does not need."""
+    if not isinstance(row, Mapping):
+        raise RowError(f"{where}: expected a results row (a JSON object), got {_shown(row)}")
+    hints = typing.get_type_hints(Row)
+    if "outcome" in row and row["outcome"] not in typing.get_args(Outcome):
+        raise RowError(
+            f"{where}: field 'outcome': expected {_expected(Outcome)}, got {_shown(row['outcome'])}"
+        )
+    for name, value in row.items():
+        hint = hints.get(name)
+        if hint is not None and not _fits(value, hint):
+            raise RowError(
+                f"{where}: field {name!r}: expected {_expected(hint)}, got {_shown(value)}; "
+                "fix: this file was not written by pytest-hud, or was edited: restore it"
+            )
+    return cast(Row, row)
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return f"{text[:60]}{'...' if len(text) > 60 else ''} ({type(value).__name__})"
 
 
 def stats(rows: Iterable[Row]) -> dict[str, Any]:
@@ -277,14 +354,42 @@ def results_document(
     }
 
 
+def read_results(path: str | Path, what: str = "a results JSON") -> dict[str, Any]:
+    """A ``--hud-results`` file, every row and every per-task count of the right type, else
+    one ValueError (a :class:`RowError` for a row) naming the file and the field."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: expected {what} written by --hud-results, got {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected {what} (a JSON object), got {_shown(data)}")
+    rows = data.get("rollouts", [])
+    if not isinstance(rows, list):
+        raise RowError(f"{path}: field 'rollouts': expected a list, got {_shown(rows)}")
+    for i, row in enumerate(rows):
+        check_row(row, f"{path} rollouts[{i}]")
+    per_task = data.get("per_task", {})
+    if not isinstance(per_task, dict):
+        raise RowError(f"{path}: field 'per_task': expected an object, got {_shown(per_task)}")
+    for task, counts in per_task.items():
+        for name in ("episodes", "successes"):
+            value = counts.get(name) if isinstance(counts, dict) else None
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+                raise RowError(
+                    f"{path}: per_task[{task!r}].{name}: expected a count, got {_shown(value)}"
+                )
+    return data
+
+
 def load_baseline(path: Path, force: bool = False) -> dict[str, Any]:
     """A results JSON to compare with; an incomplete (interrupted) run is refused unless
     ``force``."""
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"--hud-baseline {path}: not a results JSON ({exc})") from None
-    if not isinstance(data, dict) or "per_task" not in data:
+        data = read_results(path, "a results JSON")
+    except ValueError as exc:
+        raise ValueError(f"--hud-baseline {exc}") from None
+    if "per_task" not in data:
         raise ValueError(f"--hud-baseline {path}: no per_task section; pass a --hud-results file")
     why = incomplete_reason(data)
     if why is not None and not force:

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
-from pytest_hud.rpc import RemoteError, RpcClient, RpcClosed, tcp_address
+from pytest_hud.auth import session_secret, strip_token, url_token
+from pytest_hud.rpc import AuthError, RemoteError, RpcClient, RpcClosed, tcp_address
 from pytest_hud.runtime.errors import ControlError, TemplateError
 from pytest_hud.runtime.remote_traceback import user_frames
 from pytest_hud.runtime.task import Task
@@ -78,16 +79,25 @@ class ControlClient:
 
     @classmethod
     async def connect(cls, runtime: Any, *, timeout: float = 30.0) -> ControlClient:
-        """Dial a Runtime (or a ``tcp://`` url string)."""
+        """Dial a Runtime (or a ``tcp://`` url string), proving the secret its params or
+        url carry (``?token=``), else this session's (servers it started hold that)."""
         url = runtime if isinstance(runtime, str) else runtime.url
         params = {} if isinstance(runtime, str) else dict(runtime.params or {})
         address = tcp_address(url, ("tcp", "ws"))
+        shown = strip_token(url)
         if address is None:
-            raise ControlError(f"a runtime url looks like tcp://HOST:PORT, got {url!r}")
+            raise ControlError(f"a runtime url looks like tcp://HOST:PORT, got {shown!r}")
+        secret = params.get("token") or url_token(url) or session_secret()
         try:
-            rpc = await RpcClient.connect(*address, timeout=timeout)
+            rpc = await RpcClient.connect(*address, timeout=timeout, secret=secret)
+        except AuthError as exc:
+            raise ControlError(
+                f"the env server at {shown} refused this session: {exc}. Fix: a server this "
+                "session did not start needs its token: --hud-runtime=tcp://HOST:PORT?token=... "
+                "as python -m pytest_hud.serve printed it"
+            ) from None
         except OSError as exc:
-            raise ControlError(f"cannot reach the env server at {url}: {exc}") from exc
+            raise ControlError(f"cannot reach the env server at {shown}: {exc}") from exc
         return cls(rpc, params.get("host") or address[0], params.get("port_map"))
 
     async def call(self, method: str, timeout: float | None = 600.0, **params: Any) -> Any:

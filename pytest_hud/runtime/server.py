@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from pytest_hud.auth import server_secret
 from pytest_hud.robot.sim.endpoint import RobotEndpoint, release_claims, track_claims
 from pytest_hud.rpc import Connection, serve_rpc
 from pytest_hud.runtime.environment import Environment
@@ -48,8 +49,15 @@ class _Session:
         await release_claims(self.claims)
 
 
+_SESSION = object()  # EnvServer's default secret: the session's (None under --no-auth)
+
+
 class EnvServer:
-    """Serve environments; ``await start()`` returns the ``tcp://`` url."""
+    """Serve environments; ``await start()`` returns the ``tcp://`` url.
+
+    ``secret``: what a peer must prove it holds (:mod:`pytest_hud.auth`); default this
+    session's, None serves anyone (``--no-auth``).
+    """
 
     def __init__(
         self,
@@ -57,6 +65,7 @@ class EnvServer:
         *,
         sim_host: str = "127.0.0.1",
         sim_ports: Iterable[int] = (),
+        secret: Any = _SESSION,
     ) -> None:
         self.envs: dict[str, Environment] = {}
         for env in envs:
@@ -65,6 +74,7 @@ class EnvServer:
             self.envs[env.name] = env
         self._sim_host = sim_host
         self._sim_ports = list(sim_ports)
+        self.secret: str | None = server_secret() if secret is _SESSION else secret
         self._server: asyncio.Server | None = None
         self._ids = itertools.count(1)
         self._sessions: dict[str, _Session] = {}
@@ -81,7 +91,9 @@ class EnvServer:
             for env in self.envs.values():
                 await env.start()
                 started.append(env)
-            self._server = await serve_rpc(self._handle, host, port, on_close=self._on_close)
+            self._server = await serve_rpc(
+                self._handle, host, port, on_close=self._on_close, secret=self.secret
+            )
         except BaseException:
             for env in reversed(started):
                 with contextlib.suppress(Exception):

@@ -22,7 +22,8 @@ from needs import require, require_lerobot
 from procs import live_children_of, tcp_sockets
 from waiting import wait_for
 
-from pytest_hud import evaluate
+from pytest_hud import Taskset, evaluate
+from pytest_hud._plugin.errors import ModuleColumnError
 from pytest_hud.api import EvaluationError
 from pytest_hud.robot import load_agent
 
@@ -99,6 +100,37 @@ def test_task_rows_from_the_callers_env_module(tmp_path: Path) -> None:
     assert res.gates == {"min_success": True} or all(res.gates.values())
 
 
+EVIL_ENV = """
+from pathlib import Path
+
+Path(__file__).with_name("imported").write_text("this module ran")
+
+from pytest_hud import Environment
+
+env = Environment("evil")
+"""
+
+
+def test_a_rows_module_outside_the_project_is_refused_as_under_pytest(tmp_path: Path) -> None:
+    """Issue 39 #6: a task file's row naming a module outside the project was imported and
+    run by ``evaluate()`` (it passed ``--hud-allow-modules`` always). Now the rule of pytest's
+    task files applies (a dotted name, or a path in the project), before anything is
+    imported; ``allow_modules=True`` is the opt-in."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "evil_env.py").write_text(EVIL_ENV)
+    rows = tmp_path / "rows.jsonl"
+    row = {"env": "evil", "id": "t", "args": {}, "module": str(outside / "evil_env.py")}
+    rows.write_text(json.dumps(row) + "\n")
+    tasks = list(Taskset.load(rows))
+    with pytest.raises(ModuleColumnError, match="outside .*pass allow_modules=True"):
+        evaluate(tasks, "zero")
+    assert not (outside / "imported").exists()
+    with pytest.raises(EvaluationError):  # imported and run: evil declares no template
+        evaluate(tasks, "zero", allow_modules=True)
+    assert (outside / "imported").exists()
+
+
 def test_the_caller_is_left_as_it_was(tmp_path: Path) -> None:
     """Signal handlers, torch's thread count (torch imported by the caller), the caller's
     running event loop, no child process, no TCP port or connection and no new thread
@@ -148,7 +180,8 @@ def test_workers_give_the_same_numbers(tmp_path: Path) -> None:
 INTERRUPTED = """
 import json, os, signal, sys, time
 from pathlib import Path
-from pytest_hud import evaluate
+from pytest_hud import Taskset, evaluate
+from pytest_hud._plugin.errors import ModuleColumnError
 from pytest_hud.robot import RobotAgent, ZeroModel
 
 

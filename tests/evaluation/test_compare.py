@@ -162,8 +162,8 @@ def test_cli_table_plot_and_fail_on_drop(tmp_path: Path, two_runs: tuple[Path, P
     assert failed.returncode == 1 and "FAILED pusht/drop" in failed.stderr
     assert _cli("compare", base, new, "--fail-on-drop", "75").returncode == 0  # 70 < 75
     assert _cli("compare", base).returncode == 2
-    missing = _cli("compare", base, str(tmp_path / "nope.json"))
-    assert missing.returncode == 2 and "nope.json" in missing.stderr
+    missing = _cli("compare", base, str(tmp_path / "nope.json"))  # a file it cannot read: 4
+    assert missing.returncode == 4 and "nope.json" in missing.stderr
     assert _cli("frobnicate").returncode == 2
 
 

@@ -69,3 +69,15 @@ def test_tests_mirror_the_package_and_no_test_module_imports_another() -> None:
                 names = [node.module]
             importing += [f"{path.relative_to(ROOT)} imports {n}" for n in names if n in modules]
     assert importing == []
+
+
+def test_no_message_names_a_path_of_this_repository_a_pip_user_lacks() -> None:
+    """A pip-installed user has no ``.ci/`` or ``scripts/`` folder: no string in the package
+    (every message it can print) names one; each names a command the package has."""
+    found = []
+    for path in sorted((ROOT / "pytest_hud").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            text = node.value if isinstance(node, ast.Constant) else None
+            if isinstance(text, str) and (".ci/" in text or "scripts/" in text):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:60]!r}")
+    assert not found, "\n".join(found)

@@ -168,9 +168,12 @@ async def test_openpi_client_drives_policy_server(openpi_python: Path) -> None:
 
 @pytest.mark.interop
 async def test_openpi_client_gets_the_traceback_and_a_1011_close(openpi_python: Path) -> None:
-    async with PolicyServer(StateModel()) as server:
-        got = await drive(openpi_python, server.url, "--requests", "3", "--boom-at", "1")
-        other = await drive(openpi_python, server.url, "--requests", "2")  # still serving
+    """With a token, as openpi's server does for its clients: the failing request's
+    traceback, then a 1011 close (openpi-client's ``api_key`` is the token)."""
+    key = ("--api-key", "t" * 64)
+    async with PolicyServer(StateModel(), token="t" * 64) as server:
+        got = await drive(openpi_python, server.url, "--requests", "3", "--boom-at", "1", *key)
+        other = await drive(openpi_python, server.url, "--requests", "2", *key)  # still serving
     ok, boom, after = got["clients"][0]
     assert "reply" in ok
     assert boom["error"].startswith("RuntimeError: Error in inference server:\nTraceback")
@@ -339,11 +342,26 @@ async def test_concurrent_connections_share_forwards() -> None:
             await remote.aclose()
 
 
+@pytest.mark.interop
+async def test_openpi_client_without_the_token_is_refused_before_the_socket_opens(
+    openpi_python: Path,
+) -> None:
+    """openpi-client with no ``api_key`` against a server started with a token: its
+    connect fails on HTTP 403 (it never gets the metadata frame); with the key it is served."""
+    async with PolicyServer(StateModel(), token="t" * 64) as server:
+        refused = await drive(openpi_python, server.url, "--requests", "1")
+        assert server.batched.batches == []  # nothing reached the model
+        got = await drive(openpi_python, server.url, "--requests", "1", "--api-key", "t" * 64)
+    [[record]] = refused["clients"]
+    assert "HTTP 403" in record["error"] and refused["metadata"] is None, refused
+    assert "reply" in got["clients"][0][0]
+
+
 # -- 5. faults ------------------------------------------------------------------------------
 async def test_failing_forward_fails_only_its_requests() -> None:
     model = StateModel(action_size=1, chunk=1)
-    async with PolicyServer(model, max_wait_s=0.25) as server:
-        a, b, c, d = (RemoteModel(server.url) for _ in range(4))
+    async with PolicyServer(model, max_wait_s=0.25, token="t" * 64) as server:
+        a, b, c, d = (RemoteModel(server.url, api_key="t" * 64) for _ in range(4))
         go = asyncio.Event()
 
         def row(prompt: str, x: float = 0.5) -> dict[str, Any]:

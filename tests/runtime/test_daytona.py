@@ -22,6 +22,7 @@ from agents import zero_agent
 from fake_daytona import FAKE_SSH, FakeDaytona
 
 from pytest_hud import Shared, Task, run
+from pytest_hud.auth import session_secret
 from pytest_hud.runtime import rollout
 from pytest_hud.runtime.sandbox.daytona import DaytonaRuntime
 
@@ -94,9 +95,11 @@ async def test_row_runtime_config_reaches_create_params(fake: FakeDaytona) -> No
     results = await run([*rows(1), *tuned], zero_agent, runtime=rt, max_concurrent=1)
     assert [(r.error, r.steps) for r in results] == [(None, 200)] * 2
     plain, gpu = (sb.params for sb in fake.sandboxes)
-    assert plain.image == "envs:latest" and plain.env_vars is None and plain.ephemeral
+    # the session's secret always (the server behind the tunnel serves this session only)
+    secret = {"PYTEST_HUD_SECRET": session_secret()}
+    assert plain.image == "envs:latest" and plain.env_vars == secret and plain.ephemeral
     assert (plain.resources.cpu, plain.resources.memory, plain.resources.gpu) == (1, 1, None)
-    assert gpu.image == "envs:gpu" and gpu.env_vars == {"SCENE": "hard"}
+    assert gpu.image == "envs:gpu" and gpu.env_vars == {"SCENE": "hard", **secret}
     assert (gpu.resources.cpu, gpu.resources.memory, gpu.resources.gpu) == (3, 2, 1)
     assert plain.labels == {"pytest-hud": "pendulum"} and plain.auto_stop_interval == 60
 

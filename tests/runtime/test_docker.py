@@ -71,8 +71,8 @@ async def test_ports_are_published_on_loopback_only_and_sim_urls_rewritten(
             started = await control.start(PENDULUM)
             # the server says ws://0.0.0.0:800x (its own view); the client maps it here
             url = started.robot["url"]
-            sim_port = url.rsplit(":", 1)[1]
-            assert url.startswith("ws://127.0.0.1:")
+            sim_port = url.split("/?", 1)[0].rsplit(":", 1)[1]  # the url carries the bridge key
+            assert url.startswith("ws://127.0.0.1:") and "/?key=" in url
             assert int(sim_port) in runtime.params["port_map"].values()
             assert (await zero_agent(started))["steps"] == 200
             assert "total_reward" in await control.result(started)

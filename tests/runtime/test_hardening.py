@@ -17,6 +17,7 @@ import pytest
 import websockets
 from sims import COUNTER_CONTRACT, CounterSim
 
+from pytest_hud.auth import prove, session_secret
 from pytest_hud.process import Child, child_env
 from pytest_hud.robot import RobotClient, RobotEndpoint
 from pytest_hud.robot.agent.policy_server import ANNOUNCE as POLICY_ANNOUNCE
@@ -33,16 +34,35 @@ async def _echo(conn: Connection, method: str, params: dict[str, Any]) -> Any:
 
 
 async def _reply(reader: asyncio.StreamReader, timeout: float = 10.0) -> dict[str, Any]:
-    """The peer's next JSON line, within ``timeout`` s."""
+    """The peer's next JSON line after its greeting, within ``timeout`` s."""
     async with asyncio.timeout(timeout):
-        return dict(json.loads(await reader.readline()))
+        while True:
+            line = dict(json.loads(await reader.readline()))
+            if "hello" not in line:
+                return line
+
+
+async def _proven(port: int, secret: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A raw connection that has proved ``secret`` (what RpcClient.connect does)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    async with asyncio.timeout(10):
+        hello = json.loads(await reader.readline())
+    writer.write(
+        json.dumps(
+            {"id": 0, "method": "auth", "params": {"proof": prove(secret, hello["nonce"])}}
+        ).encode()
+        + b"\n"
+    )
+    assert (await _reply(reader))["result"] == {"ok": True}
+    return reader, writer
 
 
 async def test_deeply_nested_json_gets_a_protocol_error_and_the_connection_keeps_serving() -> None:
-    """Issue 12 #11: RecursionError escaped the parser; the connection dropped unanswered."""
-    server = await serve_rpc(_echo, "127.0.0.1", 0)
+    """Issue 12 #11: RecursionError escaped the parser; the connection dropped unanswered
+    (here on a connection that proved the secret: an owner's bad line is answered too)."""
+    server = await serve_rpc(_echo, "127.0.0.1", 0, secret="s" * 64)
     port = next(iter(server.sockets)).getsockname()[1]
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    reader, writer = await _proven(port, "s" * 64)
     try:
         depth = 200_000
         writer.write(b"[" * depth + b"]" * depth + b"\n")
@@ -94,7 +114,7 @@ def port_of(child: Child) -> int:
 
 
 async def ping(child: Child) -> dict[str, Any]:
-    rpc = await RpcClient.connect("127.0.0.1", port_of(child))
+    rpc = await RpcClient.connect("127.0.0.1", port_of(child), secret=session_secret())
     try:
         return dict(await rpc.call("ping", timeout=30))
     finally:
@@ -112,8 +132,35 @@ async def settle(probe: Any, ok: Any, timeout: float = 60.0) -> Any:
     return value
 
 
-async def test_idle_connections_are_capped_and_closed_on_a_real_env_server() -> None:
-    """Issue 12 #10: 1,000 silent connections held 1,013 fds of the env server for good.
+async def test_silent_strangers_are_let_go_by_a_real_env_server() -> None:
+    """Issue 39 #3: 1,000 strangers that connect and say nothing. At most
+    ``max_unproven`` are held (one more lets the oldest go), each for ``prove_s``, so the
+    server's fds return to their baseline while the client sockets are still open, and
+    the owner is served meanwhile."""
+    async with env_server(PYTEST_HUD_RPC_PROVE_S="3", PYTEST_HUD_RPC_MAX_UNPROVEN="64") as srv:
+        assert (await ping(srv))["ok"]
+        base = fds(srv.pid)
+        port = port_of(srv)
+        socks = []
+        try:
+            for _ in range(1000):
+                socks.append(await asyncio.open_connection("127.0.0.1", port))
+            held = fds(srv.pid)
+            assert (await ping(srv))["ok"]  # the owner gets in among them
+            after = await settle(lambda: fds(srv.pid), lambda n: n <= base + 3)
+            print(f"env server fds: baseline {base}, 1,000 silent strangers {held}, after {after}")
+            assert after <= base + 3, f"{after - base} strangers still held"
+            reader, _ = socks[-1]  # told why, then let go
+            refusal = await _reply(reader, timeout=30)
+            assert refusal["error"]["type"] == "AuthError" and "traceback" not in refusal["error"]
+        finally:
+            for _, writer in socks:
+                writer.close()
+
+
+async def test_idle_connections_are_capped_and_closed_on_a_no_auth_env_server() -> None:
+    """Issue 12 #10 (``--no-auth``, where anyone is served): 1,000 silent connections
+    held 1,013 fds of the env server for good.
 
     Now at most ``max_connections`` are kept (the rest are refused at once, each told
     why) and a connection that sends no request within ``idle_s`` is closed, so the
@@ -122,7 +169,9 @@ async def test_idle_connections_are_capped_and_closed_on_a_real_env_server() -> 
     snapshot is taken), with an idle bound long enough that none of the kept ones closes
     meanwhile; the idle close on a server of its own.
     """
-    async with env_server(PYTEST_HUD_RPC_IDLE_S="300", PYTEST_HUD_RPC_MAX_CONNECTIONS="200") as srv:
+    async with env_server(
+        PYTEST_HUD_RPC_IDLE_S="300", PYTEST_HUD_RPC_MAX_CONNECTIONS="200", PYTEST_HUD_NO_AUTH="1"
+    ) as srv:
         assert (await ping(srv))["ok"]
         base = fds(srv.pid)
         port = port_of(srv)
@@ -142,7 +191,9 @@ async def test_idle_connections_are_capped_and_closed_on_a_real_env_server() -> 
                 writer.close()
         await settle(lambda: fds(srv.pid), lambda n: n <= base + 3)  # the peers hung up
         assert (await ping(srv))["ok"]  # and it still serves
-    async with env_server(PYTEST_HUD_RPC_IDLE_S="3", PYTEST_HUD_RPC_MAX_CONNECTIONS="200") as srv:
+    async with env_server(
+        PYTEST_HUD_RPC_IDLE_S="3", PYTEST_HUD_RPC_MAX_CONNECTIONS="200", PYTEST_HUD_NO_AUTH="1"
+    ) as srv:
         base = fds(srv.pid)
         port = port_of(srv)
         socks = [await asyncio.open_connection("127.0.0.1", port) for _ in range(50)]
@@ -160,14 +211,16 @@ async def test_idle_connections_are_capped_and_closed_on_a_real_env_server() -> 
 
 
 async def test_half_lines_cannot_grow_the_env_server_without_bound() -> None:
-    """Issue 12 #10: 8 connections x 60 MB without a newline took the server to 527 MB.
+    """Issue 12 #10 (``--no-auth``; with auth a stranger's one line is capped far lower,
+    tests/runtime/test_auth.py): 8 connections x 60 MB without a newline took the server
+    to 527 MB.
 
     Each peer here sends 40 MB with no newline: the server answers a ProtocolError once
     a line passes 1 MB and hangs up (the reply may be lost to the reset that closing
     with unread input sends); its resident memory stays within 100 MB of where
     it started (it held the whole 320 MB before).
     """
-    async with env_server() as srv:
+    async with env_server(PYTEST_HUD_NO_AUTH="1") as srv:
         assert (await ping(srv))["ok"]
         base = rss_mb(srv.pid)
         port = port_of(srv)

@@ -15,8 +15,10 @@ channel and the real robot wire. What stays untested here: Modal's cloud itself
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import inspect
+import json
 import subprocess
 import sys
 import time
@@ -24,12 +26,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import websockets
 from agents import zero_agent
 from fake_modal import FakeModal, live_processes
 
 from pytest_hud import ModalRuntime, Shared, Task, Taskset, run
+from pytest_hud.auth import session_secret
+from pytest_hud.rpc import AuthError, RpcClient
 from pytest_hud.runtime import Run, rollout
-from pytest_hud.runtime.control import rewrite_url
+from pytest_hud.runtime.control import ControlClient, rewrite_url
 from pytest_hud.runtime.task import memory_mib
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,7 +100,7 @@ async def test_rollouts_through_modal_sandboxes(fake: FakeModal) -> None:
     }
     assert len(seen) == 2
     for url in seen:
-        assert url.split("//", 1)[1].rstrip("/") in tunnels, url
+        assert url.split("//", 1)[1].split("/?", 1)[0] in tunnels, url
 
 
 async def test_runtime_yields_tunnel_addresses_and_terminates(fake: FakeModal) -> None:
@@ -117,6 +122,40 @@ async def test_runtime_yields_tunnel_addresses_and_terminates(fake: FakeModal) -
     assert fake.creates[0]["args"][-2:] == ["--sim-ports", "8001-8002"]
 
 
+async def test_a_stranger_through_the_public_tunnel_is_refused(fake: FakeModal) -> None:
+    """Issue 39 #2: the sandbox binds 0.0.0.0 behind public raw-TCP tunnels. Through the
+    control tunnel a peer without the session's secret gets the greeting, then one
+    AuthError line and the hang-up (the secret itself never crosses the tunnel: a nonce's
+    HMAC does); through a sim's tunnel a WebSocket without the bridge key gets HTTP 403.
+    This session's own rollout runs through the same tunnels."""
+    runtime = ModalRuntime("envs:latest", module=str(PENDULUM), sim_ports=1, modal=fake)
+    async with runtime(pendulum_rows(1)[0]) as placed:
+        host, port = placed.url.removeprefix("tcp://").rsplit(":", 1)
+        with pytest.raises(AuthError):
+            await RpcClient.connect(host, int(port), secret="f" * 64, timeout=30)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            async with asyncio.timeout(30):
+                hello = json.loads(await reader.readline())
+                writer.write(b'{"id": 1, "method": "start", "params": {"env": "pendulum"}}\n')
+                refusal = json.loads(await reader.readline())
+            assert hello["nonce"] and refusal["error"]["type"] == "AuthError"
+            assert "traceback" not in refusal["error"]
+        finally:
+            writer.close()
+        control = await ControlClient.connect(placed)
+        try:
+            started = await control.start(pendulum_rows(1)[0])
+            bare = started.robot["url"].split("/?", 1)[0]
+            with pytest.raises(websockets.InvalidStatus) as refused:
+                await websockets.connect(bare, open_timeout=30)
+            assert refused.value.response.status_code == 403
+            assert (await zero_agent(started))["steps"] == 200
+            await control.result(started)
+        finally:
+            await control.close()
+
+
 async def test_row_runtime_config_reaches_sandbox_create(fake: FakeModal) -> None:
     base = fake.Image.from_registry("envs:cpu")
     runtime = ModalRuntime(base, module=str(PENDULUM), gpu="T4", memory="1Gi", modal=fake)
@@ -136,10 +175,12 @@ async def test_row_runtime_config_reaches_sandbox_create(fake: FakeModal) -> Non
     assert [(r.error, r.steps) for r in results] == [(None, 200)] * 2
     plain, tuned = fake.creates
     assert plain["image"] is base
-    assert (plain["gpu"], plain["cpu"], plain["memory"], plain["env"]) == ("T4", None, 1024, None)
+    # the session's secret always (the server behind the tunnel serves this session only)
+    secret = {"PYTEST_HUD_SECRET": session_secret()}
+    assert (plain["gpu"], plain["cpu"], plain["memory"], plain["env"]) == ("T4", None, 1024, secret)
     assert tuned["image"].tag == "envs:gpu"
     assert (tuned["gpu"], tuned["cpu"], tuned["memory"]) == ("A10G", 2.0, 2048)
-    assert tuned["timeout"] == 121 and tuned["env"] == {"SCENE": "hard"}
+    assert tuned["timeout"] == 121 and tuned["env"] == {"SCENE": "hard", **secret}
 
 
 async def test_sandbox_that_exits_at_boot_names_its_exit_code_and_output(

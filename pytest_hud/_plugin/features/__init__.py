@@ -28,8 +28,8 @@ def _enabled(session: HudSession) -> list[tuple[str, object]]:
     identity = session.identity
     out: list[tuple[str, object]] = [
         ("abandoned", AbandonedPlugin(config)),
-        ("wrap", WrapPlugin(session.artifacts / "videos", identity.repro)),
-        ("videos", VideosPlugin(config, session.artifacts / "videos", session.failures)),
+        ("wrap", WrapPlugin(session.videos, identity.repro)),
+        ("videos", VideosPlugin(config, session.videos, session.failures)),
     ]
     if options.record is not None:
         from pytest_hud._plugin.features.recording import RecordingPlugin, record_root

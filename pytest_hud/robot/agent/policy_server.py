@@ -12,16 +12,20 @@ import contextlib
 import http
 import json
 import logging
+import os
+import secrets
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlparse
 
 import websockets
 from websockets.asyncio.server import Request, Response, Server, ServerConnection, serve
 from websockets.frames import CloseCode
 
+from pytest_hud.auth import same
 from pytest_hud.process import serve_until_stopped
 from pytest_hud.robot.agent.batching import BatchedModel
 from pytest_hud.robot.agent.model import Model
@@ -33,6 +37,8 @@ __all__ = ["ANNOUNCE", "PolicyServer", "serve_forever"]
 
 #: Prefix of the line the CLI prints once it serves: ``PYTEST_HUD_POLICY_SERVER {"url": ...}``.
 ANNOUNCE = "PYTEST_HUD_POLICY_SERVER"
+#: The policy server's token, for its CLI (``--token``) and for ``--hud-agent=openpi:...``.
+TOKEN_ENV = "PYTEST_HUD_POLICY_TOKEN"
 INTERNAL_ERROR_REASON = "Internal server error. Traceback included in previous frame."
 
 log = logging.getLogger(__name__)
@@ -46,6 +52,12 @@ class PolicyServer:
     ``contract`` (a Contract, its dict, or a contract.json path) binds the model to the
     env's spaces once, as an agent does per episode.
     ``batched.batches`` lists the width of every forward run so far.
+
+    ``token``: admit only clients that send it (openpi-client's ``api_key``, an
+    ``Authorization: Api-Key`` header, or ``?token=`` in the url); without one the server
+    is openpi's (any client that can reach it), and its errors carry no traceback.
+    ``max_connections`` / ``max_per_peer``: connections held at once, in all and per peer
+    address; one more is refused before the WebSocket opens.
     """
 
     def __init__(
@@ -59,6 +71,9 @@ class PolicyServer:
         metadata: dict[str, Any] | None = None,
         contract: Contract | dict[str, Any] | str | Path | None = None,
         max_frame_bytes: int | None = None,
+        token: str | None = None,
+        max_connections: int = 256,
+        max_per_peer: int = 64,
     ) -> None:
         observation_bytes = None
         if contract is not None:
@@ -83,6 +98,10 @@ class PolicyServer:
         self._metadata_frame = pack(self.metadata)  # fails here, not at the first connect
         self._server: Server | None = None
         self._handlers: set[asyncio.Task[Any]] = set()
+        self.token = token
+        self.max_connections = max_connections
+        self.max_per_peer = max_per_peer
+        self._peers: dict[str, int] = {}  # open connections per peer address
 
     def __repr__(self) -> str:
         where = self.url if self._server is not None else "not serving"
@@ -102,7 +121,7 @@ class PolicyServer:
             self._handler,
             self.host,
             self.port,
-            process_request=_health_check,
+            process_request=self._admit,
             **ws_options(self.max_frame_bytes),
         )
         self.port = next(iter(self._server.sockets)).getsockname()[1]
@@ -137,6 +156,34 @@ class PolicyServer:
             await self.stop()
 
     # -- one connection ------------------------------------------------------------
+    def _admit(self, connection: ServerConnection, request: Request) -> Response | None:
+        """Before the WebSocket opens: ``GET /healthz`` answers 200 (like openpi's server);
+        a client without the token, or past a connection cap, gets one line and no socket."""
+        if request.path == "/healthz":
+            return connection.respond(http.HTTPStatus.OK, "OK\n")
+        if self.token is not None:
+            given = dict(parse_qsl(urlparse(request.path).query)).get("token")
+            header = request.headers.get("Authorization", "")
+            if header.startswith("Api-Key "):
+                given = header[len("Api-Key ") :]
+            if not same(self.token, given):
+                return connection.respond(
+                    http.HTTPStatus.FORBIDDEN,
+                    "this policy server wants its token: openpi_client's "
+                    "WebsocketClientPolicy(..., api_key=TOKEN), or $PYTEST_HUD_POLICY_TOKEN "
+                    "for --hud-agent=openpi:HOST:PORT\n",
+                )
+        peer = _peer(connection)
+        total = sum(self._peers.values())
+        if total >= self.max_connections or self._peers.get(peer, 0) >= self.max_per_peer:
+            return connection.respond(
+                http.HTTPStatus.SERVICE_UNAVAILABLE,
+                f"this policy server already holds {total} connections ({self._peers.get(peer, 0)} "
+                f"from {peer}; limits {self.max_connections} and {self.max_per_peer} per peer)\n",
+            )
+        self._peers[peer] = self._peers.get(peer, 0) + 1  # until its handler (or handshake) ends
+        return None
+
     async def _handler(self, ws: ServerConnection) -> None:
         task = asyncio.current_task()
         assert task is not None
@@ -148,7 +195,15 @@ class PolicyServer:
             pass
         finally:
             self._handlers.discard(task)
+            self._leave(_peer(ws))
             release_memory()  # a big request's buffers go back to the kernel, not the heap
+
+    def _leave(self, peer: str) -> None:
+        left = self._peers.get(peer, 0) - 1
+        if left > 0:
+            self._peers[peer] = left
+        else:
+            self._peers.pop(peer, None)
 
     async def _serve(self, ws: ServerConnection) -> None:
         await ws.send(self._metadata_frame)
@@ -171,21 +226,28 @@ class PolicyServer:
                 if prev_total is not None:
                     timing["prev_total_ms"] = prev_total * 1000
                 reply = pack({"actions": chunk, "server_timing": timing})
-            except Exception:
+            except Exception as exc:
                 log.exception("policy server: request from %s failed", ws.remote_address)
+                # the traceback to a client that proved the token; a stranger gets one line
+                text = format_exc() if self.token is not None else _one_line(exc)
                 with contextlib.suppress(websockets.ConnectionClosed):
-                    await ws.send(format_exc())
+                    await ws.send(text)
                     await ws.close(CloseCode.INTERNAL_ERROR, INTERNAL_ERROR_REASON)
                 return
             await ws.send(reply)
             prev_total = time.monotonic() - start
 
 
-def _health_check(connection: ServerConnection, request: Request) -> Response | None:
-    """``GET /healthz`` answers 200 OK (like openpi's server); anything else upgrades."""
-    if request.path == "/healthz":
-        return connection.respond(http.HTTPStatus.OK, "OK\n")
-    return None
+def _peer(connection: ServerConnection) -> str:
+    address = connection.remote_address
+    return str(address[0]) if isinstance(address, tuple) and address else str(address)
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error as a client without the token sees it: what failed, not where (the
+    server's log has the traceback)."""
+    message = str(exc).splitlines()[0][:300] if str(exc) else ""
+    return f"policy server error: {type(exc).__name__}: {message} (traceback in its log)"
 
 
 # -- the CLI ---------------------------------------------------------------------------
@@ -215,9 +277,10 @@ def serve_forever(
     batch_size: int | None = None,
     contract: str | Path | None = None,
     max_frame_bytes: int | None = None,
+    token: str | None = None,
 ) -> None:
     """Load ``spec``'s model and serve it until SIGTERM, Ctrl-C or, when spawned with
-    ``$PYTEST_HUD_LIFELINE=1``, the end of its stdin.
+    ``$PYTEST_HUD_LIFELINE=1``, the end of its stdin; ``token``: see :class:`PolicyServer`.
 
     Prints ``PYTEST_HUD_POLICY_SERVER {"url": ...}`` on stdout once it listens.
     """
@@ -236,6 +299,7 @@ def serve_forever(
         metadata=meta,
         contract=contract,
         max_frame_bytes=max_frame_bytes,
+        token=token,
     )
 
     async def main() -> None:
@@ -288,8 +352,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="largest request frame without a --contract (default: "
         "$PYTEST_HUD_MAX_FRAME_BYTES or 64 MiB); with one, what its observation needs",
     )
+    parser.add_argument(
+        "--token",
+        action="store_true",
+        help="admit only clients sending the token in $PYTEST_HUD_POLICY_TOKEN (made and "
+        "printed when unset; never taken on the command line, where ps shows it); clients: "
+        "openpi_client's api_key, or $PYTEST_HUD_POLICY_TOKEN for --hud-agent=openpi:...",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    token = None
+    if args.token:
+        token = os.environ.get(TOKEN_ENV) or secrets.token_hex(32)
+        if not os.environ.get(TOKEN_ENV):
+            print(f"policy server: token {token} (clients: export {TOKEN_ENV}={token})",
+                  file=sys.stderr, flush=True)  # fmt: skip
     serve_forever(
         args.agent,
         host=args.host,
@@ -298,6 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         batch_size=args.batch_size,
         contract=args.contract,
         max_frame_bytes=int(args.max_frame_mb * 2**20) if args.max_frame_mb else None,
+        token=token,
     )
     return 0
 

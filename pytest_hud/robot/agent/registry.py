@@ -6,6 +6,7 @@ Third-party agents register a factory under the ``pytest_hud.agents`` entry-poin
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable
 from importlib import metadata
 from typing import Any
@@ -50,7 +51,11 @@ def _openpi(arg: str | None = None) -> RobotAgent:
         )
     from pytest_hud.robot.agent.remote import RemoteModel
 
-    return RobotAgent(RemoteModel(f"ws://{host}:{port}"), name=f"openpi:{host}:{port}")
+    # a policy server started with --token wants it: from the environment, never the spec
+    # (specs are shown in reports and ledgers)
+    token = os.environ.get("PYTEST_HUD_POLICY_TOKEN") or None
+    model = RemoteModel(f"ws://{host}:{port}", api_key=token)
+    return RobotAgent(model, name=f"openpi:{host}:{port}")
 
 
 def _vla_eval(arg: str | None = None) -> RobotAgent:

@@ -10,11 +10,14 @@ import functools
 import secrets
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from http import HTTPStatus
 from typing import Any
+from urllib.parse import parse_qsl, urlparse
 
 import websockets
 from websockets.asyncio.server import serve
 
+from pytest_hud.auth import derive, same, server_secret
 from pytest_hud.robot.contract import Contract
 from pytest_hud.robot.sim.barrier import SlotBarrier
 from pytest_hud.robot.sim.errors import BridgeError
@@ -62,6 +65,9 @@ class RobotBridge(SlotBarrier):
     idle_timeout: float | None = None
     #: Run sim hooks on one dedicated thread instead of the serve loop's thread.
     offload: bool = False
+    #: Agent connections held at once (each waits for its claim or drives a slot); one
+    #: more is refused before the WebSocket opens. None: 16 per slot, at least 64.
+    max_connections: int | None = None
 
     contract: Contract | dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
@@ -84,6 +90,8 @@ class RobotBridge(SlotBarrier):
         self._contract_obj: Contract | None = None
         self._host = "127.0.0.1"
         self._port = 0
+        self._key: str | None = None  # what an agent's url must carry (auth)
+        self._open = 0  # agent connections being served
 
     @property
     def action_size(self) -> int | None:
@@ -97,9 +105,12 @@ class RobotBridge(SlotBarrier):
 
     @property
     def url(self) -> str:
+        """Where agents connect; it carries the key that admits them (the session's
+        bridge key, :mod:`pytest_hud.auth`) unless the session runs ``--no-auth``."""
         if getattr(self, "_server", None) is None:
             raise BridgeError("bridge is not serving yet; await start() first")
-        return f"ws://{self._host}:{self._port}"
+        base = f"ws://{self._host}:{self._port}"
+        return f"{base}/?key={self._key}" if self._key else base
 
     async def _sim(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a sim hook on the sim thread."""
@@ -116,12 +127,42 @@ class RobotBridge(SlotBarrier):
         if self.offload:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="pytest-hud-sim")
         self._contract_obj = await self._sim(self.ensure_contract)
+        secret = server_secret()
+        self._key = derive(secret, "bridge") if secret else None
         self._server = await serve(
-            self._serve_connection, host, port, ping_interval=None, **ws_options(self._max_frame())
+            self._serve_connection,
+            host,
+            port,
+            ping_interval=None,
+            process_request=self._admit,
+            **ws_options(self._max_frame()),
         )
         sock = next(iter(self._server.sockets))
         self._host, self._port = host, sock.getsockname()[1]
         return self.url
+
+    def _admit(self, connection: Any, request: Any) -> Any:
+        """Before the WebSocket opens: refuse a peer without the bridge key (its url's
+        ``?key=``, or openpi-client's ``Authorization: Api-Key``) and one past the
+        connection cap, with a one-line HTTP answer and no traceback."""
+        if self._key is not None:
+            given = dict(parse_qsl(urlparse(request.path).query)).get("key")
+            header = request.headers.get("Authorization", "")
+            if header.startswith("Api-Key "):
+                given = given or header[len("Api-Key ") :]
+            if not same(self._key, given):
+                return connection.respond(
+                    HTTPStatus.FORBIDDEN,
+                    "this robot bridge serves only its session's agents: connect to the url "
+                    "the env server handed out (it carries the key)\n",
+                )
+        cap = self.max_connections or max(64, 16 * self.num_envs)
+        if self._open >= cap:
+            return connection.respond(
+                HTTPStatus.SERVICE_UNAVAILABLE,
+                f"this robot bridge already serves {self._open} connections (limit {cap})\n",
+            )
+        return None
 
     def _max_frame(self) -> int:
         """An agent only ever sends a claim and one action per frame: cap frames at that.
@@ -170,6 +211,7 @@ class RobotBridge(SlotBarrier):
 
     async def _serve_connection(self, ws: AgentConnection) -> None:
         slot: _Slot | None = None
+        self._open += 1
         try:
             await ws.send(self._metadata_frame())
             try:
@@ -234,6 +276,7 @@ class RobotBridge(SlotBarrier):
         except Exception:
             await _send_error(ws, format_exc())
         finally:
+            self._open -= 1
             if slot is not None and slot.ws is ws:
                 slot.ws = None
                 slot.action = None
@@ -301,7 +344,13 @@ class RobotBridge(SlotBarrier):
             self._slots[grant["slot"]].token_required = True
             return grant
         if method == "result":
-            return await self.release(params.get("token"))
+            token = params.get("token")
+            if not isinstance(token, str):  # on a one-slot sim None would be "the" slot
+                raise BridgeError(
+                    "result needs the slot token reset() returned, got "
+                    f"{_describe(token)}; no slot is graded or freed without it"
+                )
+            return await self.release(token)
         if method == "slots":
             return [
                 {"index": s.index, "state": s.state.value, "reason": s.reason} for s in self._slots

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_hud.auth import session_secret, url_token
 from pytest_hud.process import Child, ChildError, child_env
 from pytest_hud.robot.contract import Contract
 from pytest_hud.robot.sim.bridge import ANNOUNCE, RobotBridge
@@ -128,7 +129,10 @@ class RobotEndpoint:
                     raise SimError(
                         f"control address must look like tcp://HOST:PORT, got {control!r}"
                     )
-                self._rpc = await RpcClient.connect(*address, timeout=self.start_timeout)
+                secret = url_token(control) or session_secret()
+                self._rpc = await RpcClient.connect(
+                    *address, timeout=self.start_timeout, secret=secret
+                )
                 self._info = await self._call("info", timeout=self.start_timeout)
             except BaseException:
                 await self.stop()

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pytest_hud.auth import server_secret
 from pytest_hud.loader import PATH_MODULES, load_object, load_path
 from pytest_hud.process import serve_until_stopped
 from pytest_hud.robot.sim.bridge import ANNOUNCE, RobotBridge
@@ -63,7 +64,7 @@ async def run_bridge(
 ) -> None:
     """Serve ``bridge`` and its control channel until cancelled."""
     url = await bridge.start(host, port)
-    server = await serve_rpc(bridge.control, control_host, control_port)
+    server = await serve_rpc(bridge.control, control_host, control_port, secret=server_secret())
     try:
         cport = next(iter(server.sockets)).getsockname()[1]
         if announce is not None:

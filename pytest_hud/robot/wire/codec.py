@@ -55,8 +55,19 @@ def _check_dtype(dtype: np.dtype) -> None:
         )
 
 
+#: The most dims an ndarray on the wire may have: numpy's own limit. Checked before any
+#: arithmetic on the shape, so a frame of 20,000 huge dims costs nothing to refuse.
+MAX_DIMS = 64
+
+
 def _check_shape(shape: Any, dtype: np.dtype, data: Any) -> tuple[int, ...]:
-    """A decoded shape: non-negative ints whose product fills ``data`` exactly (no -1)."""
+    """A decoded shape: at most :data:`MAX_DIMS` non-negative ints whose product fills
+    ``data`` exactly (no -1)."""
+    if isinstance(shape, list | tuple) and len(shape) > MAX_DIMS:
+        raise WireError(
+            f"ndarray shape has {len(shape)} dims, more than numpy's {MAX_DIMS}; send the "
+            "array's real shape"
+        )
     if not isinstance(shape, list | tuple) or not all(type(d) is int and d >= 0 for d in shape):
         raise WireError(
             f"ndarray shape must be a list of non-negative integers, got {shape!r}; "

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_hud.auth import auth_env
 from pytest_hud.runtime.docker.engine import (
     LABEL,
     LOG_TAIL,
@@ -164,7 +165,7 @@ class DockerRuntime:
             argv = serve_argv("python3", str(module), "0.0.0.0", self.sim_ports)
         cfg = task.runtime_config
         row_env = dict(cfg.env if cfg else ())
-        env = {"PYTHONUNBUFFERED": "1", **self.host_env(), **self.env, **row_env}
+        env = {"PYTHONUNBUFFERED": "1", **self.host_env(), **self.env, **row_env, **auth_env()}
         labels = {**self.labels, **owner_labels(), f"{LABEL}.task": task.key}
         kwargs: dict[str, Any] = {
             "image": image,

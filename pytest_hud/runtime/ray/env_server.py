@@ -42,8 +42,12 @@ class EnvServerActor:
     def __init__(self) -> None:
         self.child: Child | None = None
 
-    async def start(self, module: str, host: str | None, boot_timeout: float) -> dict[str, Any]:
-        """Spawn the server bound to ``host`` (default: the node's IP as Ray knows it);
+    async def start(
+        self, module: str, host: str | None, boot_timeout: float, auth: dict[str, str]
+    ) -> dict[str, Any]:
+        """Spawn the server bound to ``host`` (default: the node's IP as Ray knows it),
+        serving the driver's session (``auth``: its secret, from
+        :func:`pytest_hud.auth.auth_env`; the cluster may have been started by anyone);
         its url, node and every port it listens on."""
         import ray
 
@@ -56,7 +60,7 @@ class EnvServerActor:
             announce=ANNOUNCE,
             timeout=boot_timeout,
             what=f"env server for {module}",
-            env=child_env(),
+            env=child_env(**auth),
             echo=True,
         )
         ctx = ray.get_runtime_context()

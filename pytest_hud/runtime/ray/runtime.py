@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_hud.auth import auth_env
 from pytest_hud.cluster import connect
 from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.provider import Runtime
@@ -110,7 +111,7 @@ class _RaySubstrate(Substrate):
         _LIVE[self.actor_id] = self.handle
         try:
             self.info = await self.handle.start.remote(
-                self.module, self.owner.host, self.owner.boot_timeout
+                self.module, self.owner.host, self.owner.boot_timeout, auth_env()
             )
         except ray.exceptions.RayTaskError as exc:
             raise SubstrateError(

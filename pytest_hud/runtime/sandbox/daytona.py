@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
+from pytest_hud.auth import auth_env
 from pytest_hud.process import Child, child_env
 from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.ports import free_port, port_taken
@@ -242,7 +243,7 @@ class DaytonaRuntime:
             )
         return sdk.CreateSandboxFromImageParams(
             image=setting(task, "image", self.image),
-            env_vars=dict(cfg.env) if cfg is not None and cfg.env else None,
+            env_vars={**(dict(cfg.env) if cfg is not None and cfg.env else {}), **auth_env()},
             labels={"pytest-hud": task.env},
             resources=resources,
             ephemeral=True,

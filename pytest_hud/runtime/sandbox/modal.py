@@ -10,6 +10,7 @@ import math
 from types import ModuleType
 from typing import Any
 
+from pytest_hud.auth import auth_env
 from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.substrate import (
@@ -194,6 +195,6 @@ class ModalRuntime:
             kwargs["memory"] = memory
         if self.secrets:
             kwargs["secrets"] = list(self.secrets)
-        if cfg is not None and cfg.env:
-            kwargs["env"] = dict(cfg.env)
+        # the session's secret: the env server behind the public tunnel serves this session only
+        kwargs["env"] = {**(dict(cfg.env) if cfg is not None and cfg.env else {}), **auth_env()}
         return kwargs

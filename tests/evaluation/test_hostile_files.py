@@ -1,0 +1,176 @@
+"""Files a session reads but did not write (issue 39 #5): a ledger given to ``--hud-resume``, a
+results JSON given to ``--hud-baseline`` or ``compare``. A wrong type is one error naming the
+file, the line or row and the field (exit 4, a usage error; never a traceback, never exit 1);
+a row of the right types but hostile content reaches the report escaped, and a path in it
+is embedded only when it is one of the session's own episode GIFs."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from line_suite import ENV, run
+
+from pytest_hud.evaluation import ledger
+from pytest_hud.evaluation.results import RowError, check_row, read_results
+
+TWO_ROWS = """
+import pytest
+from line_env import reach
+
+
+@pytest.mark.hud(tasks=[reach.task(goal=0.0), reach.task(goal=0.5)])
+def test_reach(hud_result):
+    pass
+"""
+SCRIPT = "<script>alert('hud')</script>"
+IMG = "<img src=x onerror=alert(1)>"
+GIF = b"GIF89a" + b"\x01\x00\x01\x00\x80\x00\x00" + b"SECRET-PAYLOAD-" * 8
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(line_env=ENV, test_reach=TWO_ROWS)
+    pytester.makeconftest("import line_env  # noqa: F401\n")
+    pytester.makeini("[pytest]\nhud_agent = zero\n")
+    return pytester
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _write(path: Path, records: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def _recorded(suite: pytest.Pytester) -> Path:
+    led = suite.path / "run.ledger.jsonl"
+    run(suite, f"--hud-ledger={led}").assert_outcomes(passed=2)
+    return led
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("steps", IMG),
+        ("success", "yes"),
+        ("score", "1.0"),
+        ("args", ["goal"]),
+        ("nodeid", 7),
+        ("outcome", "won"),
+        ("duration", None),
+        ("video", 3),
+    ],
+)
+def test_a_ledger_field_of_the_wrong_type_is_one_usage_error_naming_it(
+    suite: pytest.Pytester, field: str, value: Any
+) -> None:
+    led = _recorded(suite)
+    records = _records(led)
+    number = next(n for n, r in enumerate(records, 1) if r["kind"] == "episode")
+    records[number - 1][field] = value
+    _write(led, records)
+    result = run(suite, f"--hud-resume={led}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()[-2000:]
+    err = result.stderr.str()
+    assert f"{led} line {number}: field {field!r}: expected" in err, err
+    out = result.stdout.str() + err
+    assert "Traceback" not in out and "INTERNALERROR" not in out
+
+
+def test_a_hostile_ledger_reaches_the_report_escaped_and_embeds_only_the_sessions_gifs(
+    suite: pytest.Pytester,
+) -> None:
+    """Right types, hostile content: script in every text field a report shows, and a
+    ``video`` naming a GIF outside the session's ``.hud/videos``. Resumed, the report holds
+    the script as text and not the foreign file; the same GIF inside ``.hud/videos`` is
+    embedded (so the check is what keeps the first one out)."""
+    led = _recorded(suite)
+    foreign = suite.path / "elsewhere" / "secret.gif"
+    foreign.parent.mkdir()
+    foreign.write_bytes(GIF)
+    own = suite.path / ".hud" / "videos" / "own.gif"
+    own.parent.mkdir(parents=True, exist_ok=True)
+    own.write_bytes(b"GIF89a" + b"THE-SESSIONS-OWN-GIF-" * 4)
+    records = _records(led)
+    episodes = [r for r in records if r["kind"] == "episode"]
+    for record, video in zip(episodes, (foreign, own), strict=True):
+        record.update(env=SCRIPT, prompt=SCRIPT, task_id=IMG, video=str(video))
+        record["args"] = {**record["args"], "note": IMG}
+    _write(led, records)
+    html = suite.path / "report.html"
+    result = run(suite, f"--hud-resume={led}", f"--html={html}", "--self-contained-html")
+    result.assert_outcomes(skipped=2)
+    page = html.read_text()
+    for payload in (SCRIPT, IMG):
+        assert payload not in page, f"{payload} reached the report unescaped"
+    assert "&lt;script&gt;alert(" in page  # shown, as text
+    assert base64.b64encode(GIF).decode()[:40] not in page  # the foreign file: never read
+    assert base64.b64encode(own.read_bytes()).decode()[:40] in page  # the session's own
+
+
+def test_a_non_gif_under_the_sessions_videos_is_not_embedded(suite: pytest.Pytester) -> None:
+    led = _recorded(suite)
+    passwd = suite.path / ".hud" / "videos" / "passwd.gif"
+    passwd.parent.mkdir(parents=True, exist_ok=True)
+    passwd.write_text("root:x:0:0:root:/root:/bin/sh\n")
+    records = _records(led)
+    for record in records:
+        if record["kind"] == "episode":
+            record["video"] = str(passwd)
+    _write(led, records)
+    html = suite.path / "report.html"
+    run(suite, f"--hud-resume={led}", f"--html={html}", "--self-contained-html")
+    assert base64.b64encode(passwd.read_bytes()).decode()[:24] not in html.read_text()
+
+
+def _results(suite: pytest.Pytester, name: str) -> Path:
+    out = suite.path / name
+    run(suite, f"--hud-results={out}").assert_outcomes(passed=2)
+    return out
+
+
+@pytest.mark.parametrize(("field", "value"), [("steps", IMG), ("success", "no"), ("seed", {})])
+def test_compare_exits_4_naming_the_field_of_a_hostile_results_file(
+    suite: pytest.Pytester, field: str, value: Any
+) -> None:
+    """``compare`` of a results file with a wrong type: exit 4 (never 1, which
+    ``--fail-on-drop`` gives a drop, so a CI gate cannot read a crash as a drop)."""
+    base, new = _results(suite, "base.json"), _results(suite, "new.json")
+    doc = json.loads(new.read_text())
+    doc["rollouts"][1][field] = value
+    new.write_text(json.dumps(doc))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_hud", "compare", str(base), str(new), "--fail-on-drop=1"],
+        capture_output=True, text=True, timeout=120, check=False, cwd=suite.path,
+    )  # fmt: skip
+    assert done.returncode == 4, done.stderr
+    assert f"{new} rollouts[1]: field {field!r}: expected" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_hostile_baseline_is_one_usage_error(suite: pytest.Pytester) -> None:
+    base = _results(suite, "base.json")
+    doc = json.loads(base.read_text())
+    task = next(iter(doc["per_task"]))
+    doc["per_task"][task]["successes"] = "<b>all</b>"
+    base.write_text(json.dumps(doc))
+    result = run(suite, f"--hud-baseline={base}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"per_task[{task!r}].successes: expected a count" in result.stderr.str()
+
+
+def test_the_reader_takes_what_pytest_hud_writes(suite: pytest.Pytester) -> None:
+    """The schema is the Row the plugin writes: its own files pass, row by row."""
+    led = _recorded(suite)
+    assert len(ledger.read(led).episodes) == 2
+    doc = read_results(_results(suite, "r.json"))
+    assert len(doc["rollouts"]) == 2
+    with pytest.raises(RowError, match="field 'steps'"):
+        check_row({**doc["rollouts"][0], "steps": True}, "r.json rollouts[0]")
