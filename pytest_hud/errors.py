@@ -35,6 +35,7 @@ clauses still match; the module defining it in brackets)::
     ├── LeRobotVersionError (ImportError)       [interop/lerobot/compat]
     ├── VlaEvalWireError (ValueError)           [interop/vla_eval/codec]
     ├── VlaEvalConventionWarning (UserWarning)  [interop/vla_eval/preflight]
+    ├── RowError (ValueError)                   [evaluation/results]
     ├── LedgerError (ValueError)                [evaluation/ledger]
     │   └── LedgerWriteError
     ├── OutputWriteError (OSError)              [evaluation/durable]
@@ -47,6 +48,7 @@ clauses still match; the module defining it in brackets)::
     ├── ChildError (RuntimeError)               [process]
     ├── RemoteError (RuntimeError)              [rpc]
     ├── RpcClosed (ConnectionError)             [rpc]
+    ├── AuthError (PermissionError)             [rpc]
     ├── TrackerError (ValueError)               [trackers]
     ├── TrackerWarning (UserWarning)            [trackers]
     ├── EvaluationError (RuntimeError)          [api]

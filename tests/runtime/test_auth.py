@@ -371,3 +371,59 @@ async def test_no_auth_serves_anyone_and_says_so_loudly(pytester: pytest.Pyteste
     result = pytester.runpytest_subprocess("--hud-no-auth", "--hud-agent=zero")
     result.assert_outcomes(passed=1)
     assert result.stderr.str().count("admits anyone") == 1
+
+
+class CappedCounterSim(CounterSim):
+    max_connections = 4
+
+
+async def test_past_its_connection_cap_the_bridge_answers_503_and_serves_again_after() -> None:
+    """Issue 39 #7: 1,500 unclaimed connections held 1,509 fds of a sim. Connections past
+    ``max_connections`` (even keyed ones) are refused before the WebSocket opens; once
+    some close, a new one is served."""
+    endpoint = RobotEndpoint(CappedCounterSim)
+    await endpoint.start()
+    try:
+        held = [await websockets.connect(endpoint.url, open_timeout=30) for _ in range(4)]
+        try:
+            with pytest.raises(websockets.InvalidStatus) as refused:
+                await websockets.connect(endpoint.url, open_timeout=30)
+            assert refused.value.response.status_code == 503
+        finally:
+            for ws in held:
+                await ws.close()
+        async with asyncio.timeout(60):
+            while True:  # the bridge notices the closes as its handlers end
+                try:
+                    async with websockets.connect(endpoint.url, open_timeout=30) as ws:
+                        assert unpack(await ws.recv())["protocol"] == "openpi/0"
+                        break
+                except websockets.InvalidStatus:
+                    await asyncio.sleep(0.1)
+    finally:
+        await endpoint.stop()
+
+
+async def test_a_policy_server_with_a_token_serves_its_client_through_a_flood() -> None:
+    """300 connections without the token are each refused (403) and hold nothing; the
+    client with the token is served while they arrive."""
+    server = PolicyServer(ZeroModel(), contract=COUNTER_CONTRACT, token="p" * 64)
+    async with server:
+
+        async def stranger() -> int:
+            try:
+                async with websockets.connect(server.url, open_timeout=60):
+                    return 101
+            except websockets.InvalidStatus as exc:
+                return exc.response.status_code
+
+        model = RemoteModel(server.url, api_key="p" * 64)
+        try:
+            await model.connect()
+            flood = asyncio.gather(*(stranger() for _ in range(FLOOD)))
+            chunk = await model.ainfer({"state": np.zeros(3, np.float32)})
+            codes = await flood
+        finally:
+            await model.aclose()
+        assert set(codes) == {403} and np.asarray(chunk).shape[-1] == 2
+        assert sum(server._peers.values()) == 0  # nobody left holding a connection
