@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
+
+from pytest_hud.process import Child, child_env
+from pytest_hud.runtime.server import ANNOUNCE as SERVER_ANNOUNCE
 
 
 def alive(pid: int) -> bool:
@@ -46,3 +51,21 @@ def tcp_sockets(pid: int | None = None) -> set[tuple[str, str]]:
                 if fields[9] in inodes:
                     found.add((fields[1], fields[3]))
     return found
+
+
+#: the env module the hardening and auth tests serve
+COUNTER = Path(__file__).resolve().parent / "envs" / "counter_env.py"
+
+
+@contextlib.asynccontextmanager
+async def env_server(**env: str) -> AsyncIterator[Child]:
+    """A real env server (``python -m pytest_hud.serve``) serving the counter env module,
+    with this process's environment (its secret, as every launcher passes it) plus ``env``."""
+    argv = [sys.executable, "-m", "pytest_hud.serve", str(COUNTER), "--lifeline"]
+    child = await Child.spawn(
+        argv, announce=SERVER_ANNOUNCE, timeout=120, what="env server", env=child_env(**env)
+    )
+    try:
+        yield child
+    finally:
+        await child.terminate()

@@ -17,12 +17,14 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
 import pytest
 from needs import require
 from paths import HELPERS, ROOT, VLA_EVAL_PEER
+
+sys.path.insert(0, str(VLA_EVAL_PEER))
+from server_proc import controller_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("extras")]
 
@@ -504,23 +506,12 @@ def test_the_vla_eval_extra_serves_a_benchmark_to_a_model_server(
     env module, its ``PredictModelServer`` (own process, 127.0.0.1) as the agent."""
     python = venv_with(wheel, tmp_path / "venv", "vla-eval")
     where = project(tmp_path / "work", {"test_cartpole.py": VLA_TEST})
-    for name in ("cartpole_bench.py", "cartpole_env.py", "controller_server.py"):
+    for name in ("cartpole_bench.py", "cartpole_env.py"):
         shutil.copy2(VLA_EVAL_PEER / name, where / name)
-    server = subprocess.Popen(
-        [python, "controller_server.py", "--port", "0"],
-        cwd=where,
-        env=clean_env(tmp_path / "home", PYTHONUNBUFFERED="1"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        line: list[str] = []
-        reader = threading.Thread(target=lambda: line.append(server.stdout.readline()))  # type: ignore[union-attr]
-        reader.start()
-        reader.join(120)
-        assert line and line[0].startswith("PORT "), f"the model server did not start: {line}"
-        port = int(line[0].split()[1])
+    # vla-eval's own server, run by that venv's python (the script needs only vla-eval)
+    with controller_server(
+        "--port", "0", python=python, env=clean_env(tmp_path / "home"), cwd=where
+    ) as (port, _):
         done = run(
             [
                 python,
@@ -536,14 +527,5 @@ def test_the_vla_eval_extra_serves_a_benchmark_to_a_model_server(
             RUN_TIMEOUT,
             VLA_MAX_STEPS="20",
         )
-        ok(done, "pytest with pytest-hud[vla-eval]")
-        graded(rows_of(where / "results.json"), 4, steps=None)
-    finally:
-        server.terminate()
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(30)
-        if server.stdout is not None:
-            server.stdout.close()
+    ok(done, "pytest with pytest-hud[vla-eval]")
+    graded(rows_of(where / "results.json"), 4, steps=None)

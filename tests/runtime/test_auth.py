@@ -12,12 +12,12 @@ import contextlib
 import json
 import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import websockets
+from procs import COUNTER, env_server
 from sims import COUNTER_CONTRACT, CounterSim
 
 from pytest_hud.auth import derive, prove, session_secret
@@ -35,7 +35,6 @@ from pytest_hud.runtime.server import ANNOUNCE as SERVER_ANNOUNCE
 
 pytestmark = pytest.mark.anyio
 
-COUNTER = Path(__file__).resolve().parents[1] / "helpers" / "envs" / "counter_env.py"
 FLOOD = 300
 
 
@@ -154,20 +153,6 @@ async def test_unfinished_lines_from_strangers_hold_almost_nothing() -> None:
         finally:
             for _, writer in peers:
                 writer.close()
-
-
-@contextlib.asynccontextmanager
-async def env_server(**env: str) -> AsyncIterator[Child]:
-    """A real env server (``python -m pytest_hud.serve``) serving the counter env module,
-    holding this session's secret (inherited, as every launcher passes it)."""
-    argv = [sys.executable, "-m", "pytest_hud.serve", str(COUNTER), "--lifeline"]
-    child = await Child.spawn(
-        argv, announce=SERVER_ANNOUNCE, timeout=120, what="env server", env=child_env(**env)
-    )
-    try:
-        yield child
-    finally:
-        await child.terminate()
 
 
 async def test_a_real_env_server_serves_its_session_and_refuses_a_stranger() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import websockets
+from procs import env_server
 from sims import COUNTER_CONTRACT, CounterSim
 
 from pytest_hud.auth import prove, session_secret
@@ -24,7 +25,6 @@ from pytest_hud.robot.agent.policy_server import ANNOUNCE as POLICY_ANNOUNCE
 from pytest_hud.robot.wire.codec import pack, unpack
 from pytest_hud.robot.wire.transport import TransportClosed, connect
 from pytest_hud.rpc import Connection, RpcClient, serve_rpc
-from pytest_hud.runtime.server import ANNOUNCE as SERVER_ANNOUNCE
 
 pytestmark = pytest.mark.anyio
 
@@ -80,9 +80,6 @@ async def test_deeply_nested_json_gets_a_protocol_error_and_the_connection_keeps
         await server.wait_closed()
 
 
-COUNTER = Path(__file__).resolve().parents[1] / "helpers" / "envs" / "counter_env.py"
-
-
 def fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
@@ -93,19 +90,6 @@ def rss_mb(pid: int, field: str = "VmRSS") -> float:
         if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     raise AssertionError(f"no {field} in /proc/{pid}/status")
-
-
-@contextlib.asynccontextmanager
-async def env_server(**env: str) -> AsyncIterator[Child]:
-    """A real env server (``python -m pytest_hud.serve``) serving the counter env module."""
-    argv = [sys.executable, "-m", "pytest_hud.serve", str(COUNTER), "--lifeline"]
-    child = await Child.spawn(
-        argv, announce=SERVER_ANNOUNCE, timeout=120, what="env server", env=child_env(**env)
-    )
-    try:
-        yield child
-    finally:
-        await child.terminate()
 
 
 def port_of(child: Child) -> int:

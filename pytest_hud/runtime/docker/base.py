@@ -425,27 +425,23 @@ def ensure_base(client: Any, requested: str | None = None, say: Say = log.warnin
     """The base to build FROM, on the engine: ``requested`` (pulled if missing), else
     ``python:X.Y-slim`` if present or pullable, else ``pytest-hud-python:X.Y``, built from
     this interpreter if missing. Callers hold the build lock (:mod:`.image`)."""
+    slim, local = slim_tag(), local_tag()
+    present = next(
+        (r for r in ([requested] if requested else [slim, local]) if _present(client, r)), None
+    )
+    if present is not None:
+        return present
+    wanted = requested or slim
+    say(f"pulling the base image {wanted}")
+    why = pull(client, wanted, say)
+    if why is None:
+        return wanted
     if requested:
-        if _present(client, requested):
-            return requested
-        say(f"pulling the base image {requested}")
-        why = pull(client, requested, say)
-        if why is None:
-            return requested
         raise BaseImageError(
             f"base image {requested!r} is not on this Docker engine and pulling it failed "
             f"({why}); fix: docker pull {requested} where a registry answers, or drop "
             "--hud-docker-base to use python:X.Y-slim or a base built from this host's Python "
             "(python -m pytest_hud image base)"
         )
-    slim, local = slim_tag(), local_tag()
-    for ref in (slim, local):
-        if _present(client, ref):
-            return ref
-    say(f"pulling the base image {slim}")
-    why = pull(client, slim, say)
-    if why is None:
-        return slim
     say(f"no registry gave {slim} ({why})")
-    build_host_base(client, local, say=say)
-    return local
+    return build_host_base(client, local, say=say)

@@ -20,15 +20,21 @@ SCRIPT = HERE / "controller_server.py"
 
 @contextlib.contextmanager
 def controller_server(
-    *args: str, timeout: float = 60.0
+    *args: str,
+    timeout: float = 60.0,
+    python: str | Path = sys.executable,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> Iterator[tuple[int, subprocess.Popen[str]]]:
-    """``(port, process)`` of a BalanceServer bound to 127.0.0.1."""
+    """``(port, process)`` of a BalanceServer bound to 127.0.0.1 (run by ``python``, with
+    ``env``, default this process's)."""
     proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), *args],
+        [str(python), str(SCRIPT), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"},
+        cwd=cwd,
     )
     line: list[str] = []
     reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
