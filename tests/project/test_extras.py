@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,15 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
+@pytest.fixture
+def venv(tmp_path: Path) -> Iterator[Path]:
+    """Where a test's clean venv goes, removed after it (a LeRobot stack is GBs: pytest keeps
+    its last sessions' folders, and CI's disk has room for one at a time)."""
+    folder = tmp_path / "venv"
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def venv_with(wheel: Path, folder: Path, extras: str, version: str | None = None) -> Path:
     """A new venv in ``folder`` (Python ``version``, default this one's) holding
     ``pytest-hud[extras]`` and what pip resolves for it, nothing more; its python."""
@@ -178,7 +188,7 @@ def _untag(client: object, tag: str) -> None:
 
 @pytest.mark.docker
 def test_the_docker_extra_grades_every_row_on_an_engine_with_no_pytest_hud_base(
-    wheel: Path, tmp_path: Path, client: object
+    wheel: Path, tmp_path: Path, venv: Path, client: object
 ) -> None:
     """A Python whose base image no other test of this run uses (3.12 beside the suite's
     3.11; on a 3.12 host, 3.11), so removing its bases races nothing. No registry answers
@@ -186,7 +196,7 @@ def test_the_docker_extra_grades_every_row_on_an_engine_with_no_pytest_hud_base(
     version = "3.12" if sys.version_info[:2] != (3, 12) else "3.11"
     for tag in (f"python:{version}-slim", f"pytest-hud-python:{version}"):
         _untag(client, tag)
-    python = venv_with(wheel, tmp_path / "venv", "docker", version)
+    python = venv_with(wheel, venv, "docker", version)
     where = project(
         tmp_path / "work", {"user_pendulum.py": PENDULUM_ENV, "test_user.py": PENDULUM_TEST}
     )
@@ -257,12 +267,12 @@ MAKE_POLICY = """
     "version", ["3.11", "3.12"], ids=["lerobot-0.4-py3.11", "lerobot-0.6-py3.12"]
 )
 def test_the_lerobot_extra_records_a_dataset_lerobot_reads_and_runs_lerobot_eval(
-    wheel: Path, tmp_path: Path, version: str
+    wheel: Path, tmp_path: Path, venv: Path, version: str
 ) -> None:
     """``pip install 'pytest-hud[lerobot,pusht]'`` alone: ``--hud-record`` writes a v3
     dataset that LeRobot reads back (frames decoded), and that venv's ``lerobot-eval`` runs
     PushT with a local checkpoint (no hub: a tiny random ACT saved like a real one)."""
-    python = venv_with(wheel, tmp_path / "venv", "lerobot,pusht", version)
+    python = venv_with(wheel, venv, "lerobot,pusht", version)
     where = project(
         tmp_path / "work",
         {
@@ -464,10 +474,10 @@ CASES: dict[str, tuple[dict[str, str], list[str], list[str], int, int | None, di
 
 @pytest.mark.parametrize("extra", sorted(CASES))
 def test_each_extra_alone_runs_its_feature_outside_the_checkout(
-    wheel: Path, tmp_path: Path, extra: str
+    wheel: Path, tmp_path: Path, venv: Path, extra: str
 ) -> None:
     files, helpers, args, n, steps, env = CASES[extra]
-    python = venv_with(wheel, tmp_path / "venv", extra)
+    python = venv_with(wheel, venv, extra)
     where = project(tmp_path / "work", files)
     for name in helpers:
         shutil.copy2(HELPERS / name, where / name)
@@ -500,11 +510,11 @@ VLA_TEST = """
 
 @pytest.mark.vla_eval
 def test_the_vla_eval_extra_serves_a_benchmark_to_a_model_server(
-    wheel: Path, tmp_path: Path
+    wheel: Path, tmp_path: Path, venv: Path
 ) -> None:
     """vla-eval both ways with ``pytest-hud[vla-eval]`` alone: its ``StepBenchmark`` as an
     env module, its ``PredictModelServer`` (own process, 127.0.0.1) as the agent."""
-    python = venv_with(wheel, tmp_path / "venv", "vla-eval")
+    python = venv_with(wheel, venv, "vla-eval")
     where = project(tmp_path / "work", {"test_cartpole.py": VLA_TEST})
     for name in ("cartpole_bench.py", "cartpole_env.py"):
         shutil.copy2(VLA_EVAL_PEER / name, where / name)
