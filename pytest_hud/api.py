@@ -18,6 +18,7 @@ import pytest
 from pytest_hud._plugin.module_rows import check_module_columns
 from pytest_hud.errors import HudError
 from pytest_hud.forkserver import client as forkserver
+from pytest_hud.runtime.backends import DEFAULT
 from pytest_hud.runtime.modules import declared_environments
 from pytest_hud.runtime.task import Task, Taskset
 
@@ -216,7 +217,7 @@ def evaluate(
     tasks: Any,
     agent: Any,
     *,
-    runtime: str = "local",
+    runtime: str = DEFAULT,
     group: int | None = None,
     workers: int | None = None,
     concurrency: int | None = None,

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_hud.errors import HudError
+from pytest_hud.runtime.backends import DEFAULT
 
 __all__ = ["main"]
 
@@ -23,7 +24,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--agent", required=True, help="agent spec, as for --hud-agent")
     parser.add_argument("rows", help="a task file (.jsonl, .tasks.json) or an env module (.py)")
-    parser.add_argument("--runtime", default="local", help="as --hud-runtime (default: local)")
+    parser.add_argument("--runtime", default=DEFAULT, help=f"as --hud-runtime (default: {DEFAULT})")
     parser.add_argument("--max-steps", type=int, default=None, help="as --hud-max-steps")
     parser.add_argument(
         "--timeout", type=float, default=None, help="seconds per probe episode (default 300)"

@@ -41,7 +41,7 @@ clauses still match; the module defining it in brackets)::
     ├── OutputWriteError (OSError)              [evaluation/durable]
     ├── StepTableError (RuntimeError)           [evaluation/step_tables]
     ├── EpisodeFailed (AssertionError)          [_plugin/errors]: the policy failed, a FAIL
-    ├── ReplayMismatch (AssertionError)         [_plugin/features/replay]: a FAIL
+    ├── ReplayMismatch (AssertionError)         [features/replay]: a FAIL
     ├── RolloutError (RuntimeError)             [_plugin/errors]: infrastructure, an ERROR
     ├── ExpectError (ValueError)                [_plugin/errors]
     ├── ModuleColumnError (ValueError)          [_plugin/errors]

@@ -13,6 +13,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.cases import HudCase
+    from pytest_hud._plugin.report_images import Figure
     from pytest_hud.evaluation.results import Gate, Row
     from pytest_hud.evaluation.verdict import CoveredGate
     from pytest_hud.runtime.provider import Provider
@@ -22,9 +23,12 @@ if TYPE_CHECKING:
 __all__ = [
     "pytest_hud_agent",
     "pytest_hud_case_agent",
+    "pytest_hud_dataset_link",
     "pytest_hud_episode_observers",
     "pytest_hud_episode_result",
     "pytest_hud_gates",
+    "pytest_hud_html_figures",
+    "pytest_hud_html_sections",
     "pytest_hud_results",
     "pytest_hud_results_meta",
     "pytest_hud_rollout_finished",
@@ -108,3 +112,18 @@ def pytest_hud_terminal_summary(
     terminalreporter: pytest.TerminalReporter, config: pytest.Config
 ) -> None:
     """Write lines under the hud table and its verdict."""
+
+
+@pytest.hookspec()
+def pytest_hud_html_sections(config: pytest.Config, rows: list[Row]) -> Sequence[str]:
+    """HTML sections for pytest-html's summary, placed before the session's own table."""
+
+
+@pytest.hookspec()
+def pytest_hud_html_figures(config: pytest.Config) -> Sequence[Figure]:
+    """Figures (PNG plots with a caption) for pytest-html's summary, shown even without rows."""
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_hud_dataset_link(config: pytest.Config, row: Row) -> str | None:
+    """Where pytest-html links an item's dataset episode, in place of the row's own root."""

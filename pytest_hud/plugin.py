@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from pytest_hud._plugin import features, heap, loggers
+from pytest_hud import features
+from pytest_hud._plugin import heap, loggers
 from pytest_hud._plugin.errors import EpisodeFailed
-from pytest_hud._plugin.features.crash import reap_dead_workers
 from pytest_hud._plugin.html import HtmlHooks
 from pytest_hud._plugin.internals import keep_xdist_groups
 from pytest_hud._plugin.interrupts import restore_sigterm, sigterm_interrupts
 from pytest_hud._plugin.options import HudOptions, addoption
-from pytest_hud._plugin.session import HudSession, restore_auth
+from pytest_hud._plugin.session import HudSession, restore_auth, sweep_runtime
 from pytest_hud._plugin.state import CASE, PLUGIN, RESULT
 from pytest_hud.fixtures import hud_agent, hud_provider, hud_result, hud_task, hud_wrap  # noqa: F401
 
@@ -25,6 +25,7 @@ __all__ = ["CASE", "PLUGIN", "RESULT", "EpisodeFailed", "HudHooks", "HudSession"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     addoption(parser)
+    features.addoption(parser)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -60,7 +61,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         heap.closed()
         session.evaluator.close()
         loggers.uninstall()
-        reap_dead_workers(session.options, session.is_worker)
+        if not session.is_worker:
+            sweep_runtime(session.options.runtime_spec)
         restore_sigterm(session.sigterm)
         restore_auth(session)
         features.unregister(config)  # closes the ledger, stops the session's Ray cluster

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_hud._plugin.features.trackers import step_of
 from pytest_hud._plugin.internals import from_controller
 
 if TYPE_CHECKING:
@@ -29,6 +28,7 @@ __all__ = [
     "read_ab_seed",
     "read_agents",
     "split_arm",
+    "step_of",
     "task_of_nodeid",
     "validate_arms",
 ]
@@ -216,3 +216,12 @@ def task_of_nodeid(nodeid: str) -> str | None:
     if head is None or "/" not in head.group(0):
         return None
     return _SLUG.sub("", head.group(0))
+
+
+_STEP = re.compile(r"(?:^|/)checkpoints/(\d+)(?:/|$)")
+
+
+def step_of(agent: str) -> int | None:
+    """The training step in a ``lerobot:.../checkpoints/NNNNNN/pretrained_model`` spec."""
+    found = _STEP.search(agent.replace("\\", "/"))
+    return int(found.group(1)) if found else None

@@ -23,6 +23,7 @@ from pytest_hud._plugin.items import TaskFile, is_task_file
 from pytest_hud._plugin.module_rows import check_module_columns
 from pytest_hud._plugin.row_check import check_rows
 from pytest_hud._plugin.state import CASE
+from pytest_hud.runtime.backends import DEFAULT
 from pytest_hud.runtime.errors import TaskError
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ class Collector:
             raise pytest.UsageError(f"{metafunc.definition.nodeid}: {exc}") from None
         try:
             own = uses_fixture_from(metafunc.definition, "hud_provider", OUR_FIXTURES)
-            check_rows(rows, self.options.runtime or "local", own_provider=own)
+            check_rows(rows, self.options.runtime or DEFAULT, own_provider=own)
         except TaskError as exc:  # a collection error showing just its message
             raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: {exc}") from None
         group = int(marker.kwargs.get("group") or self.options.group)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["HtmlHooks", "html_extras", "success_cell"]
 
 
-def html_extras(row: Row, videos: Path, merged_root: str | None = None) -> list[dict[str, Any]]:
+def html_extras(row: Row, videos: Path, link: str | None = None) -> list[dict[str, Any]]:
     """An item's pytest-html extras: the episode animation (a GIF under the session's
     ``videos`` folder, nothing else) and the dataset episode."""
     try:
@@ -33,8 +33,8 @@ def html_extras(row: Row, videos: Path, merged_root: str | None = None) -> list[
         data = base64.b64encode(gif).decode()
         out.append(extras.image(data, name="episode", mime_type="image/gif", extension="gif"))
     dataset = row.get("dataset")
-    if dataset and merged_root is not None:  # an xdist worker: the index changes at the merge
-        out.append(extras.url(merged_root, name="dataset (episode index: --hud-results)"))
+    if dataset and link is not None:  # an xdist worker: the index changes at the merge
+        out.append(extras.url(link, name="dataset (episode index: --hud-results)"))
     elif dataset:
         name = f"dataset episode {dataset.get('episode_index')}"
         out.append(extras.url(str(dataset.get("root", "")), name=name))
@@ -106,22 +106,20 @@ class HtmlHooks:
         self, prefix: list[str], summary: list[str], postfix: list[str]
     ) -> None:
         rows = list(self.plugin.rows.values())
-        arms = self.plugin.config.pluginmanager.get_plugin("pytest-hud-arms")
+        hook = self.plugin.config.hook
+        for sections in reversed(
+            hook.pytest_hud_html_sections(config=self.plugin.config, rows=rows)
+        ):
+            prefix.extend(sections)  # features' (the A/B's side by side) before the table
         if rows:
             gates = self.plugin.gates or self.plugin.reporter.gates(rows)
             title = self.plugin.agent_label
-            if arms is not None:  # several agents: side by side first, then all pooled
-                prefix.append(arms.html(rows))
+            if self.plugin.arms:  # several agents: side by side above, all pooled here
                 title = f"all {len(self.plugin.arms)} agents pooled"
             prefix.append(summary_html(title, rows, gates, gallery_html(rows, self.plugin.videos)))
-        replay = self.plugin.config.pluginmanager.get_plugin("pytest-hud-replay")
-        if replay is not None:
-            prefix.append(replay.html())
-        compare = self.plugin.config.pluginmanager.get_plugin("pytest-hud-compare")
         figures = [  # asked for by name: shown even in a session without hud rows
-            *(compare.figures() if compare is not None else []),
-            *(replay.figures() if replay is not None else []),
-            *(arms.figures() if arms is not None else []),
+            *(f for group in reversed(hook.pytest_hud_html_figures(config=self.plugin.config))
+              for f in group),
             *map(Figure.of, self.plugin.options.report_images),
-        ]
+        ]  # fmt: skip
         prefix.append(figures_html(figures, getattr(self.plugin.config.option, "htmlpath", None)))

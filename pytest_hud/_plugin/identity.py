@@ -11,6 +11,7 @@ import pytest
 
 from pytest_hud._plugin.options import HudOptions
 from pytest_hud.evaluation import provenance
+from pytest_hud.runtime.backends import DEFAULT
 
 __all__ = ["RunIdentity"]
 
@@ -50,8 +51,7 @@ class RunIdentity:
 
     def collect(self) -> dict[str, Any]:
         """The run's provenance (packages, host, git, checkpoint, command), kept."""
-        runtime = self.options.runtime
-        image = runtime.split(":", 1)[1] if runtime.startswith("docker:") else None
+        image = self.options.runtime_spec.image
         out = provenance.collect(
             suite=self.config.rootpath,
             checkpoint=None,
@@ -74,5 +74,5 @@ class RunIdentity:
             self.options.agent,
             self.options.seed,
             checkpoint=self.options.checkpoint,
-            runtime=None if runtime == "local" else runtime,
+            runtime=None if runtime == DEFAULT else runtime,
         )

@@ -10,20 +10,21 @@ import pytest
 
 from pytest_hud._plugin.arm_specs import ARM_OPTIONS, read_ab_seed, read_agents, validate_arms
 from pytest_hud._plugin.eval_options import EVALUATION_OPTIONS, EvaluationOptions
-from pytest_hud._plugin.features.preflight import PREFLIGHT_OPTIONS
-from pytest_hud._plugin.features.replay import REPLAY_OPTIONS
-from pytest_hud._plugin.features.trackers import TRACKER_OPTIONS, read_trackers
 from pytest_hud._plugin.report_images import REPORT_OPTIONS, read_report_images
+from pytest_hud.runtime.backends import BACKENDS, DEFAULT, RuntimeSpec, forms, parse
+from pytest_hud.runtime.errors import PlacementError
 
-__all__ = ["HudOptions", "addoption"]
+__all__ = ["HudOptions", "OptionTable", "add_options", "addoption", "read_option"]
 
-#: (flag, ini name, help, kwargs) for every option; the ini name is the flag's.
-_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
+#: (flag, help, kwargs) per option; its dest and ini name are the flag's (``--hud-x-y``: hud_x_y).
+OptionTable = list[tuple[str, str, dict[str, Any]]]
+
+#: The core's options; each feature declares its own (``OPTIONS`` in its module).
+_OPTIONS: OptionTable = [
     (
         "--hud-runtime",
-        "where substrates run: local, subprocess[:PYTHON], docker[:IMAGE], modal[:IMAGE], "
-        "ray (RAY_ADDRESS, else a local cluster), ray:HOST:PORT, ray://HOST:PORT, "
-        "or tcp://HOST:PORT of a running env server (default: local)",
+        f"where substrates run: {forms()} (ray: $RAY_ADDRESS, else a local cluster; "
+        "tcp/ws: a running env server) (default: {DEFAULT})",
         {},
     ),
     (
@@ -57,8 +58,9 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     (
         "--hud-warm",
         "substrates booted ahead of the running rollouts, each fresh for one upcoming "
-        "item: auto (--hud-concurrency of them on docker, subprocess and modal; none on "
-        "local), off, or N (default: auto)",
+        "item: auto (--hud-concurrency of them on "
+        + ", ".join(kind for kind, b in BACKENDS.items() if b.warm)
+        + "; none elsewhere), off, or N (default: auto)",
         {},
     ),
     (
@@ -115,9 +117,6 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     ("--hud-timeout", "seconds one rollout may take before it is an error", {"type": float}),
     *EVALUATION_OPTIONS,
     *REPORT_OPTIONS,
-    *TRACKER_OPTIONS,
-    *REPLAY_OPTIONS,
-    *PREFLIGHT_OPTIONS,
     *ARM_OPTIONS,
     (
         "--hud-allow-modules",
@@ -141,15 +140,22 @@ _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
 ]
 
 
-def addoption(parser: pytest.Parser) -> None:
+def add_options(parser: pytest.Parser, table: OptionTable) -> None:
+    """Declare ``table``'s options in pytest-hud's group, each with an ini of its name."""
     group = parser.getgroup("hud", "pytest-hud: policy evaluation")
-    for flag, help_, kwargs in _OPTIONS:
+    for flag, help_, kwargs in table:
         dest = flag[2:].replace("-", "_")
         group.addoption(flag, dest=dest, default=None, help=help_, **kwargs)
         parser.addini(dest, help=help_.replace("%%", "%"), default=None)
 
 
-def _get(config: pytest.Config, name: str, kind: Any = str) -> Any:
+def addoption(parser: pytest.Parser) -> None:
+    add_options(parser, _OPTIONS)
+
+
+def read_option(config: pytest.Config, name: str, kind: Any = str) -> Any:
+    """Option ``name`` (a dest, ``hud_x_y``) from the command line, else its ini, as ``kind``;
+    None where neither is set."""
     value = config.getoption(name)
     if value is None:
         raw = config.getini(name)
@@ -187,7 +193,7 @@ def _warm(raw: str | None) -> int | None:
 
 @dataclass
 class HudOptions(EvaluationOptions):
-    runtime: str = "local"
+    runtime: str = DEFAULT
     docker_base: str | None = None
     shared: int | None = None
     agent: str = "random"
@@ -211,12 +217,17 @@ class HudOptions(EvaluationOptions):
     no_auth: bool = False
     delegate: str | None = None
     report_images: list[Path] = field(default_factory=list)
-    log: list[str] = field(default_factory=list)  # --hud-log trackers
-    log_step: int | None = None
-    log_dir: Path | None = None
     agents: list[str] = field(default_factory=list)  # every --hud-agent; agent is the first
     ab_seed: int | None = None  # several agents: the run order's seed
     ab_gate: bool = False
+
+    @property
+    def runtime_spec(self) -> RuntimeSpec:
+        """``--hud-runtime`` parsed (runtime/backends.py); an unknown kind is a usage error."""
+        try:
+            return parse(self.runtime, self.docker_base)
+        except PlacementError as exc:
+            raise pytest.UsageError(str(exc)) from None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> HudOptions:
@@ -239,25 +250,21 @@ class HudOptions(EvaluationOptions):
         ]
         for kind, store, names in readers:
             for name in names:
-                value = _get(config, f"hud_{name}", kind)
+                value = read_option(config, f"hud_{name}", kind)
                 if value is not None:
                     setattr(o, name, store(value))
-        o.read_evaluation(lambda name, kind: _get(config, name, kind))
+        o.read_evaluation(lambda name, kind: read_option(config, name, kind))
         o.report_images = read_report_images(config)
-        o.log = read_trackers(config)
-        o.log_step = _get(config, "hud_log_step", int)
-        log_dir = _get(config, "hud_log_dir", str)
-        o.log_dir = Path(log_dir) if log_dir else None
-        o.warm = _warm(_get(config, "hud_warm", str))
+        o.warm = _warm(read_option(config, "hud_warm", str))
         o.agents = read_agents(config)
         o.agent = o.agents[0]
         if len(o.agents) > 1:
             o.ab_seed = read_ab_seed(config)
-        ab_gate = _get(config, "hud_ab_gate", str)
+        ab_gate = read_option(config, "hud_ab_gate", str)
         o.ab_gate = ab_gate is True or str(ab_gate).lower() in ("1", "true", "yes")
-        allow = _get(config, "hud_allow_modules", str)
+        allow = read_option(config, "hud_allow_modules", str)
         o.allow_modules = allow is True or str(allow).lower() in ("1", "true", "yes")
-        no_auth = _get(config, "hud_no_auth", str)
+        no_auth = read_option(config, "hud_no_auth", str)
         o.no_auth = no_auth is True or str(no_auth).lower() in ("1", "true", "yes")
         o.validate()
         return o
@@ -293,18 +300,13 @@ class HudOptions(EvaluationOptions):
             path = getattr(self, name)
             if path is not None and not path.exists():
                 raise pytest.UsageError(f"--hud-{name}: {path} does not exist")
-        kind = self.runtime.split(":", 1)[0]
-        if kind not in ("local", "subprocess", "docker", "modal", "ray", "tcp", "ws"):
-            raise pytest.UsageError(
-                f"unknown --hud-runtime {self.runtime!r}; valid forms: local, subprocess[:PYTHON], "
-                "docker[:IMAGE], modal[:IMAGE], ray, ray:HOST:PORT, ray://HOST:PORT, "
-                "tcp://HOST:PORT or ws://HOST:PORT"
-            )
-        if self.docker_base is not None and self.runtime != "docker":
+        spec = self.runtime_spec
+        if self.docker_base is not None and (not spec.backend.builds or spec.arg):
+            builders = ", ".join(k for k, b in BACKENDS.items() if b.builds)
             raise pytest.UsageError(
                 f"--hud-docker-base={self.docker_base} is the base of the images "
-                f"--hud-runtime=docker builds, but the runtime is {self.runtime!r}; fix: "
-                "pass --hud-runtime=docker, or drop --hud-docker-base"
+                f"--hud-runtime={builders} builds, but the runtime is {self.runtime!r}; fix: "
+                f"pass --hud-runtime={builders}, or drop --hud-docker-base"
             )
         if self.delegate not in (None, "ray"):
             raise pytest.UsageError(f"--hud-delegate is ray, got {self.delegate!r}")

@@ -24,10 +24,10 @@ def ray_agent(spec: str, runtime: str) -> Any | None:
     import ray
 
     from pytest_hud.robot.agent.replicas import replica_agent
+    from pytest_hud.runtime.backends import parse
     from pytest_hud.runtime.errors import PlacementError
-    from pytest_hud.runtime.ray.runtime import address_from_spec
 
-    address = address_from_spec(runtime) if runtime.split(":", 1)[0] == "ray" else None
+    address = parse(runtime).cluster
     if address is None and not os.environ.get("RAY_ADDRESS") and not ray.is_initialized():
         raise pytest.UsageError(
             f"--hud-agent={spec} looks replicas up on a running Ray cluster; expected "

@@ -74,17 +74,11 @@ class Reporter:
                 props.append(("hud.dataset", json.dumps(row["dataset"])))
             item.user_properties.extend(props)
             report.user_properties = list(item.user_properties)
-            extras = html_extras(row, self.session.videos, self._merged_root(row))
+            link = self.hook.pytest_hud_dataset_link(config=self.config, row=row)
+            extras = html_extras(row, self.session.videos, link)
             if extras:
                 report.extras = [*getattr(report, "extras", []), *extras]
         return report
-
-    def _merged_root(self, row: rep.Row) -> str | None:
-        """In an xdist worker, the dataset the row's episode part will be merged into."""
-        if not self.session.is_worker or not row.get("dataset"):
-            return None
-        recording = self.config.pluginmanager.get_plugin("pytest-hud-recording")
-        return None if recording is None else recording.merged_root(row)
 
     def _row(
         self, item: pytest.Item, case: HudCase, result: RolloutResult, report: pytest.TestReport

@@ -7,14 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from pytest_hud.runtime.backends import parse
 from pytest_hud.runtime.errors import TaskError
 from pytest_hud.runtime.modules import declared_environments, environments_in, load_module
 from pytest_hud.runtime.task import Task
 
-__all__ = ["ROUTED_BY_DECLARATION", "check_rows"]
-
-#: runtimes that serve a row from the local module declaring its env
-ROUTED_BY_DECLARATION = ("local", "subprocess")
+__all__ = ["check_rows"]
 
 
 def _module_envs(module: str) -> dict[str, Any] | None:
@@ -45,6 +43,7 @@ def check_rows(rows: Iterable[Task], runtime: str, *, own_provider: bool = True)
     ``own_provider``: the rows are served by the plugin's ``hud_provider`` (a conftest
     override may serve envs this process never imports, so then only the explicit
     ``module`` column is checked)."""
+    routed = parse(runtime).backend.routed  # rows served from their declaring module
     everything = declared_environments() if own_provider else []
     declared = {env.name: env for env, _ in everything}  # the latest declaration of a name
     for row in rows:
@@ -56,5 +55,5 @@ def check_rows(rows: Iterable[Task], runtime: str, *, own_provider: bool = True)
         elif row.declared_in and own_provider:
             own = {env.name: env for env, path in everything if path == row.declared_in}
             _check(row, own, row.declared_in)
-        elif row.env in declared or (declared and runtime in ROUTED_BY_DECLARATION):
+        elif row.env in declared or (declared and routed):
             _check(row, declared, "the imported env modules")

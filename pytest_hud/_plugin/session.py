@@ -24,6 +24,7 @@ from pytest_hud._plugin.reporting import Reporter
 from pytest_hud._plugin.state import RESULT
 from pytest_hud.evaluation import results as rep
 from pytest_hud.evaluation.verdict import Verdict
+from pytest_hud.runtime.backends import RuntimeSpec
 from pytest_hud.runtime.placement import provider_for
 from pytest_hud.runtime.rollout import RolloutResult
 from pytest_hud.runtime.warm import spec_pool_size
@@ -59,8 +60,8 @@ class HudSession:
         if not self.is_worker and config.getoption("dist", "no") != "no":
             for spec in options.agents or [options.agent]:
                 _preflight_agent(spec)  # workers cannot stop the session: check here
-        if not self.is_worker and options.runtime.split(":", 1)[0] == "docker":
-            _preflight_docker(options.runtime, options.docker_base)
+        if not self.is_worker:
+            _preflight_runtime(options.runtime_spec)
         self.identity = RunIdentity(config, options, self.agent_name)
         self.expect = self._load_expectations()
         self.arm_expect = {arm.letter: self._load_expectations(arm) for arm in self.arms}
@@ -237,22 +238,33 @@ def _session_auth(no_auth: bool, worker: bool) -> None:
         session_secret()
 
 
-def _preflight_docker(runtime: str, base: str | None) -> None:
-    """One usage error for an engine that does not answer, before any item (exit 4); for
-    images built here, the base they build FROM, pulled or built once, with progress on
-    the terminal (workers then find it)."""
-    from pytest_hud.runtime.docker.base import ensure_base
-    from pytest_hud.runtime.docker.engine import _client, require_engine
-    from pytest_hud.runtime.docker.image import build_lock
+def _preflight_runtime(spec: RuntimeSpec) -> None:
+    """The backend's check before any item (runtime/backends.py: an engine that answers, the
+    base images build FROM, with progress on the terminal): its failure is one usage error
+    (exit 4), not an ERROR on every item."""
     from pytest_hud.runtime.errors import SubstrateError
 
+    check = spec.backend.preflight
+    if check is None:
+        return
     try:
-        require_engine()
-        if runtime == "docker":
-            with build_lock():
-                ensure_base(_client(), base, say=_say)
-    except (SubstrateError, ImportError) as exc:  # no engine, no docker SDK, no base image
-        raise pytest.UsageError(f"--hud-runtime={runtime}: {exc}") from None
+        check(spec, _say)
+    except (SubstrateError, ImportError) as exc:  # no engine, no SDK, no base image
+        raise pytest.UsageError(f"--hud-runtime={spec.raw}: {exc}") from None
+
+
+def sweep_runtime(spec: RuntimeSpec) -> str | None:
+    """On the controller at unconfigure (xdist has torn its workers down by then): the
+    backend's sweep of what dead owners left (docker: their containers); other backends'
+    children die with their worker. Returns why the sweep failed, if it did."""
+    reap = spec.backend.reap
+    if reap is None:
+        return None
+    try:
+        reap()
+    except Exception as exc:  # no engine reachable: nothing of ours can be running
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def _say(line: str) -> None:

@@ -5,16 +5,20 @@ belong to the connection that started them: when it drops, the server cancels th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse, urlunparse
 
 from pytest_hud.auth import session_secret, strip_token, url_token
 from pytest_hud.rpc import AuthError, RemoteError, RpcClient, RpcClosed, tcp_address
 from pytest_hud.runtime.errors import ControlError, TemplateError
+from pytest_hud.runtime.provider import Provider, Runtime
 from pytest_hud.runtime.remote_traceback import user_frames
 from pytest_hud.runtime.task import Task
 
-__all__ = ["ControlClient", "ControlError", "Run", "rewrite_url"]
+if TYPE_CHECKING:
+    from pytest_hud.runtime.backends import RuntimeSpec
+
+__all__ = ["ControlClient", "ControlError", "Run", "provider", "rewrite_url"]
 
 
 @dataclass
@@ -147,3 +151,9 @@ class ControlClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def provider(spec: RuntimeSpec) -> Provider:
+    """``--hud-runtime=tcp://HOST:PORT`` or ``ws://...`` (runtime/backends.py): a running env
+    server, borrowed (nothing to boot or tear down)."""
+    return Runtime(spec.raw)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from pytest_hud.loader import load_module
 from pytest_hud.runtime.environment import Environment
@@ -15,7 +16,11 @@ from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.server import EnvServer
 from pytest_hud.runtime.task import Task
 
-__all__ = ["LocalRuntime"]
+if TYPE_CHECKING:
+    from pytest_hud.runtime.backends import RuntimeSpec
+    from pytest_hud.runtime.provider import Provider
+
+__all__ = ["LocalRuntime", "provider"]
 
 
 class _LocalSubstrate:
@@ -54,3 +59,11 @@ class LocalRuntime:
         else:
             envs = module_environments(load_module(self.source, fresh=True))
         return _LocalSubstrate(envs, task)
+
+
+def provider(spec: RuntimeSpec) -> Provider:
+    """``--hud-runtime=local`` (runtime/backends.py): each row served in-process from the
+    module that declares its env."""
+    from pytest_hud.runtime.routing import by_declaration, undeclared
+
+    return by_declaration(LocalRuntime, undeclared)

@@ -19,14 +19,10 @@ from pytest_hud.runtime.provider import Provider, Runtime
 from pytest_hud.runtime.shared import Shared
 from pytest_hud.runtime.task import Task
 
-__all__ = ["WARM_KINDS", "WarmPool", "pool_size", "spec_pool_size", "warms_by_default"]
+__all__ = ["WarmPool", "pool_size", "spec_pool_size", "warms_by_default"]
 
 log = logging.getLogger(__name__)
 
-#: ``--hud-runtime`` kinds whose boot is worth hiding (a process, a container, a
-#: sandbox); ``local`` boots in this process, on the loop the episodes run on, and
-#: ``tcp``/``ws`` borrow a running server (nothing to boot).
-WARM_KINDS = frozenset({"docker", "subprocess", "modal"})
 #: seconds a drain waits for one boot or exit (a container's removal is bounded at 60 s)
 _DRAIN_TIMEOUT = 120.0
 
@@ -34,7 +30,7 @@ _DRAIN_TIMEOUT = 120.0
 def warms_by_default(provider: Any) -> bool:
     """Whether booting ahead pays for ``provider``: it says so (``warm_ahead = True``:
     SubprocessRuntime, DockerRuntime, ModalRuntime, DaytonaRuntime, and
-    ``provider_for``'s routes for the kinds in :data:`WARM_KINDS`)."""
+    ``provider_for``'s routes for the backends marked ``warm`` in runtime/backends.py)."""
     return bool(getattr(provider, "warm_ahead", False))
 
 
@@ -56,7 +52,9 @@ def spec_pool_size(runtime: str, warm: int | None, concurrency: int) -> int:
     controller sizes each worker's queue by it: a worker plans only what it holds)."""
     if warm is not None:
         return warm
-    return concurrency if runtime.partition(":")[0] in WARM_KINDS else 0
+    from pytest_hud.runtime.backends import parse
+
+    return concurrency if parse(runtime).backend.warm else 0
 
 
 class _Entry:

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 import pytest_hud
-from pytest_hud._plugin.features.ledger import LedgerPlugin
-from pytest_hud._plugin.features.sequential import SequentialPlugin
 from pytest_hud._plugin.identity import RunIdentity
 from pytest_hud._plugin.options import HudOptions
 from pytest_hud._plugin.session import HudSession
 from pytest_hud.evaluation import ledger
 from pytest_hud.evaluation.results import Row
+from pytest_hud.features.ledger import LedgerPlugin
+from pytest_hud.features.sequential import SequentialPlugin
 
 FLIP_ENV = """
 from pytest_hud import Environment

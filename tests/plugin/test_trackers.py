@@ -277,7 +277,7 @@ def test_hud_log_in_a_pytest_session(tmp_path: Path, workers: int | None) -> Non
 
 
 def test_the_step_comes_from_a_lerobot_checkpoint_path() -> None:
-    from pytest_hud._plugin.features.trackers import step_of
+    from pytest_hud.features.trackers import step_of
 
     assert step_of("lerobot:outputs/train/act/checkpoints/002000/pretrained_model") == 2000
     assert step_of("lerobot:examples/train_eval/policy/metaworld_act") is None

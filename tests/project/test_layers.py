@@ -1,10 +1,14 @@
 """The layer rule, checked from the imports (``ast``) of every module in pytest_hud/.
 
-    plugin.py, fixtures/, _plugin/      pytest integration (may import everything below)
+    plugin.py                           the hooks: wires the core and the features (only it
+                                        lists them: features.FEATURES)
+    features/                           one module a feature (may import the core below)
+    fixtures/, _plugin/                 the pytest core: never imports a feature
     evaluation/                         results, gates, ledger, comparison: pure functions of rows
     runtime/docker/ | ray/ | sandbox/   the backends: each imports the runtime core, never another
     runtime/                            the core: placement, env servers, rollouts, the substrate
-                                        lifecycle (only placement.py, the resolver, names backends)
+                                        lifecycle (backends.py's table names each backend's module
+                                        by name; none is imported by the core)
     robot/sim/   |   robot/agent/       the env side and the agent side: never each other (the
                                         agent side includes the Ray policy replicas)
     robot/record/                       recording (agent-side observers)
@@ -92,7 +96,8 @@ def violations(rule: str, source: tuple[str, ...], forbidden: tuple[str, ...]) -
     ]
 
 
-PLUGIN = ("pytest_hud.plugin", "pytest_hud._plugin", "pytest_hud.fixtures")
+PLUGIN = ("pytest_hud.plugin", "pytest_hud._plugin", "pytest_hud.fixtures", "pytest_hud.features")
+CORE = ("pytest_hud._plugin", "pytest_hud.fixtures")
 BACKENDS = ("pytest_hud.runtime.docker", "pytest_hud.runtime.ray", "pytest_hud.runtime.sandbox")
 BOTTOM = (
     "pytest_hud.cluster",
@@ -150,15 +155,13 @@ def test_runtime_backends_never_import_each_other() -> None:
     assert not bad, "\n".join(bad)
 
 
-def test_the_runtime_core_names_no_backend_but_in_the_resolver() -> None:
-    """Only placement.py (``--hud-runtime=docker|modal|ray`` -> a provider) and the package's
-    lazy exports name a backend; the core stays importable without any of them."""
+def test_the_runtime_core_imports_no_backend() -> None:
+    """The runtime core imports no backend (backends.py's table names their modules, imported
+    on first use; the package's lazy exports aside): it stays importable without any."""
     core = tuple(
         m
         for m in MODULES
-        if under(m, "pytest_hud.runtime")
-        and not under(m, *BACKENDS)
-        and m not in ("pytest_hud.runtime", "pytest_hud.runtime.placement")
+        if under(m, "pytest_hud.runtime") and not under(m, *BACKENDS) and m != "pytest_hud.runtime"
     )
     bad = violations("runtime core -> backend", core, BACKENDS)
     assert not bad, "\n".join(bad)
@@ -221,3 +224,51 @@ def test_every_error_derives_from_hud_error(name: str) -> None:
         and not issubclass(obj, pytest_hud.HudError)
     ]
     assert not loose, f"{name} defines errors outside the HudError hierarchy: {loose}"
+
+
+def test_the_core_imports_no_feature() -> None:
+    """A feature plugs into the core through hooks (hookspecs.py) and ``enable(session)``; the
+    core never reaches for one, so a feature is removed by deleting its module and its line."""
+    assert "pytest_hud.features.arms" in MODULES
+    bad = violations("core -> feature", CORE, ("pytest_hud.features",))
+    below = ("pytest_hud.runtime", "pytest_hud.robot", "pytest_hud.evaluation", *BOTTOM)
+    bad += violations("below -> feature", below, ("pytest_hud.features",))
+    assert not bad, "\n".join(bad)
+    listing = [m for m, deps in GRAPH.items() if "pytest_hud.features" in deps]
+    assert listing == ["pytest_hud.plugin"], listing  # the one place the table is read
+
+
+#: A backend kind's own modules (besides runtime/backends.py, the table).
+_HOMES = {
+    "local": ("pytest_hud.runtime.local",),
+    "subprocess": ("pytest_hud.runtime.subprocess",),
+    "docker": ("pytest_hud.runtime.docker",),
+    "modal": ("pytest_hud.runtime.sandbox",),
+    "ray": ("pytest_hud.runtime.ray",),
+}
+#: Where a kind's word means something else: Ray's own package (a module the fork server
+#: preloads) and --hud-delegate's one value (the delegate feature runs rollouts as Ray tasks).
+_OTHER_MEANING = {("ray", "pytest_hud.forkserver.learn"), ("ray", "pytest_hud.features.delegate"),
+                  ("ray", "pytest_hud._plugin.options")}  # fmt: skip
+
+
+def test_each_backend_is_named_only_by_the_table_and_its_own_modules() -> None:
+    """``"docker"``, ``"docker:IMAGE"``... as a string: only in runtime/backends.py and the
+    backend's own folder; everything else asks the table (kinds' URL schemes, ``tcp://``,
+    ``ws://``, ``ray://``, are protocols, not names of a backend)."""
+    from pytest_hud.runtime.backends import BACKENDS
+
+    assert set(_HOMES) <= set(BACKENDS)
+    found = []
+    for name, path in MODULES.items():
+        if name == "pytest_hud.runtime.backends":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+                continue
+            text = node.value
+            for kind, homes in _HOMES.items():
+                named = text == kind or (text.startswith(f"{kind}:") and "://" not in text)
+                if named and not under(name, *homes) and (kind, name) not in _OTHER_MEANING:
+                    found.append(f"{name}:{node.lineno}: {text!r}")
+    assert not found, "\n".join(found)

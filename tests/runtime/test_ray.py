@@ -255,14 +255,19 @@ def test_a_head_whose_port_was_taken_starts_on_another(tmp_path: Path) -> None:
     assert not left, f"head processes survived: {left}"
 
 
-def test_runtime_specs_name_their_cluster() -> None:
-    from pytest_hud.runtime.ray import address_from_spec
+def test_runtime_specs_name_their_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_hud.runtime.backends import parse
+    from pytest_hud.runtime.errors import PlacementError
 
-    assert address_from_spec("ray") is None
-    assert address_from_spec("ray:127.0.0.1:6379") == "127.0.0.1:6379"
-    assert address_from_spec("ray://127.0.0.1:10001") == "ray://127.0.0.1:10001"
-    with pytest.raises(ValueError, match="not a ray runtime spec"):
-        address_from_spec("docker:img")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert parse("ray").cluster is None  # a cluster of our own
+    assert parse("ray:127.0.0.1:6379").cluster == "127.0.0.1:6379"
+    assert parse("ray://127.0.0.1:10001").cluster == "ray://127.0.0.1:10001"
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6380")
+    assert parse("ray").cluster == "127.0.0.1:6380"
+    assert parse("docker:img").cluster is None  # not a cluster
+    with pytest.raises(PlacementError, match="valid forms: local, subprocess"):
+        parse("rya:127.0.0.1:6379")
 
 
 async def test_policy_replicas_serve_rollouts_round_robin(cluster: LocalCluster) -> None:

@@ -10,14 +10,13 @@ if TYPE_CHECKING:
     from pytest_hud.runtime.ray.delegate import delegated_rollout
     from pytest_hud.runtime.ray.head import RayHead
     from pytest_hud.runtime.ray.resources import placement_options
-    from pytest_hud.runtime.ray.runtime import RayRuntime, address_from_spec, live_actors
+    from pytest_hud.runtime.ray.runtime import RayRuntime, live_actors
 
 __getattr__, __dir__ = exports(__name__, __file__)
 
 __all__ = [
     "RayHead",
     "RayRuntime",
-    "address_from_spec",
     "delegated_rollout",
     "live_actors",
     "placement_options",

@@ -22,23 +22,12 @@ from pytest_hud.runtime.ray.resources import feasibility, placement_options, req
 from pytest_hud.runtime.substrate import Substrate, bounded
 from pytest_hud.runtime.task import Task, memory_mib
 
-__all__ = ["RayRuntime", "address_from_spec", "live_actors"]
+__all__ = ["RayRuntime", "live_actors"]
 
 log = logging.getLogger(__name__)
 _STOP_TIMEOUT = 15.0
 _TAIL_LINES = 40
 _LIVE: dict[str, Any] = {}  # actor id -> handle, for the atexit backstop
-
-
-def address_from_spec(spec: str) -> str | None:
-    """The cluster an ``--hud-runtime`` value names: ``ray`` ($RAY_ADDRESS, else a local
-    cluster), ``ray:HOST:PORT`` (a GCS address) or ``ray://HOST:PORT`` (Ray Client)."""
-    kind, _, rest = spec.partition(":")
-    if kind != "ray":
-        raise ValueError(f"not a ray runtime spec: {spec!r} (ray, ray:HOST:PORT, ray://HOST:PORT)")
-    if rest.startswith("//"):
-        return spec
-    return rest or None
 
 
 def live_actors() -> list[str]:

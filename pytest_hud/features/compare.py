@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -14,7 +14,10 @@ from pytest_hud._plugin.report_images import Figure
 from pytest_hud.evaluation import compare as cmp
 from pytest_hud.evaluation import results as rep
 
-__all__ = ["ComparePlugin"]
+if TYPE_CHECKING:
+    from pytest_hud._plugin.session import HudSession
+
+__all__ = ["ComparePlugin", "enable"]
 
 
 class ComparePlugin:
@@ -95,7 +98,8 @@ class ComparePlugin:
             }
         }
 
-    def figures(self) -> list[Figure]:
+    @pytest.hookimpl
+    def pytest_hud_html_figures(self) -> list[Figure]:
         """The plot this session wrote, for the html report (none without one)."""
         if self.plot is None:
             return []
@@ -113,3 +117,11 @@ class ComparePlugin:
             tr.write_line(f"hud compare plot: {self.plot}")
         if self.error is not None:
             tr.write_line(self.error, red=True)
+
+
+def enable(session: HudSession) -> object | None:
+    """The feature's plugin for this session (--hud-compare, on the controller), else None."""
+    o = session.options
+    if o.compare is None or session.is_worker:
+        return None
+    return ComparePlugin(session.config, o, session.agent_label, session.artifacts)

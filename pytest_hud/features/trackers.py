@@ -4,16 +4,21 @@ that fails is one warning, never a failure.
 
 from __future__ import annotations
 
-import re
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-__all__ = ["TRACKER_OPTIONS", "TrackerPlugin", "read_trackers", "step_of"]
+from pytest_hud._plugin.arm_specs import step_of
+from pytest_hud._plugin.options import read_option
 
-TRACKER_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
+if TYPE_CHECKING:
+    from pytest_hud._plugin.session import HudSession
+
+__all__ = ["OPTIONS", "TrackerPlugin", "enable", "read_trackers"]
+
+OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     (
         "--hud-log",
         "log the session's figures (success with intervals per task, score, steps, "
@@ -41,14 +46,6 @@ TRACKER_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
         {},
     ),
 ]
-
-_STEP = re.compile(r"(?:^|/)checkpoints/(\d+)(?:/|$)")
-
-
-def step_of(agent: str) -> int | None:
-    """The training step in a ``lerobot:.../checkpoints/NNNNNN/pretrained_model`` spec."""
-    found = _STEP.search(agent.replace("\\", "/"))
-    return int(found.group(1)) if found else None
 
 
 def read_trackers(config: pytest.Config) -> list[str]:
@@ -96,3 +93,18 @@ class TrackerPlugin:
             terminalreporter.write_line(f"hud log: {', '.join(self.logged)}{at}")
         for problem in self.problems:
             terminalreporter.write_line(f"hud log: WARNING {problem}", yellow=True)
+
+
+def enable(session: HudSession) -> object | None:
+    """The tracker plugin (``--hud-log``, on the controller), else None; an unknown tracker
+    name is a usage error in every process."""
+    config = session.config
+    names = read_trackers(config)
+    if not names or session.is_worker:
+        return None
+    step = read_option(config, "hud_log_step", int)
+    if step is None:
+        step = step_of(session.options.agent)
+    folder = read_option(config, "hud_log_dir", str)
+    where = Path(folder) if folder else session.artifacts / "trackers"
+    return TrackerPlugin(names, where, step, session.agent_label)

@@ -13,22 +13,22 @@ import pytest
 
 from pytest_hud._plugin.cases import HudCase
 from pytest_hud._plugin.errors import ModuleColumnError
-from pytest_hud._plugin.features.replay_items import ReplayFile, collect_dataset, episode_cases
 from pytest_hud._plugin.module_rows import check_module_columns
 from pytest_hud._plugin.report_images import Figure
 from pytest_hud.errors import HudError
 from pytest_hud.evaluation import replay as judge
 from pytest_hud.evaluation.replay import EnvCheck, PolicyCheck
 from pytest_hud.evaluation.results import Row
+from pytest_hud.features.replay_items import ReplayFile, collect_dataset, episode_cases
 from pytest_hud.runtime.rollout import RolloutResult
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
     from pytest_hud.robot.record.reader import EpisodeInfo, Frames
 
-__all__ = ["REPLAY_OPTIONS", "ReplayMismatch", "ReplayPlugin", "ReplaySettings", "read_replay"]
+__all__ = ["OPTIONS", "ReplayMismatch", "ReplayPlugin", "ReplaySettings", "enable", "read_replay"]
 
-REPLAY_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
+OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     (
         "--hud-replay",
         "golden replay of a LeRobot v3 dataset recorded with --hud-record: one item per "
@@ -349,7 +349,8 @@ class ReplayPlugin:
         if self.skipped:
             tr.write_line(f"not replayed (no recorded row): {', '.join(self.skipped)}")
 
-    def figures(self) -> list[Figure]:
+    @pytest.hookimpl
+    def pytest_hud_html_figures(self) -> list[Figure]:
         """One plot per judged episode (error over time), for the html report."""
         from pytest_hud.evaluation.replay_plot import write_episode_plot
 
@@ -366,12 +367,13 @@ class ReplayPlugin:
             )
         return out
 
-    def html(self) -> str:
-        """The replay table for the html report's summary ('' when nothing was judged)."""
+    @pytest.hookimpl
+    def pytest_hud_html_sections(self) -> list[str]:
+        """The replay table for the html report's summary (none when nothing was judged)."""
         from pytest_hud.evaluation.replay_plot import table_html
 
         blocks = self.blocks()
-        return table_html(blocks, str(self.dataset.root)) if blocks else ""
+        return [table_html(blocks, str(self.dataset.root))] if blocks else []
 
 
 _BLOCK = pytest.StashKey[dict[str, Any]]()
@@ -383,3 +385,9 @@ def _span(spaces: Any) -> np.ndarray | None:
     if "min" not in stats or "max" not in stats:
         return None
     return np.asarray(stats["max"], np.float64) - np.asarray(stats["min"], np.float64)
+
+
+def enable(session: HudSession) -> object | None:
+    """The feature's plugin for this session (--hud-replay), else None."""
+    settings = read_replay(session.config)
+    return None if settings is None else ReplayPlugin(session, settings)

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -17,7 +17,10 @@ from pytest_hud._plugin.options import HudOptions
 from pytest_hud.evaluation import results as rep
 from pytest_hud.evaluation.sequential import BaselineGate, ThresholdGate, Verdict
 
-__all__ = ["SequentialPlugin", "report_dropped", "task_of"]
+if TYPE_CHECKING:
+    from pytest_hud._plugin.session import HudSession
+
+__all__ = ["SequentialPlugin", "enable", "report_dropped", "task_of"]
 
 _REPEAT = re.compile(r"^(.*)\[(\d+)\]\]$")
 
@@ -201,3 +204,12 @@ class SequentialPlugin:
                     )
                 )
         return gates
+
+
+def enable(session: HudSession) -> object | None:
+    """The feature's plugin for this session (--hud-gate=sequential with one agent), else None."""
+    o = session.options
+    if o.gate != "sequential" or session.arms:  # arms: paired, in the A/B feature
+        return None
+    cache = session.artifacts / "step-tables"
+    return SequentialPlugin(session.config, o, lambda: session.order, session.baseline, cache)

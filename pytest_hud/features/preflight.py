@@ -16,11 +16,11 @@ if TYPE_CHECKING:
     from pytest_hud.robot.compat import Table
     from pytest_hud.runtime.task import Task
 
-__all__ = ["MODES", "PREFLIGHT_OPTIONS", "PreflightPlugin", "read_preflight"]
+__all__ = ["MODES", "OPTIONS", "PreflightPlugin", "enable", "read_preflight"]
 
 MODES = ("off", "warn", "strict")
 
-PREFLIGHT_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
+OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     (
         "--hud-preflight",
         "before any item, set each agent's policy (a LeRobot checkpoint's features and "
@@ -194,3 +194,11 @@ def _task_file_rows(config: pytest.Config) -> list[Task]:
             except Exception:  # collection reports a bad file, in the workers
                 continue
     return rows
+
+
+def enable(session: HudSession) -> object | None:
+    """The feature's plugin for this session (--hud-preflight, on the controller), else None."""
+    mode = read_preflight(session.config)
+    if session.is_worker or mode == "off":
+        return None
+    return PreflightPlugin(session, mode)

@@ -8,7 +8,7 @@ import re
 import uuid
 from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -16,7 +16,10 @@ from pytest_hud import wrapping as wrap_mod
 from pytest_hud._plugin.video import VideoObserver
 from pytest_hud.evaluation.results import Row
 
-__all__ = ["WrapPlugin", "wrapped_row"]
+if TYPE_CHECKING:
+    from pytest_hud._plugin.session import HudSession
+
+__all__ = ["WrapPlugin", "enable", "wrapped_row"]
 
 
 def wrapped_row(nodeid: str, ep: dict[str, Any], failed: bool, repro: str) -> Row:
@@ -82,3 +85,8 @@ class WrapPlugin:
                     wrapped_row(item.nodeid, ep, report.failed, repro) for ep in episodes
                 ]
         return report
+
+
+def enable(session: HudSession) -> object | None:
+    """The feature's plugin for this session (registered in every run), else None."""
+    return WrapPlugin(session.videos, session.identity.repro)

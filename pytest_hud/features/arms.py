@@ -14,8 +14,6 @@ import pytest
 
 from pytest_hud._plugin.arm_specs import HANDED_AGENTS, HANDED_SEED, Arm, split_arm
 from pytest_hud._plugin.cases import HudCase
-from pytest_hud._plugin.features.arms_sequential import PairedStopping
-from pytest_hud._plugin.features.sequential import report_dropped
 from pytest_hud._plugin.internals import OUR_FIXTURES, hand_to_workers, uses_fixture_from
 from pytest_hud._plugin.report_images import Figure
 from pytest_hud._plugin.state import CASE
@@ -29,11 +27,14 @@ from pytest_hud.evaluation.ab import (
 )
 from pytest_hud.evaluation.results import Row
 from pytest_hud.evaluation.verdict import CoveredGate
+from pytest_hud.features.arms_sequential import PairedStopping
+from pytest_hud.features.sequential import report_dropped
+from pytest_hud.runtime.backends import DEFAULT
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
 
-__all__ = ["ArmsPlugin"]
+__all__ = ["ArmsPlugin", "enable"]
 
 
 def _task(case: HudCase) -> str:
@@ -158,7 +159,7 @@ class ArmsPlugin:
             return
         row["pair"] = found[0]
         row["task_pairs"] = self.task_pairs.get(_task(case), 0)
-        runtime = None if self.options.runtime == "local" else self.options.runtime
+        runtime = None if self.options.runtime == DEFAULT else self.options.runtime
         # with one --hud-agent the id has no tag: the pair's id is this episode's
         row["repro"] = provenance.repro_command(
             found[0], case.arm.spec, self.options.seed, runtime=runtime
@@ -251,7 +252,8 @@ class ArmsPlugin:
         except Exception as exc:  # matplotlib missing or the file cannot be written
             self.plot_error = f"hud sweep plot not written: {type(exc).__name__}: {exc}"
 
-    def figures(self) -> list[Figure]:
+    @pytest.hookimpl
+    def pytest_hud_html_figures(self) -> list[Figure]:
         if self.plot is None:
             return []
         return [Figure(self.plot, "success per task vs training step (Wilson 95%)")]
@@ -301,7 +303,13 @@ class ArmsPlugin:
         if self.plot_error is not None:
             tr.write_line(self.plot_error, red=True)
 
-    def html(self, rows: list[Row]) -> str:
-        from pytest_hud._plugin.html_arms import arms_html
+    @pytest.hookimpl
+    def pytest_hud_html_sections(self, rows: list[Row]) -> list[str]:
+        from pytest_hud.features.arms_html import arms_html
 
-        return arms_html(self.describe(), rows, self.comparisons(rows))
+        return [arms_html(self.describe(), rows, self.comparisons(rows))] if rows else []
+
+
+def enable(session: HudSession) -> object | None:
+    """The feature's plugin for this session (several --hud-agent), else None."""
+    return ArmsPlugin(session) if session.arms else None

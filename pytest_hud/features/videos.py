@@ -5,14 +5,17 @@ reported as one session error.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_hud._plugin.internals import is_worker, worker_output
 from pytest_hud._plugin.video import write_failures
 
-__all__ = ["KEY", "VideosPlugin"]
+if TYPE_CHECKING:
+    from pytest_hud._plugin.session import HudSession
+
+__all__ = ["KEY", "VideosPlugin", "enable"]
 
 #: The workeroutput key a worker's failed videos travel under.
 KEY = "pytest_hud_video_failures"
@@ -48,3 +51,8 @@ class VideosPlugin:
                 f"{self.folder} (first: {failed[0]}); their partial files were removed; "
                 "kept: every rollout's result and the videos written before"
             )
+
+
+def enable(session: HudSession) -> object | None:
+    """The feature's plugin for this session (registered in every run), else None."""
+    return VideosPlugin(session.config, session.videos, session.failures)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_hud._plugin.features.recording import parts_dir
+from pytest_hud.features.recording import parts_dir
 from pytest_hud.runtime.provider import Provider
 from pytest_hud.runtime.rollout import RolloutResult
 from pytest_hud.runtime.task import Task
@@ -21,7 +21,7 @@ from pytest_hud.runtime.task import Task
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
 
-__all__ = ["DelegatePlugin", "Delegation", "PartRecorder"]
+__all__ = ["DelegatePlugin", "Delegation", "PartRecorder", "enable"]
 
 
 class PartRecorder:
@@ -127,12 +127,7 @@ class DelegatePlugin:
 
     def __init__(self, session: HudSession) -> None:
         self.session = session
-        runtime = session.options.runtime
-        address = None
-        if runtime.split(":", 1)[0] == "ray":
-            from pytest_hud.runtime.ray.runtime import address_from_spec
-
-            address = address_from_spec(runtime)
+        address = session.options.runtime_spec.cluster
         recording = session.options.record is not None
         self.delegation = Delegation(address, self._parts if recording else None)
 
@@ -148,3 +143,8 @@ class DelegatePlugin:
         self, task: Task, agent: Any, provider: Provider, index: int, timeout: float | None
     ) -> Any:
         return self.delegation(task, agent, provider, index=index, timeout=timeout)
+
+
+def enable(session: HudSession) -> object | None:
+    """The feature's plugin for this session (--hud-delegate=ray), else None."""
+    return DelegatePlugin(session) if session.options.delegate == "ray" else None

@@ -5,15 +5,18 @@ of a FAILED report with no row.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_hud._plugin.internals import worker_exitcode, worker_node_id
-from pytest_hud._plugin.options import HudOptions
 from pytest_hud.evaluation.results import Row
 from pytest_hud.process import describe_exit
 
-__all__ = ["CrashPlugin", "crash_row", "hud_param", "reap_dead_workers"]
+if TYPE_CHECKING:
+    from pytest_hud._plugin.session import HudSession
+
+__all__ = ["CrashPlugin", "crash_row", "enable", "hud_param"]
 
 _CASE_ID = re.compile(r"^(?P<env>[^/\[\]]+)/(?P<slug>[^\[\]]+?)(?:\[(?P<rep>\d+)\])?$")
 
@@ -88,20 +91,8 @@ class CrashPlugin:
         self.crashed_workers.append(worker)
 
 
-def reap_dead_workers(options: HudOptions, is_worker: bool) -> str | None:
-    """On the controller under Docker, at unconfigure (xdist has torn its workers down
-    by then): remove the containers whose owner died without removing them (a worker
-    that crashed or was killed with an interrupted controller); live owners' are
-    left alone. Other runtimes' children die with their worker (lifeline). Returns
-    why reaping failed, if it did."""
-    if is_worker or not options.runtime.startswith("docker"):
+def enable(session: HudSession) -> object | None:
+    """The feature's plugin for this session (on the controller of an xdist run), else None."""
+    if session.is_worker or session.config.getoption("dist", "no") == "no":
         return None
-    from pytest_hud.runtime.docker.intents import settle_intents
-    from pytest_hud.runtime.docker.owners import reap_containers
-
-    try:
-        reap_containers()
-        settle_intents()  # creates a killed worker left in flight at the engine
-    except Exception as exc:  # no engine reachable: nothing of ours can be running
-        return f"{type(exc).__name__}: {exc}"
-    return None
+    return CrashPlugin(session.agent_label)

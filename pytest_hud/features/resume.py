@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -15,7 +15,10 @@ from pytest_hud._plugin.identity import RunIdentity
 from pytest_hud.evaluation import ledger as ledger_mod
 from pytest_hud.evaluation.results import Row
 
-__all__ = ["ResumePlugin"]
+if TYPE_CHECKING:
+    from pytest_hud._plugin.session import HudSession
+
+__all__ = ["ResumePlugin", "enable"]
 
 #: fields of a ledger record that are the ledger's own, not the results row's
 _RECORD_ONLY = ("kind", "v", "run", "finished", "checkpoint")
@@ -69,3 +72,9 @@ class ResumePlugin:
             row.update(nodeid=item.nodeid, resumed=True, repro=self.identity.repro(item.nodeid))
             report.hud = cast(Row, row)
         return report
+
+
+def enable(session: HudSession) -> object | None:
+    """The feature's plugin for this session (--hud-resume), else None."""
+    resume = session.options.resume
+    return None if resume is None else ResumePlugin(resume, session.identity)

@@ -14,7 +14,7 @@ from pytest_hud._plugin.cases import HudCase, readable_id
 from pytest_hud.runtime.task import Task
 
 if TYPE_CHECKING:
-    from pytest_hud._plugin.features.replay import ReplayPlugin
+    from pytest_hud.features.replay import ReplayPlugin
     from pytest_hud.robot.record.reader import EpisodeInfo
 
 __all__ = ["ReplayFile", "collect_dataset", "episode_cases"]

@@ -4,14 +4,17 @@ hand theirs over through ``workeroutput``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_hud._plugin.internals import is_worker, worker_id, worker_output
 from pytest_hud.threads import abandoned
 
-__all__ = ["KEY", "AbandonedPlugin", "abandoned_lines"]
+if TYPE_CHECKING:
+    from pytest_hud._plugin.session import HudSession
+
+__all__ = ["KEY", "AbandonedPlugin", "abandoned_lines", "enable"]
 
 #: The workeroutput key a worker's lines travel under.
 KEY = "pytest_hud_abandoned"
@@ -53,3 +56,8 @@ class AbandonedPlugin:
             return
         for line in [*self.from_workers, *abandoned_lines()]:
             terminalreporter.write_line(line, yellow=True, bold=True)
+
+
+def enable(session: HudSession) -> object | None:
+    """The feature's plugin: registered in every run (any rollout may time out)."""
+    return AbandonedPlugin(session.config)

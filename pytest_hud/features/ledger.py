@@ -5,7 +5,7 @@ report arrives; resumed rows are not written twice.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -13,7 +13,10 @@ from pytest_hud._plugin.identity import RunIdentity
 from pytest_hud.evaluation import ledger as ledger_mod
 from pytest_hud.evaluation.results import Row
 
-__all__ = ["LedgerPlugin"]
+if TYPE_CHECKING:
+    from pytest_hud._plugin.session import HudSession
+
+__all__ = ["LedgerPlugin", "enable"]
 
 
 class LedgerPlugin:
@@ -81,3 +84,11 @@ class LedgerPlugin:
 
     def close(self) -> None:
         self.ledger.close()
+
+
+def enable(session: HudSession) -> object | None:
+    """The ledger plugin (--hud-ledger, or --hud-results), on the controller; else None."""
+    o = session.options
+    if o.ledger is None or session.is_worker:
+        return None
+    return LedgerPlugin(o.ledger, session.identity, o.resume, session.failures)

@@ -20,7 +20,7 @@ from pytest_hud.runtime.rollout import RolloutResult
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
 
-__all__ = ["KEY", "RecordingPlugin", "parts_dir", "record_root"]
+__all__ = ["KEY", "RecordingPlugin", "enable", "parts_dir", "record_root"]
 
 #: The workeroutput key a worker's recording errors travel under.
 KEY = "pytest_hud_recording_errors"
@@ -63,8 +63,10 @@ class RecordingPlugin:
         envs = {case.row.env for case in self.session.evaluator.cases.values()}
         return self.root if len(envs) <= 1 else self.root / env
 
-    def merged_root(self, row: Row) -> str | None:
-        """In an xdist worker, the dataset its part will be merged into."""
+    @pytest.hookimpl
+    def pytest_hud_dataset_link(self, row: Row) -> str | None:
+        """In an xdist worker, the dataset the row's part will be merged into (its episode
+        index changes at the merge)."""
         if not self.session.is_worker or not row.get("dataset") or not row.get("env"):
             return None
         return str(self.dataset_root(str(row["env"])))
@@ -219,3 +221,10 @@ def _point_rows_at_what_is_there(rows: Any, env: str) -> None:
         if int(ds["episode_index"]) >= totals[root]:
             ds["episode_index"] = None
             ds["discarded"] = NOT_RECORDED
+
+
+def enable(session: HudSession) -> object | None:
+    """The feature's plugin for this session (--hud-record), else None."""
+    if session.options.record is None:
+        return None
+    return RecordingPlugin(session, record_root(session.options.record))
