@@ -33,9 +33,9 @@ import msgpack
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "helpers")]
 
-from pytest_hud.auth import session_secret  # noqa: E402
+from pytest_hud.plumbing.auth import session_secret  # noqa: E402
+from pytest_hud.plumbing.rpc import Connection, Limits, RpcClient, serve_rpc  # noqa: E402
 from pytest_hud.robot.wire.codec import WireError, unpack  # noqa: E402
-from pytest_hud.rpc import Connection, Limits, RpcClient, serve_rpc  # noqa: E402
 
 
 async def _echo(conn: Connection, method: str, params: dict[str, Any]) -> Any:

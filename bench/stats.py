@@ -39,12 +39,12 @@ from pytest_hud.evaluation.paired_sequential import (  # noqa: E402
     UNDECIDED,
     WORSE,
 )
+from pytest_hud.evaluation.proportions import wilson  # noqa: E402
 from pytest_hud.evaluation.sequential import (  # noqa: E402
     FixedThresholdGate,
     ThresholdGate,
     fixed_n_for_power,
 )
-from pytest_hud.stats import wilson  # noqa: E402
 
 #: (discordance, effect 2q - 1) of the paired case; effect 0 is equal arms
 PAIRED_CASES = [(d, e) for d in (0.2, 0.5) for e in (0.0, 0.3, 0.5, 0.8, 1.0)]

@@ -2,8 +2,8 @@
 
 from typing import TYPE_CHECKING
 
-from pytest_hud._lazy import exports
 from pytest_hud.errors import HudError
+from pytest_hud.plumbing.lazy import exports
 
 if TYPE_CHECKING:
     from pytest_hud.api import Results, evaluate

@@ -35,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    from pytest_hud.preflight import PROBE_TIMEOUT, check_agent, subjects
+    from pytest_hud.features.preflight.checks import PROBE_TIMEOUT, check_agent, subjects
     from pytest_hud.robot.agent.registry import load_agent
     from pytest_hud.runtime.placement import provider_for
     from pytest_hud.runtime.task import Taskset

@@ -16,10 +16,10 @@ import json
 import os
 import sys
 
-from pytest_hud.auth import NO_AUTH_ENV, SECRET_ENV, warn_no_auth, with_token
 from pytest_hud.forkserver import client as forkserver
-from pytest_hud.loader import load_module
-from pytest_hud.process import serve_until_stopped
+from pytest_hud.plumbing.auth import NO_AUTH_ENV, SECRET_ENV, warn_no_auth, with_token
+from pytest_hud.plumbing.loader import load_module
+from pytest_hud.plumbing.process import serve_until_stopped
 from pytest_hud.runtime.environment import Environment
 from pytest_hud.runtime.modules import module_environments
 from pytest_hud.runtime.server import ANNOUNCE, EnvServer

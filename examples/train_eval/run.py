@@ -33,8 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_hud.interop.lerobot import compat
-from pytest_hud.stats import wilson
+from pytest_hud.evaluation.proportions import wilson
+from pytest_hud.robot import lerobot_version as compat
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from pytest_hud._plugin.errors import ModuleColumnError
-from pytest_hud.loader import names_a_file
+from pytest_hud.plumbing.loader import names_a_file
 from pytest_hud.runtime.task import Task
 
 __all__ = ["check_module_columns"]

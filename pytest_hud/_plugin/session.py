@@ -203,10 +203,9 @@ class HudSession:
 
 
 def _validate_agent(spec: str) -> str:
-    from pytest_hud.robot.agent.registry import BUILTINS, _entry_points, available_agents
+    from pytest_hud.robot.agent.registry import available_agents, is_known
 
-    name = spec.partition(":")[0]
-    if name in BUILTINS or spec in _entry_points() or ":" in spec:
+    if is_known(spec):
         return spec
     raise pytest.UsageError(
         f"unknown --hud-agent {spec!r}; valid forms: {', '.join(available_agents())}"
@@ -216,7 +215,7 @@ def _validate_agent(spec: str) -> str:
 def restore_auth(session: HudSession) -> None:
     """Undo :func:`_session_auth`'s ``--hud-no-auth`` switch (the secret stays: this
     process's children may outlive the session)."""
-    from pytest_hud.auth import NO_AUTH_ENV
+    from pytest_hud.plumbing.auth import NO_AUTH_ENV
 
     if session.no_auth_before is None:
         os.environ.pop(NO_AUTH_ENV, None)
@@ -226,9 +225,9 @@ def restore_auth(session: HudSession) -> None:
 
 def _session_auth(no_auth: bool, worker: bool) -> None:
     """The session's secret, made here so xdist's workers and every process started later
-    inherit it (:mod:`pytest_hud.auth`); or, under ``--hud-no-auth``, the switch that turns
+    inherit it (:mod:`pytest_hud.plumbing.auth`); or, under ``--hud-no-auth``, the switch that turns
     the servers' checks off, said loudly once."""
-    from pytest_hud.auth import NO_AUTH_ENV, session_secret, warn_no_auth
+    from pytest_hud.plumbing.auth import NO_AUTH_ENV, session_secret, warn_no_auth
 
     if no_auth:
         os.environ[NO_AUTH_ENV] = "1"

@@ -15,8 +15,7 @@ from pytest_hud.evaluation.paired_sequential import (
     fixed_n_pairs,
     mcnemar_power,
 )
-from pytest_hud.evaluation.proportions import mcnemar_exact, newcombe_paired
-from pytest_hud.stats import wilson
+from pytest_hud.evaluation.proportions import mcnemar_exact, newcombe_paired, wilson
 
 __all__ = [
     "PairedDecision",

@@ -16,7 +16,7 @@ from typing import Any, Literal, Required, TypedDict, cast
 
 from pytest_hud.errors import HudError
 from pytest_hud.evaluation.baseline import incomplete_reason, power_note
-from pytest_hud.stats import two_proportion_drop, wilson
+from pytest_hud.evaluation.proportions import two_proportion_drop, wilson
 
 __all__ = [
     "Gate",

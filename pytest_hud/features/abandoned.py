@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_hud._plugin.internals import is_worker, worker_id, worker_output
-from pytest_hud.threads import abandoned
+from pytest_hud.plumbing.threads import abandoned
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession

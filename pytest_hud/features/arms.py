@@ -239,8 +239,7 @@ class ArmsPlugin:
         if any(str(a.step) != a.label for a in self.arms):
             return
         try:
-            from pytest_hud.evaluation.compare import run_from_rows
-            from pytest_hud.evaluation.compare_plot import write_plot
+            from pytest_hud.evaluation.compare import run_from_rows, write_plot
 
             runs = [
                 run_from_rows([dict(r) for r in rows if r.get("arm") == a.letter], a.label)

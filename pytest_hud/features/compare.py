@@ -56,7 +56,7 @@ class ComparePlugin:
             new.label = f"{new.label} (this run)"
         self.comparisons = cmp.compare([base, new], alpha=self.options.alpha)
         try:
-            from pytest_hud.evaluation.compare_plot import write_plot
+            from pytest_hud.evaluation.compare import write_plot
 
             path = self._plot_path()
             self.bars = write_plot([base, new], path)

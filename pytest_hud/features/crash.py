@@ -11,7 +11,7 @@ import pytest
 
 from pytest_hud._plugin.internals import worker_exitcode, worker_node_id
 from pytest_hud.evaluation.results import Row
-from pytest_hud.process import describe_exit
+from pytest_hud.plumbing.process import describe_exit
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession

@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING
 
-from pytest_hud._lazy import exports
+from pytest_hud.plumbing.lazy import exports
 
 if TYPE_CHECKING:
     from pytest_hud.robot.agent.adapter import Adapter, LeRobotAdapter, OpenPIAdapter

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse, urlunparse
 
-from pytest_hud.auth import session_secret, strip_token, url_token
-from pytest_hud.rpc import AuthError, RemoteError, RpcClient, RpcClosed, tcp_address
+from pytest_hud.plumbing.auth import session_secret, strip_token, url_token
+from pytest_hud.plumbing.rpc import AuthError, RemoteError, RpcClient, RpcClosed, tcp_address
 from pytest_hud.runtime.errors import ControlError, TemplateError
 from pytest_hud.runtime.provider import Provider, Runtime
 from pytest_hud.runtime.remote_traceback import user_frames

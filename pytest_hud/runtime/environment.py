@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,24 @@ from pytest_hud.runtime.errors import EnvError, TaskError
 from pytest_hud.runtime.modules import declare
 from pytest_hud.runtime.task import Task
 
-__all__ = ["EnvError", "Environment", "Template"]
+__all__ = ["SIM_KINDS", "EnvError", "Environment", "Template", "sim_kind"]
+
+#: The entry-point group of sim kinds (``env.lerobot(...)``, ``env.vla_eval(...)``): the
+#: packages that serve them register here, so the runtime imports none of them.
+SIM_KINDS = "pytest_hud.sims"
+
+
+def sim_kind(name: str) -> Callable[..., Any]:
+    """The factory registered for sim kind ``name``; EnvError naming the fix if none is."""
+    found = {ep.name: ep for ep in metadata.entry_points(group=SIM_KINDS)}
+    if name not in found:
+        raise EnvError(
+            f"no {name!r} sim kind is registered: expected an entry point {name!r} in group "
+            f"{SIM_KINDS!r}, got {sorted(found) or 'none'}; fix: reinstall pytest-hud "
+            "(pip install -e . in a checkout), whose metadata registers it"
+        )
+    factory: Callable[..., Any] = found[name].load()
+    return factory
 
 
 class Template:
@@ -170,9 +188,8 @@ class Environment:
 
     def vla_eval(self, benchmark: Any, *, name: str = "robot", **options: Any) -> RobotEndpoint:
         """Serve a vla-eval Benchmark/StepBenchmark (class or instance) as this environment's
-        robot capability; see :func:`pytest_hud.interop.vla_eval.env.serve_benchmark`."""
-        from pytest_hud.interop.vla_eval.env import serve_benchmark
-
+        robot capability (the ``vla-eval`` sim kind: vla-eval's interop serves it)."""
+        serve_benchmark = sim_kind("vla-eval")
         return self.add_capability(serve_benchmark(benchmark, **options), name)
 
     def lerobot(
@@ -187,10 +204,9 @@ class Environment:
     ) -> RobotEndpoint:
         """Serve LeRobot's own ``env_type`` env (``"pusht"``, ``"aloha"``, ``"metaworld"``,
         ...; ``config``: its EnvConfig's fields, e.g. ``task=``) built by LeRobot's
-        ``make_env`` with its env processors, as lerobot-eval sees it
-        (:mod:`pytest_hud.interop.lerobot.envs`)."""
-        from pytest_hud.interop.lerobot.envs import make_lerobot_env
-
+        ``make_env`` with its env processors, as lerobot-eval sees it (the ``lerobot`` sim
+        kind: LeRobot's interop makes it)."""
+        make_lerobot_env = sim_kind("lerobot")
         return self.gym(
             make_lerobot_env,
             name=name,

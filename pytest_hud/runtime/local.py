@@ -9,7 +9,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from pytest_hud.loader import load_module
+from pytest_hud.plumbing.loader import load_module
 from pytest_hud.runtime.environment import Environment
 from pytest_hud.runtime.modules import module_environments
 from pytest_hud.runtime.provider import Runtime

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_hud.loader import load_module
+from pytest_hud.plumbing.loader import load_module
 
 if TYPE_CHECKING:
     from pytest_hud.runtime.environment import Environment

@@ -10,7 +10,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from pytest_hud.auth import strip_token, url_token
+from pytest_hud.plumbing.auth import strip_token, url_token
 from pytest_hud.runtime.task import RuntimeConfig, Task
 
 __all__ = ["Provider", "Runtime"]

@@ -13,9 +13,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from pytest_hud.auth import server_secret
+from pytest_hud.plumbing.auth import server_secret
+from pytest_hud.plumbing.rpc import Connection, serve_rpc
 from pytest_hud.robot.sim.endpoint import RobotEndpoint, release_claims, track_claims
-from pytest_hud.rpc import Connection, serve_rpc
 from pytest_hud.runtime.environment import Environment
 from pytest_hud.runtime.errors import EnvError
 
@@ -55,7 +55,7 @@ _SESSION = object()  # EnvServer's default secret: the session's (None under --n
 class EnvServer:
     """Serve environments; ``await start()`` returns the ``tcp://`` url.
 
-    ``secret``: what a peer must prove it holds (:mod:`pytest_hud.auth`); default this
+    ``secret``: what a peer must prove it holds (:mod:`pytest_hud.plumbing.auth`); default this
     session's, None serves anyone (``--no-auth``).
     """
 

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_hud.process import Child, ChildError
+from pytest_hud.plumbing.process import Child, ChildError
 from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.server import ANNOUNCE

@@ -258,7 +258,7 @@ def test_an_in_memory_lerobot_policy_at_a_training_step(tmp_path: Path) -> None:
     import torch
     from lerobot_fixtures import make_tiny_act
 
-    from pytest_hud.loader import load_module
+    from pytest_hud.plumbing.loader import load_module
     from pytest_hud.robot import load_agent
     from pytest_hud.robot.agent.lerobot import lerobot_agent, load_policy
 

@@ -116,7 +116,7 @@ def test_the_index_skips_a_torn_line_and_appends_after_it(tmp_path: Path) -> Non
 
 
 def _entry(step: int, successes: int, episodes: int = 4) -> dict:
-    from pytest_hud.stats import wilson
+    from pytest_hud.evaluation.proportions import wilson
 
     st = {"episodes": episodes, "successes": successes, "success_rate": successes / episodes,
           "wilson_95": list(wilson(successes, episodes)), "errors": 0}  # fmt: skip

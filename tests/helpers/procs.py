@@ -8,7 +8,7 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from pytest_hud.process import Child, child_env
+from pytest_hud.plumbing.process import Child, child_env
 from pytest_hud.runtime.server import ANNOUNCE as SERVER_ANNOUNCE
 
 

@@ -99,7 +99,7 @@ def joined(tmp_path_factory: Any) -> Iterator[LocalCluster]:
     require(importlib.util.find_spec("ray"), "ray", "run scripts/setup --ray")
     import ray
 
-    from pytest_hud.cluster import connect
+    from pytest_hud.plumbing.cluster import connect
 
     # a short folder: Ray's socket paths live under it and AF_UNIX allows 107 bytes
     # (pytest's basetemp under xdist, /tmp/pytest-of-root/pytest-N/popen-gw0/..., is too long)
@@ -129,7 +129,7 @@ def bench_cluster() -> Iterator[LocalCluster]:
     from this process, stopped at the end (survivors reported on stderr, not asserted)."""
     import ray
 
-    from pytest_hud.cluster import connect
+    from pytest_hud.plumbing.cluster import connect
 
     with tempfile.TemporaryDirectory(prefix="bench-ray-", dir="/tmp") as tmp:
         cluster = LocalCluster(Path(tmp) / "t")

@@ -15,7 +15,7 @@ import pytest
 from needs import require_lerobot
 
 from pytest_hud import LocalRuntime, Shared, Task, run
-from pytest_hud.loader import load_module
+from pytest_hud.plumbing.loader import load_module
 from pytest_hud.robot import BatchedAgent, Contract, LeRobotAdapter, load_agent
 from pytest_hud.robot.agent.model import stack_rows
 

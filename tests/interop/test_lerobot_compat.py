@@ -1,4 +1,4 @@
-"""The LeRobot version seam (pytest_hud/interop/lerobot/compat.py): its decisions are keyed
+"""The LeRobot version seam (pytest_hud/robot/lerobot_version.py): its decisions are keyed
 on the installed lerobot's version, a version outside the supported range is one clear
 error, and the private attributes of LeRobot's objects are touched only there."""
 
@@ -13,7 +13,7 @@ import pytest
 from needs import require_lerobot
 
 import pytest_hud
-from pytest_hud.interop.lerobot import compat
+from pytest_hud.robot import lerobot_version as compat
 
 pytestmark = pytest.mark.lerobot_version
 
@@ -129,9 +129,9 @@ def test_a_gym_aloha_outside_the_tested_releases_is_one_clear_error(
 
 #: private attributes of LeRobot's objects -> the modules allowed to touch them (compat's doc)
 PRIVATE = {
-    "_queues": {"interop/lerobot/compat.py"},
-    "_max_episode_steps": {"interop/lerobot/compat.py"},
-    "episode_buffer": {"interop/lerobot/compat.py"},
+    "_queues": {"robot/lerobot_version.py"},
+    "_max_episode_steps": {"robot/lerobot_version.py"},
+    "episode_buffer": {"robot/lerobot_version.py"},
     "_make_env_task": {"interop/lerobot/aloha.py"},
 }
 

@@ -13,7 +13,7 @@ import pytest
 from needs import require, require_lerobot
 
 from pytest_hud import LocalRuntime, Task, run
-from pytest_hud.loader import load_module
+from pytest_hud.plumbing.loader import load_module
 from pytest_hud.robot import RobotAgent
 from pytest_hud.robot.agent.model import Model
 from pytest_hud.robot.sim.gym import GymBridge
@@ -191,8 +191,8 @@ UNBUILDABLE = ["libero", "robocasa", "vlabench", "libero_plus", "robotwin", "rob
 def test_an_env_that_cannot_be_built_here_names_the_missing_piece(env_type: str) -> None:
     from lerobot.envs.configs import EnvConfig
 
-    from pytest_hud.interop.lerobot import compat
     from pytest_hud.interop.lerobot.envs import NEEDS, LeRobotEnvError, make_lerobot_env
+    from pytest_hud.robot import lerobot_version as compat
 
     with pytest.raises(LeRobotEnvError) as caught:  # some import their package at reset
         make_lerobot_env(env_type).reset(seed=0)

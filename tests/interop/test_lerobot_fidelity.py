@@ -17,7 +17,7 @@ import pytest
 from needs import require, require_lerobot
 
 from pytest_hud import LocalRuntime, Shared, Task, run
-from pytest_hud.loader import load_module
+from pytest_hud.plumbing.loader import load_module
 from pytest_hud.robot import BatchedAgent, load_agent
 
 pytestmark = pytest.mark.lerobot_version
@@ -131,7 +131,7 @@ def case_param(case: str) -> Any:
     """``case`` as a parameter, with the marks and conditions its env brings."""
     if CASES[case][0] != "metaworld":
         return case
-    from pytest_hud.interop.lerobot import compat
+    from pytest_hud.robot import lerobot_version as compat
 
     try:
         seeded = compat.metaworld_resets_are_seeded()

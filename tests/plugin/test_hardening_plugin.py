@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hud.process import child_env
+from pytest_hud.plumbing.process import child_env
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -18,7 +18,7 @@ import pytest
 from docker_helpers import HANG_ENV, session_containers
 from waiting import wait_for
 
-from pytest_hud.process import child_env
+from pytest_hud.plumbing.process import child_env
 from pytest_hud.runtime.docker.owners import reap_containers
 
 

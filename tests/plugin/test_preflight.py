@@ -48,8 +48,8 @@ def act_agent(tiny_act_path: Path) -> Any:
 
 
 def check_env(agent: Any, name: str) -> Table:
-    from pytest_hud.loader import load_module
-    from pytest_hud.preflight import check_agent, first_rows
+    from pytest_hud.features.preflight.checks import check_agent, first_rows
+    from pytest_hud.plumbing.loader import load_module
     from pytest_hud.runtime.placement import provider_for
 
     envs = load_module(COMPAT_ENV).ENVS

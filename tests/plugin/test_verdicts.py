@@ -269,7 +269,7 @@ def test_detectable_drop_matches_the_gates_own_test_by_simulation() -> None:
     import numpy as np
 
     from pytest_hud.evaluation.baseline import detectable_drop, episodes_for_drop
-    from pytest_hud.stats import two_proportion_drop
+    from pytest_hud.evaluation.proportions import two_proportion_drop
 
     n = episodes_for_drop(0.5, 0.10)
     assert n is not None and detectable_drop(0.5, n, n) == pytest.approx(0.10)

@@ -70,8 +70,10 @@ def imports_of(name: str) -> set[str]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, *([base] if base else [])])
-            found.add(base)
-            found.update(f"{base}.{a.name}" for a in node.names)
+            subs = {f"{base}.{a.name}" for a in node.names} & MODULES.keys()
+            if len(subs) < len(node.names):  # a name defined in base itself, not a submodule
+                found.add(base)
+            found.update(subs)
         for child in ast.iter_child_nodes(node):
             visit(child)
 
@@ -96,17 +98,57 @@ def violations(rule: str, source: tuple[str, ...], forbidden: tuple[str, ...]) -
     ]
 
 
+#: Every top-level package and module of pytest_hud, by layer (top first). A module imports
+#: only its own layer and those below; a new top-level name must be placed here.
+LAYERS: list[tuple[str, ...]] = [
+    # the public API, the entry points (python -m pytest_hud ...) and the shipped suites,
+    # which are env modules written against the public API like a user's
+    (
+        "pytest_hud",
+        "pytest_hud.__main__",
+        "pytest_hud.api",
+        "pytest_hud.serve",
+        "pytest_hud.check",
+        "pytest_hud.doctor",
+        "pytest_hud.watch",
+        "pytest_hud.suites",
+    ),
+    # pytest: the hooks, the features, the core, the fixtures, wrap(env)
+    (
+        "pytest_hud.plugin",
+        "pytest_hud.hookspecs",
+        "pytest_hud.features",
+        "pytest_hud._plugin",
+        "pytest_hud.fixtures",
+        "pytest_hud.wrapping",
+    ),
+    ("pytest_hud.interop",),  # LeRobot envs, vla-eval: over robot/ and runtime/
+    ("pytest_hud.runtime", "pytest_hud.evaluation", "pytest_hud.trackers"),
+    ("pytest_hud.robot",),
+    ("pytest_hud.plumbing", "pytest_hud.forkserver", "pytest_hud.errors"),
+]
+#: Imports of the package's facade for its version string alone (no layer is pulled in).
+_VERSION_ONLY = {("pytest_hud.interop.vla_eval.codec", "pytest_hud")}
+
+
+def layer_of(module: str) -> int:
+    best = max((p for layer in LAYERS for p in layer if under(module, p)), key=len, default=None)
+    if best is None:
+        raise KeyError(module)
+    return next(i for i, layer in enumerate(LAYERS) if best in layer)
+
+
 PLUGIN = ("pytest_hud.plugin", "pytest_hud._plugin", "pytest_hud.fixtures", "pytest_hud.features")
 CORE = ("pytest_hud._plugin", "pytest_hud.fixtures")
 BACKENDS = ("pytest_hud.runtime.docker", "pytest_hud.runtime.ray", "pytest_hud.runtime.sandbox")
 BOTTOM = (
-    "pytest_hud.cluster",
+    "pytest_hud.plumbing.cluster",
     "pytest_hud.errors",
-    "pytest_hud.loader",
-    "pytest_hud.process",
-    "pytest_hud.rpc",
+    "pytest_hud.plumbing.loader",
+    "pytest_hud.plumbing.process",
+    "pytest_hud.plumbing.rpc",
     "pytest_hud.stats",
-    "pytest_hud.threads",
+    "pytest_hud.plumbing.threads",
 )
 
 
@@ -171,8 +213,8 @@ def test_policy_replicas_are_agent_side() -> None:
     """The Ray policy replicas serve a model and build agents: they live in robot/agent/
     and reach Ray through the shared bottom, not through runtime/ray/."""
     assert "pytest_hud.robot.agent.replicas" in MODULES
-    assert "pytest_hud.cluster" in GRAPH["pytest_hud.robot.agent.replicas"]
-    assert "pytest_hud.cluster" in GRAPH["pytest_hud.runtime.ray.runtime"]
+    assert "pytest_hud.plumbing.cluster" in GRAPH["pytest_hud.robot.agent.replicas"]
+    assert "pytest_hud.plumbing.cluster" in GRAPH["pytest_hud.runtime.ray.runtime"]
 
 
 def test_the_shared_bottom_imports_nothing_above() -> None:
@@ -272,3 +314,21 @@ def test_each_backend_is_named_only_by_the_table_and_its_own_modules() -> None:
                 if named and not under(name, *homes) and (kind, name) not in _OTHER_MEANING:
                     found.append(f"{name}:{node.lineno}: {text!r}")
     assert not found, "\n".join(found)
+
+
+def test_every_top_level_package_has_a_layer() -> None:
+    tops = {".".join(m.split(".")[:2]) for m in MODULES}
+    placed = {p for layer in LAYERS for p in layer}
+    assert tops <= placed, f"place these in LAYERS: {sorted(tops - placed)}"
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    """interop/ stands on robot/ and runtime/ (never the reverse), the plugin on all three,
+    the entry points and the suites on the plugin; the plumbing on nothing."""
+    bad = [
+        f"{mod} (layer {layer_of(mod)}) imports {dep} (layer {layer_of(dep)})"
+        for mod, deps in sorted(GRAPH.items())
+        for dep in sorted(deps)
+        if layer_of(dep) < layer_of(mod) and (mod, dep) not in _VERSION_ONLY
+    ]
+    assert not bad, "\n".join(bad)

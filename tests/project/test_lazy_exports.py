@@ -1,4 +1,4 @@
-"""Package exports import on first use (pytest_hud/_lazy.py): every exported name still
+"""Package exports import on first use (pytest_hud/plumbing/lazy.py): every exported name still
 resolves to its defining module's object, and a process that serves an env (an env
 server, a sim) no longer imports the agent stack or the other runtimes' glue."""
 
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from pytest_hud._lazy import _table
+from pytest_hud.plumbing.lazy import _table
 
 PACKAGES = ["pytest_hud", "pytest_hud.runtime", "pytest_hud.robot"]
 

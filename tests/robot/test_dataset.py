@@ -21,7 +21,7 @@ from datasets_synthetic import CAMERA_CONTRACT, synthetic_episode
 from needs import require, require_lerobot
 
 from pytest_hud import LocalRuntime, Shared, Task, run
-from pytest_hud.loader import load_module
+from pytest_hud.plumbing.loader import load_module
 from pytest_hud.robot import BatchedAgent, Contract, Model, RobotAgent
 from pytest_hud.robot.agent.adapter import LeRobotAdapter
 from pytest_hud.robot.record.merge import merge_datasets

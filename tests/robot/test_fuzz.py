@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pytest_hud.plumbing.rpc import Limits, _LineReader, _parse_request, _Refused
 from pytest_hud.robot.wire import codec
 from pytest_hud.robot.wire.codec import MAX_DIMS, WireError, pack, unpack
-from pytest_hud.rpc import Limits, _LineReader, _parse_request, _Refused
 
 FUZZ = settings(
     max_examples=400,

@@ -34,7 +34,7 @@ from policy_models import StateModel
 from websockets.asyncio.server import serve as ws_serve
 
 from pytest_hud import Runtime, Task, run
-from pytest_hud.loader import load_module
+from pytest_hud.plumbing.loader import load_module
 from pytest_hud.robot import BatchedAgent, Contract, RobotAgent, load_agent
 from pytest_hud.robot.agent.policy_server import ANNOUNCE, PolicyServer
 from pytest_hud.robot.agent.remote import RemoteModel, RemoteModelError

@@ -20,14 +20,14 @@ import websockets
 from procs import COUNTER, env_server
 from sims import COUNTER_CONTRACT, CounterSim
 
-from pytest_hud.auth import derive, prove, session_secret
-from pytest_hud.process import Child, child_env
+from pytest_hud.plumbing.auth import derive, prove, session_secret
+from pytest_hud.plumbing.process import Child, child_env
+from pytest_hud.plumbing.rpc import AuthError, Connection, Limits, RpcClient, serve_rpc
 from pytest_hud.robot import RobotEndpoint
 from pytest_hud.robot.agent.model import ZeroModel
 from pytest_hud.robot.agent.policy_server import PolicyServer
 from pytest_hud.robot.agent.remote import RemoteModel
 from pytest_hud.robot.wire.codec import pack, unpack
-from pytest_hud.rpc import AuthError, Connection, Limits, RpcClient, serve_rpc
 from pytest_hud.runtime.control import ControlClient
 from pytest_hud.runtime.errors import ControlError
 from pytest_hud.runtime.provider import Runtime

@@ -22,7 +22,7 @@ from agents import zero_agent
 from fake_daytona import FAKE_SSH, FakeDaytona
 
 from pytest_hud import Shared, Task, run
-from pytest_hud.auth import session_secret
+from pytest_hud.plumbing.auth import session_secret
 from pytest_hud.runtime import rollout
 from pytest_hud.runtime.sandbox.daytona import DaytonaRuntime
 

@@ -47,7 +47,7 @@ def _module(path: Path, name: str, requires: list[str], apt: list[str]) -> Path:
 
 
 def test_image_spec_gathers_modules_requirements_and_hashes_sources(tmp_path: Path) -> None:
-    from pytest_hud.loader import load_module
+    from pytest_hud.plumbing.loader import load_module
 
     a = _module(tmp_path / "a_env.py", "auto-a", ["packaging"], ["libegl1"])
     b = _module(tmp_path / "b_env.py", "auto-b", ["packaging", "six"], [])
@@ -73,7 +73,7 @@ def test_an_auto_built_container_publishes_one_sim_port_per_robot(tmp_path: Path
     ports made 9 per container); an auto-built image's containers publish what the env
     module's robots need, at least one (the example suite, run under docker in this file,
     shows the ports suffice)."""
-    from pytest_hud.loader import load_module
+    from pytest_hud.plumbing.loader import load_module
 
     two = tmp_path / "two_robots_env.py"
     two.write_text(

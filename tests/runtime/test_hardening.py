@@ -18,13 +18,13 @@ import websockets
 from procs import env_server
 from sims import COUNTER_CONTRACT, CounterSim
 
-from pytest_hud.auth import prove, session_secret
-from pytest_hud.process import Child, child_env
+from pytest_hud.plumbing.auth import prove, session_secret
+from pytest_hud.plumbing.process import Child, child_env
+from pytest_hud.plumbing.rpc import Connection, RpcClient, serve_rpc
 from pytest_hud.robot import RobotClient, RobotEndpoint
 from pytest_hud.robot.agent.policy_server import ANNOUNCE as POLICY_ANNOUNCE
 from pytest_hud.robot.wire.codec import pack, unpack
 from pytest_hud.robot.wire.transport import TransportClosed, connect
-from pytest_hud.rpc import Connection, RpcClient, serve_rpc
 
 pytestmark = pytest.mark.anyio
 
@@ -378,7 +378,7 @@ WEDGED = """
 import asyncio, sys, threading
 import numpy as np
 from pytest_hud.robot.agent.model import Model, run_infer
-from pytest_hud.threads import abandoned
+from pytest_hud.plumbing.threads import abandoned
 
 class Wedged(Model):
     def __init__(self, executor):
@@ -437,7 +437,7 @@ async def test_a_wedged_model_thread_does_not_block_exit_and_is_reported(executo
 
 
 def test_daemon_executor_runs_work_and_fails_calls_when_its_initializer_fails() -> None:
-    from pytest_hud.threads import DaemonExecutor
+    from pytest_hud.plumbing.threads import DaemonExecutor
 
     pool = DaemonExecutor(2, thread_name_prefix="t")
     assert sorted(pool.submit(pow, 2, n).result(30) for n in range(5)) == [1, 2, 4, 8, 16]

@@ -31,8 +31,8 @@ from agents import zero_agent
 from fake_modal import FakeModal, live_processes
 
 from pytest_hud import ModalRuntime, Shared, Task, Taskset, run
-from pytest_hud.auth import session_secret
-from pytest_hud.rpc import AuthError, RpcClient
+from pytest_hud.plumbing.auth import session_secret
+from pytest_hud.plumbing.rpc import AuthError, RpcClient
 from pytest_hud.runtime import Run, rollout
 from pytest_hud.runtime.control import ControlClient, rewrite_url
 from pytest_hud.runtime.task import memory_mib

@@ -18,7 +18,7 @@ from procs import live_children_of
 
 from pytest_hud import LocalRuntime, Runtime, Shared, SubprocessRuntime, Task, Taskset, run
 from pytest_hud.forkserver import client as forkserver
-from pytest_hud.loader import load_module
+from pytest_hud.plumbing.loader import load_module
 from pytest_hud.robot import RobotClient
 from pytest_hud.runtime import (
     ControlClient,

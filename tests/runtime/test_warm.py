@@ -25,7 +25,7 @@ from docker_helpers import HANG_ENV, leftovers, session_containers
 from waiting import wait_for
 
 from pytest_hud import DockerRuntime, Task, run
-from pytest_hud.process import child_env
+from pytest_hud.plumbing.process import child_env
 from pytest_hud.runtime.rollout import rollout
 from pytest_hud.runtime.warm import WarmPool
 

@@ -1,3 +1,4 @@
-"""LeRobot interop: :mod:`.compat` (the version seam) and :mod:`.envs` (LeRobot env configs as
-sims). Imports nothing, so the agent side can use :mod:`.compat` alone.
+"""LeRobot interop: :mod:`.envs` (LeRobot env configs as sims), :mod:`.aloha`, :mod:`.reference`.
+The version seam every LeRobot call goes through is :mod:`pytest_hud.robot.lerobot_version`
+(the agent side and the recorder use it too, so it lives below interop).
 """

@@ -10,7 +10,7 @@ from typing import Any
 import gymnasium as gym
 from gym_aloha.env import AlohaEnv
 
-from pytest_hud.interop.lerobot import compat
+from pytest_hud.robot import lerobot_version as compat
 
 compat.require_gym_aloha()
 

@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 
 from pytest_hud.errors import HudError
-from pytest_hud.interop.lerobot import compat
+from pytest_hud.robot import lerobot_version as compat
 
 __all__ = [
     "NEEDS",

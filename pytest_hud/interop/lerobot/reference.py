@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from pytest_hud.interop.lerobot import compat
 from pytest_hud.interop.lerobot.envs import make_vector_env
+from pytest_hud.robot import lerobot_version as compat
 
 __all__ = ["Episode", "lerobot_episodes"]
 

@@ -12,10 +12,11 @@ from pytest_hud.interop.vla_eval.agent import VlaEvalAgent, VlaEvalModel, env_sp
 from pytest_hud.interop.vla_eval.session import VlaEvalError, normalize_url
 from pytest_hud.interop.vla_eval.specs import check_specs
 from pytest_hud.robot.agent.errors import AgentSpecError
+from pytest_hud.robot.agent.registry import AgentKind
 from pytest_hud.robot.contract import Contract
 from pytest_hud.runtime.contracts import declared_contracts, run_apart
 
-__all__ = ["VlaEvalConventionWarning", "declared_contracts", "load", "preflight"]
+__all__ = ["KIND", "VlaEvalConventionWarning", "declared_contracts", "load", "preflight"]
 
 
 class VlaEvalConventionWarning(HudError, UserWarning):
@@ -68,3 +69,7 @@ def load(arg: str | None) -> VlaEvalAgent:
     agent = VlaEvalAgent(url)
     agent.model.server_info = info
     return agent
+
+
+#: ``--hud-agent=vla-eval:URL``, registered under the ``pytest_hud.agents`` entry points.
+KIND = AgentKind(load=load, form="vla-eval:ws://HOST:PORT", preflight=preflight)

@@ -12,14 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from pytest_hud.interop.lerobot import compat
+from pytest_hud.plumbing.threads import DaemonExecutor
+from pytest_hud.robot import lerobot_version as compat
 from pytest_hud.robot.agent.adapter import LeRobotAdapter
 from pytest_hud.robot.agent.agent import RobotAgent
 from pytest_hud.robot.agent.ensembler import Ensembler
 from pytest_hud.robot.agent.errors import CheckpointError
 from pytest_hud.robot.agent.hub import require_hub_checkpoint
 from pytest_hud.robot.agent.model import Model
-from pytest_hud.threads import DaemonExecutor
 
 __all__ = [
     "PI05_CHECKPOINT",
@@ -190,7 +190,7 @@ class LeRobotModel(Model):
     def _predict_from_history(self, history: list[dict[str, Any]]) -> Any:
         """What ``select_action`` does when its action queue runs dry, without keeping
         state: the chunk predicted with ``history`` as the policy's last observations
-        (:func:`~pytest_hud.interop.lerobot.compat.predict_from_history`, which reaches
+        (:func:`~pytest_hud.robot.lerobot_version.predict_from_history`, which reaches
         the policy's queues where LeRobot offers no public way). The lock keeps concurrent
         calls off the policy's shared queues."""
         missing = [k for k in self._history if any(k not in step for step in history)]

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from pytest_hud.plumbing.threads import DaemonExecutor, abandon, model_threads
 from pytest_hud.robot.agent.errors import ModelOutputError
 from pytest_hud.robot.contract import Spaces
-from pytest_hud.threads import DaemonExecutor, abandon, model_threads
 
 __all__ = ["Model", "ModelOutputError", "RandomModel", "ZeroModel", "check_chunk", "stack_rows"]
 
@@ -81,7 +81,7 @@ class Model:
     def executor(self) -> Executor | None:
         """Where :meth:`infer` runs off the event loop; None is the shared daemon model
         threads. Models whose framework wants one thread (torch) return a one-thread
-        executor (a :class:`~pytest_hud.threads.DaemonExecutor`, so exit never waits on it)."""
+        executor (a :class:`~pytest_hud.plumbing.threads.DaemonExecutor`: exit never waits)."""
         return None
 
     async def ainfer(self, row: dict[str, Any]) -> np.ndarray:
@@ -95,10 +95,10 @@ async def run_infer(
 ) -> Any:
     """``model.infer(batch)`` on the model's executor, awaited from the event loop.
 
-    Without one, it runs on :func:`~pytest_hud.threads.model_threads` (daemon threads:
+    Without one, it runs on :func:`~pytest_hud.plumbing.threads.model_threads` (daemon threads:
     a forward that never returns does not hold the process at exit). A caller that is
     cancelled while the forward still runs (a rollout timeout) leaves it abandoned:
-    :func:`pytest_hud.threads.abandoned` lists it until it returns. ``call`` replaces
+    :func:`pytest_hud.plumbing.threads.abandoned` lists it until it returns. ``call`` replaces
     ``model.infer`` (a wrapper that times it where it runs); errors still name ``model``.
     """
     executor = model.executor() or model_threads()

@@ -25,13 +25,13 @@ import websockets
 from websockets.asyncio.server import Request, Response, Server, ServerConnection, serve
 from websockets.frames import CloseCode
 
-from pytest_hud.auth import same
-from pytest_hud.process import serve_until_stopped
+from pytest_hud.plumbing.auth import same
+from pytest_hud.plumbing.process import serve_until_stopped
+from pytest_hud.plumbing.tracebacks import format_exc
 from pytest_hud.robot.agent.batching import BatchedModel
 from pytest_hud.robot.agent.model import Model
 from pytest_hud.robot.contract import Contract
 from pytest_hud.robot.wire.codec import frame_limit, pack, release_memory, unpack, ws_options
-from pytest_hud.tracebacks import format_exc
 
 __all__ = ["ANNOUNCE", "PolicyServer", "serve_forever"]
 

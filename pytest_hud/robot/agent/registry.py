@@ -1,6 +1,8 @@
 """The agent registry behind ``--hud-agent=NAME`` (the built-ins: docs/guides/agents.md).
 
-Third-party agents register a factory under the ``pytest_hud.agents`` entry-point group.
+Other packages (and pytest-hud's own interop) register under the ``pytest_hud.agents``
+entry-point group: an agent or a factory under its whole spec (``metaworld-expert``), or an
+:class:`AgentKind` under a prefix that takes an argument (``vla-eval:ws://HOST:PORT``).
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
@@ -15,9 +18,20 @@ from pytest_hud.robot.agent.agent import RobotAgent
 from pytest_hud.robot.agent.errors import AgentSpecError
 from pytest_hud.robot.agent.model import RandomModel, ZeroModel
 
-__all__ = ["AgentSpecError", "available_agents", "load_agent", "preflight"]
+__all__ = ["AgentKind", "AgentSpecError", "available_agents", "is_known", "load_agent", "preflight"]
 
 ENTRY_POINT_GROUP = "pytest_hud.agents"
+
+
+@dataclass(frozen=True)
+class AgentKind:
+    """Specs ``NAME:ARG`` of a kind registered under ``NAME`` in the entry-point group:
+    ``load(arg)`` builds the agent, ``preflight(arg)`` checks what it can without building it
+    (the xdist controller's check), ``form`` shows the spelling in errors."""
+
+    load: Callable[[str | None], Any]
+    form: str
+    preflight: Callable[[str | None], None] | None = None
 
 
 def _zero(arg: str | None = None) -> RobotAgent:
@@ -58,24 +72,35 @@ def _openpi(arg: str | None = None) -> RobotAgent:
     return RobotAgent(model, name=f"openpi:{host}:{port}")
 
 
-def _vla_eval(arg: str | None = None) -> RobotAgent:
-    from pytest_hud.interop.vla_eval.preflight import load
-
-    return load(arg)
-
-
 BUILTINS: dict[str, Callable[[str | None], RobotAgent]] = {
     "zero": _zero,
     "random": _random,
     "lerobot": _lerobot,
     "pi05": _pi05,
     "openpi": _openpi,
-    "vla-eval": _vla_eval,
 }
 
 
 def _entry_points() -> dict[str, Any]:
     return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _kind(name: str) -> AgentKind | None:
+    """The AgentKind registered under ``name``, if one is (loading only that entry point)."""
+    ep = _entry_points().get(name)
+    if ep is None:
+        return None
+    try:
+        found = ep.load()
+    except ImportError:  # its package is absent: the kind cannot be used here
+        return None
+    return found if isinstance(found, AgentKind) else None
+
+
+def is_known(spec: str) -> bool:
+    """Whether ``spec`` names an agent form (built-in, registered, or MODULE:FACTORY)."""
+    name = spec.partition(":")[0]
+    return name in BUILTINS or spec in _entry_points() or ":" in spec
 
 
 def available_agents() -> list[str]:
@@ -86,11 +111,11 @@ def available_agents() -> list[str]:
         "lerobot:PATH_OR_REPO",
         "pi05",
         "openpi:HOST:PORT",
-        "vla-eval:ws://HOST:PORT",
         "MODULE:FACTORY",
         "path/to/file.py:FACTORY",
     ]
-    return forms + sorted(_entry_points())
+    registered = [(kind.form if (kind := _kind(name)) else name) for name in _entry_points()]
+    return forms + sorted(registered)
 
 
 def _as_agent(obj: Any, spec: str) -> RobotAgent:
@@ -111,8 +136,11 @@ def load_agent(spec: str) -> Any:
     eps = _entry_points()
     if spec in eps:
         return _as_agent(eps[spec].load(), spec)
+    kind = _kind(name) if arg else None
+    if kind is not None:
+        return kind.load(arg)
     if ":" in spec:
-        from pytest_hud.loader import load_object
+        from pytest_hud.plumbing.loader import load_object
 
         try:
             obj = load_object(spec)
@@ -142,12 +170,11 @@ def preflight(spec: str) -> None:
             check_checkpoint(arg)
         else:  # pi05: its own message, naming the pi05:/path form
             pi05_source()
-    elif name == "vla-eval":
-        from pytest_hud.interop.vla_eval.preflight import preflight as vla_eval_preflight
-
-        vla_eval_preflight(arg)
+    elif name not in BUILTINS and spec not in _entry_points() and (kind := _kind(name)):
+        if kind.preflight is not None:
+            kind.preflight(arg)
     elif name not in BUILTINS and spec not in _entry_points() and ":" in spec:
-        from pytest_hud.loader import load_object
+        from pytest_hud.plumbing.loader import load_object
 
         try:
             load_object(spec)

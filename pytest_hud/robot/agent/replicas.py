@@ -1,7 +1,7 @@
 """PolicyReplicas: N PolicyServer replicas as Ray actors, many sim actors feeding few policies.
 
 Named replicas are found by other drivers (:func:`replica_urls`); agents follow a restarted
-replica to its new address. Agent-side: joins Ray only through :mod:`pytest_hud.cluster`.
+replica to its new address. Agent-side: joins Ray only through :mod:`pytest_hud.plumbing.cluster`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from pytest_hud.cluster import connect
+from pytest_hud.plumbing.cluster import connect
 from pytest_hud.robot.agent.agent import RobotAgent, RunSettings
 from pytest_hud.robot.agent.errors import AgentSpecError, RemoteModelError
 

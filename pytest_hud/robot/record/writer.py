@@ -27,16 +27,22 @@ from pytest_hud.robot.record.commit import (
     push_dataset,
     write_episode,
 )
-from pytest_hud.robot.record.episode import _EpisodeRecorder, _run_contract, _task_text
 from pytest_hud.robot.record.errors import DatasetError
-from pytest_hud.robot.record.grade import GradeFuture, Grades, episode_grade, wait_grade
+from pytest_hud.robot.record.grade import (
+    GradeFuture,
+    Grades,
+    episode_grade,
+    set_outcome,
+    wait_grade,
+)
 from pytest_hud.robot.record.rollback import Snapshot, disk_full, free_space, stopped_message
-from pytest_hud.robot.record.schema import _TRUE, _build_schema, _Schema
+from pytest_hud.robot.record.schema import _ERRORED, _TRUE, _build_schema, _Schema
 from pytest_hud.robot.record.source import (
     CONTRACT_COLUMN,
     ROW_COLUMN,
     episode_source,
     has_source_columns,
+    run_contract,
 )
 from pytest_hud.robot.record.store import (
     _lerobot_dataset,
@@ -410,3 +416,64 @@ def _finalize_at_exit(ref: weakref.ReferenceType[DatasetWriter]) -> None:
         writer.finalize()
     except Exception as exc:  # at exit there is no one left to raise to
         print(f"pytest-hud: finalizing the dataset at {writer.root} failed: {exc}", file=sys.stderr)
+
+
+# -- one episode on its way into the dataset: frames buffered until the episode ends, then
+# committed through the writer (or discarded when the episode errored) -----------------
+
+
+class _EpisodeRecorder:
+    """One episode's frames, buffered until the episode ends."""
+
+    def __init__(
+        self,
+        writer: DatasetWriter,
+        schema: _Schema,
+        task: str,
+        source: dict[str, str] | None = None,
+    ) -> None:
+        self.writer = writer
+        self.schema = schema
+        self.task = task
+        self.source = source or {}  # the episode's row and contract columns (.source)
+        self.frames: list[dict[str, np.ndarray]] = []
+        self._checked = False
+
+    def step(self, data: dict[str, Any], action: np.ndarray) -> None:
+        if not self._checked:
+            self.schema = self.schema.resolve(data, action)
+            self.writer._resolved(self.schema)
+            self._checked = True
+        self.frames.append(self.schema.frame(data, action))
+
+    def outcome(self, reward: float | None, terminated: bool) -> None:
+        """The env's answer to the last frame's action."""
+        if self.frames:
+            set_outcome(self.frames[-1], reward, terminated)
+
+    def end(self, ok: bool) -> dict[str, Any]:
+        root = str(self.writer.root)
+        if not ok:
+            self.frames = []
+            return {"dataset": {"root": root, "episode_index": None, "discarded": _ERRORED}}
+        if not self.frames:
+            return {"dataset": {"root": root, "episode_index": None, "discarded": "no frames"}}
+        frames, self.frames = self.frames, []
+        return self.writer._commit(self.schema, frames, self.task, self.source)
+
+
+def _run_contract(run: Any) -> tuple[float | None, str | None]:
+    """control_rate and robot_type of the contract the run's robot capability carries."""
+    raw = run_contract(run)
+    if not raw:
+        return None, None
+    contract = Contract.from_dict(raw)
+    return contract.control_rate, contract.robot_type
+
+
+def _task_text(run: Any) -> str:
+    prompt = getattr(run, "prompt", "") or ""
+    if prompt:
+        return str(prompt)
+    task = getattr(run, "task", None)
+    return str(getattr(task, "key", "") or "") if task is not None else ""

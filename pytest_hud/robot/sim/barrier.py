@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from websockets.exceptions import ConnectionClosed
 
+from pytest_hud.plumbing.tracebacks import format_exc
 from pytest_hud.robot.sim.errors import BridgeError
 from pytest_hud.robot.sim.hooks import SimHooks
 from pytest_hud.robot.sim.messages import _send_error, slot_row
@@ -18,7 +19,6 @@ from pytest_hud.robot.sim.slots import SlotState, _Slot
 from pytest_hud.robot.wire.codec import pack_chunks
 from pytest_hud.robot.wire.inproc import InprocServerEnd
 from pytest_hud.robot.wire.vectored import send_chunks
-from pytest_hud.tracebacks import format_exc
 
 __all__: list[str] = []
 

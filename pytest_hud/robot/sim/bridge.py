@@ -17,7 +17,9 @@ from urllib.parse import parse_qsl, urlparse
 import websockets
 from websockets.asyncio.server import serve
 
-from pytest_hud.auth import derive, same, server_secret
+from pytest_hud.plumbing.auth import derive, same, server_secret
+from pytest_hud.plumbing.rpc import Connection
+from pytest_hud.plumbing.tracebacks import format_exc
 from pytest_hud.robot.contract import Contract
 from pytest_hud.robot.sim.barrier import SlotBarrier
 from pytest_hud.robot.sim.errors import BridgeError
@@ -35,8 +37,6 @@ from pytest_hud.robot.wire.codec import (
     release_memory,
     ws_options,
 )
-from pytest_hud.rpc import Connection
-from pytest_hud.tracebacks import format_exc
 
 __all__ = ["ANNOUNCE", "BridgeError", "RobotBridge"]
 
@@ -106,7 +106,7 @@ class RobotBridge(SlotBarrier):
     @property
     def url(self) -> str:
         """Where agents connect; it carries the key that admits them (the session's
-        bridge key, :mod:`pytest_hud.auth`) unless the session runs ``--no-auth``."""
+        bridge key, :mod:`pytest_hud.plumbing.auth`) unless the session runs ``--no-auth``."""
         if getattr(self, "_server", None) is None:
             raise BridgeError("bridge is not serving yet; await start() first")
         base = f"ws://{self._host}:{self._port}"

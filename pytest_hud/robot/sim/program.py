@@ -16,11 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_hud.auth import server_secret
-from pytest_hud.loader import PATH_MODULES, load_object, load_path
-from pytest_hud.process import serve_until_stopped
+from pytest_hud.plumbing.auth import server_secret
+from pytest_hud.plumbing.loader import PATH_MODULES, load_object, load_path
+from pytest_hud.plumbing.process import serve_until_stopped
+from pytest_hud.plumbing.rpc import serve_rpc
 from pytest_hud.robot.sim.bridge import ANNOUNCE, RobotBridge
-from pytest_hud.rpc import serve_rpc
 
 __all__ = ["build_bridge", "encode_spec", "main", "run_bridge", "serve_bridge"]
 

@@ -4,7 +4,7 @@ registry-free images (:mod:`.base`, :mod:`.image`, :mod:`.auto`) and its CLI (:m
 
 from typing import TYPE_CHECKING
 
-from pytest_hud._lazy import exports
+from pytest_hud.plumbing.lazy import exports
 
 if TYPE_CHECKING:
     from pytest_hud.runtime.docker.auto import AutoDockerRuntime

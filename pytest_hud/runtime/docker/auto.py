@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from pytest_hud.loader import load_module
+from pytest_hud.plumbing.loader import load_module
 from pytest_hud.runtime.docker.container import DockerRuntime
 from pytest_hud.runtime.docker.engine import LABEL, RENDER_VARS
 from pytest_hud.runtime.docker.groups import image_groups

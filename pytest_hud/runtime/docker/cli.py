@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_hud.errors import HudError
-from pytest_hud.loader import load_module
+from pytest_hud.plumbing.loader import load_module
 from pytest_hud.runtime.docker.auto import REPOSITORY, declared_files, ensure_image, image_specs
 from pytest_hud.runtime.docker.base import build_host_base, ensure_base
 from pytest_hud.runtime.docker.engine import LABEL, _client, _sdk

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_hud.auth import auth_env
+from pytest_hud.plumbing.auth import auth_env
 from pytest_hud.runtime.docker.engine import (
     LABEL,
     LOG_TAIL,

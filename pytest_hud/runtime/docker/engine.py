@@ -13,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from pytest_hud.process import environ_snapshot
+from pytest_hud.plumbing.process import environ_snapshot
 from pytest_hud.runtime.errors import SubstrateError
 
 __all__ = ["require_engine"]

@@ -158,6 +158,7 @@ def _deps_folder(reqs: list[str]) -> Path:
 def _install_project(root: Path, parts: list[Path], site: Path) -> None:
     if not (root / "pyproject.toml").is_file():
         shutil.copytree(root / "pytest_hud", site / "pytest_hud", ignore=_ignore_caches)
+        _copy_metadata(site)
         return
     with tempfile.TemporaryDirectory(prefix="pytest-hud-src.") as src:
         for part in parts:  # a copy, so the build never writes into the checkout
@@ -166,6 +167,21 @@ def _install_project(root: Path, parts: list[Path], site: Path) -> None:
             else:
                 shutil.copy2(part, Path(src) / part.name)
         _pip(["--target", str(site), "--no-deps", src], "pytest-hud")
+
+
+def _copy_metadata(site: Path) -> None:
+    """An installed pytest-hud's dist-info beside its copy: the entry points (sim kinds, agent
+    kinds) are found in the image as on the host."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution("pytest-hud")
+    except metadata.PackageNotFoundError:  # a bare source tree: nothing registered to copy
+        return
+    info = next((f for f in dist.files or [] if f.name == "entry_points.txt"), None)
+    if info is not None:
+        folder = Path(str(dist.locate_file(info))).parent
+        shutil.copytree(folder, site / folder.name, ignore=_ignore_caches, dirs_exist_ok=True)
 
 
 def _ignore_caches(folder: str, names: list[str]) -> list[str]:

@@ -1,10 +1,10 @@
 """The Ray runtime: env servers in actors (:mod:`.runtime`), delegated rollouts (:mod:`.delegate`)
-and a local head (:mod:`.head`); joining is :mod:`pytest_hud.cluster`.
+and a local head (:mod:`.head`); joining is :mod:`pytest_hud.plumbing.cluster`.
 """
 
 from typing import TYPE_CHECKING
 
-from pytest_hud._lazy import exports
+from pytest_hud.plumbing.lazy import exports
 
 if TYPE_CHECKING:
     from pytest_hud.runtime.ray.delegate import delegated_rollout

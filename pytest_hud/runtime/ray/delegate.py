@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pytest_hud.cluster import connect
+from pytest_hud.plumbing.cluster import connect
 from pytest_hud.runtime.provider import Provider
 from pytest_hud.runtime.ray.resources import placement_options
 from pytest_hud.runtime.rollout import Agent, RolloutResult, rollout

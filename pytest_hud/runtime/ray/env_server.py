@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_hud.process import Child, child_env
+from pytest_hud.plumbing.process import Child, child_env
 from pytest_hud.runtime.server import ANNOUNCE
 
 __all__ = ["EnvServerActor"]
@@ -47,7 +47,7 @@ class EnvServerActor:
     ) -> dict[str, Any]:
         """Spawn the server bound to ``host`` (default: the node's IP as Ray knows it),
         serving the driver's session (``auth``: its secret, from
-        :func:`pytest_hud.auth.auth_env`; the cluster may have been started by anyone);
+        :func:`pytest_hud.plumbing.auth.auth_env`; the cluster may have been started by anyone);
         its url, node and every port it listens on."""
         import ray
 

@@ -33,7 +33,7 @@ def ray_env() -> dict[str, str]:
     """The environment of ``ray start``: ours, no usage stats, Ray's loopback mode, and
     Ray's token auth as chosen (``RAY_AUTH_MODE``), else off: Ray 2.60 otherwise turns it
     on when some earlier Ray left ``~/.ray/auth_token``, and a client that did not is
-    refused (see :func:`pytest_hud.cluster.connect`)."""
+    refused (see :func:`pytest_hud.plumbing.cluster.connect`)."""
     env = dict(os.environ)
     env.setdefault("RAY_AUTH_MODE", "disabled")
     env["RAY_USAGE_STATS_ENABLED"] = "0"

@@ -4,7 +4,7 @@ through :mod:`pytest_hud.runtime.substrate`."""
 
 from typing import TYPE_CHECKING
 
-from pytest_hud._lazy import exports
+from pytest_hud.plumbing.lazy import exports
 
 if TYPE_CHECKING:
     from pytest_hud.runtime.sandbox.daytona import DaytonaRuntime

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from pytest_hud.auth import auth_env
-from pytest_hud.process import Child, child_env
+from pytest_hud.plumbing.auth import auth_env
+from pytest_hud.plumbing.process import Child, child_env
 from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.ports import free_port, port_taken
 from pytest_hud.runtime.provider import Runtime

@@ -10,7 +10,7 @@ import math
 from types import ModuleType
 from typing import Any
 
-from pytest_hud.auth import auth_env
+from pytest_hud.plumbing.auth import auth_env
 from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.substrate import (

@@ -15,8 +15,8 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_hud.auth import session_secret
 from pytest_hud.errors import HudError
+from pytest_hud.plumbing.auth import session_secret
 
 if TYPE_CHECKING:
     from pytest_hud.forkserver.client import ForkedProcess

@@ -2,7 +2,7 @@
 cancels its tasks when it closes, and every client wait is bounded.
 
 A server with a secret greets each connection with a nonce, and serves nothing until the
-peer proves it holds the secret (:mod:`pytest_hud.auth`): until then a peer may send one short
+peer proves it holds the secret (:mod:`.auth`): until then a peer may send one short
 line within a few seconds, a bounded number of such peers are held (the oldest is let go
 for a new one), and a wrong proof is one line without a traceback, then the hang-up.
 """
@@ -21,9 +21,9 @@ from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import urlparse
 
-from pytest_hud.auth import prove, verify
 from pytest_hud.errors import HudError
-from pytest_hud.tracebacks import format_exc
+from pytest_hud.plumbing.auth import prove, verify
+from pytest_hud.plumbing.tracebacks import format_exc
 
 __all__ = [
     "AuthError",

@@ -1,6 +1,6 @@
 """``--hud-preflight=off|warn|strict``: each agent's policy against the envs, before any item
-(:mod:`pytest_hud.preflight`). Hard mismatches are usage errors (exit 4), soft ones a warning
-table.
+(the checks: :mod:`.checks`, also behind ``python -m pytest_hud check``). Hard mismatches are
+usage errors (exit 4), soft ones a warning table.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
-    from pytest_hud.preflight import Subject
+    from pytest_hud.features.preflight.checks import Subject
     from pytest_hud.robot.compat import Table
     from pytest_hud.runtime.task import Task
 
@@ -68,7 +68,7 @@ class PreflightPlugin:
         self._controller_done = True
         if _overridden(self.config, "hud_provider") or _overridden(self.config, "hud_agent"):
             return  # a conftest routes rows or builds agents its own way
-        from pytest_hud.preflight import subjects
+        from pytest_hud.features.preflight.checks import subjects
 
         envs = [s for s in subjects(_task_file_rows(self.config)) if _collected(s.env, ids)]
         if not envs:
@@ -95,7 +95,7 @@ class PreflightPlugin:
         ]
         if not items:
             return
-        from pytest_hud.preflight import first_rows
+        from pytest_hud.features.preflight.checks import first_rows
 
         envs = first_rows(i.stash[CASE].task for i in items)
         arms = {getattr(i.stash[CASE], "arm", None) for i in items}
@@ -118,7 +118,7 @@ class PreflightPlugin:
         if spec in self.done:
             return
         self.done.add(spec)
-        from pytest_hud.preflight import check_agent
+        from pytest_hud.features.preflight.checks import check_agent
         from pytest_hud.runtime.placement import provider_for
 
         options = self.session.options
