@@ -9,14 +9,11 @@ import os
 import random
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
 from pytest_hud._plugin.internals import from_controller
-
-if TYPE_CHECKING:
-    from pytest_hud._plugin.options import HudOptions
 
 __all__ = [
     "ARM_OPTIONS",
@@ -30,7 +27,6 @@ __all__ = [
     "split_arm",
     "step_of",
     "task_of_nodeid",
-    "validate_arms",
 ]
 
 ARM_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
@@ -170,31 +166,6 @@ def read_ab_seed(config: pytest.Config) -> int:
     if given is None:
         given = random.SystemRandom().randrange(2**31)
     return int(given)
-
-
-def validate_arms(options: HudOptions) -> None:
-    """What several agents cannot be combined with (one usage error naming the fix)."""
-    if len(options.agents) < 2:
-        if options.ab_gate:
-            raise pytest.UsageError(
-                "--hud-ab-gate compares agents: expected --hud-agent at least twice "
-                f"(reference first, candidate last), got {options.agents}"
-            )
-        return
-    conflicts = {
-        "checkpoint": "each arm is named by its spec, or by its checkpoints/NNNNNN step",
-        "compare": "the arms are compared with each other in this session",
-        "baseline": "the first --hud-agent is the reference the others are compared with",
-        "resume": "resume one agent's session at a time",
-        "log": "log each agent from a session of its own",
-        "delegate": "run the arms in this process (or under -n)",
-    }
-    for name, why in conflicts.items():
-        if getattr(options, name) not in (None, [], False):
-            raise pytest.UsageError(
-                f"--hud-{name} is for one agent, got {len(options.agents)} --hud-agent "
-                f"({', '.join(options.agents)}); {why}: drop --hud-{name}"
-            )
 
 
 def split_arm(nodeid: str) -> tuple[str, str] | None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hud._plugin.arm_specs import ARM_OPTIONS, read_ab_seed, read_agents, validate_arms
+from pytest_hud._plugin.arm_specs import ARM_OPTIONS, read_ab_seed, read_agents
 from pytest_hud._plugin.eval_options import EVALUATION_OPTIONS, EvaluationOptions
 from pytest_hud._plugin.report_images import REPORT_OPTIONS, read_report_images
 from pytest_hud.runtime.backends import BACKENDS, DEFAULT, RuntimeSpec, forms, parse
@@ -317,4 +317,29 @@ class HudOptions(EvaluationOptions):
             )
         if self.timeout <= 0:
             raise pytest.UsageError("--hud-timeout must be positive")
-        validate_arms(self)
+        _validate_arms(self)
+
+
+def _validate_arms(options: HudOptions) -> None:
+    """What several agents cannot be combined with (one usage error naming the fix)."""
+    if len(options.agents) < 2:
+        if options.ab_gate:
+            raise pytest.UsageError(
+                "--hud-ab-gate compares agents: expected --hud-agent at least twice "
+                f"(reference first, candidate last), got {options.agents}"
+            )
+        return
+    conflicts = {
+        "checkpoint": "each arm is named by its spec, or by its checkpoints/NNNNNN step",
+        "compare": "the arms are compared with each other in this session",
+        "baseline": "the first --hud-agent is the reference the others are compared with",
+        "resume": "resume one agent's session at a time",
+        "log": "log each agent from a session of its own",
+        "delegate": "run the arms in this process (or under -n)",
+    }
+    for name, why in conflicts.items():
+        if getattr(options, name) not in (None, [], False):
+            raise pytest.UsageError(
+                f"--hud-{name} is for one agent, got {len(options.agents)} --hud-agent "
+                f"({', '.join(options.agents)}); {why}: drop --hud-{name}"
+            )
