@@ -47,7 +47,7 @@ def session_cluster(config: pytest.Config, options: HudOptions) -> SessionCluste
     atexit.register(cluster.stop)
     # stderr: at configure time the terminal reporter may not be registered yet
     print(
-        f"hud: one {spec.kind} cluster for the session at {cluster.address} "
+        f"hud: one {cluster.kind} cluster for the session at {cluster.address} "
         f"({cluster.where}), stopped at the end",
         file=sys.stderr,
         flush=True,

@@ -24,6 +24,9 @@ class SessionCluster(Protocol):
     """A cluster one session started for its xdist workers to share."""
 
     @property
+    def kind(self) -> str: ...  # what it is, for the terminal line: "Ray"
+
+    @property
     def address(self) -> str: ...
 
     @property

@@ -36,6 +36,8 @@ def provider(spec: RuntimeSpec) -> Provider:
 class HeadCluster:
     """A local head the session started (temp dir of its own), stopped once."""
 
+    kind = "Ray"
+
     def __init__(self, head: RayHead) -> None:
         self.head = head
 
