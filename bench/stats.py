@@ -32,18 +32,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pytest_hud.evaluation.mixture import crossing_probability  # noqa: E402
-from pytest_hud.evaluation.paired import PairedSequentialTest, fixed_n_pairs  # noqa: E402
-from pytest_hud.evaluation.paired_sequential import (  # noqa: E402
-    BETTER,
-    NO_DIFFERENCE,
-    UNDECIDED,
-    WORSE,
-)
 from pytest_hud.evaluation.proportions import wilson  # noqa: E402
 from pytest_hud.evaluation.sequential import (  # noqa: E402
     FixedThresholdGate,
     ThresholdGate,
     fixed_n_for_power,
+)
+from pytest_hud.features.ab.paired import PairedSequentialTest, fixed_n_pairs  # noqa: E402
+from pytest_hud.features.ab.paired_sequential import (  # noqa: E402
+    BETTER,
+    NO_DIFFERENCE,
+    UNDECIDED,
+    WORSE,
 )
 
 #: (discordance, effect 2q - 1) of the paired case; effect 0 is equal arms

@@ -39,7 +39,7 @@ FEATURES: tuple[str, ...] = (
     "session_cluster",
     "crash",
     "trackers",
-    "arms",
+    "ab",
     "preflight",
 )
 

@@ -271,7 +271,7 @@ def test_every_error_derives_from_hud_error(name: str) -> None:
 def test_the_core_imports_no_feature() -> None:
     """A feature plugs into the core through hooks (hookspecs.py) and ``enable(session)``; the
     core never reaches for one, so a feature is removed by deleting its module and its line."""
-    assert "pytest_hud.features.arms" in MODULES
+    assert "pytest_hud.features.ab" in MODULES
     bad = violations("core -> feature", CORE, ("pytest_hud.features",))
     below = ("pytest_hud.runtime", "pytest_hud.robot", "pytest_hud.evaluation", *BOTTOM)
     bad += violations("below -> feature", below, ("pytest_hud.features",))

@@ -9,8 +9,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_hud.evaluation.ab import OVERALL, graded
 from pytest_hud.evaluation.results import Row, stats, task_of
+from pytest_hud.features.ab.verdicts import OVERALL, graded
 
 __all__ = ["arms_html"]
 

@@ -9,9 +9,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pytest_hud._plugin.arm_specs import Arm, split_arm, task_of_nodeid
-from pytest_hud.evaluation.ab import family_alpha, graded
-from pytest_hud.evaluation.paired import PairedSequentialTest
 from pytest_hud.evaluation.results import Row, task_of
+from pytest_hud.features.ab.paired import PairedSequentialTest
+from pytest_hud.features.ab.verdicts import family_alpha, graded
 
 __all__ = ["PairedStopping"]
 

@@ -8,8 +8,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_hud.evaluation.paired import summarize_pairs
 from pytest_hud.evaluation.results import aggregate, stats, task_of
+from pytest_hud.features.ab.paired import summarize_pairs
 
 __all__ = [
     "OVERALL",
@@ -104,7 +104,7 @@ def paired_block(
     sequential: Sequential | None = None,
 ) -> list[dict[str, Any]]:
     """The results JSON's ``paired.comparisons``: for each candidate against the reference,
-    per task and overall, :class:`~pytest_hud.evaluation.paired.PairedSummary`'s fields,
+    per task and overall, :class:`~pytest_hud.features.ab.paired.PairedSummary`'s fields,
     the ``verdict`` (a decided sequential test's, else the summary's) and, with
     ``--hud-gate=sequential``, the task's ``sequential`` state (``decision``,
     ``pairs_used``, ``max_pairs``, ``reason``, ``saved``: episodes not run)."""

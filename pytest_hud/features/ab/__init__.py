@@ -1,6 +1,6 @@
 """Several ``--hud-agent``: an A/B test or a checkpoint sweep in one paired session. Pairs are
 shuffled by ``--hud-ab-seed`` (every worker collects the same order); reports and the
-``--hud-ab-gate`` use :mod:`pytest_hud.evaluation.ab`.
+``--hud-ab-gate`` use :mod:`pytest_hud.features.ab.verdicts`.
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from pytest_hud._plugin.internals import OUR_FIXTURES, hand_to_workers, uses_fix
 from pytest_hud._plugin.report_images import Figure
 from pytest_hud._plugin.state import CASE
 from pytest_hud.evaluation import provenance
-from pytest_hud.evaluation.ab import (
+from pytest_hud.evaluation.results import Row
+from pytest_hud.evaluation.verdict import CoveredGate
+from pytest_hud.features.ab.stopping import PairedStopping
+from pytest_hud.features.ab.verdicts import (
     agent_blocks,
     family_alpha,
     format_ab_table,
     paired_block,
     worse_for_the_gate,
 )
-from pytest_hud.evaluation.results import Row
-from pytest_hud.evaluation.verdict import CoveredGate
-from pytest_hud.features.arms_sequential import PairedStopping
 from pytest_hud.features.sequential import report_dropped
 from pytest_hud.runtime.backends import DEFAULT
 
@@ -193,7 +193,7 @@ class ArmsPlugin:
 
     # -- verdicts and reports ------------------------------------------------------------
     def comparisons(self, rows: list[Row]) -> list[dict[str, Any]]:
-        """Each candidate against the reference (:func:`~pytest_hud.evaluation.ab.paired_block`)."""
+        """Each candidate against the reference (:func:`.verdicts.paired_block`)."""
         saved = self.stopping.saved() if self.stopping is not None else 0
         key = (len(rows), saved, sum(1 for r in rows if r.get("success") is not None))
         if self._cache is None or self._cache[0] != key:
@@ -304,7 +304,7 @@ class ArmsPlugin:
 
     @pytest.hookimpl
     def pytest_hud_html_sections(self, rows: list[Row]) -> list[str]:
-        from pytest_hud.features.arms_html import arms_html
+        from pytest_hud.features.ab.html import arms_html
 
         return [arms_html(self.describe(), rows, self.comparisons(rows))] if rows else []
 

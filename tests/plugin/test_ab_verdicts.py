@@ -1,4 +1,4 @@
-"""pytest_hud.evaluation.ab from rows alone: pairs matched by pair id whatever order the rows
+"""pytest_hud.features.ab.verdicts from rows alone: pairs matched by pair id whatever order the rows
 came in, a pair with an errored side dropped, each arm's own aggregates, a decided
 sequential test's verdict over the fixed-n one, and the one table."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from pytest_hud.evaluation.ab import agent_blocks, format_ab_table, paired_block, pairs_of
+from pytest_hud.features.ab.verdicts import agent_blocks, format_ab_table, paired_block, pairs_of
 
 ARMS = [{"arm": "A", "label": "zero"}, {"arm": "B", "label": "forward"}]
 
@@ -72,7 +72,7 @@ def test_the_gate_judges_every_task_at_the_family_level() -> None:
     """A gate over K tasks and overall runs K + 1 tests: each counts "worse" below
     alpha / (K + 1), so a p of 0.03 on one of four tasks no longer fails the gate at
     alpha 0.05, while a sequential test that decided "worse" (at the family level) does."""
-    from pytest_hud.evaluation.ab import family_alpha, worse_for_the_gate
+    from pytest_hud.features.ab.verdicts import family_alpha, worse_for_the_gate
 
     assert family_alpha(0.05, 4) == 0.01 and family_alpha(0.05, 1) == 0.05  # one: overall
     fine = {"verdict": "undecided", "p_value": 1.0}
