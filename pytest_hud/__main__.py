@@ -26,7 +26,7 @@ COMMANDS = {
     "check": ("pytest_hud.check", "an agent's policy against the envs of task rows, before a run"),
     "watch": ("pytest_hud.watch", "evaluate a training run's checkpoints as they appear"),
     "policy-server": (
-        "pytest_hud.robot.agent.policy_server",
+        "pytest_hud.robot.agent.policy_cli",
         "serve an agent's model on the openpi protocol, batching all connections",
     ),
 }

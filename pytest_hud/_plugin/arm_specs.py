@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_hud._plugin.internals import from_controller
+from pytest_hud.robot.agent.registry import AgentSpec, checkpoint_step
 
 __all__ = [
     "ARM_OPTIONS",
@@ -25,7 +26,6 @@ __all__ = [
     "read_ab_seed",
     "read_agents",
     "split_arm",
-    "step_of",
     "task_of_nodeid",
 ]
 
@@ -91,7 +91,7 @@ def arms_of(specs: list[str]) -> list[Arm]:
     """The arms of ``specs`` (none for a single agent)."""
     if len(specs) < 2:
         return []
-    steps = [step_of(s) if s.startswith("lerobot:") else None for s in specs]
+    steps = [AgentSpec(s).step for s in specs]
     sweep = None not in steps and len(set(steps)) == len(steps)
     return [
         Arm(letter(i), s, st, str(st) if sweep else s, i)
@@ -109,7 +109,7 @@ def expand_spec(spec: str) -> list[str]:
         if not os.path.isdir(match):
             continue
         real = os.path.realpath(match)
-        if real not in found or step_of(found[real]) is None:
+        if real not in found or checkpoint_step(found[real]) is None:
             found[real] = match
     if not found:
         raise pytest.UsageError(
@@ -119,20 +119,26 @@ def expand_spec(spec: str) -> list[str]:
         )
 
     def order(match: str) -> tuple[int, int, str]:
-        step = step_of(match)
+        step = checkpoint_step(match)
         return (step is None, step or 0, match)
 
     return [f"lerobot:{m}" for m in sorted(found.values(), key=order)]
 
 
-def read_agents(config: pytest.Config) -> list[str]:
-    """Every ``--hud-agent`` (globs expanded), else the ini's one, else ``random``; an
-    xdist worker takes the controller's expansion."""
+def read_agents(config: pytest.Config) -> list[AgentSpec]:
+    """The one reader of ``--hud-agent``: every value (globs expanded), else the ini's one,
+    else ``random``, each checked (an unknown form is one usage error naming the valid ones);
+    an xdist worker takes the controller's expansion."""
+    from pytest_hud.robot.agent.errors import AgentSpecError
+
     handed = from_controller(config, HANDED_AGENTS)
     if handed:
-        return [str(s) for s in handed]
+        return [AgentSpec(str(s)) for s in handed]
     raw = _given_specs(config) or ["random"]
-    return [out for spec in raw for out in expand_spec(spec)]
+    try:
+        return [AgentSpec.parse(out, "--hud-agent") for s in raw for out in expand_spec(s)]
+    except AgentSpecError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def agent_given(config: pytest.Config) -> bool:
@@ -187,12 +193,3 @@ def task_of_nodeid(nodeid: str) -> str | None:
     if head is None or "/" not in head.group(0):
         return None
     return _SLUG.sub("", head.group(0))
-
-
-_STEP = re.compile(r"(?:^|/)checkpoints/(\d+)(?:/|$)")
-
-
-def step_of(agent: str) -> int | None:
-    """The training step in a ``lerobot:.../checkpoints/NNNNNN/pretrained_model`` spec."""
-    found = _STEP.search(agent.replace("\\", "/"))
-    return int(found.group(1)) if found else None

@@ -11,6 +11,7 @@ import pytest
 from pytest_hud._plugin.arm_specs import ARM_OPTIONS, read_ab_seed, read_agents
 from pytest_hud._plugin.eval_options import EVALUATION_OPTIONS, EvaluationOptions
 from pytest_hud._plugin.report_images import REPORT_OPTIONS, read_report_images
+from pytest_hud.robot.agent.registry import AgentSpec
 from pytest_hud.runtime.backends import BACKENDS, DEFAULT, RuntimeSpec, forms, parse
 from pytest_hud.runtime.errors import PlacementError
 
@@ -218,6 +219,7 @@ class HudOptions(EvaluationOptions):
     delegate: str | None = None
     report_images: list[Path] = field(default_factory=list)
     agents: list[str] = field(default_factory=list)  # every --hud-agent; agent is the first
+    agent_specs: list[AgentSpec] = field(default_factory=list)  # the same, read
     ab_seed: int | None = None  # several agents: the run order's seed
     ab_gate: bool = False
 
@@ -256,7 +258,8 @@ class HudOptions(EvaluationOptions):
         o.read_evaluation(lambda name, kind: read_option(config, name, kind))
         o.report_images = read_report_images(config)
         o.warm = _warm(read_option(config, "hud_warm", str))
-        o.agents = read_agents(config)
+        o.agent_specs = read_agents(config)
+        o.agents = [spec.text for spec in o.agent_specs]
         o.agent = o.agents[0]
         if len(o.agents) > 1:
             o.ab_seed = read_ab_seed(config)
@@ -334,7 +337,6 @@ def _validate_arms(options: HudOptions) -> None:
         "compare": "the arms are compared with each other in this session",
         "baseline": "the first --hud-agent is the reference the others are compared with",
         "resume": "resume one agent's session at a time",
-        "log": "log each agent from a session of its own",
         "delegate": "run the arms in this process (or under -n)",
     }
     for name, why in conflicts.items():

@@ -52,11 +52,9 @@ class HudSession:
         self._agent_errors: dict[str, str] = {}
         #: several --hud-agent: one arm each (empty for one agent)
         self.arms: list[Arm] = arms_of(options.agents)
-        self.agent_name = _validate_agent(options.agent)
+        self.agent_name = options.agent  # read and checked: _plugin/arm_specs.py
         if not agent_given(config):  # a conftest's hud_agent names the rows, not "random"
             self.agent_name = conftest_agent(config) or self.agent_name
-        for arm in self.arms[1:]:
-            _validate_agent(arm.spec)
         if not self.is_worker and config.getoption("dist", "no") != "no":
             for spec in options.agents or [options.agent]:
                 _preflight_agent(spec)  # workers cannot stop the session: check here
@@ -100,20 +98,19 @@ class HudSession:
         instead of erroring every item)."""
         given = self.options.agent if spec is None else spec
         if given not in self._agents:
-            from pytest_hud._plugin.ray_agents import ray_agent
             from pytest_hud.robot.agent.errors import AgentSpecError
-            from pytest_hud.robot.agent.registry import load_agent
+            from pytest_hud.robot.agent.registry import AgentSpec, load_agent
 
-            spec = given
-            if spec == "random" and self.options.seed is not None:
-                spec = f"random:{self.options.seed}"  # reproducible with --hud-seed
+            parsed = AgentSpec(given).seeded(self.options.seed)  # random: reproducible
+            spec = parsed.text
             error = self._agent_errors.get(given)
             if error is not None:  # one attempt per session, not one per item
                 raise pytest.UsageError(error)
             try:
                 held = self.config.hook.pytest_hud_agent(config=self.config, spec=spec)
                 with heap.long_lived(freeze=self.outermost):  # lives as long as we do
-                    agent = held or ray_agent(spec, self.options.runtime) or load_agent(spec)
+                    cluster = self.options.runtime_spec.cluster  # openpi:ray:NAME's
+                    agent = held or load_agent(parsed, cluster=cluster)
                 self._agents[given] = agent
             except AgentSpecError as exc:
                 error = f"--hud-agent={spec}: {exc}"
@@ -200,16 +197,6 @@ class HudSession:
         ahead = spec_pool_size(self.options.runtime, self.options.warm, self.options.concurrency)
         depth = self.options.concurrency + (0 if self.options.shared else ahead)
         return HudLoadScheduling(config, log, width=depth)  # the warm pool plans from it
-
-
-def _validate_agent(spec: str) -> str:
-    from pytest_hud.robot.agent.registry import available_agents, is_known
-
-    if is_known(spec):
-        return spec
-    raise pytest.UsageError(
-        f"unknown --hud-agent {spec!r}; valid forms: {', '.join(available_agents())}"
-    )
 
 
 def restore_auth(session: HudSession) -> None:

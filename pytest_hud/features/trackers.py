@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_hud._plugin.arm_specs import step_of
 from pytest_hud._plugin.options import read_option
+from pytest_hud.robot.agent.registry import AgentSpec
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
@@ -100,11 +100,17 @@ def enable(session: HudSession) -> object | None:
     name is a usage error in every process."""
     config = session.config
     names = read_trackers(config)
+    agents = session.options.agents
+    if names and len(agents) > 1:
+        raise pytest.UsageError(
+            f"--hud-log is for one agent, got {len(agents)} --hud-agent ({', '.join(agents)}); "
+            "log each agent from a session of its own: drop --hud-log"
+        )
     if not names or session.is_worker:
         return None
     step = read_option(config, "hud_log_step", int)
     if step is None:
-        step = step_of(session.options.agent)
+        step = AgentSpec(session.options.agent).step
     folder = read_option(config, "hud_log_dir", str)
     where = Path(folder) if folder else session.artifacts / "trackers"
     return TrackerPlugin(names, where, step, session.agent_label)

@@ -277,11 +277,16 @@ def test_hud_log_in_a_pytest_session(tmp_path: Path, workers: int | None) -> Non
 
 
 def test_the_step_comes_from_a_lerobot_checkpoint_path() -> None:
-    from pytest_hud.features.trackers import step_of
+    from pytest_hud.robot.agent.registry import AgentSpec
+
+    def step_of(text: str) -> int | None:
+        return AgentSpec(text).step
 
     assert step_of("lerobot:outputs/train/act/checkpoints/002000/pretrained_model") == 2000
     assert step_of("lerobot:examples/train_eval/policy/metaworld_act") is None
+    assert step_of("lerobot:runs/checkpoints/last/pretrained_model") is None
     assert step_of("zero") is None
+    assert step_of("my_agents.py:checkpoints/002000") is None  # a factory, not a checkpoint
 
 
 def test_an_unknown_tracker_is_a_usage_error(tmp_path: Path) -> None:

@@ -289,9 +289,11 @@ _HOMES = {
     "ray": ("pytest_hud.runtime.ray",),
 }
 #: Where a kind's word means something else: Ray's own package (a module the fork server
-#: preloads) and --hud-delegate's one value (the delegate feature runs rollouts as Ray tasks).
+#: preloads), --hud-delegate's one value (the delegate feature runs rollouts as Ray tasks)
+#: and the agent form openpi:ray:NAME (policy replicas on a Ray cluster).
 _OTHER_MEANING = {("ray", "pytest_hud.forkserver.learn"), ("ray", "pytest_hud.features.delegate"),
-                  ("ray", "pytest_hud._plugin.options")}  # fmt: skip
+                  ("ray", "pytest_hud._plugin.options"),
+                  ("ray", "pytest_hud.robot.agent.registry")}  # fmt: skip
 
 
 def test_each_backend_is_named_only_by_the_table_and_its_own_modules() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
@@ -18,9 +19,73 @@ from pytest_hud.robot.agent.agent import RobotAgent
 from pytest_hud.robot.agent.errors import AgentSpecError
 from pytest_hud.robot.agent.model import RandomModel, ZeroModel
 
-__all__ = ["AgentKind", "AgentSpecError", "available_agents", "is_known", "load_agent", "preflight"]
+__all__ = [
+    "AgentKind",
+    "AgentSpec",
+    "AgentSpecError",
+    "available_agents",
+    "checkpoint_step",
+    "load_agent",
+    "preflight",
+]
 
 ENTRY_POINT_GROUP = "pytest_hud.agents"
+_STEP = re.compile(r"(?:^|/)checkpoints/(\d+)(?:/|$)")
+
+
+def checkpoint_step(path: str) -> int | None:
+    """The training step of a ``.../checkpoints/NNNNNN/...`` path (None for ``last`` or none)."""
+    found = _STEP.search(path.replace("\\", "/"))
+    return int(found.group(1)) if found else None
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """One ``--hud-agent`` value, read once: its kind (before the first ``:``) and argument.
+    Labels, ledgers and reports show ``text``; everything else asks this."""
+
+    text: str
+
+    @classmethod
+    def parse(cls, text: str, what: str = "agent") -> AgentSpec:
+        """The spec ``text`` names; AgentSpecError listing the valid forms for none (``what``
+        names where it came from, e.g. ``--hud-agent``)."""
+        spec = cls(text.strip())
+        if not spec.known:
+            forms = ", ".join(available_agents())
+            raise AgentSpecError(f"unknown {what} {spec.text!r}; valid forms: {forms}")
+        return spec
+
+    @property
+    def kind(self) -> str:
+        return self.text.partition(":")[0]
+
+    @property
+    def arg(self) -> str | None:
+        return self.text.partition(":")[2] or None
+
+    @property
+    def known(self) -> bool:
+        """A built-in, a registered name or kind, or a MODULE:FACTORY / file.py:FACTORY."""
+        return self.kind in BUILTINS or self.text in _entry_points() or ":" in self.text
+
+    @property
+    def step(self) -> int | None:
+        """The training step of a ``lerobot:.../checkpoints/NNNNNN/...`` checkpoint."""
+        return checkpoint_step(self.arg or "") if self.kind == "lerobot" else None
+
+    @property
+    def replicas(self) -> str | None:
+        """The replica group an ``openpi:ray:NAME`` spec names (on a Ray cluster)."""
+        if self.kind != "openpi" or not (self.arg or "").startswith("ray:"):
+            return None
+        return (self.arg or "").removeprefix("ray:")
+
+    def seeded(self, seed: int | None) -> AgentSpec:
+        """``random`` made reproducible by the session's seed (``random:SEED``)."""
+        if self.text == "random" and seed is not None:
+            return AgentSpec(f"random:{seed}")
+        return self
 
 
 @dataclass(frozen=True)
@@ -97,12 +162,6 @@ def _kind(name: str) -> AgentKind | None:
     return found if isinstance(found, AgentKind) else None
 
 
-def is_known(spec: str) -> bool:
-    """Whether ``spec`` names an agent form (built-in, registered, or MODULE:FACTORY)."""
-    name = spec.partition(":")[0]
-    return name in BUILTINS or spec in _entry_points() or ":" in spec
-
-
 def available_agents() -> list[str]:
     """Names ``--hud-agent`` accepts (forms with arguments shown as such)."""
     forms = [
@@ -111,6 +170,7 @@ def available_agents() -> list[str]:
         "lerobot:PATH_OR_REPO",
         "pi05",
         "openpi:HOST:PORT",
+        "openpi:ray:NAME",
         "MODULE:FACTORY",
         "path/to/file.py:FACTORY",
     ]
@@ -127,10 +187,14 @@ def _as_agent(obj: Any, spec: str) -> RobotAgent:
     return obj
 
 
-def load_agent(spec: str) -> Any:
-    """Resolve an agent name to an agent (anything awaitable on a Run)."""
-    spec = spec.strip()
-    name, _, arg = spec.partition(":")
+def load_agent(spec: str | AgentSpec, *, cluster: str | None = None) -> Any:
+    """Resolve an agent spec to an agent (anything awaitable on a Run); ``cluster``: the Ray
+    cluster ``openpi:ray:NAME`` looks its replicas up on (else $RAY_ADDRESS, or the one
+    this process joined)."""
+    parsed = spec if isinstance(spec, AgentSpec) else AgentSpec(spec.strip())
+    if parsed.replicas is not None:
+        return _replicas(parsed, cluster)
+    spec, name, arg = parsed.text, parsed.kind, parsed.arg or ""
     if name in BUILTINS:
         return BUILTINS[name](arg or None)
     eps = _entry_points()
@@ -153,6 +217,22 @@ def load_agent(spec: str) -> Any:
             agent.name = spec
         return agent
     raise AgentSpecError(f"unknown agent {spec!r}. Valid forms: {', '.join(available_agents())}")
+
+
+def _replicas(spec: AgentSpec, cluster: str | None) -> Any:
+    """``openpi:ray:NAME``: the agent of the named policy replicas on the Ray cluster."""
+    if not spec.replicas:
+        raise AgentSpecError(f"{spec.text}: expected openpi:ray:NAME, got no NAME")
+    import ray
+
+    from pytest_hud.robot.agent.replicas import replica_agent
+
+    if cluster is None and not os.environ.get("RAY_ADDRESS") and not ray.is_initialized():
+        raise AgentSpecError(
+            "looks replicas up on a running Ray cluster; expected its address "
+            "(--hud-runtime=ray:HOST:PORT or ray://HOST:PORT) or $RAY_ADDRESS, got neither"
+        )
+    return replica_agent(spec.replicas, cluster, agent_name=spec.text)
 
 
 def preflight(spec: str) -> None:

@@ -1,0 +1,156 @@
+"""``python -m pytest_hud policy-server``: load an agent spec's model and serve it on the openpi
+protocol (:class:`~pytest_hud.robot.agent.policy_server.PolicyServer`) until stopped. Apart from
+the server, so the server (which the Ray replicas run) does not import the agent registry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import secrets
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pytest_hud.plumbing.process import serve_until_stopped
+from pytest_hud.robot.agent.batching import BatchedModel
+from pytest_hud.robot.agent.model import Model
+from pytest_hud.robot.agent.policy_server import ANNOUNCE, TOKEN_ENV, PolicyServer
+
+__all__ = ["load_model", "main", "serve_forever"]
+
+
+def load_model(spec: str) -> Model:
+    """The Model behind an agent spec (``--hud-agent`` syntax)."""
+    from pytest_hud.robot.agent.errors import AgentSpecError
+    from pytest_hud.robot.agent.registry import load_agent
+
+    agent = load_agent(spec)
+    model = getattr(agent, "model", None)
+    if not isinstance(model, Model):
+        raise AgentSpecError(
+            f"agent {spec!r} ({agent!r}) has no Model to serve: the policy server serves a "
+            "RobotAgent's .model"
+        )
+    if isinstance(model, BatchedModel):
+        model = model.model
+    return model
+
+
+def serve_forever(
+    spec: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    max_wait_s: float = 0.005,
+    batch_size: int | None = None,
+    contract: str | Path | None = None,
+    max_frame_bytes: int | None = None,
+    token: str | None = None,
+) -> None:
+    """Load ``spec``'s model and serve it until SIGTERM, Ctrl-C or, when spawned with
+    ``$PYTEST_HUD_LIFELINE=1``, the end of its stdin; ``token``: see :class:`PolicyServer`.
+
+    Prints ``PYTEST_HUD_POLICY_SERVER {"url": ...}`` on stdout once it listens.
+    """
+    from pytest_hud.robot.agent.expects import metadata_entry
+
+    model = load_model(spec)
+    # what the policy expects (a LeRobot checkpoint's features and stats): clients check
+    # it against their env before any episode (the compatibility preflight)
+    meta = {"agent": spec, "model": type(model).__name__, **metadata_entry(model, spec)}
+    server = PolicyServer(
+        model,
+        host=host,
+        port=port,
+        max_wait_s=max_wait_s,
+        batch_size=batch_size,
+        metadata=meta,
+        contract=contract,
+        max_frame_bytes=max_frame_bytes,
+        token=token,
+    )
+
+    async def main() -> None:
+        url = await server.start()
+        print(f"{ANNOUNCE} {json.dumps({'url': url, 'agent': spec})}", flush=True)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await server.stop()
+            widths = server.batched.batches
+            if widths:
+                mean = sum(widths) / len(widths)
+                print(
+                    f"policy server: {sum(widths)} requests in {len(widths)} forwards "
+                    f"(mean width {mean:.2f})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+    serve_until_stopped(main)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_hud policy-server",
+        description="Serve an agent's model on the openpi policy-server protocol, batching "
+        "requests from all connections (clients: --hud-agent=openpi:HOST:PORT, or "
+        "openpi_client.WebsocketClientPolicy).",
+    )
+    parser.add_argument("--agent", required=True, help="agent spec, as for --hud-agent")
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (0: any free port)")
+    parser.add_argument(
+        "--max-wait-ms",
+        type=float,
+        default=5.0,
+        help="longest a request waits for others to join its forward (default 5)",
+    )
+    parser.add_argument("--batch-size", type=int, default=None, help="cap on a forward's width")
+    parser.add_argument(
+        "--contract",
+        metavar="PATH",
+        help="the env's contract.json: binds models that size actions from the action "
+        "space (zero, random); the openpi protocol carries no contract",
+    )
+    parser.add_argument(
+        "--max-frame-mb",
+        type=float,
+        default=None,
+        help="largest request frame without a --contract (default: "
+        "$PYTEST_HUD_MAX_FRAME_BYTES or 64 MiB); with one, what its observation needs",
+    )
+    parser.add_argument(
+        "--token",
+        action="store_true",
+        help="admit only clients sending the token in $PYTEST_HUD_POLICY_TOKEN (made and "
+        "printed when unset; never taken on the command line, where ps shows it); clients: "
+        "openpi_client's api_key, or $PYTEST_HUD_POLICY_TOKEN for --hud-agent=openpi:...",
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    token = None
+    if args.token:
+        token = os.environ.get(TOKEN_ENV) or secrets.token_hex(32)
+        if not os.environ.get(TOKEN_ENV):
+            print(f"policy server: token {token} (clients: export {TOKEN_ENV}={token})",
+                  file=sys.stderr, flush=True)  # fmt: skip
+    serve_forever(
+        args.agent,
+        host=args.host,
+        port=args.port,
+        max_wait_s=args.max_wait_ms / 1000,
+        batch_size=args.batch_size,
+        contract=args.contract,
+        max_frame_bytes=int(args.max_frame_mb * 2**20) if args.max_frame_mb else None,
+        token=token,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
