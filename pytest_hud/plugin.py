@@ -11,13 +11,15 @@ import pytest
 
 from pytest_hud import features
 from pytest_hud._plugin import heap, loggers
+from pytest_hud._plugin.collect import Collector
 from pytest_hud._plugin.errors import EpisodeFailed
 from pytest_hud._plugin.html import HtmlHooks
 from pytest_hud._plugin.internals import keep_xdist_groups
 from pytest_hud._plugin.interrupts import restore_sigterm, sigterm_interrupts
 from pytest_hud._plugin.options import HudOptions, addoption
-from pytest_hud._plugin.session import HudSession, restore_auth, sweep_runtime
-from pytest_hud._plugin.state import CASE, PLUGIN, RESULT
+from pytest_hud._plugin.reporting import Reporter
+from pytest_hud._plugin.session import PLUGIN, HudSession, restore_auth, sweep_runtime
+from pytest_hud._plugin.state import CASE, RESULT
 from pytest_hud.fixtures import hud_agent, hud_provider, hud_result, hud_task, hud_wrap  # noqa: F401
 
 __all__ = ["CASE", "PLUGIN", "RESULT", "EpisodeFailed", "HudHooks", "HudSession"]
@@ -49,9 +51,10 @@ def pytest_configure(config: pytest.Config) -> None:
     session = HudSession(config, HudOptions.from_config(config))
     session.sigterm = sigterm_interrupts()
     config.stash[PLUGIN] = session
-    config.pluginmanager.register(HudHooks(session), "pytest-hud-session")
+    hooks = HudHooks(session)
+    config.pluginmanager.register(hooks, "pytest-hud-session")
     if config.pluginmanager.hasplugin("html"):
-        config.pluginmanager.register(HtmlHooks(session), "pytest-hud-html")
+        config.pluginmanager.register(HtmlHooks(session, hooks.reporter.gates), "pytest-hud-html")
     features.register(session)
 
 
@@ -74,8 +77,8 @@ class HudHooks:
 
     def __init__(self, session: HudSession) -> None:
         self.session = session
-        self.collector = session.collector
-        self.reporter = session.reporter
+        self.collector = Collector(session)
+        self.reporter = Reporter(session)
 
     # -- collection ---------------------------------------------------------------------
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +13,7 @@ from pytest_hud._plugin.html_gallery import gallery_html
 from pytest_hud._plugin.html_summary import summary_html
 from pytest_hud._plugin.report_images import Figure, figures_html
 from pytest_hud._plugin.video import embeddable_gif
-from pytest_hud.evaluation.results import Row
+from pytest_hud.evaluation.results import Gate, Row
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
@@ -75,8 +76,9 @@ class HtmlHooks:
         ("Seconds", "hudSeconds"),
     )
 
-    def __init__(self, plugin: HudSession) -> None:
+    def __init__(self, plugin: HudSession, gates: Callable[[list[Row]], list[Gate]]) -> None:
         self.plugin = plugin
+        self.gates = gates  # the session's gates of some rows (the reporter's)
 
     def pytest_html_results_table_header(self, cells: list[str]) -> None:
         cells[2:2] = [
@@ -112,7 +114,7 @@ class HtmlHooks:
         ):
             prefix.extend(sections)  # features' (the A/B's side by side) before the table
         if rows:
-            gates = self.plugin.gates or self.plugin.reporter.gates(rows)
+            gates = self.plugin.gates or self.gates(rows)
             title = self.plugin.agent_label
             if self.plugin.arms:  # several agents: side by side above, all pooled here
                 title = f"all {len(self.plugin.arms)} agents pooled"

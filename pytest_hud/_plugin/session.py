@@ -13,14 +13,12 @@ import pytest
 
 from pytest_hud._plugin import heap
 from pytest_hud._plugin.arm_specs import Arm, agent_given, arms_of
-from pytest_hud._plugin.collect import Collector
 from pytest_hud._plugin.errors import ExpectError
 from pytest_hud._plugin.evaluator import Evaluator
 from pytest_hud._plugin.expect import Expectations
 from pytest_hud._plugin.identity import RunIdentity
 from pytest_hud._plugin.internals import conftest_agent, is_worker, terminal_writer
 from pytest_hud._plugin.options import HudOptions
-from pytest_hud._plugin.reporting import Reporter
 from pytest_hud._plugin.state import RESULT
 from pytest_hud.evaluation import results as rep
 from pytest_hud.evaluation.verdict import Verdict
@@ -29,7 +27,15 @@ from pytest_hud.runtime.placement import provider_for
 from pytest_hud.runtime.rollout import RolloutResult
 from pytest_hud.runtime.warm import spec_pool_size
 
-__all__ = ["HudSession"]
+__all__ = ["PLUGIN", "HudSession", "session_of"]
+
+#: The session on the pytest config's stash.
+PLUGIN = pytest.StashKey["HudSession"]()
+
+
+def session_of(config: pytest.Config) -> HudSession:
+    """The pytest-hud session of this pytest run."""
+    return config.stash[PLUGIN]
 
 
 class HudSession:
@@ -75,8 +81,6 @@ class HudSession:
         self.sigterm: Any = None  # the SIGTERM handler to restore at unconfigure
         if not self.is_worker and (options.ledger is not None or options.results is not None):
             self.identity.collect()
-        self.collector = Collector(self)
-        self.reporter = Reporter(self)
 
     @property
     def videos(self) -> Path:

@@ -54,12 +54,12 @@ def test_only_the_outermost_session_of_a_process_freezes(tmp_path: Path) -> None
     (tmp_path / "conftest.py").write_text("pytest_plugins = ['pytester']\n")
     (tmp_path / "test_outer.py").write_text(
         "import gc, json, os\n"
-        "from pytest_hud._plugin.state import session_of\n\n"
+        "from pytest_hud._plugin.session import session_of\n\n"
         "def test_inner(pytester, pytestconfig):\n"
         "    session_of(pytestconfig).load_agent()\n"
         "    outer = gc.get_freeze_count()\n"
         "    pytester.makepyfile(test_x='def test_x(pytestconfig):\\n"
-        "    from pytest_hud._plugin.state import session_of\\n"
+        "    from pytest_hud._plugin.session import session_of\\n"
         "    session_of(pytestconfig).load_agent()\\n')\n"
         "    pytester.runpytest_inprocess('-p', 'no:randomly').assert_outcomes(passed=1)\n"
         "    gc.collect()\n"
