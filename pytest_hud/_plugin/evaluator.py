@@ -35,6 +35,9 @@ class Evaluator:
 
     def __init__(self, options: HudOptions, artifacts: Path, config: pytest.Config) -> None:
         self.options = options
+        #: substrates boot in this process (a feature running whole rollouts elsewhere,
+        #: --hud-delegate, turns it off: no warm pool, no early boots)
+        self.boots_here = True
         self.config = config
         self.hook = config.hook
         self.artifacts = artifacts
@@ -89,7 +92,7 @@ class Evaluator:
         plan; a Shared provider boots the first row's substrate. A failed boot here is not
         an error: the rollout boots again."""
         rows = [(n, self.cases[n].task) for n in nodeids if n in self.cases]
-        if not rows or self.options.delegate is not None:
+        if not rows or not self.boots_here:
             return
         bound = self._bound(provider)
         if isinstance(bound, WarmPool):
@@ -102,7 +105,7 @@ class Evaluator:
         """The provider, in a warm pool (its scope entered) when booting ahead pays
         (runtime/warm.py); the fixture's value stays as the user made it."""
         size = pool_size(provider, self.options.warm, self.options.concurrency)
-        if not size or self.options.delegate is not None:  # a delegated rollout boots afar
+        if not size or not self.boots_here:  # a delegated rollout boots afar
             return provider
         pool = WarmPool(provider, size)
         self.loop.run(self._stack.enter_async_context(pool), timeout=60)

@@ -131,13 +131,6 @@ _OPTIONS: OptionTable = [
         "can reach them, not only holders of the session's secret: for a trusted lab only",
         {"action": "store_true"},
     ),
-    (
-        "--hud-delegate",
-        "run each item's whole rollout (env server + agent) elsewhere and fold the result "
-        "back: ray (a Ray task on --hud-runtime's cluster if ray:..., else RAY_ADDRESS, "
-        "else a local cluster)",
-        {"choices": ["ray"]},
-    ),
 ]
 
 
@@ -216,7 +209,6 @@ class HudOptions(EvaluationOptions):
     timeout: float = 900.0
     allow_modules: bool = False
     no_auth: bool = False
-    delegate: str | None = None
     report_images: list[Path] = field(default_factory=list)
     agents: list[str] = field(default_factory=list)  # every --hud-agent; agent is the first
     agent_specs: list[AgentSpec] = field(default_factory=list)  # the same, read
@@ -243,7 +235,7 @@ class HudOptions(EvaluationOptions):
             (
                 str,
                 str,
-                ("runtime", "docker_base", "gate", "checkpoint", "record", "delegate", "split"),
+                ("runtime", "docker_base", "gate", "checkpoint", "record", "split"),
             ),
             (_flag, bool, ("baseline_strict", "baseline_force")),
             (int, int, ("shared", "group", "concurrency", "max_steps", "seed")),
@@ -311,13 +303,6 @@ class HudOptions(EvaluationOptions):
                 f"--hud-runtime={builders} builds, but the runtime is {self.runtime!r}; fix: "
                 f"pass --hud-runtime={builders}, or drop --hud-docker-base"
             )
-        if self.delegate not in (None, "ray"):
-            raise pytest.UsageError(f"--hud-delegate is ray, got {self.delegate!r}")
-        if self.delegate is not None and self.shared is not None:
-            raise pytest.UsageError(
-                "--hud-delegate runs each rollout whole in its own Ray task, where a Shared "
-                "substrate cannot be shared: drop --hud-shared or --hud-delegate"
-            )
         if self.timeout <= 0:
             raise pytest.UsageError("--hud-timeout must be positive")
         _validate_arms(self)
@@ -337,7 +322,6 @@ def _validate_arms(options: HudOptions) -> None:
         "compare": "the arms are compared with each other in this session",
         "baseline": "the first --hud-agent is the reference the others are compared with",
         "resume": "resume one agent's session at a time",
-        "delegate": "run the arms in this process (or under -n)",
     }
     for name, why in conflicts.items():
         if getattr(options, name) not in (None, [], False):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_hud._plugin.options import OptionTable, read_option
 from pytest_hud.features.recording import parts_dir
 from pytest_hud.runtime.provider import Provider
 from pytest_hud.runtime.rollout import RolloutResult
@@ -21,7 +22,17 @@ from pytest_hud.runtime.task import Task
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
 
-__all__ = ["DelegatePlugin", "Delegation", "PartRecorder", "enable"]
+__all__ = ["OPTIONS", "DelegatePlugin", "Delegation", "PartRecorder", "enable"]
+
+OPTIONS: OptionTable = [
+    (
+        "--hud-delegate",
+        "run each item's whole rollout (env server + agent) elsewhere and fold the result "
+        "back: ray (a Ray task on --hud-runtime's cluster if ray:..., else RAY_ADDRESS, "
+        "else a local cluster)",
+        {"choices": ["ray"]},
+    ),
+]
 
 
 class PartRecorder:
@@ -146,5 +157,24 @@ class DelegatePlugin:
 
 
 def enable(session: HudSession) -> object | None:
-    """The feature's plugin for this session (--hud-delegate=ray), else None."""
-    return DelegatePlugin(session) if session.options.delegate == "ray" else None
+    """The delegation plugin (``--hud-delegate=ray``), else None; what it cannot run with is
+    one usage error naming the fix."""
+    where = read_option(session.config, "hud_delegate", str)
+    if where is None:
+        return None
+    if where != "ray":
+        raise pytest.UsageError(f"--hud-delegate is ray, got {where!r}")
+    options = session.options
+    if options.shared is not None:
+        raise pytest.UsageError(
+            "--hud-delegate runs each rollout whole in its own Ray task, where a Shared "
+            "substrate cannot be shared: drop --hud-shared or --hud-delegate"
+        )
+    if len(options.agents) > 1:
+        raise pytest.UsageError(
+            f"--hud-delegate is for one agent, got {len(options.agents)} --hud-agent "
+            f"({', '.join(options.agents)}); run the arms in this process (or under -n): "
+            "drop --hud-delegate"
+        )
+    session.evaluator.boots_here = False  # each rollout boots its substrate on the cluster
+    return DelegatePlugin(session)

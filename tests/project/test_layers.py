@@ -292,7 +292,6 @@ _HOMES = {
 #: preloads), --hud-delegate's one value (the delegate feature runs rollouts as Ray tasks)
 #: and the agent form openpi:ray:NAME (policy replicas on a Ray cluster).
 _OTHER_MEANING = {("ray", "pytest_hud.forkserver.learn"), ("ray", "pytest_hud.features.delegate"),
-                  ("ray", "pytest_hud._plugin.options"),
                   ("ray", "pytest_hud.robot.agent.registry")}  # fmt: skip
 
 

@@ -104,7 +104,8 @@ class PreflightPlugin:
                 self._check(spec, envs)
 
     def _skipped(self) -> bool:
-        return bool(self.config.option.collectonly) or self.session.options.delegate is not None
+        """Nothing to check here: only collecting, or rollouts run elsewhere (delegated)."""
+        return bool(self.config.option.collectonly) or not self.session.evaluator.boots_here
 
     def _specs(self) -> list[str]:
         options = self.session.options
