@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 #: command -> (module with a ``main(argv) -> int``, one-line help)
 COMMANDS = {
+    "serve": ("pytest_hud.serve", "serve an env module's environments on the control channel"),
     "compare": ("pytest_hud.evaluation.compare", "compare results JSONs of checkpoints per task"),
     "ledger": ("pytest_hud.evaluation.ledger", "episode ledgers: merge shards"),
     "doctor": ("pytest_hud.doctor", "which MuJoCo GL backends render here, and the fix"),
@@ -48,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"python -m pytest_hud: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[name][0])
-    return int(module.main(rest))
+    return int(module.main(rest) or 0)
 
 
 if __name__ == "__main__":

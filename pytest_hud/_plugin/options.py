@@ -15,7 +15,7 @@ from pytest_hud.robot.agent.registry import AgentSpec
 from pytest_hud.runtime.backends import BACKENDS, DEFAULT, RuntimeSpec, forms, parse
 from pytest_hud.runtime.errors import PlacementError
 
-__all__ = ["HudOptions", "OptionTable", "add_options", "addoption", "read_option"]
+__all__ = ["HudOptions", "OptionTable", "add_options", "addoption", "read_flag", "read_option"]
 
 #: (flag, help, kwargs) per option; its dest and ini name are the flag's (``--hud-x-y``: hud_x_y).
 OptionTable = list[tuple[str, str, dict[str, Any]]]
@@ -140,7 +140,11 @@ def add_options(parser: pytest.Parser, table: OptionTable) -> None:
     for flag, help_, kwargs in table:
         dest = flag[2:].replace("-", "_")
         group.addoption(flag, dest=dest, default=None, help=help_, **kwargs)
-        parser.addini(dest, help=help_.replace("%%", "%"), default=None)
+        text = help_.replace("%%", "%")
+        if kwargs.get("action") == "store_true":  # its ini: true/false, yes/no, 1/0
+            parser.addini(dest, help=text, type="bool", default=None)
+        else:
+            parser.addini(dest, help=text, default=None)
 
 
 def addoption(parser: pytest.Parser) -> None:
@@ -163,14 +167,10 @@ def read_option(config: pytest.Config, name: str, kind: Any = str) -> Any:
     return value
 
 
-def _flag(raw: str) -> bool:
-    """An ini boolean: true/false, yes/no, 1/0."""
-    text = str(raw).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(raw)
+def read_flag(config: pytest.Config, name: str) -> bool:
+    """A yes/no option ``name`` (a dest, ``hud_x_y``): given on the command line, else its
+    ini (true/false, yes/no, 1/0: pytest refuses anything else), else False."""
+    return bool(config.getoption(name) or config.getini(name))
 
 
 def _warm(raw: str | None) -> int | None:
@@ -237,7 +237,6 @@ class HudOptions(EvaluationOptions):
                 str,
                 ("runtime", "docker_base", "gate", "checkpoint", "record", "split"),
             ),
-            (_flag, bool, ("baseline_strict", "baseline_force")),
             (int, int, ("shared", "group", "concurrency", "max_steps", "seed")),
             (float, float, ("min_success", "timeout")),
             (str, as_path, ("results", "baseline", "expect")),
@@ -255,12 +254,8 @@ class HudOptions(EvaluationOptions):
         o.agent = o.agents[0]
         if len(o.agents) > 1:
             o.ab_seed = read_ab_seed(config)
-        ab_gate = read_option(config, "hud_ab_gate", str)
-        o.ab_gate = ab_gate is True or str(ab_gate).lower() in ("1", "true", "yes")
-        allow = read_option(config, "hud_allow_modules", str)
-        o.allow_modules = allow is True or str(allow).lower() in ("1", "true", "yes")
-        no_auth = read_option(config, "hud_no_auth", str)
-        o.no_auth = no_auth is True or str(no_auth).lower() in ("1", "true", "yes")
+        for name in ("baseline_strict", "baseline_force", "ab_gate", "allow_modules", "no_auth"):
+            setattr(o, name, read_flag(config, f"hud_{name}"))
         o.validate()
         return o
 

@@ -139,3 +139,6 @@ def test_a_feature_is_one_module_and_one_line(tmp_path: Path, suite: Path) -> No
     greeted = run(copy, suite, "--hud-hello")
     assert greeted.returncode == 0, greeted.stdout + greeted.stderr
     assert "hello from zero" in greeted.stdout, greeted.stdout
+    (suite / "pytest.ini").write_text((suite / "pytest.ini").read_text() + "hud_hello = true\n")
+    from_ini = run(copy, suite)  # the flag's ini, from the same table
+    assert "hello from zero" in from_ini.stdout, from_ini.stdout + from_ini.stderr
