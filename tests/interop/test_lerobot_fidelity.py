@@ -113,18 +113,28 @@ async def plugin_episodes(
 def _one_torch_thread():
     """Both sides forward with one torch thread: under xdist the plugin's torch thread sets
     the process's count to cores // workers, and a reduction over another thread count
-    rounds differently (the reference ran first, with the default count)."""
+    rounds differently (the reference ran first, with the default count). The count is the
+    calling thread's, so the plugin's torch thread (alive from an earlier test when the
+    suite runs in one process) is set too."""
     if importlib.util.find_spec("torch") is None:
         yield
         return
     import torch
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
+    from pytest_hud.robot.agent.lerobot import torch_thread
+
+    def set_both(counts: tuple[int, int]) -> tuple[int, int]:
+        main = torch.get_num_threads()
+        torch.set_num_threads(counts[0])
+        plugin = torch_thread().submit(torch.get_num_threads).result(timeout=60)
+        torch_thread().submit(torch.set_num_threads, counts[1]).result(timeout=60)
+        return main, plugin
+
+    before = set_both((1, 1))
     try:
         yield
     finally:
-        torch.set_num_threads(before)
+        set_both(before)
 
 
 def case_param(case: str) -> Any:
