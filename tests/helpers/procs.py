@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import sys
@@ -69,3 +70,20 @@ async def env_server(**env: str) -> AsyncIterator[Child]:
         yield child
     finally:
         await child.terminate()
+
+
+Peers = list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]
+
+
+@contextlib.asynccontextmanager
+async def raw_peers(port: int, count: int) -> AsyncIterator[Peers]:
+    """``count`` raw TCP connections to 127.0.0.1:``port``, opened one after another; every
+    one opened is closed on exit, whatever happened."""
+    peers: Peers = []
+    try:
+        for _ in range(count):
+            peers.append(await asyncio.open_connection("127.0.0.1", port))
+        yield peers
+    finally:
+        for _, writer in peers:
+            writer.close()

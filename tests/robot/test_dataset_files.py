@@ -30,9 +30,6 @@ from pytest_hud.robot.record.writer import DatasetWriter
 pytestmark = pytest.mark.lerobot_version
 
 HERE = Path(__file__).resolve().parents[1] / "helpers"
-RECORD_ENV = HERE / "envs" / "record_env.py"
-PUSHT_ENV = HERE / "envs" / "pusht_env.py"
-STEPS = 20
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 import websockets
-from procs import COUNTER, env_server
+from procs import COUNTER, env_server, raw_peers
 from sims import COUNTER_CONTRACT, CounterSim
 
 from pytest_hud.plumbing.auth import derive, prove, session_secret
@@ -100,20 +100,18 @@ async def test_a_stranger_is_refused_on_the_control_channel_in_one_line() -> Non
 async def test_a_stranger_that_says_nothing_is_let_go_and_cannot_lock_out_the_owner() -> None:
     """300 strangers connect and say nothing: at most ``max_unproven`` are held (a new one
     lets the oldest go), each for ``prove_s``; the owner still gets in and is served."""
-    async with rpc_server("k" * 64, max_unproven=16, prove_s=2.0) as port:
-        strangers = [await asyncio.open_connection("127.0.0.1", port) for _ in range(FLOOD)]
+    async with (
+        rpc_server("k" * 64, max_unproven=16, prove_s=2.0) as port,
+        raw_peers(port, FLOOD) as strangers,
+    ):
+        owner = await RpcClient.connect("127.0.0.1", port, secret="k" * 64, timeout=30)
         try:
-            owner = await RpcClient.connect("127.0.0.1", port, secret="k" * 64, timeout=30)
-            try:
-                assert await owner.call("ping", timeout=30) == {"method": "ping"}
-            finally:
-                await owner.close()
-            # every stranger is let go: by eviction, or when its time to prove runs out
-            gone = await asyncio.gather(*(_drained(r) for r, _ in strangers))
-            assert all(gone), f"{gone.count(False)} strangers still held"
+            assert await owner.call("ping", timeout=30) == {"method": "ping"}
         finally:
-            for _, writer in strangers:
-                writer.close()
+            await owner.close()
+        # every stranger is let go: by eviction, or when its time to prove runs out
+        gone = await asyncio.gather(*(_drained(r) for r, _ in strangers))
+        assert all(gone), f"{gone.count(False)} strangers still held"
 
 
 async def _drained(reader: asyncio.StreamReader, timeout: float = 60.0) -> bool:
@@ -133,7 +131,6 @@ async def test_unfinished_lines_from_strangers_hold_almost_nothing() -> None:
     """A stranger's line is at most ``max_unproven_line`` bytes before it is refused: 32
     peers streaming 1 MiB without a newline are each cut off, and the owner is served."""
     async with rpc_server("k" * 64) as port:
-        peers = [await asyncio.open_connection("127.0.0.1", port) for _ in range(32)]
 
         async def flood(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
             with contextlib.suppress(ConnectionError):
@@ -143,16 +140,13 @@ async def test_unfinished_lines_from_strangers_hold_almost_nothing() -> None:
                         await writer.drain()
             return await _drained(reader)
 
-        try:
+        async with raw_peers(port, 32) as peers:
             assert all(await asyncio.gather(*(flood(r, w) for r, w in peers)))
             owner = await RpcClient.connect("127.0.0.1", port, secret="k" * 64)
             try:
                 assert await owner.call("ping") == {"method": "ping"}
             finally:
                 await owner.close()
-        finally:
-            for _, writer in peers:
-                writer.close()
 
 
 async def test_a_real_env_server_serves_its_session_and_refuses_a_stranger() -> None:

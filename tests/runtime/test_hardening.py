@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import websockets
-from procs import env_server
+from procs import env_server, raw_peers
 from sims import COUNTER_CONTRACT, CounterSim
 
 from pytest_hud.plumbing.auth import prove, session_secret
@@ -124,11 +124,7 @@ async def test_silent_strangers_are_let_go_by_a_real_env_server() -> None:
     async with env_server(PYTEST_HUD_RPC_PROVE_S="3", PYTEST_HUD_RPC_MAX_UNPROVEN="64") as srv:
         assert (await ping(srv))["ok"]
         base = fds(srv.pid)
-        port = port_of(srv)
-        socks = []
-        try:
-            for _ in range(1000):
-                socks.append(await asyncio.open_connection("127.0.0.1", port))
+        async with raw_peers(port_of(srv), 1000) as socks:
             held = fds(srv.pid)
             assert (await ping(srv))["ok"]  # the owner gets in among them
             after = await settle(lambda: fds(srv.pid), lambda n: n <= base + 3)
@@ -137,9 +133,6 @@ async def test_silent_strangers_are_let_go_by_a_real_env_server() -> None:
             reader, _ = socks[-1]  # told why, then let go
             refusal = await _reply(reader, timeout=30)
             assert refusal["error"]["type"] == "AuthError" and "traceback" not in refusal["error"]
-        finally:
-            for _, writer in socks:
-                writer.close()
 
 
 async def test_idle_connections_are_capped_and_closed_on_a_no_auth_env_server() -> None:
@@ -158,11 +151,7 @@ async def test_idle_connections_are_capped_and_closed_on_a_no_auth_env_server() 
     ) as srv:
         assert (await ping(srv))["ok"]
         base = fds(srv.pid)
-        port = port_of(srv)
-        socks = []
-        try:
-            for _ in range(1000):
-                socks.append(await asyncio.open_connection("127.0.0.1", port))
+        async with raw_peers(port_of(srv), 1000) as socks:
             kept = await settle(lambda: fds(srv.pid), lambda n: n <= base + 201, timeout=120)
             print(f"env server fds: baseline {base}, 1,000 idle peers: {kept} once settled")
             # 200 kept (the baseline's own fds may differ by the ping's one), not 1,000
@@ -170,18 +159,13 @@ async def test_idle_connections_are_capped_and_closed_on_a_no_auth_env_server() 
             reader, _ = socks[-1]  # a late one: refused, and told why before the hang-up
             refusal = await _reply(reader, timeout=30)
             assert refusal["error"]["type"] == "ProtocolError"
-        finally:
-            for _, writer in socks:
-                writer.close()
         await settle(lambda: fds(srv.pid), lambda n: n <= base + 3)  # the peers hung up
         assert (await ping(srv))["ok"]  # and it still serves
     async with env_server(
         PYTEST_HUD_RPC_IDLE_S="3", PYTEST_HUD_RPC_MAX_CONNECTIONS="200", PYTEST_HUD_NO_AUTH="1"
     ) as srv:
         base = fds(srv.pid)
-        port = port_of(srv)
-        socks = [await asyncio.open_connection("127.0.0.1", port) for _ in range(50)]
-        try:
+        async with raw_peers(port_of(srv), 50) as socks:
             held = await settle(lambda: fds(srv.pid), lambda n: n >= base + 50, timeout=30)
             after = await settle(lambda: fds(srv.pid), lambda n: n <= base + 3)
             print(f"env server fds: baseline {base}, 50 idle peers {held}, after {after}")
@@ -189,9 +173,6 @@ async def test_idle_connections_are_capped_and_closed_on_a_no_auth_env_server() 
             reader, _ = socks[0]  # closed for idleness, told why
             closing = await _reply(reader, timeout=30)
             assert closing["error"]["type"] == "ProtocolError"
-        finally:
-            for _, writer in socks:
-                writer.close()
 
 
 async def test_half_lines_cannot_grow_the_env_server_without_bound() -> None:
@@ -207,9 +188,7 @@ async def test_half_lines_cannot_grow_the_env_server_without_bound() -> None:
     async with env_server(PYTEST_HUD_NO_AUTH="1") as srv:
         assert (await ping(srv))["ok"]
         base = rss_mb(srv.pid)
-        port = port_of(srv)
         chunk = b"[" * (1 << 20)
-        peers = [await asyncio.open_connection("127.0.0.1", port) for _ in range(8)]
 
         async def flood(writer: asyncio.StreamWriter) -> None:
             with contextlib.suppress(ConnectionError):
@@ -226,13 +205,10 @@ async def test_half_lines_cannot_grow_the_env_server_without_bound() -> None:
                     return json.loads(line) if line else None
             return None
 
-        try:
+        async with raw_peers(port_of(srv), 8) as peers:
             await asyncio.gather(*(flood(w) for _, w in peers))
             during = rss_mb(srv.pid)  # every peer still connected
             replies = await asyncio.gather(*(reply(r) for r, _ in peers))
-        finally:
-            for _, writer in peers:
-                writer.close()
         print(f"env server RSS: baseline {base:.0f} MB, 8 peers x 40 MB half-lines {during:.0f} MB")
         assert during - base < 100, f"server grew {during - base:.0f} MB holding half-lines"
         assert all(r is None or "longer than" in r["error"]["message"] for r in replies), replies
