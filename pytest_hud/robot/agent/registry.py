@@ -13,11 +13,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_hud.robot.agent.agent import RobotAgent
 from pytest_hud.robot.agent.errors import AgentSpecError
-from pytest_hud.robot.agent.model import RandomModel, ZeroModel
+
+if TYPE_CHECKING:  # the agent stack loads with the first agent built, not with the plugin
+    from pytest_hud.robot.agent.agent import RobotAgent
 
 __all__ = [
     "AgentKind",
@@ -100,10 +101,16 @@ class AgentKind:
 
 
 def _zero(arg: str | None = None) -> RobotAgent:
+    from pytest_hud.robot.agent.agent import RobotAgent
+    from pytest_hud.robot.agent.model import ZeroModel
+
     return RobotAgent(ZeroModel(), name="zero")
 
 
 def _random(arg: str | None = None) -> RobotAgent:
+    from pytest_hud.robot.agent.agent import RobotAgent
+    from pytest_hud.robot.agent.model import RandomModel
+
     seed = int(arg) if arg else None
     return RobotAgent(RandomModel(seed=seed), name="random" if arg is None else f"random:{arg}")
 
@@ -128,6 +135,7 @@ def _openpi(arg: str | None = None) -> RobotAgent:
         raise AgentSpecError(
             f"openpi: needs HOST:PORT, e.g. --hud-agent=openpi:127.0.0.1:8000, got {arg!r}"
         )
+    from pytest_hud.robot.agent.agent import RobotAgent
     from pytest_hud.robot.agent.remote import RemoteModel
 
     # a policy server started with --token wants it: from the environment, never the spec
@@ -179,6 +187,8 @@ def available_agents() -> list[str]:
 
 
 def _as_agent(obj: Any, spec: str) -> RobotAgent:
+    from pytest_hud.robot.agent.agent import RobotAgent
+
     is_agent = isinstance(obj, RobotAgent) or inspect.iscoroutinefunction(obj)
     if isinstance(obj, type) or (callable(obj) and not is_agent):
         obj = obj()  # a class or a factory function
@@ -212,6 +222,8 @@ def load_agent(spec: str | AgentSpec, *, cluster: str | None = None) -> Any:
             raise AgentSpecError(
                 f"cannot load agent {spec!r}: {exc}. Valid forms: {', '.join(available_agents())}"
             ) from None
+        from pytest_hud.robot.agent.agent import RobotAgent
+
         agent = _as_agent(obj, spec)
         if isinstance(agent, RobotAgent) and agent.name == "agent":
             agent.name = spec
