@@ -11,7 +11,6 @@ import pytest
 from pytest_hud._plugin.arm_specs import ARM_OPTIONS, read_ab_seed, read_agents
 from pytest_hud._plugin.eval_options import EVALUATION_OPTIONS, EvaluationOptions
 from pytest_hud._plugin.report_images import REPORT_OPTIONS, read_report_images
-from pytest_hud.robot.agent.registry import AgentSpec
 from pytest_hud.runtime.backends import BACKENDS, DEFAULT, RuntimeSpec, forms, parse
 from pytest_hud.runtime.errors import PlacementError
 
@@ -25,7 +24,7 @@ _OPTIONS: OptionTable = [
     (
         "--hud-runtime",
         f"where substrates run: {forms()} (ray: $RAY_ADDRESS, else a local cluster; "
-        "tcp/ws: a running env server) (default: {DEFAULT})",
+        f"tcp/ws: a running env server) (default: {DEFAULT})",
         {},
     ),
     (
@@ -211,7 +210,6 @@ class HudOptions(EvaluationOptions):
     no_auth: bool = False
     report_images: list[Path] = field(default_factory=list)
     agents: list[str] = field(default_factory=list)  # every --hud-agent; agent is the first
-    agent_specs: list[AgentSpec] = field(default_factory=list)  # the same, read
     ab_seed: int | None = None  # several agents: the run order's seed
     ab_gate: bool = False
 
@@ -249,8 +247,7 @@ class HudOptions(EvaluationOptions):
         o.read_evaluation(lambda name, kind: read_option(config, name, kind))
         o.report_images = read_report_images(config)
         o.warm = _warm(read_option(config, "hud_warm", str))
-        o.agent_specs = read_agents(config)
-        o.agents = [spec.text for spec in o.agent_specs]
+        o.agents = [spec.text for spec in read_agents(config)]
         o.agent = o.agents[0]
         if len(o.agents) > 1:
             o.ab_seed = read_ab_seed(config)
