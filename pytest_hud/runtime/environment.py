@@ -12,8 +12,7 @@ from typing import Any
 
 from pytest_hud.robot.sim.endpoint import RobotEndpoint
 from pytest_hud.runtime.errors import EnvError, TaskError
-from pytest_hud.runtime.modules import declare
-from pytest_hud.runtime.task import Task
+from pytest_hud.runtime.task import Task, declare
 
 __all__ = ["SIM_KINDS", "EnvError", "Environment", "Template", "sim_kind"]
 

@@ -12,12 +12,23 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from pytest_hud.plumbing.loader import load_module
 from pytest_hud.runtime.errors import TaskError
-from pytest_hud.runtime.modules import module_tasks
 
-__all__ = ["RuntimeConfig", "Task", "TaskError", "Taskset", "memory_mib"]
+__all__ = [
+    "RuntimeConfig",
+    "Task",
+    "TaskError",
+    "TaskSource",
+    "Taskset",
+    "declare",
+    "declared_sources",
+    "memory_mib",
+    "module_tasks",
+    "sources_in",
+]
 
 _ROW_KEYS = {"env", "id", "args", "runtime_config", "metadata"}
 
@@ -188,6 +199,43 @@ def _module_from(row: Task, folder: Path) -> Task:
     return replace(row, metadata={**row.metadata, "module": text})
 
 
+class TaskSource(Protocol):
+    """What declares task rows, as the rows see it: an ``Environment``. runtime/environment.py
+    imports this module (its templates make Tasks), so the record of declared environments is
+    kept here, by what :meth:`Taskset.from_module` reads of them; runtime/modules.py gives
+    them back as Environments."""
+
+    @property
+    def tasks(self) -> Sequence[Task]: ...
+
+
+_DECLARED: list[tuple[TaskSource, str | None]] = []
+_IDS: set[int] = set()  # the registry holds each env, so an id is never reused
+
+
+def declare(env: TaskSource, declared_in: str | None) -> None:
+    """Record a newly constructed Environment and the file that declared it."""
+    _DECLARED.append((env, declared_in))
+    _IDS.add(id(env))
+
+
+def declared_sources() -> list[tuple[TaskSource, str | None]]:
+    """Every Environment constructed in this process, with the file that declared it."""
+    return list(_DECLARED)
+
+
+def sources_in(module: object) -> list[TaskSource]:
+    """The Environments among a module's globals (possibly none)."""
+    return [v for v in vars(module).values() if id(v) in _IDS]
+
+
+def module_tasks(module: str | Path | object) -> tuple[list[Task], str | None]:
+    """Every task a module's Environments declare, and the module's file (or name)."""
+    mod = load_module(module) if isinstance(module, str | Path) else module
+    tasks = [t for env in sources_in(mod) for t in env.tasks]
+    return tasks, getattr(mod, "__file__", None) or getattr(mod, "__name__", None)
+
+
 class Taskset(Sequence[Task]):
     """An ordered list of task rows with unique keys, and where it came from."""
 
@@ -257,7 +305,7 @@ class Taskset(Sequence[Task]):
         return out
 
     @classmethod
-    def from_module(cls, module: Any) -> Taskset:
+    def from_module(cls, module: str | Path | object) -> Taskset:
         """Every task the module's Environments declare (``template.task(...)`` calls)."""
         tasks, source = module_tasks(module)
         return cls(tasks, source=source)

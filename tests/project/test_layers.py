@@ -18,7 +18,8 @@
 
 Every import counts, including those inside functions (a lazy import is still a
 dependency); only ``if TYPE_CHECKING:`` blocks are left out. Also: no cycle between
-modules, and every public error pytest-hud defines derives from ``pytest_hud.HudError``.
+modules (not even through ``if TYPE_CHECKING:`` imports), and every public error pytest-hud
+defines derives from ``pytest_hud.HudError``.
 """
 
 from __future__ import annotations
@@ -52,14 +53,15 @@ def _type_checking(node: ast.If) -> bool:
     )
 
 
-def imports_of(name: str) -> set[str]:
-    """The pytest_hud modules ``name`` imports (a ``from pkg import sub`` names pkg.sub)."""
+def imports_of(name: str, *, type_checking: bool = False) -> set[str]:
+    """The pytest_hud modules ``name`` imports (a ``from pkg import sub`` names pkg.sub);
+    with ``type_checking``, those imported under ``if TYPE_CHECKING:`` too."""
     path = MODULES[name]
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _type_checking(node):
+        if isinstance(node, ast.If) and _type_checking(node) and not type_checking:
             for child in node.orelse:
                 visit(child)
             return
@@ -82,6 +84,8 @@ def imports_of(name: str) -> set[str]:
 
 
 GRAPH = {name: imports_of(name) for name in MODULES}
+#: GRAPH with the imports under ``if TYPE_CHECKING:`` as well (for the cycle rule alone)
+TYPING_GRAPH = {name: imports_of(name, type_checking=True) for name in MODULES}
 
 
 def under(module: str, *prefixes: str) -> bool:
@@ -155,7 +159,9 @@ BOTTOM = (
 def test_the_graph_sees_imports() -> None:
     """The parser finds real edges (a broken parser would pass every rule below)."""
     assert "pytest_hud.robot.wire.codec" in GRAPH["pytest_hud.robot.sim.bridge"]
-    assert "pytest_hud.runtime.modules" in GRAPH["pytest_hud.runtime.task"]
+    assert "pytest_hud.runtime.task" in GRAPH["pytest_hud.runtime.modules"]
+    assert "pytest_hud.runtime.task" in TYPING_GRAPH["pytest_hud.hookspecs"]
+    assert "pytest_hud.runtime.task" not in GRAPH["pytest_hud.hookspecs"]
     assert "pytest_hud._plugin.session" in GRAPH["pytest_hud.plugin"]
 
 
@@ -231,7 +237,10 @@ def test_evaluation_is_pure_rows() -> None:
     assert not bad, "\n".join(bad)
 
 
-def test_no_import_cycles() -> None:
+@pytest.mark.parametrize("graph", [GRAPH, TYPING_GRAPH], ids=["runtime", "type-checking"])
+def test_no_import_cycles(graph: dict[str, set[str]]) -> None:
+    """No cycle between modules, and none through ``if TYPE_CHECKING:`` imports either (a
+    type shared both ways belongs in the lower module, or is a Protocol there)."""
     cycles: list[list[str]] = []
     state: dict[str, int] = {}  # 1: on the stack, 2: done
     stack: list[str] = []
@@ -239,7 +248,7 @@ def test_no_import_cycles() -> None:
     def walk(node: str) -> None:
         state[node] = 1
         stack.append(node)
-        for dep in sorted(GRAPH[node]):
+        for dep in sorted(graph[node]):
             if state.get(dep) == 1:
                 cycles.append([*stack[stack.index(dep) :], dep])
             elif dep not in state:
@@ -247,7 +256,7 @@ def test_no_import_cycles() -> None:
         stack.pop()
         state[node] = 2
 
-    for name in sorted(GRAPH):
+    for name in sorted(graph):
         if name not in state:
             walk(name)
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
