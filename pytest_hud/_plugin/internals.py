@@ -6,6 +6,7 @@ for rollout lookahead.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,12 @@ __all__ = [
     "HudSequentialScheduling",
     "binding_key",
     "defines_fixture",
+    "dropping_scheduler",
     "from_controller",
     "hand_to_workers",
     "is_worker",
     "keep_xdist_groups",
+    "report_dropped",
     "terminal_writer",
     "uses_fixture_from",
     "worker_exitcode",
@@ -208,7 +211,7 @@ class HudSequentialScheduling(LoadScheduling):
     made.
     """
 
-    def __init__(self, config: Any, log: Any = None, *, drop: Any) -> None:
+    def __init__(self, config: Any, log: Any = None, *, drop: Callable[[str], bool]) -> None:
         super().__init__(config, log)
         self.drop = drop
 
@@ -244,6 +247,49 @@ class HudSequentialScheduling(LoadScheduling):
                 self._send_tests(node, min(missing, len(self.pending)))
         else:
             node.shutdown()
+
+
+def report_dropped(config: pytest.Config, nodeid: str, reason: str) -> None:
+    """Report an item the xdist controller drops (it never reaches a worker) as skipped
+    with ``reason``: its setup and teardown reports, as a worker would send them."""
+    path = nodeid.split("::", 1)[0]
+    hook = config.hook
+    hook.pytest_runtest_logstart(nodeid=nodeid, location=(path, None, nodeid))
+    for when, outcome, longrepr in (
+        ("setup", "skipped", (path, None, f"Skipped: {reason}")),
+        ("teardown", "passed", None),
+    ):
+        report = pytest.TestReport(
+            nodeid,
+            (path, None, nodeid),  # type: ignore[arg-type]  # no line in the controller
+            {},
+            outcome,  # type: ignore[arg-type]
+            longrepr,  # type: ignore[arg-type]
+            when,  # type: ignore[arg-type]
+            duration=0.0,
+        )
+        hook.pytest_runtest_logreport(report=report)
+    hook.pytest_runtest_logfinish(nodeid=nodeid, location=(path, None, nodeid))
+
+
+def dropping_scheduler(
+    config: pytest.Config, log: Any, decided: Callable[[str], str | None]
+) -> HudSequentialScheduling | None:
+    """The scheduler of a feature that stops tasks early (``--hud-gate=sequential``, A/B
+    stopping) under ``--dist load``: before each hand-out, an item ``decided(nodeid)`` gives a
+    reason for is reported skipped with it here (it never reaches a worker) and dropped. None
+    under any other ``--dist`` (xdist's own scheduler)."""
+    if config.getoption("dist", "no") != "load":
+        return None
+
+    def drop(nodeid: str) -> bool:
+        reason = decided(nodeid)
+        if reason is None:
+            return False
+        report_dropped(config, nodeid, reason)
+        return True
+
+    return HudSequentialScheduling(config, log, drop=drop)
 
 
 def keep_xdist_groups(config: pytest.Config, items: list[pytest.Item]) -> int:

@@ -20,7 +20,7 @@ from pytest_hud.evaluation.sequential import BaselineGate, ThresholdGate, Verdic
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
 
-__all__ = ["SequentialPlugin", "enable", "report_dropped", "task_of"]
+__all__ = ["SequentialPlugin", "enable", "task_of"]
 
 _REPEAT = re.compile(r"^(.*)\[(\d+)\]\]$")
 
@@ -29,29 +29,6 @@ def task_of(nodeid: str) -> str:
     """The task an item repeats: its node id without the repeat index."""
     m = _REPEAT.match(nodeid)
     return m.group(1) + "]" if m else nodeid
-
-
-def report_dropped(config: pytest.Config, nodeid: str, reason: str) -> None:
-    """Report an item the xdist controller drops (it never reaches a worker) as skipped
-    with ``reason``: its setup and teardown reports, as a worker would send them."""
-    path = nodeid.split("::", 1)[0]
-    hook = config.hook
-    hook.pytest_runtest_logstart(nodeid=nodeid, location=(path, None, nodeid))
-    for when, outcome, longrepr in (
-        ("setup", "skipped", (path, None, f"Skipped: {reason}")),
-        ("teardown", "passed", None),
-    ):
-        report = pytest.TestReport(
-            nodeid,
-            (path, None, nodeid),  # type: ignore[arg-type]  # no line in the controller
-            {},
-            outcome,  # type: ignore[arg-type]
-            longrepr,  # type: ignore[arg-type]
-            when,  # type: ignore[arg-type]
-            duration=0.0,
-        )
-        hook.pytest_runtest_logreport(report=report)
-    hook.pytest_runtest_logfinish(nodeid=nodeid, location=(path, None, nodeid))
 
 
 @dataclass
@@ -153,23 +130,12 @@ class SequentialPlugin:
         if reason is not None and reason in str(report.longrepr):
             self.tasks[task_of(report.nodeid)].skipped.append(report.nodeid)
 
-    def drop_decided(self, nodeid: str) -> bool:
-        """The xdist scheduler's question before handing out ``nodeid``: when its task is
-        decided, report it skipped here (it never reaches a worker) and say drop it."""
-        reason = self.decided(nodeid)
-        if reason is None:
-            return False
-        report_dropped(self.config, nodeid, reason)
-        return True
-
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         """With ``--dist load``: decided tasks' items are dropped before they are sent."""
-        if config.getoption("dist", "no") != "load":
-            return None
-        from pytest_hud._plugin.internals import HudSequentialScheduling
+        from pytest_hud._plugin.internals import dropping_scheduler
 
-        return HudSequentialScheduling(config, log, drop=self.drop_decided)
+        return dropping_scheduler(config, log, self.decided)
 
     # -- verdicts --------------------------------------------------------------------------
     @pytest.hookimpl

@@ -28,7 +28,6 @@ from pytest_hud.features.ab.verdicts import (
     paired_block,
     worse_for_the_gate,
 )
-from pytest_hud.features.sequential import report_dropped
 from pytest_hud.runtime.backends import DEFAULT
 
 if TYPE_CHECKING:
@@ -174,22 +173,17 @@ class ArmsPlugin:
         if report.when == "teardown":
             self.stopping.reported_item(report.nodeid, self.session.rows.get(report.nodeid))
 
-    def _drop(self, nodeid: str) -> bool:
-        """The xdist scheduler's question: drop (report skipped) a decided task's item?"""
-        assert self.stopping is not None
-        reason = self.stopping.skip_reason(self.stopping.task_of_item(nodeid))
-        if reason is None:
-            return False
-        report_dropped(self.config, nodeid, reason)
-        return True
-
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        if self.stopping is None or config.getoption("dist", "no") != "load":
+        """With ``--dist load``: a decided task's items are dropped before they are sent."""
+        stopping = self.stopping
+        if stopping is None:
             return None
-        from pytest_hud._plugin.internals import HudSequentialScheduling
+        from pytest_hud._plugin.internals import dropping_scheduler
 
-        return HudSequentialScheduling(config, log, drop=self._drop)
+        return dropping_scheduler(
+            config, log, lambda nodeid: stopping.skip_reason(stopping.task_of_item(nodeid))
+        )
 
     # -- verdicts and reports ------------------------------------------------------------
     def comparisons(self, rows: list[Row]) -> list[dict[str, Any]]:
