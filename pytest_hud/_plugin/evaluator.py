@@ -12,18 +12,23 @@ import logging
 import time
 from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_hud._plugin.cases import HudCase
 from pytest_hud._plugin.loop import LoopThread
 from pytest_hud._plugin.options import HudOptions
+from pytest_hud.runtime.control import Run
 from pytest_hud.runtime.control_pool import ControlPool, use_pool
 from pytest_hud.runtime.provider import Provider
-from pytest_hud.runtime.rollout import RolloutResult, rollout
+from pytest_hud.runtime.rollout import Agent, RolloutResult, rollout
 from pytest_hud.runtime.shared import Shared
+from pytest_hud.runtime.task import Task
 from pytest_hud.runtime.warm import WarmPool, pool_size
+
+if TYPE_CHECKING:
+    from pytest_hud.robot.contract import Spaces
 
 __all__ = ["Evaluator"]
 
@@ -53,7 +58,7 @@ class Evaluator:
         self._sem = asyncio.Semaphore(options.concurrency)  # binds to the loop on first use
         self._providers: dict[int, Provider] = {}  # by id, entered once each
         #: (agent given, agent as rollouts call it) by the id of the agent given.
-        self._agents: dict[int, tuple[Any, Any]] = {}
+        self._agents: dict[int, tuple[Agent, Agent]] = {}
         self.steps: dict[int, int] = {}  # live step counts by the task sent
         self._pool = ControlPool()  # control connections kept between rollouts
         self._primes: list[concurrent.futures.Future[None]] = []  # boots started by prime()
@@ -71,7 +76,7 @@ class Evaluator:
             self._loop = LoopThread()
         return self._loop
 
-    def _bind(self, provider: Provider, agent: Any) -> tuple[Provider, Any]:
+    def _bind(self, provider: Provider, agent: Agent) -> tuple[Provider, Agent]:
         """The provider (its Shared scope entered on first use) and the agent as rollouts
         use it (batched for --hud-concurrency, with the plugin's observers), once each."""
         if id(agent) not in self._agents:  # the agent is kept too, so its id stays unique
@@ -111,7 +116,7 @@ class Evaluator:
         self.loop.run(self._stack.enter_async_context(pool), timeout=60)
         return pool
 
-    def _prepare(self, agent: Any) -> Any:
+    def _prepare(self, agent: Agent) -> Agent:
         """The agent as rollouts call it: the session's settings (max steps, video,
         progress, recording) travel with each call; the agent given is never changed."""
         from pytest_hud._plugin.video import video_factory
@@ -137,14 +142,14 @@ class Evaluator:
         return functools.partial(agent, settings=settings)
 
     # -- running -----------------------------------------------------------------------
-    def _progress_observer(self, run: Any, spaces: Any) -> Any:
+    def _progress_observer(self, run: Run | None, spaces: Spaces) -> _StepCounter:
         return _StepCounter(self.steps, id(run.task) if run is not None else 0)
 
     def result(
         self,
         nodeid: str,
         provider: Provider,
-        agent: Any,
+        agent: Agent,
         progress: Callable[[int, float], None] | None = None,
     ) -> RolloutResult:
         """This item's rollout result with this item's provider and agent, starting the
@@ -185,7 +190,7 @@ class Evaluator:
         self.results.append(result)
         return result
 
-    def _agent_of(self, nodeid: str, agent: Any) -> Any:
+    def _agent_of(self, nodeid: str, agent: Agent) -> Agent:
         """The agent this case runs with: its arm's when several are given, else ``agent``."""
         case = self.cases.get(nodeid)
         if case is None or case.arm is None:
@@ -215,7 +220,7 @@ class Evaluator:
         )
         return reason is not None
 
-    def _start(self, nodeid: str, binding: tuple[Provider, Any]) -> None:
+    def _start(self, nodeid: str, binding: tuple[Provider, Agent]) -> None:
         if nodeid in self.futures or nodeid not in self.cases:
             return
         provider, agent = binding
@@ -223,7 +228,7 @@ class Evaluator:
             provider = provider.serving(nodeid)
         self.futures[nodeid] = self.loop.submit(self._rollout(self.cases[nodeid], provider, agent))
 
-    async def _rollout(self, case: HudCase, provider: Provider, agent: Any) -> RolloutResult:
+    async def _rollout(self, case: HudCase, provider: Provider, agent: Agent) -> RolloutResult:
         async with self._sem:
             with use_pool(self._pool):  # Shared substrates keep their control connections
                 timeout = self.options.timeout
@@ -261,7 +266,7 @@ class Evaluator:
         self._loop = None
 
 
-async def _boot(shared: Shared, task: Any) -> None:
+async def _boot(shared: Shared, task: Task) -> None:
     """Boot ``task``'s substrate in ``shared`` by leasing it once (it stays up for the
     rollouts' leases)."""
     try:
@@ -279,8 +284,8 @@ class _StepCounter:
         self.key = key
         counts[key] = 0
 
-    def step(self, data: Any, action: Any) -> None:
+    def step(self, data: object, action: object) -> None:
         self.counts[self.key] = self.counts.get(self.key, 0) + 1
 
-    def end(self, ok: bool) -> dict[str, Any]:
+    def end(self, ok: bool) -> dict[str, object]:
         return {}

@@ -6,11 +6,13 @@ for rollout lookahead.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
+from _pytest._io import TerminalWriter
 from xdist.scheduler import LoadScheduling
 
 __all__ = [
@@ -50,6 +52,44 @@ XDIST_SCHEDULER_ATTRS = (
 )
 
 
+class _Popen(Protocol):
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+class _GatewayIO(Protocol):
+    popen: _Popen
+
+
+class _Gateway(Protocol):
+    id: str
+    _io: _GatewayIO  # execnet's, private: read only in worker_exitcode
+
+
+class WorkerNode(Protocol):
+    """The controller's handle on a worker (xdist's WorkerController), as read here."""
+
+    gateway: _Gateway
+    workerinput: dict[str, object]
+    shutting_down: bool
+
+    def shutdown(self) -> None: ...
+
+
+class _Queue(Protocol):
+    def lock(self) -> AbstractContextManager[Iterable[int]]: ...
+
+
+class XdistInteractor(Protocol):
+    """xdist's WorkerInteractor plugin in a worker: the item it runs next and its queue."""
+
+    nextitem_index: int | None
+    torun: _Queue
+
+
+#: what :func:`binding_key` gives: per fixture, its definition's id and its cache scope
+BindingKey = tuple[tuple[int, str] | None, ...]
+
+
 def is_worker(config: pytest.Config) -> bool:
     """Whether this process is an xdist worker (xdist sets ``config.workerinput``)."""
     return hasattr(config, "workerinput")
@@ -60,22 +100,24 @@ def worker_id(config: pytest.Config) -> str:
     return str(config.workerinput["workerid"])  # type: ignore[attr-defined]
 
 
-def worker_output(config_or_node: Any) -> dict[str, Any]:
+def worker_output(config_or_node: object) -> dict[str, Any]:
     """xdist's ``workeroutput``: a worker's config writes it, the controller's node reads it
     (empty where there is none: no xdist, or a worker that died before sending it)."""
     output = getattr(config_or_node, "workeroutput", None)
     return output if isinstance(output, dict) else {}
 
 
-def worker_node_id(node: Any) -> str:
+def worker_node_id(node: WorkerNode) -> str:
     """The id (``gw0``, ...) of the controller's WorkerController ``node`` (``gateway.id``)."""
     return str(node.gateway.id)
 
 
-def worker_exitcode(node: Any, timeout: float = 10.0) -> int | None:
+def worker_exitcode(node: WorkerNode | None, timeout: float = 10.0) -> int | None:
     """How the worker process behind ``node`` ended (``-9``: SIGKILL), waiting at most
     ``timeout`` seconds for it to be reaped; None when it cannot be told (execnet's
     ``gateway._io.popen`` moved, or the process still runs)."""
+    if node is None:
+        return None
     try:
         popen = node.gateway._io.popen
         return int(popen.wait(timeout))
@@ -83,12 +125,12 @@ def worker_exitcode(node: Any, timeout: float = 10.0) -> int | None:
         return None
 
 
-def terminal_writer(terminalreporter: pytest.TerminalReporter) -> Any:
+def terminal_writer(terminalreporter: pytest.TerminalReporter) -> TerminalWriter:
     """The terminal reporter's TerminalWriter (``_tw``), for the live progress line."""
     return terminalreporter._tw
 
 
-def xdist_interactor(config: pytest.Config) -> Any:
+def xdist_interactor(config: pytest.Config) -> XdistInteractor | None:
     """xdist's WorkerInteractor plugin in a worker (None elsewhere)."""
     if not is_worker(config):
         return None
@@ -98,7 +140,7 @@ def xdist_interactor(config: pytest.Config) -> Any:
     return None
 
 
-def xdist_upcoming(interactor: Any, session: pytest.Session) -> list[str]:
+def xdist_upcoming(interactor: XdistInteractor, session: pytest.Session) -> list[str]:
     """Items this worker has been handed but not started (xdist's queue, read-only)."""
     try:
         indices = [interactor.nextitem_index]
@@ -109,7 +151,7 @@ def xdist_upcoming(interactor: Any, session: pytest.Session) -> list[str]:
         return []
 
 
-def binding_key(item: pytest.Item) -> tuple[Any, ...]:
+def binding_key(item: pytest.Item) -> BindingKey:
     """Equal for items whose ``hud_provider`` and ``hud_agent`` fixtures resolve to the
     same objects: the same fixture definitions, cached in the same scope instance."""
     info = getattr(item, "_fixtureinfo", None)
@@ -122,7 +164,7 @@ def binding_key(item: pytest.Item) -> tuple[Any, ...]:
         "module": module,
         "class": klass.nodeid if klass is not None else module,
     }
-    key: list[Any] = []
+    key: list[tuple[int, str] | None] = []
     for name in ("hud_provider", "hud_agent"):
         chain = defs.get(name) or ()
         if not chain:
@@ -145,11 +187,11 @@ def uses_fixture_from(item: pytest.Item, name: str, module: str) -> bool:
 
 
 class HudLoadScheduling(LoadScheduling):
-    def __init__(self, config: Any, log: Any = None, *, width: int = 1) -> None:
+    def __init__(self, config: pytest.Config, log: object = None, *, width: int = 1) -> None:
         super().__init__(config, log)
         self.width = width
 
-    def _top_up(self, node: Any) -> None:
+    def _top_up(self, node: WorkerNode) -> None:
         pending = self.node2pending.get(node)
         if pending is None or node.shutting_down or not self.pending:
             return
@@ -162,7 +204,7 @@ class HudLoadScheduling(LoadScheduling):
         for node in list(self.node2pending):
             self._top_up(node)
 
-    def check_schedule(self, node: Any, duration: float = 0) -> None:
+    def check_schedule(self, node: WorkerNode, duration: float = 0) -> None:
         self._top_up(node)
         super().check_schedule(node, duration)
 
@@ -174,10 +216,11 @@ class HudBlockScheduling(LoadScheduling):
     order. Blocks trade xdist's load balancing for that order.
     """
 
+    collection: list[str] | None  # LoadScheduling's: the node ids, once all workers collected
+
     def schedule(self) -> None:
         assert self.collection_is_completed
-        state: Any = self
-        if state.collection is not None:
+        if self.collection is not None:
             for node in self.nodes:
                 self.check_schedule(node)
             return
@@ -185,7 +228,7 @@ class HudBlockScheduling(LoadScheduling):
             self.log("**Different tests collected, aborting run**")
             return
         collection = list(next(iter(self.node2collection.values())))
-        state.collection = collection
+        self.collection = collection
         self.pending[:] = range(len(collection))
         nodes = list(self.nodes)
         total = len(self.pending)
@@ -211,25 +254,27 @@ class HudSequentialScheduling(LoadScheduling):
     made.
     """
 
-    def __init__(self, config: Any, log: Any = None, *, drop: Callable[[str], bool]) -> None:
+    collection: list[str] | None  # LoadScheduling's: the node ids, once all workers collected
+
+    def __init__(
+        self, config: pytest.Config, log: object = None, *, drop: Callable[[str], bool]
+    ) -> None:
         super().__init__(config, log)
         self.drop = drop
 
     def _prune(self) -> None:
-        state: Any = self
-        if state.collection is None:
+        if self.collection is None:
             return
-        self.pending[:] = [i for i in self.pending if not self.drop(state.collection[i])]
+        self.pending[:] = [i for i in self.pending if not self.drop(self.collection[i])]
 
     def schedule(self) -> None:
         assert self.collection_is_completed
-        state: Any = self
-        if state.collection is None:
+        if self.collection is None:
             if not self._check_nodes_have_same_collection():
                 self.log("**Different tests collected, aborting run**")
                 return
-            state.collection = list(next(iter(self.node2collection.values())))
-            self.pending[:] = range(len(state.collection))
+            self.collection = list(next(iter(self.node2collection.values())))
+            self.pending[:] = range(len(self.collection))
         for node in self.nodes:
             self.check_schedule(node)
         if not self.pending:  # a worker holding one item runs it only once shut down
@@ -237,7 +282,7 @@ class HudSequentialScheduling(LoadScheduling):
                 if not node.shutting_down:
                     node.shutdown()
 
-    def check_schedule(self, node: Any, duration: float = 0) -> None:
+    def check_schedule(self, node: WorkerNode, duration: float = 0) -> None:
         if node.shutting_down:
             return
         self._prune()
@@ -273,7 +318,7 @@ def report_dropped(config: pytest.Config, nodeid: str, reason: str) -> None:
 
 
 def dropping_scheduler(
-    config: pytest.Config, log: Any, decided: Callable[[str], str | None]
+    config: pytest.Config, log: object, decided: Callable[[str], str | None]
 ) -> HudSequentialScheduling | None:
     """The scheduler of a feature that stops tasks early (``--hud-gate=sequential``, A/B
     stopping) under ``--dist load``: before each hand-out, an item ``decided(nodeid)`` gives a
@@ -315,7 +360,7 @@ def keep_xdist_groups(config: pytest.Config, items: list[pytest.Item]) -> int:
     return renamed
 
 
-def hand_to_workers(node: Any, key: str, value: Any) -> None:
+def hand_to_workers(node: WorkerNode, key: str, value: object) -> None:
     """Controller side of ``pytest_configure_node``: ``value`` reaches the worker's
     ``config.workerinput[key]`` (xdist sends ``node.workerinput`` when it starts it)."""
     node.workerinput[key] = value

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_hud._plugin.internals import from_controller, hand_to_workers, is_worker
+from pytest_hud._plugin.internals import WorkerNode, from_controller, hand_to_workers, is_worker
 from pytest_hud._plugin.options import HudOptions
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ class ClusterPlugin:
         self.cluster = cluster
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: object) -> None:
+    def pytest_configure_node(self, node: WorkerNode) -> None:
         """Hand the session's cluster to a worker about to start."""
         hand_to_workers(node, KEY, self.cluster.address)
 
