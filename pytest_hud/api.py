@@ -115,7 +115,7 @@ class _Watch:
 class _HeldAgent:
     """The caller's agent object, answered for ``--hud-agent=<spec>``."""
 
-    def __init__(self, spec: str, agent: Any) -> None:
+    def __init__(self, spec: str, agent: object) -> None:
         self.spec, self.agent = spec, agent
 
     def pytest_hud_agent(self, config: pytest.Config, spec: str) -> Any | None:
@@ -188,7 +188,7 @@ def _rows_file(tasks: Iterable[Task], folder: Path) -> Path:
     return test
 
 
-def _target(tasks: Any, folder: Path, allow_modules: bool) -> tuple[list[str], list[str]]:
+def _target(tasks: object, folder: Path, allow_modules: bool) -> tuple[list[str], list[str]]:
     """pytest arguments for ``tasks``: (positional targets, extra options). Rows given as
     objects are checked here (:func:`_check_modules`): the session runs them from a
     generated file in a temporary folder, where pytest's own check cannot see the project."""
@@ -214,8 +214,8 @@ def _target(tasks: Any, folder: Path, allow_modules: bool) -> tuple[list[str], l
 
 
 def evaluate(
-    tasks: Any,
-    agent: Any,
+    tasks: object,
+    agent: object,
     *,
     runtime: str = DEFAULT,
     group: int | None = None,

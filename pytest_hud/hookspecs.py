@@ -64,7 +64,7 @@ def pytest_hud_episode_observers(config: pytest.Config) -> Sequence[Any]:
 def pytest_hud_run_rollout(
     config: pytest.Config,
     task: Task,
-    agent: Any,
+    agent: object,
     provider: Provider,
     index: int,
     timeout: float | None,

@@ -121,9 +121,9 @@ class HudHooks:
 
     # -- xdist ---------------------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+    def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
         self.collector.node_collection_finished(node, ids)
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: object) -> Any:
         return self.session.make_scheduler(config, log)

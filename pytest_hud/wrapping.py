@@ -5,35 +5,65 @@ transparent wrapper outside. Knows nothing of pytest (the plugin uses :func:`tak
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TypedDict
 
-__all__ = ["HudEnv", "configure", "episodes", "take", "wrap"]
-
-_finished: list[dict[str, Any]] = []
-#: name, fps -> an observer with step({"frame": array}, None) and end(ok) -> {"video": path}
-_video: Callable[[str, float], Any] | None = None
+__all__ = ["FrameWriter", "HudEnv", "WrappedEpisode", "configure", "episodes", "take", "wrap"]
 
 
-def configure(video: Callable[[str, float], Any] | None) -> None:
+class WrappedEpisode(TypedDict):
+    """One episode driven through a wrapped env (``features/wrap.py`` makes its row)."""
+
+    name: str
+    env: str
+    episode: int
+    seed: int | None
+    steps: int
+    total_reward: float
+    success: bool | None
+    terminated: bool
+    truncated: bool
+    duration: float
+    finished: bool  # False: abandoned (reset or closed before it ended)
+    video: str | None
+
+
+class FrameWriter(Protocol):
+    """An episode's animation: ``step({"frame": array}, None)`` per rendered frame, then
+    ``end(ok)``, whose ``"video"`` is the file written (the plugin's VideoObserver)."""
+
+    def step(self, data: dict[str, object], action: None) -> None: ...
+
+    def end(self, ok: bool) -> Mapping[str, object]: ...
+
+
+#: what ``info`` and the episode's return give a ``success=`` callable
+SuccessFn = Callable[[dict[str, Any], float], bool]
+
+_finished: list[WrappedEpisode] = []
+#: name, fps -> the frame writer of one episode's animation
+_video: Callable[[str, float], FrameWriter] | None = None
+
+
+def configure(video: Callable[[str, float], FrameWriter] | None) -> None:
     """Set (or clear) the frame writer the plugin uses for episode animations."""
     global _video
     _video = video
 
 
-def take() -> list[dict[str, Any]]:
+def take() -> list[WrappedEpisode]:
     """The episodes finished since the last call (the plugin's, per test item)."""
     out = list(_finished)
     _finished.clear()
     return out
 
 
-def episodes() -> list[dict[str, Any]]:
+def episodes() -> list[WrappedEpisode]:
     """The finished episodes not yet claimed (outside pytest: everything recorded)."""
     return list(_finished)
 
 
-def _success(info: dict[str, Any]) -> bool | None:
+def _success(info: Mapping[str, object]) -> bool | None:
     for name in ("success", "is_success"):
         if name in info:
             return bool(info[name])
@@ -47,7 +77,7 @@ class HudEnv:
         self,
         env: Any,
         *,
-        success: Callable[[dict[str, Any], float], bool] | None = None,
+        success: SuccessFn | None = None,
         name: str | None = None,
         video: bool = True,
     ) -> None:
@@ -57,14 +87,15 @@ class HudEnv:
         self.env_id = str(getattr(spec, "id", None) or type(env).__name__)
         self.name = name or self.env_id
         self._video = video and getattr(env, "render_mode", None) == "rgb_array"
-        self._live: dict[str, Any] | None = None
-        self._frames: Any = None
+        self._live: WrappedEpisode | None = None
+        self._started = 0.0
+        self._frames: FrameWriter | None = None
         self._count = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.env, name)
 
-    def _begin(self, seed: Any) -> None:
+    def _begin(self, seed: int | None) -> None:
         self._live = {
             "name": self.name,
             "env": self.env_id,
@@ -75,8 +106,11 @@ class HudEnv:
             "success": None,
             "terminated": False,
             "truncated": False,
-            "started": time.monotonic(),
+            "duration": 0.0,
+            "finished": False,
+            "video": None,
         }
+        self._started = time.monotonic()
         self._count += 1
         self._frames = None
         if self._video and _video is not None:
@@ -90,14 +124,14 @@ class HudEnv:
         if frame is not None:
             self._frames.step({"frame": frame}, None)
 
-    def reset(self, *args: Any, **kwargs: Any) -> Any:
+    def reset(self, *args: object, **kwargs: Any) -> Any:
         self._finish({})
         out = self.env.reset(*args, **kwargs)
         self._begin(kwargs.get("seed"))
         self._frame()
         return out
 
-    def step(self, action: Any) -> Any:
+    def step(self, action: object) -> Any:
         out = self.env.step(action)
         if self._live is None:  # stepping without reset: the env will complain itself
             return out
@@ -120,11 +154,12 @@ class HudEnv:
             ep["success"] = bool(self._grade(info, ep["total_reward"]))
         elif ended:
             ep["success"] = _success(info)
-        ep["duration"] = round(time.monotonic() - ep.pop("started"), 3)
+        ep["duration"] = round(time.monotonic() - self._started, 3)
         ep["finished"] = ended
         ep["video"] = None
         if self._frames is not None:
-            ep["video"] = self._frames.end(bool(ep["success"])).get("video")
+            video = self._frames.end(bool(ep["success"])).get("video")
+            ep["video"] = None if video is None else str(video)
             self._frames = None
         _finished.append(ep)
 
@@ -140,9 +175,9 @@ class HudEnv:
 
 
 def wrap(
-    env: Any,
+    env: object,
     *,
-    success: Callable[[dict[str, Any], float], bool] | None = None,
+    success: SuccessFn | None = None,
     name: str | None = None,
     video: bool = True,
 ) -> HudEnv:

@@ -51,7 +51,7 @@ class HudCase:
         return self.task.args.get("seed")
 
 
-def task_rows(source: Any, base: Path | None = None) -> list[Task]:
+def task_rows(source: object, base: Path | None = None) -> list[Task]:
     """Rows from Task objects, a Taskset, a module, or a JSON/JSONL/.py path."""
     if isinstance(source, Task):
         return [source]
@@ -74,7 +74,7 @@ def task_rows(source: Any, base: Path | None = None) -> list[Task]:
     )
 
 
-def _scalar(value: Any) -> str | None:
+def _scalar(value: object) -> str | None:
     if isinstance(value, bool) or value is None:
         return str(value).lower() if value is not None else "null"
     if isinstance(value, int | float):

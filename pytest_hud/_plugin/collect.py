@@ -213,6 +213,6 @@ class Collector:
 
         self.evaluator.schedule = upcoming
 
-    def node_collection_finished(self, node: Any, ids: list[str]) -> None:
+    def node_collection_finished(self, node: object, ids: list[str]) -> None:
         if not self.session.order:
             self.session.order = list(ids)

@@ -48,7 +48,7 @@ class Expectations:
             out.merge(table, f"{path} [{name}]")
         return out
 
-    def merge(self, table: Any, where: str) -> None:
+    def merge(self, table: object, where: str) -> None:
         if not isinstance(table, dict):
             raise ExpectError(f"{where} must be a table with xfail and/or skip")
         unknown = set(table) - {"xfail", "skip"}

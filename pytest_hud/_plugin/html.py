@@ -56,7 +56,7 @@ def success_cell(row: Row) -> str:
     return "no"
 
 
-def _fmt(v: Any) -> str:
+def _fmt(v: object) -> str:
     if isinstance(v, float):
         return f"{v:.3f}" if abs(v) < 1000 else f"{v:.0f}"
     return "" if v is None else str(v)
@@ -86,7 +86,7 @@ class HtmlHooks:
             for name, col in self.COLUMNS
         ]
 
-    def pytest_html_results_table_row(self, report: Any, cells: list[str]) -> None:
+    def pytest_html_results_table_row(self, report: object, cells: list[str]) -> None:
         row: Row | dict[str, Any] = getattr(report, "hud", None) or {}
         args = row.get("args") or {}
         values = [

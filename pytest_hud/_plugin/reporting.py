@@ -115,7 +115,7 @@ class Reporter:
             **({} if case.arm is None else {"arm": case.arm.letter}),
         }
 
-    def _skipped_row(self, item: pytest.Item, case: HudCase, report: Any) -> rep.Row:
+    def _skipped_row(self, item: pytest.Item, case: HudCase, report: object) -> rep.Row:
         outcome = "xfailed" if hasattr(report, "wasxfail") else "skipped"
         empty = dict.fromkeys(("score", "success", "total_reward", "steps", "error"))
         row = {**self._case_fields(item, case), "outcome": outcome, **empty, "duration": 0.0}

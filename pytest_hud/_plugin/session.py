@@ -186,7 +186,7 @@ class HudSession:
     def attach(self, item: pytest.Item, result: RolloutResult) -> None:
         item.stash[RESULT] = result
 
-    def make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+    def make_scheduler(self, config: pytest.Config, log: object) -> Any:
         """With ``--dist load``: when recording, contiguous blocks (so the merged dataset
         follows the test order); with concurrency > 1, queues at least as deep as the
         concurrency so each worker's lookahead has items to start. (With

@@ -8,12 +8,16 @@ import contextlib
 import re
 import threading
 import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pytest_hud.robot.contract import Spaces
+
+if TYPE_CHECKING:
+    from pytest_hud.runtime.control import Run
 
 __all__ = ["VideoObserver", "embeddable_gif", "video_factory", "write_failures"]
 
@@ -69,7 +73,7 @@ class VideoObserver:
         self.seen = 0
         self.stride = 1
 
-    def step(self, data: dict[str, Any], action: np.ndarray) -> None:
+    def step(self, data: Mapping[str, object], action: object) -> None:
         if self.seen % self.stride == 0:
             self.frames.append(np.asarray(data[self.camera]).copy())
             if len(self.frames) >= self.limit:  # keep the whole episode: halve the rate
@@ -77,7 +81,7 @@ class VideoObserver:
                 self.stride *= 2
         self.seen += 1
 
-    def end(self, ok: bool) -> dict[str, Any]:
+    def end(self, ok: bool) -> dict[str, str]:
         if not self.frames:
             return {}
         from PIL import Image
@@ -106,10 +110,10 @@ class VideoObserver:
         return {"video": str(self.path)}
 
 
-def video_factory(folder: Path):
+def video_factory(folder: Path) -> Callable[[Run | None, Spaces], VideoObserver | _Nothing]:
     """An observer factory for RobotAgent.observers writing into ``folder``."""
 
-    def make(run: Any, spaces: Spaces) -> Any:
+    def make(run: Run | None, spaces: Spaces) -> VideoObserver | _Nothing:
         cameras = spaces.cameras
         if not cameras or run is None:
             return _Nothing()
@@ -121,8 +125,8 @@ def video_factory(folder: Path):
 
 
 class _Nothing:
-    def step(self, data: dict[str, Any], action: np.ndarray) -> None:
+    def step(self, data: Mapping[str, object], action: object) -> None:
         pass
 
-    def end(self, ok: bool) -> dict[str, Any]:
+    def end(self, ok: bool) -> dict[str, str]:
         return {}

@@ -342,11 +342,11 @@ def format_table(blocks: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines + verdicts
 
 
-def _yn(value: Any) -> str:
+def _yn(value: object) -> str:
     return "-" if value is None else ("yes" if value else "no")
 
 
-def _opt(value: Any) -> str:
+def _opt(value: object) -> str:
     return "-" if value is None else str(value)
 
 

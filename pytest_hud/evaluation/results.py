@@ -93,7 +93,7 @@ class RowError(HudError, ValueError):
     type; the message names the file, the line or row, and the field."""
 
 
-def _fits(value: Any, hint: Any) -> bool:
+def _fits(value: object, hint: object) -> bool:
     """Whether a JSON value fits a :class:`Row` field's annotation."""
     origin = typing.get_origin(hint)
     if hint is Any:
@@ -132,7 +132,7 @@ def _expected(hint: Any) -> str:
     return names.get(hint, names.get(typing.get_origin(hint), str(hint)))
 
 
-def check_row(row: Any, where: str) -> Row:
+def check_row(row: object, where: str) -> Row:
     """``row`` as a :class:`Row`, every field it has of the right type (the TypedDict is
     the schema), else one :class:`RowError` naming ``where`` (file and line or row), the
     field, what it should be and what it is. Fields a row does not know are left alone, and
@@ -154,7 +154,7 @@ def check_row(row: Any, where: str) -> Row:
     return cast(Row, row)
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     text = json.dumps(value, default=str)
     return f"{text[:60]}{'...' if len(text) > 60 else ''} ({type(value).__name__})"
 

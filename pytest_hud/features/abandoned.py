@@ -4,7 +4,7 @@ hand theirs over through ``workeroutput``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -45,7 +45,7 @@ class AbandonedPlugin:
             worker_output(self.config)[KEY] = lines
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any) -> None:
+    def pytest_testnodedown(self, node: object) -> None:
         """On the controller, a worker finished: keep the lines it sent."""
         lines = worker_output(node).get(KEY) or []
         self.from_workers.extend(str(x) for x in lines)

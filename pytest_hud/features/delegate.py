@@ -55,7 +55,7 @@ class _FinalizingRecorder:
         self.writer = writer
         self.inner = inner
 
-    def step(self, data: Any, action: Any) -> None:
+    def step(self, data: object, action: object) -> None:
         self.inner.step(data, action)
 
     def end(self, ok: bool) -> dict[str, Any]:
@@ -70,7 +70,7 @@ def pinned(provider: Provider, task: Task) -> Provider:
     return pick(task) if callable(pick) else provider
 
 
-def _unbatched(agent: Any) -> Any:
+def _unbatched(agent: object) -> Any:
     """The agent without its ``--hud-concurrency`` batching: each delegated rollout runs
     alone in its worker, where a BatchedModel's queue and threads would batch nothing."""
     import copy
@@ -98,7 +98,7 @@ class Delegation:
         self._parts = parts
         self._recorder: PartRecorder | None = None
 
-    def _portable(self, agent: Any) -> Any:
+    def _portable(self, agent: object) -> Any:
         if not isinstance(agent, functools.partial) or "settings" not in agent.keywords:
             return agent
         from pytest_hud.robot.agent.agent import RunSettings
@@ -115,7 +115,7 @@ class Delegation:
     async def __call__(
         self,
         task: Task,
-        agent: Any,
+        agent: object,
         provider: Provider,
         *,
         index: int = 0,
@@ -151,7 +151,7 @@ class DelegatePlugin:
 
     @pytest.hookimpl
     def pytest_hud_run_rollout(
-        self, task: Task, agent: Any, provider: Provider, index: int, timeout: float | None
+        self, task: Task, agent: object, provider: Provider, index: int, timeout: float | None
     ) -> Any:
         return self.delegation(task, agent, provider, index=index, timeout=timeout)
 

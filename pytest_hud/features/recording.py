@@ -98,7 +98,7 @@ class RecordingPlugin:
 
     # -- finishing -------------------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any) -> None:
+    def pytest_testnodedown(self, node: object) -> None:
         """On the controller, a worker finished: keep the recording errors it sent."""
         self.from_workers.extend(str(x) for x in worker_output(node).get(KEY) or [])
 

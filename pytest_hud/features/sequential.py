@@ -131,7 +131,7 @@ class SequentialPlugin:
             self.tasks[task_of(report.nodeid)].skipped.append(report.nodeid)
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: object) -> Any:
         """With ``--dist load``: decided tasks' items are dropped before they are sent."""
         from pytest_hud._plugin.internals import dropping_scheduler
 

@@ -5,7 +5,7 @@ reported as one session error.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -38,7 +38,7 @@ class VideosPlugin:
             worker_output(self.config)[KEY] = write_failures(self.folder)
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any) -> None:
+    def pytest_testnodedown(self, node: object) -> None:
         """On the controller, a worker finished: keep its failed videos."""
         self.failed.extend(str(x) for x in worker_output(node).get(KEY) or [])
 

@@ -15,6 +15,7 @@ import pytest
 from pytest_hud import wrapping as wrap_mod
 from pytest_hud._plugin.video import VideoObserver
 from pytest_hud.evaluation.results import Row
+from pytest_hud.wrapping import WrappedEpisode
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["WrapPlugin", "enable", "wrapped_row"]
 
 
-def wrapped_row(nodeid: str, ep: dict[str, Any], failed: bool, repro: str) -> Row:
+def wrapped_row(nodeid: str, ep: WrappedEpisode, failed: bool, repro: str) -> Row:
     """The results row of one episode ``wrap(env)`` recorded in item ``nodeid``."""
     success = ep["success"]
     seed = ep["seed"]

@@ -171,7 +171,7 @@ class Connection:
             await self._writer.drain()
 
 
-def _json_default(obj: Any) -> Any:
+def _json_default(obj: object) -> Any:
     try:
         import numpy as np
 
@@ -375,7 +375,7 @@ async def _admit(
 
 
 async def _refuse(
-    writer: asyncio.StreamWriter, message: str, kind: str = "ProtocolError", rid: Any = None
+    writer: asyncio.StreamWriter, message: str, kind: str = "ProtocolError", rid: object = None
 ) -> None:
     """Answer a peer that broke a limit (or failed to prove itself) with one error line,
     then hang up."""
@@ -494,7 +494,7 @@ class RpcClient:
                     fut.set_exception(reason)
             self._pending.clear()
 
-    async def call(self, method: str, timeout: float | None = 60.0, **params: Any) -> Any:
+    async def call(self, method: str, timeout: float | None = 60.0, **params: object) -> Any:
         """Send one request and wait (at most ``timeout`` s) for its reply."""
         if self._closed is not None:
             raise RpcClosed(f"cannot call {method!r}: {self._closed}")

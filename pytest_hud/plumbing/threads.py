@@ -54,7 +54,7 @@ class DaemonExecutor(Executor):
         self._shutdown = False
         self._running: dict[Future[Any], str] = {}  # future -> the thread running it
 
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+    def submit(self, fn: Callable[..., Any], /, *args: object, **kwargs: object) -> Future[Any]:
         with self._lock:
             if self._shutdown:
                 raise RuntimeError("cannot submit to a DaemonExecutor after shutdown()")

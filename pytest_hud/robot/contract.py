@@ -87,7 +87,7 @@ class Feature:
         return out
 
     @classmethod
-    def from_dict(cls, name: str, spec: Any) -> Feature:
+    def from_dict(cls, name: str, spec: object) -> Feature:
         where = f"contract feature {name!r}"
         if not isinstance(spec, Mapping):
             raise ContractError(f"{where} must be a JSON object, got {type(spec).__name__}")
@@ -244,7 +244,7 @@ class Contract:
         return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
-    def from_dict(cls, data: Any) -> Contract:
+    def from_dict(cls, data: object) -> Contract:
         if isinstance(data, Contract):
             return data
         if not isinstance(data, Mapping):
@@ -288,8 +288,8 @@ class Contract:
     @classmethod
     def derive(
         cls,
-        observation: Mapping[str, Any],
-        action_space: Any,
+        observation: Mapping[str, object],
+        action_space: object,
         *,
         control_rate: float | None = None,
         robot_type: str | None = None,
@@ -334,7 +334,7 @@ def _discrete_action(
     return Feature(name, "action", "discrete", None, "int64", (len(low),), stats, extra or {})
 
 
-def _action_feature(name: str, space: Any) -> Feature:
+def _action_feature(name: str, space: object) -> Feature:
     import gymnasium as gym
 
     if isinstance(space, gym.spaces.Box):

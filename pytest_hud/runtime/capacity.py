@@ -17,7 +17,7 @@ from pytest_hud.runtime.task import Task
 __all__ = ["Seats", "Substrate", "substrate_capacity"]
 
 
-async def substrate_capacity(runtime: Any, task: Task, timeout: float = 30.0) -> int | None:
+async def substrate_capacity(runtime: object, task: Task, timeout: float = 30.0) -> int | None:
     """The sessions of ``task.env`` the substrate serves at once (None: no bound known,
     e.g. an env without a robot endpoint, or a server that does not report it)."""
     control = await ControlClient.connect(runtime, timeout=timeout)

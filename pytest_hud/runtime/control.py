@@ -104,7 +104,7 @@ class ControlClient:
             raise ControlError(f"cannot reach the env server at {shown}: {exc}") from exc
         return cls(rpc, params.get("host") or address[0], params.get("port_map"))
 
-    async def call(self, method: str, timeout: float | None = 600.0, **params: Any) -> Any:
+    async def call(self, method: str, timeout: float | None = 600.0, **params: object) -> Any:
         try:
             return await self._rpc.call(method, timeout=timeout, **params)
         except RemoteError as exc:

@@ -33,7 +33,7 @@ class ControlPool:
             return runtime, ""
         return str(runtime.url), repr(sorted((runtime.params or {}).items()))
 
-    async def acquire(self, runtime: Any, *, timeout: float = 30.0) -> ControlClient:
+    async def acquire(self, runtime: object, *, timeout: float = 30.0) -> ControlClient:
         """An idle open connection to ``runtime``, else a new one."""
         idle = self._idle.get(self._key(runtime))
         while idle:
@@ -44,7 +44,7 @@ class ControlPool:
             await client.close()
         return await ControlClient.connect(runtime, timeout=timeout)
 
-    async def release(self, runtime: Any, client: ControlClient) -> None:
+    async def release(self, runtime: object, client: ControlClient) -> None:
         """Keep a connection whose sessions all ended; close it if the pool is full."""
         idle = self._idle.setdefault(self._key(runtime), [])
         if client.closed or len(idle) >= self.per_runtime:

@@ -230,11 +230,11 @@ class EnvServer:
                 await self._drop(conn, session)
 
 
-def _jsonable(obj: Any) -> Any:
+def _jsonable(obj: object) -> Any:
     return json.loads(json.dumps(obj, default=_default))
 
 
-def _default(obj: Any) -> Any:
+def _default(obj: object) -> Any:
     import numpy as np
 
     if isinstance(obj, np.generic):

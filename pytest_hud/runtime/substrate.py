@@ -54,7 +54,7 @@ def serve_ports(sim_ports: int) -> list[int]:
     return [CONTROL_PORT, *range(CONTROL_PORT + 1, CONTROL_PORT + 1 + sim_ports)]
 
 
-def setting(task: Task, name: str, default: Any = None) -> Any:
+def setting(task: Task, name: str, default: object = None) -> Any:
     """The row's ``runtime_config.<name>`` when set, else ``default`` (the runtime's own)."""
     cfg = task.runtime_config
     value = getattr(cfg, name, None) if cfg is not None else None

@@ -90,7 +90,7 @@ class RuntimeConfig:
         return out
 
 
-def _canonical(args: Mapping[str, Any]) -> str:
+def _canonical(args: Mapping[str, object]) -> str:
     return json.dumps(args, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
@@ -135,7 +135,7 @@ class Task:
         """``env/slug``: unique across a taskset mixing envs."""
         return f"{self.env}/{self.slug}"
 
-    def with_args(self, **args: Any) -> Task:
+    def with_args(self, **args: object) -> Task:
         return Task(
             self.env,
             self.id,
@@ -163,7 +163,7 @@ class Task:
         return row
 
     @classmethod
-    def from_row(cls, row: Any, where: str = "row") -> Task:
+    def from_row(cls, row: object, where: str = "row") -> Task:
         """A row dict; unknown top-level keys become metadata columns."""
         if isinstance(row, Task):
             return row

@@ -27,14 +27,14 @@ log = logging.getLogger(__name__)
 _DRAIN_TIMEOUT = 120.0
 
 
-def warms_by_default(provider: Any) -> bool:
+def warms_by_default(provider: object) -> bool:
     """Whether booting ahead pays for ``provider``: it says so (``warm_ahead = True``:
     SubprocessRuntime, DockerRuntime, ModalRuntime, DaytonaRuntime, and
     ``provider_for``'s routes for the backends marked ``warm`` in runtime/backends.py)."""
     return bool(getattr(provider, "warm_ahead", False))
 
 
-def pool_size(provider: Any, warm: int | None, concurrency: int) -> int:
+def pool_size(provider: object, warm: int | None, concurrency: int) -> int:
     """How many substrates to boot ahead: ``warm`` when given (0: off), else
     ``concurrency`` for a provider that :func:`warms_by_default`, else none. Never for a
     Shared provider (its substrates are shared, not one per rollout)."""

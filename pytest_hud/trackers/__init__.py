@@ -125,7 +125,7 @@ def figures_of(doc: Mapping[str, Any], step: int | None = None, media: int = 2) 
     return out
 
 
-def open_tracker(name: str, **options: Any) -> Tracker:
+def open_tracker(name: str, **options: object) -> Tracker:
     """The tracker ``name``, its library imported now (ImportError names the install)."""
     module_name, install = TRACKERS[name]
     try:
@@ -136,7 +136,7 @@ def open_tracker(name: str, **options: Any) -> Tracker:
     return tracker
 
 
-def log_figures(names: Sequence[str], figures: Figures, **options: Any) -> list[str]:
+def log_figures(names: Sequence[str], figures: Figures, **options: object) -> list[str]:
     """Log ``figures`` to each tracker; returns the names that logged. A tracker that
     fails is one :class:`TrackerWarning` naming it and the cause."""
     done = []

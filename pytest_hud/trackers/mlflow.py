@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import mlflow
 from mlflow.tracking import MlflowClient
@@ -76,6 +75,6 @@ class MlflowTracker:
 
 
 def open_tracker(
-    *, directory: Path, run_name: str | None = None, resume: bool = False, **_: Any
+    *, directory: Path, run_name: str | None = None, resume: bool = False, **_: object
 ) -> MlflowTracker:
     return MlflowTracker(directory, run_name, resume)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Any
 
 from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
@@ -66,5 +65,7 @@ def _text(tag: str, text: str) -> Summary.Value:
     return Summary.Value(tag=tag, metadata=meta, tensor=tensor)
 
 
-def open_tracker(*, directory: Path, run_name: str | None = None, **_: Any) -> TensorBoardTracker:
+def open_tracker(
+    *, directory: Path, run_name: str | None = None, **_: object
+) -> TensorBoardTracker:
     return TensorBoardTracker(Path(directory) / "tensorboard", run_name)

@@ -74,5 +74,7 @@ class TrackioTracker:
                 trackio.config = getattr(self._saved["current_run"], "config", {})
 
 
-def open_tracker(*, run_name: str | None = None, resume: bool = False, **_: Any) -> TrackioTracker:
+def open_tracker(
+    *, run_name: str | None = None, resume: bool = False, **_: object
+) -> TrackioTracker:
     return TrackioTracker(run_name, resume)

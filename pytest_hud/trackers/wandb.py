@@ -54,7 +54,7 @@ class WandbTracker:
 
 
 def open_tracker(
-    *, directory: Path, run_name: str | None = None, resume: bool = False, **_: Any
+    *, directory: Path, run_name: str | None = None, resume: bool = False, **_: object
 ) -> WandbTracker:
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)

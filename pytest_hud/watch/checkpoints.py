@@ -12,7 +12,6 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 __all__ = [
     "DEFAULT_PATTERN",
@@ -103,7 +102,7 @@ def _safetensors_problem(path: Path) -> str | None:
     return None
 
 
-def _state_files(doc: Any) -> Iterator[str]:
+def _state_files(doc: object) -> Iterator[str]:
     if isinstance(doc, dict):
         for key, value in doc.items():
             if key == "state_file" and isinstance(value, str):

@@ -18,7 +18,7 @@ _COLOURS = ["#222222", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#
 W, H, LEFT, RIGHT, TOP, BOTTOM = 760, 340, 56, 200, 16, 44
 
 
-def _rate(st: Mapping[str, Any]) -> float | None:
+def _rate(st: Mapping[str, object]) -> float | None:
     value = st.get("success_rate")
     return float(value) if isinstance(value, int | float) else None
 

@@ -174,7 +174,7 @@ class ArmsPlugin:
             self.stopping.reported_item(report.nodeid, self.session.rows.get(report.nodeid))
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: object) -> Any:
         """With ``--dist load``: a decided task's items are dropped before they are sent."""
         stopping = self.stopping
         if stopping is None:

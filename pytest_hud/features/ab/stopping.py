@@ -120,7 +120,7 @@ class PairedStopping:
     def skip_reason(self, task: str | None) -> str | None:
         return None if task is None else self.decided.get(task)
 
-    def skipped_item(self, nodeid: str, longrepr: Any) -> None:
+    def skipped_item(self, nodeid: str, longrepr: object) -> None:
         """A setup skip was reported: count it as saved when it was a decided task's."""
         task = self.task_of_item(nodeid)
         reason = self.skip_reason(task)

@@ -57,7 +57,7 @@ def worse_for_the_gate(comparison: Mapping[str, Any], alpha: float) -> list[str]
     return out
 
 
-def graded(row: Mapping[str, Any]) -> bool:
+def graded(row: Mapping[str, object]) -> bool:
     return row.get("error") is None and row.get("success") is not None
 
 

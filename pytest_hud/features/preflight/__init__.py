@@ -60,7 +60,7 @@ class PreflightPlugin:
         return self.config.getoption("dist", "no") != "no"
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+    def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
         """Under xdist: the controller decides once the first worker collected, before
         any item is scheduled (a usage error here ends the session, workers torn down)."""
         if self._controller_done or self._skipped():

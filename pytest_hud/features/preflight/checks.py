@@ -93,7 +93,7 @@ class _Recorder:
         return {}
 
 
-def _vla_eval_rows(agent: Any, spaces: Spaces) -> list[Row] | None:
+def _vla_eval_rows(agent: object, spaces: Spaces) -> list[Row] | None:
     """A vla-eval server's HELLO specs against the env (None: not a vla-eval agent)."""
     module = sys.modules.get("pytest_hud.interop.vla_eval.agent")
     if module is None or not isinstance(agent, module.VlaEvalAgent):
@@ -247,6 +247,6 @@ def check_agent(
     return run_apart(main(), timeout=timeout * max(len(envs), 1) + 60)
 
 
-def _is_vla_eval(agent: Any) -> bool:
+def _is_vla_eval(agent: object) -> bool:
     module = sys.modules.get("pytest_hud.interop.vla_eval.agent")
     return module is not None and isinstance(agent, module.VlaEvalAgent)

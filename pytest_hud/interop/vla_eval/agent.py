@@ -159,7 +159,7 @@ def env_specs(spaces: Spaces) -> Any:
     return spaces.action_feature.extra.get(SPECS_KEY)
 
 
-def task_info(run: Any, prompt: str) -> dict[str, Any]:
+def task_info(run: object, prompt: str) -> dict[str, Any]:
     """The ``episode_start`` task: the row's id, env, args (scalars) and prompt."""
     task = getattr(run, "task", None)
     info: dict[str, Any] = {"task_description": prompt}
@@ -191,7 +191,7 @@ class VlaEvalAgent(RobotAgent):
         *,
         token: str | None = None,
         prompt: str = "",
-        run: Any = None,
+        run: object = None,
         settings: RunSettings | None = None,
     ) -> EpisodeReport:
         session = await self.model.session()

@@ -20,7 +20,7 @@ from pytest_hud.robot.sim.errors import BridgeError
 __all__ = ["VlaEvalBridge", "benchmark_rows", "build_benchmark", "flatten", "plain"]
 
 
-def build_benchmark(target: Any, params: Mapping[str, Any] | None = None) -> Any:
+def build_benchmark(target: object, params: Mapping[str, Any] | None = None) -> Any:
     """A benchmark instance from a class (built with ``params``) or an instance."""
     if isinstance(target, type):
         return target(**dict(params or {}))
@@ -29,7 +29,7 @@ def build_benchmark(target: Any, params: Mapping[str, Any] | None = None) -> Any
     return target
 
 
-def plain(value: Any) -> Any:
+def plain(value: object) -> Any:
     """Numpy scalars/arrays and tuples as JSON-able Python values (a grade crosses RPC)."""
     if isinstance(value, Mapping):
         return {str(k): plain(v) for k, v in value.items()}
@@ -42,7 +42,7 @@ def plain(value: Any) -> Any:
     return value
 
 
-def benchmark_rows(target: Any, episodes: int = 1, **params: Any) -> list[dict[str, Any]]:
+def benchmark_rows(target: object, episodes: int = 1, **params: object) -> list[dict[str, Any]]:
     """Rows for ``@pytest.mark.hud(tasks=...)``: ``{"task": {...}}`` for each of
     ``get_tasks()`` x ``episodes``, the task carrying ``episode_idx`` as vla-eval's
     orchestrator adds it (JSON-able values only)."""
@@ -56,7 +56,7 @@ def benchmark_rows(target: Any, episodes: int = 1, **params: Any) -> list[dict[s
     return [{"task": {**plain(t), "episode_idx": ep}} for t in tasks for ep in range(int(episodes))]
 
 
-def flatten(obs: Mapping[str, Any], prefix: str = "") -> dict[str, np.ndarray]:
+def flatten(obs: Mapping[str, object], prefix: str = "") -> dict[str, np.ndarray]:
     """vla-eval's observation dict as flat wire arrays; strings are dropped."""
     out: dict[str, np.ndarray] = {}
     for key, value in obs.items():
@@ -94,7 +94,7 @@ class VlaEvalBridge(RobotBridge):
 
     def __init__(
         self,
-        target: Any,
+        target: object,
         *,
         params: dict[str, Any] | None = None,
         num_envs: int = 1,
@@ -146,7 +146,7 @@ class VlaEvalBridge(RobotBridge):
             self._loop = asyncio.new_event_loop()
         return self._loop.run_until_complete(coro)
 
-    def _specs(self, bench: Any) -> dict[str, Any]:
+    def _specs(self, bench: object) -> dict[str, Any]:
         out: dict[str, Any] = {"benchmark": type(bench).__name__}
         for key, method in (
             ("action_spec", "get_action_spec"),
@@ -185,7 +185,7 @@ class VlaEvalBridge(RobotBridge):
         return dataclasses.replace(derived, features={**derived.features, action.name: tagged})
 
     # -- episodes ------------------------------------------------------------------
-    def _observe(self, index: int, obs: Mapping[str, Any]) -> None:
+    def _observe(self, index: int, obs: Mapping[str, object]) -> None:
         flat = flatten(obs)
         if not self._obs:
             self._obs = {k: np.zeros((self.num_envs, *v.shape), v.dtype) for k, v in flat.items()}
@@ -214,12 +214,12 @@ class VlaEvalBridge(RobotBridge):
             raise BridgeError(f"reset(task=...) takes the benchmark's task dict, got {task!r}")
         return {**task, **args}
 
-    def reset(self, **task_args: Any) -> str:
+    def reset(self, **task_args: object) -> str:
         for ep in self._benches()[1:]:
             ep.done = True
         return self._start(0, self._task(task_args))
 
-    def reset_slot(self, index: int, **task_args: Any) -> str:
+    def reset_slot(self, index: int, **task_args: object) -> str:
         return self._start(index, self._task(task_args))
 
     def _step_one(self, index: int, action: np.ndarray) -> None:

@@ -41,14 +41,14 @@ class Message:
     timestamp: float = 0.0
 
 
-def hello_payload(**extra: Any) -> dict[str, Any]:
+def hello_payload(**extra: object) -> dict[str, Any]:
     """Our HELLO: the protocol version plus who we are (vla-eval reads ``harness_version``)."""
     from pytest_hud import __version__
 
     return {"harness_version": f"pytest-hud {__version__}", "protocol_version": 1, **extra}
 
 
-def _encode(obj: Any) -> Any:
+def _encode(obj: object) -> Any:
     if isinstance(obj, np.ndarray):
         if obj.dtype.kind not in _ALLOWED_KINDS:
             raise VlaEvalWireError(f"cannot send a numpy array of dtype {obj.dtype.str!r}")

@@ -33,7 +33,7 @@ class VlaEvalEndpoint(RobotEndpoint):
 
 
 def serve_benchmark(
-    benchmark: Any, *, start_timeout: float = 300.0, inline: bool = False, **params: Any
+    benchmark: object, *, start_timeout: float = 300.0, inline: bool = False, **params: object
 ) -> VlaEvalEndpoint:
     """The endpoint serving ``benchmark``: a class (built in the sim with ``params``) or an
     instance. Bridge options: ``num_envs`` (benchmark instances, one per concurrent

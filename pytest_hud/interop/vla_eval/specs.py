@@ -34,7 +34,7 @@ class SpecCheck:
         return "\n".join([head, *rows])
 
 
-def is_image_spec(spec: Mapping[str, Any]) -> bool:
+def is_image_spec(spec: Mapping[str, object]) -> bool:
     return spec.get("format") in IMAGE_FORMATS
 
 
@@ -67,14 +67,14 @@ def _state_size(spaces: Spaces) -> int | None:
     return sum(int(s or 0) for s in sizes)
 
 
-def _formats_differ(producer: Mapping[str, Any], consumer: Mapping[str, Any]) -> bool:
+def _formats_differ(producer: Mapping[str, object], consumer: Mapping[str, Any]) -> bool:
     accepts = consumer.get("accepts")
     if accepts is not None:
         return producer.get("format") not in accepts
     return producer.get("format") != consumer.get("format")
 
 
-def check_specs(server_info: Mapping[str, Any], spaces: Spaces, env_specs: Any) -> SpecCheck:
+def check_specs(server_info: Mapping[str, Any], spaces: Spaces, env_specs: object) -> SpecCheck:
     """Compare a HELLO payload with the env's spaces (and its vla-eval specs, if any)."""
     out = SpecCheck()
     server_obs: Mapping[str, Any] = server_info.get("observation_spec") or {}

@@ -300,7 +300,7 @@ class BatchedAgent(RobotAgent):
         *,
         token: str | None = None,
         prompt: str = "",
-        run: Any = None,
+        run: object = None,
         settings: RunSettings | None = None,
     ) -> EpisodeReport:
         kwargs: dict[str, Any] = {} if settings is None else {"settings": settings}

@@ -19,11 +19,11 @@ METADATA_KEY = "policy"
 _KINDS = {"VISUAL": "camera", "STATE": "state", "ENV": "env_state", "ACTION": "action"}
 
 
-def _name(value: Any) -> str:
+def _name(value: object) -> str:
     return str(getattr(value, "name", None) or getattr(value, "value", None) or value)
 
 
-def _normalizer_stats(processor: Any) -> dict[str, dict[str, list[float]]]:
+def _normalizer_stats(processor: object) -> dict[str, dict[str, list[float]]]:
     """Per key, the flat stats of a processor pipeline's (un)normalizer steps."""
     out: dict[str, dict[str, list[float]]] = {}
     for step in getattr(processor, "steps", None) or ():
@@ -81,7 +81,7 @@ def _lerobot_model() -> type:
     return LeRobotModel
 
 
-def declares(agent: Any) -> bool:
+def declares(agent: object) -> bool:
     """Whether the agent's policy can say what it expects (so a preflight has a subject)."""
     from pytest_hud.robot.agent.remote import RemoteModel
 
@@ -119,7 +119,7 @@ async def policy_spec(agent: RobotAgent, source: str) -> PolicySpec | None:
     return None
 
 
-def metadata_entry(model: Any, source: str) -> dict[str, Any]:
+def metadata_entry(model: object, source: str) -> dict[str, Any]:
     """``{"policy": ...}`` for a policy server's metadata frame when ``model`` declares
     its inputs (a LeRobot checkpoint), else ``{}``."""
     own = getattr(model, "policy_spec", None)

@@ -101,7 +101,7 @@ class LeRobotModel(Model):
         postprocess: Any,
         *,
         ensembler: Ensembler | None = None,
-        device: Any = None,
+        device: object = None,
     ) -> None:
         torch = _import_torch()
         config = getattr(policy, "config", None)
@@ -174,7 +174,7 @@ class LeRobotModel(Model):
             raise ValueError(f"history lengths differ between the batch's features: {found}")
         return found.pop() if found else 0
 
-    def _has_history_axis(self, key: str, value: Any) -> bool:
+    def _has_history_axis(self, key: str, value: object) -> bool:
         """Whether ``value`` is feature ``key`` with a history axis: ``[N, H, ...]``."""
         dims = self._feature_dims.get(key)
         return dims is not None and getattr(value, "ndim", None) == dims + 2
@@ -294,7 +294,7 @@ def _load_policy(path_or_repo: str | Path, device: str | None) -> tuple[Any, Any
     return policy, pre, post
 
 
-def _default_ensembler(config: Any) -> Ensembler | None:
+def _default_ensembler(config: object) -> Ensembler | None:
     """ACT checkpoints trained with temporal ensembling blend every tick's chunk, as upstream."""
     coeff = getattr(config, "temporal_ensemble_coeff", None)
     return Ensembler("temporal", k=float(coeff)) if coeff is not None else None
@@ -303,8 +303,8 @@ def _default_ensembler(config: Any) -> Ensembler | None:
 def lerobot_agent(
     path_or_policy: str | Path | Any,
     *,
-    preprocess: Any = None,
-    postprocess: Any = None,
+    preprocess: object = None,
+    postprocess: object = None,
     device: str | None = None,
     ensembler: Ensembler | None = None,
     chunk_size: int | None = None,

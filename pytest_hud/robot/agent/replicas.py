@@ -168,7 +168,7 @@ class PolicyReplicas:
         """Every replica's forward widths so far."""
         return list(await asyncio.gather(*(h.batches.remote() for h in self.handles)))
 
-    def agent(self, adapter: Any = None, *, reconnect: float = RECONNECT) -> ReplicaAgent:
+    def agent(self, adapter: object = None, *, reconnect: float = RECONNECT) -> ReplicaAgent:
         """An agent sending each rollout to the next replica (see :class:`ReplicaAgent`),
         following a restarted replica to its new address for up to ``reconnect`` s."""
         if not self.urls:
@@ -222,7 +222,7 @@ class ReplicaAgent(RobotAgent):
         super().__init__(self.agents[0].model, adapter, name=name)
         self.turn = 0
 
-    async def __call__(self, run: Any, settings: RunSettings | None = None) -> dict[str, Any]:
+    async def __call__(self, run: object, settings: RunSettings | None = None) -> dict[str, Any]:
         agent, self.turn = self.agents[self.turn % len(self.agents)], self.turn + 1
         return await agent(run, settings)
 

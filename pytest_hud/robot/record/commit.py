@@ -28,7 +28,7 @@ def open_dataset(
     append: bool,
     restart: bool,
     video: bool,
-    columns: Mapping[str, Any],
+    columns: Mapping[str, object],
     flag: str,
 ) -> Any:
     """The ``LeRobotDataset`` episodes go into: the one at ``root`` reopened (``append``)

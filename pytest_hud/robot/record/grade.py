@@ -105,7 +105,7 @@ def episode_grade(
     }
 
 
-def save_with_metadata(meta: Any, columns: Mapping[str, Any]) -> None:
+def save_with_metadata(meta: Any, columns: Mapping[str, object]) -> None:
     """Make ``meta.save_episode`` merge ``columns`` into each episode's row.
 
     lerobot 0.4.4's ``LeRobotDataset.save_episode`` takes no episode metadata of its own;
@@ -114,7 +114,7 @@ def save_with_metadata(meta: Any, columns: Mapping[str, Any]) -> None:
     each call (the writer updates it in place per episode)."""
     save_episode = meta.save_episode
 
-    def save(index: int, length: int, tasks: Any, stats: Any, extra: dict[str, Any]) -> None:
+    def save(index: int, length: int, tasks: object, stats: object, extra: dict[str, Any]) -> None:
         save_episode(index, length, tasks, stats, {**extra, **columns})
 
     meta.save_episode = save

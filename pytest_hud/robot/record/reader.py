@@ -179,14 +179,14 @@ def _episodes(root: Path, info: Mapping[str, Any]) -> list[EpisodeInfo]:
     return out
 
 
-def _json(text: Any) -> dict[str, Any] | None:
+def _json(text: object) -> dict[str, Any] | None:
     if not isinstance(text, str) or not text:
         return None
     value = json.loads(text)
     return value if isinstance(value, dict) else None
 
 
-def _png(cell: Any) -> np.ndarray:
+def _png(cell: object) -> np.ndarray:
     """An image feature's cell (``{"bytes", "path"}``) as HxWx3 uint8."""
     import io
 
@@ -224,7 +224,7 @@ def _decode(path: Path, start: float, length: int, fps: int) -> np.ndarray:
     return np.stack(frames)
 
 
-def episode_schema(contract: Mapping[str, Any], fps: int, video: bool) -> _Schema:
+def episode_schema(contract: Mapping[str, object], fps: int, video: bool) -> _Schema:
     """How the recorder laid the env's observations out for this contract."""
     c = Contract.from_dict(contract)
     return _build_schema(c.spaces(), fps=fps, robot_type=c.robot_type, video=video, camera_keys={})

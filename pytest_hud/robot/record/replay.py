@@ -89,7 +89,7 @@ def replay_agent(frames: Frames, fps: int, image_error: ImageError, name: str) -
     actions = frames.actions
     agent = RobotAgent(RecordedActions(actions), max_steps=len(actions), name=name)
 
-    def observer(run: Any, spaces: Spaces) -> _LiveFrames:
+    def observer(run: object, spaces: Spaces) -> _LiveFrames:
         return _LiveFrames(spaces, frames, fps, image_error)
 
     agent.observers.append(observer)

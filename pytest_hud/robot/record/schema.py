@@ -112,7 +112,7 @@ class _Schema:
         vectors = [key for key, _, _ in self.vectors()]
         return [c.key for c in self.cameras] + vectors + ["action", *NEXT_FEATURES]
 
-    def resolve(self, data: Mapping[str, Any], action: Any) -> _Schema:
+    def resolve(self, data: Mapping[str, object], action: object) -> _Schema:
         """Fill the shapes the contract left out from the first observation and action."""
         cameras = []
         for cam in self.cameras:
@@ -140,7 +140,7 @@ class _Schema:
             action_size=seen,
         )
 
-    def frame(self, data: Mapping[str, Any], action: Any) -> dict[str, np.ndarray]:
+    def frame(self, data: Mapping[str, object], action: object) -> dict[str, np.ndarray]:
         """One lerobot frame (without ``task``) from an observation and the executed action."""
         out: dict[str, np.ndarray] = {}
         for cam in self.cameras:
@@ -189,7 +189,7 @@ def _vector_names(features: Sequence[Feature], sizes: Sequence[int | None]) -> l
 
 
 def _seen_sizes(
-    features: Sequence[Feature], declared: Sequence[int | None], data: Mapping[str, Any]
+    features: Sequence[Feature], declared: Sequence[int | None], data: Mapping[str, object]
 ) -> tuple[int, ...]:
     """Each state feature's size in the first observation (must match the contract's)."""
     sizes = []
@@ -204,7 +204,7 @@ def _seen_sizes(
     return tuple(sizes)
 
 
-def _field(data: Mapping[str, Any], name: str) -> Any:
+def _field(data: Mapping[str, object], name: str) -> Any:
     try:
         return data[name]
     except KeyError:
@@ -223,7 +223,7 @@ def _stored_shape(cam: _Camera, value: Any) -> tuple[int, int, int]:
     )
 
 
-def _rgb(cam: _Camera, value: Any) -> np.ndarray:
+def _rgb(cam: _Camera, value: object) -> np.ndarray:
     img = np.asarray(value)
     if img.dtype != np.uint8:
         if np.issubdtype(img.dtype, np.floating):
@@ -341,5 +341,5 @@ def _comparable(features: Mapping[str, Mapping[str, Any]]) -> dict[str, tuple]:
     return out
 
 
-def _describe(diff: Mapping[str, Any]) -> str:
+def _describe(diff: Mapping[str, object]) -> str:
     return ", ".join(f"{k}={v}" for k, v in diff.items())

@@ -29,7 +29,7 @@ def run_contract(run: Any) -> dict[str, Any] | None:
     return dict(raw) if isinstance(raw, Mapping) else None
 
 
-def _row(run: Any) -> dict[str, Any] | None:
+def _row(run: object) -> dict[str, Any] | None:
     task = getattr(run, "task", None)
     to_row = getattr(task, "to_row", None)
     if not callable(to_row):
@@ -42,7 +42,7 @@ def _row(run: Any) -> dict[str, Any] | None:
 
 
 def episode_source(
-    run: Any, spaces: Spaces, rate: float | None, robot_type: str | None
+    run: object, spaces: Spaces, rate: float | None, robot_type: str | None
 ) -> dict[str, str]:
     """The episode's ``hud/row`` and ``hud/contract`` columns (the contract from the run,
     else rebuilt from the spaces the agent bound)."""

@@ -33,7 +33,7 @@ def _read_info(root: Path) -> dict[str, Any] | None:
     return data
 
 
-def _is_empty_dataset(root: Path, info: Mapping[str, Any]) -> bool:
+def _is_empty_dataset(root: Path, info: Mapping[str, object]) -> bool:
     """Created but nothing committed (a crash before the first episode)."""
     if info.get("total_episodes"):
         return False

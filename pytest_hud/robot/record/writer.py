@@ -203,7 +203,7 @@ class DatasetWriter:
                 )
 
     # -- the observer --------------------------------------------------------------
-    def observer(self, run: Any, spaces: Spaces) -> _EpisodeRecorder:
+    def observer(self, run: object, spaces: Spaces) -> _EpisodeRecorder:
         """An ``ObserverFactory``: ``agent.observers.append(writer.observer)``."""
         rate, robot_type = _run_contract(run)
         if rate is None:
@@ -462,7 +462,7 @@ class _EpisodeRecorder:
         return self.writer._commit(self.schema, frames, self.task, self.source)
 
 
-def _run_contract(run: Any) -> tuple[float | None, str | None]:
+def _run_contract(run: object) -> tuple[float | None, str | None]:
     """control_rate and robot_type of the contract the run's robot capability carries."""
     raw = run_contract(run)
     if not raw:
@@ -471,7 +471,7 @@ def _run_contract(run: Any) -> tuple[float | None, str | None]:
     return contract.control_rate, contract.robot_type
 
 
-def _task_text(run: Any) -> str:
+def _task_text(run: object) -> str:
     prompt = getattr(run, "prompt", "") or ""
     if prompt:
         return str(prompt)

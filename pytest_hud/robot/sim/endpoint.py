@@ -55,7 +55,7 @@ class RobotEndpoint:
 
     def __init__(
         self,
-        bridge: type[RobotBridge] | RobotBridge | Any = None,
+        bridge: type[RobotBridge] | RobotBridge | object = None,
         *,
         kwargs: dict[str, Any] | None = None,
         argv: Sequence[str] | None = None,
@@ -138,7 +138,7 @@ class RobotEndpoint:
                 await self.stop()
                 raise
 
-    async def _start_inline(self, target: Any, kwargs: dict[str, Any]) -> None:
+    async def _start_inline(self, target: object, kwargs: dict[str, Any]) -> None:
         try:
             self._bridge = build_bridge(target, kwargs)
             url = await self._bridge.start(self.sim_host, self.sim_port)
@@ -199,7 +199,7 @@ class RobotEndpoint:
         await self.stop()
 
     # -- control -----------------------------------------------------------------
-    async def _call(self, method: str, timeout: float | None = None, **params: Any) -> Any:
+    async def _call(self, method: str, timeout: float | None = None, **params: object) -> Any:
         if self._bridge is not None:
             return await self._call_inline(method, timeout or self.call_timeout, params)
         if self._rpc is None:

@@ -28,7 +28,7 @@ class SimHooks(ABC):
 
     # -- hooks users implement ----------------------------------------------
     @abstractmethod
-    def reset(self, **task_args: Any) -> str:
+    def reset(self, **task_args: object) -> str:
         """Start a new episode on every slot; return the task prompt."""
 
     @abstractmethod
@@ -39,7 +39,7 @@ class SimHooks(ABC):
     def get_observation(self) -> tuple[Any, ...] | None:
         """``(data{name: [N, ...]}, terminated[N])``, optionally ``reward[N]`` third."""
 
-    def reset_slot(self, index: int, **task_args: Any) -> str:
+    def reset_slot(self, index: int, **task_args: object) -> str:
         """Reset one slot of a vectorized sim alone (optional)."""
         raise NotImplementedError
 

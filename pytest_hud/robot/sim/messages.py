@@ -33,7 +33,7 @@ def decode_frame(frame: Any) -> Any:
         raise BridgeError(str(exc)) from None
 
 
-def decode_action(frame: Any, size: int | None) -> np.ndarray:
+def decode_action(frame: object, size: int | None) -> np.ndarray:
     """One ``{"actions": [A]}`` frame as a flat float32 action of the contract's size."""
     msg = decode_frame(frame)
     if not isinstance(msg, dict) or "actions" not in msg:
@@ -73,7 +73,7 @@ def slot_row(batch: tuple[Any, ...], i: int, n: int) -> tuple[dict[str, Any], bo
     return msg, done
 
 
-def _describe(obj: Any) -> str:
+def _describe(obj: object) -> str:
     if isinstance(obj, dict):
         return f"a map with keys {sorted(map(str, obj))[:8]}"
     return f"a {type(obj).__name__}"

@@ -107,7 +107,7 @@ def serve_bridge(
     )
 
 
-def encode_spec(target: Any, kwargs: dict[str, Any] | None = None) -> bytes:
+def encode_spec(target: object, kwargs: dict[str, Any] | None = None) -> bytes:
     """What the child builds its bridge from: a JSON header line and a base64 pickle line.
 
     Classes and functions travel by reference (the child imports them), so they
@@ -137,7 +137,7 @@ def _load_main(path: str) -> None:
     sys.modules["__main__"] = module
 
 
-def build_bridge(target: Any, kwargs: dict[str, Any]) -> RobotBridge:
+def build_bridge(target: object, kwargs: dict[str, Any]) -> RobotBridge:
     """A bridge from a class (called with kwargs), a factory, or an instance."""
     if isinstance(target, RobotBridge):
         return target

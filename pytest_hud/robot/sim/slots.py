@@ -5,7 +5,6 @@ from __future__ import annotations
 import enum
 import secrets
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from websockets.asyncio.server import ServerConnection
@@ -48,7 +47,7 @@ class _Slot:
         return self.state is SlotState.LIVE and self.action is not None
 
 
-def resolve_slot(slots: list[_Slot], token: Any) -> _Slot:
+def resolve_slot(slots: list[_Slot], token: object) -> _Slot:
     """The claimed slot a claim token names (None: the one slot of a one-slot sim)."""
     claimed = [s for s in slots if s.token is not None]
     if token is None:

@@ -57,5 +57,5 @@ def _signature_names(fn: Callable[..., Any]) -> set[str]:
         return set()
 
 
-def _same(env: Any) -> Any:
+def _same(env: object) -> Any:
     return env

@@ -154,15 +154,15 @@ class RobotClient:
         else:
             self._watchdog = loop.call_at(self._deadline, self._check_deadline)
 
-    async def send_action(self, action: Any) -> None:
+    async def send_action(self, action: object) -> None:
         """Send one action (shape ``[A]``) under openpi's ``actions`` key."""
         await self._send({"actions": np.asarray(action, dtype=np.float32)})
 
-    async def send_chunk(self, chunk: Any, **extra: Any) -> None:
+    async def send_chunk(self, chunk: object, **extra: object) -> None:
         """Send a whole ``[T, A]`` chunk (for bridges that execute chunks themselves)."""
         await self._send({"actions": np.asarray(chunk, dtype=np.float32), **extra})
 
-    async def step(self, action: Any) -> dict[str, Any]:
+    async def step(self, action: object) -> dict[str, Any]:
         """Send one action and wait for the observation it produced."""
         await self.send_action(action)
         return await self.get_observation()

@@ -60,7 +60,7 @@ def _check_dtype(dtype: np.dtype) -> None:
 MAX_DIMS = 64
 
 
-def _check_shape(shape: Any, dtype: np.dtype, data: Any) -> tuple[int, ...]:
+def _check_shape(shape: object, dtype: np.dtype, data: Any) -> tuple[int, ...]:
     """A decoded shape: at most :data:`MAX_DIMS` non-negative ints whose product fills
     ``data`` exactly (no -1)."""
     if isinstance(shape, list | tuple) and len(shape) > MAX_DIMS:
@@ -83,7 +83,7 @@ def _check_shape(shape: Any, dtype: np.dtype, data: Any) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def _encode(obj: Any) -> Any:
+def _encode(obj: object) -> Any:
     if isinstance(obj, np.ndarray):
         _check_dtype(obj.dtype)
         # a contiguous array is packed straight from its buffer (no tobytes() copy)
@@ -126,7 +126,7 @@ def _packer() -> msgpack.Packer:
     return packer
 
 
-def pack(obj: Any) -> bytes:
+def pack(obj: object) -> bytes:
     """Encode a frame (dicts, lists, scalars, str, bytes, numpy arrays)."""
     try:
         return _packer().pack(obj)
@@ -141,7 +141,7 @@ CHUNK_BYTES = 4096
 _ND_HEAD = b"\x84" + msgpack.packb(_NDARRAY) + msgpack.packb(True) + msgpack.packb(b"data")
 
 
-def pack_chunks(obj: Any) -> list[Any]:
+def pack_chunks(obj: object) -> list[Any]:
     """Encode like :func:`pack`, as buffers whose concatenation is ``pack(obj)``.
 
     Large contiguous arrays are referenced in place rather than copied, so a
@@ -161,7 +161,7 @@ def pack_chunks(obj: Any) -> list[Any]:
 
 
 def _scatter(
-    obj: Any, packer: msgpack.Packer, small: list[bytes], chunks: list[Any]
+    obj: object, packer: msgpack.Packer, small: list[bytes], chunks: list[Any]
 ) -> list[bytes]:
     """Append ``obj``'s encoding: small pieces to ``small``, big arrays as chunks of their own."""
     if isinstance(obj, dict):
@@ -206,7 +206,7 @@ def unpack(data: bytes | bytearray | memoryview) -> Any:
         ) from exc
 
 
-def carry(obj: Any) -> Any:
+def carry(obj: object) -> Any:
     """What ``unpack(pack(obj))`` returns, without the bytes: for an in-process peer.
 
     Arrays are copied and read-only (a decoded frame's arrays are read-only views, and the

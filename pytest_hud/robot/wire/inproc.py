@@ -37,7 +37,7 @@ class _End:
         """What this end raises once the connection is closed (as its real counterpart does)."""
         raise NotImplementedError
 
-    def _post(self, frame: Any) -> None:
+    def _post(self, frame: object) -> None:
         peer = self.peer
         if peer is not None and not peer.closed:
             peer.inbox.put_nowait(frame)

@@ -150,7 +150,7 @@ def image_specs(files: Iterable[str | Path]) -> list[ImageSpec]:
     return [image_spec(group) for group in groups]
 
 
-def ensure_image(spec: ImageSpec, client: Any = None, base: str | None = None) -> str:
+def ensure_image(spec: ImageSpec, client: object = None, base: str | None = None) -> str:
     """Build ``spec``'s image (FROM ``base``, default :func:`.base.ensure_base`'s) unless it
     is on the engine already; its tag."""
     return build_image(

@@ -421,7 +421,7 @@ def build_host_base(
     return tag
 
 
-def ensure_base(client: Any, requested: str | None = None, say: Say = log.warning) -> str:
+def ensure_base(client: object, requested: str | None = None, say: Say = log.warning) -> str:
     """The base to build FROM, on the engine: ``requested`` (pulled if missing), else
     ``python:X.Y-slim`` if present or pullable, else ``pytest-hud-python:X.Y``, built from
     this interpreter if missing. Callers hold the build lock (:mod:`.image`)."""

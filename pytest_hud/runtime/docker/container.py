@@ -64,7 +64,7 @@ class DockerRuntime:
         boot_timeout: float = 120.0,
         sim_ports: int = 8,
         env: Mapping[str, str] | None = None,
-        client: Any = None,
+        client: object = None,
         labels: Mapping[str, str] | None = None,
         network: str | None = None,
         command: Sequence[str] | None = None,

@@ -49,7 +49,7 @@ def _sdk() -> Any:
     return docker
 
 
-def _client(client: Any = None) -> Any:
+def _client(client: object = None) -> Any:
     """``client`` as given, else one from the environment (DOCKER_HOST, the local socket)."""
     if client is not None:
         return client
@@ -86,7 +86,7 @@ _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
 
 
-async def _blocking(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+async def _blocking(fn: Callable[..., T], /, *args: object, **kwargs: object) -> T:
     """Run a blocking (docker SDK) call in a worker thread."""
     global _executor
     with _executor_lock:
@@ -98,7 +98,7 @@ async def _blocking(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
 
 
 async def _settled(
-    fn: Callable[..., T], /, *args: Any, undo: Callable[[T], Any] | None = None
+    fn: Callable[..., T], /, *args: object, undo: Callable[[T], Any] | None = None
 ) -> T:
     """Like _blocking, but a cancelled caller still waits for the call, then ``undo``es it."""
     fut = asyncio.ensure_future(_blocking(fn, *args))

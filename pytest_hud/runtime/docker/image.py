@@ -275,7 +275,7 @@ def _add_tree(tar: tarfile.TarFile, src: Path, arcname: str, *, keep_caches: boo
         tar.add(path, f"{arcname}/{rel.as_posix()}", recursive=False, filter=_tar_filter)
 
 
-def _build(client: Any, tag: str, labels: dict[str, str], **kwargs: Any) -> Any:
+def _build(client: Any, tag: str, labels: dict[str, str], **kwargs: object) -> Any:
     docker = _sdk()
     try:
         image, _ = client.images.build(tag=tag, rm=True, forcerm=True, labels=labels, **kwargs)
@@ -299,7 +299,7 @@ def build_image(
     *,
     base: str | None = None,
     module: str | None = None,
-    extra_files: Any = None,
+    extra_files: object = None,
     packages: Sequence[str] | None = None,
     dockerfile: str | Path | None = None,
     client: Any = None,

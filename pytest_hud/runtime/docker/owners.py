@@ -116,7 +116,7 @@ _reaped_in: int | None = None
 _reap_lock = threading.Lock()
 
 
-def _reap_once(client: Any) -> None:
+def _reap_once(client: object) -> None:
     global _reaped_in
     with _reap_lock:
         if _reaped_in == os.getpid():

@@ -178,7 +178,7 @@ class DaytonaRuntime:
 
     def __init__(
         self,
-        image: Any,
+        image: object,
         *,
         module: str,
         cpu: int | None = None,
@@ -187,7 +187,7 @@ class DaytonaRuntime:
         timeout: float = 3600,
         boot_timeout: float = 600,
         sim_ports: int = 8,
-        config: Any = None,
+        config: object = None,
         ssh: str | Sequence[str] = "ssh",
         daytona: ModuleType | Any = None,
     ) -> None:

@@ -124,7 +124,7 @@ class ModalRuntime:
 
     def __init__(
         self,
-        image: Any,
+        image: object,
         *,
         module: str | None = None,
         app_name: str = "pytest-hud",
@@ -169,7 +169,7 @@ class ModalRuntime:
             self._app = await self.modal.App.lookup.aio(self.app_name, create_if_missing=True)
         return self._app
 
-    def resolve_image(self, image: Any) -> Any:
+    def resolve_image(self, image: object) -> Any:
         if not isinstance(image, str):
             return image
         if image not in self._images:
