@@ -89,7 +89,7 @@ def _outcomes(rows: list[Row], outcome: str) -> int:
     return sum(1 for r in rows if r.get("outcome") == outcome)
 
 
-def _line(name: str, st: dict[str, Any], rows: list[Row], cls: str) -> str:
+def _line(name: str, st: rep.Stats, rows: list[Row], cls: str) -> str:
     ci = st.get("wilson_95")
     rate = st.get("success_rate")
     cells = [
@@ -176,8 +176,10 @@ def success_plot_svg(rows: list[Row]) -> str:
         )
     for i, (key, st) in enumerate(tasks):
         y = top + row_h * i + row_h / 2
-        lo, hi = st["wilson_95"]
-        rate = st["success_rate"]
+        ci, rate = st["wilson_95"], st["success_rate"]
+        if ci is None or rate is None:  # no graded episode: not in tasks (see above)
+            continue
+        lo, hi = ci
         x0, x1, xr = (label_w + plot_w * v for v in (lo, hi, rate))
         parts.append(
             f'<text x="{label_w - 8}" y="{y + 4}" text-anchor="end">{html.escape(key)}</text>'

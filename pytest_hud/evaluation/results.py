@@ -19,10 +19,12 @@ from pytest_hud.evaluation.baseline import incomplete_reason, power_note
 from pytest_hud.evaluation.proportions import two_proportion_drop, wilson
 
 __all__ = [
+    "Aggregate",
     "Gate",
     "Outcome",
     "Row",
     "RowError",
+    "Stats",
     "aggregate",
     "baseline_gates",
     "check_row",
@@ -86,6 +88,34 @@ class Row(TypedDict, total=False):
     wrapped: bool  # an episode a test drove through wrap(env)
     worker: str  # a crashed xdist worker's row: which worker
     exitcode: int | None
+
+
+class Stats(TypedDict):
+    """The counts and rates of a set of rows (:func:`stats`): the results JSON's ``overall``
+    and each entry of its ``per_env``, ``per_task`` and ``per_group``."""
+
+    episodes: int  # graded: no error and a success verdict
+    successes: int
+    success_rate: float | None
+    wilson_95: list[float] | None  # [low, high]
+    mean_score: float | None
+    mean_steps: float | None
+    seconds: float
+    errors: int
+    expected_failures: int
+    xfailed: int
+    xpassed: int
+    skipped: int
+    rows: int  # distinct (key, group): the rows behind the repeats
+
+
+class Aggregate(TypedDict):
+    """:func:`stats` overall and per env, task (``env/template``) and test function."""
+
+    overall: Stats
+    per_env: dict[str, Stats]
+    per_task: dict[str, Stats]
+    per_group: dict[str, Stats]
 
 
 class RowError(HudError, ValueError):
@@ -159,7 +189,7 @@ def _shown(value: object) -> str:
     return f"{text[:60]}{'...' if len(text) > 60 else ''} ({type(value).__name__})"
 
 
-def stats(rows: Iterable[Row]) -> dict[str, Any]:
+def stats(rows: Iterable[Row]) -> Stats:
     rows = list(rows)
     graded = [r for r in rows if r.get("error") is None and r.get("success") is not None]
     n = len(graded)
@@ -189,7 +219,7 @@ def task_of(row: Row) -> str:
     return str(row.get("task") or f"{row.get('env')}/{row.get('task_id')}")
 
 
-def _by(rows: list[Row], key: str) -> dict[str, dict[str, Any]]:
+def _by(rows: list[Row], key: str) -> dict[str, Stats]:
     groups: dict[str, list[Row]] = defaultdict(list)
     for r in rows:
         groups[task_of(r) if key == "task" else str(r.get(key))].append(r)
@@ -201,7 +231,7 @@ def gate_rows(rows: Iterable[Row]) -> list[Row]:
     return [r for r in rows if r.get("outcome") in GRADED]
 
 
-def aggregate(rows: list[Row]) -> dict[str, Any]:
+def aggregate(rows: list[Row]) -> Aggregate:
     return {
         "overall": stats(rows),
         "per_env": _by(rows, "env"),
@@ -218,7 +248,7 @@ def _num(x: float | None, fmt: str = ".2f") -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def _table_line(name: str, st: dict[str, Any]) -> tuple[str, ...]:
+def _table_line(name: str, st: Stats) -> tuple[str, ...]:
     ci = st["wilson_95"]
     return (
         name,

@@ -22,6 +22,8 @@ from pytest_hud.evaluation.results import Row
 from pytest_hud.evaluation.verdict import CoveredGate
 from pytest_hud.features.ab.stopping import PairedStopping
 from pytest_hud.features.ab.verdicts import (
+    ArmEntry,
+    Comparison,
     agent_blocks,
     family_alpha,
     format_ab_table,
@@ -55,18 +57,18 @@ class ArmsPlugin:
             self.stopping = PairedStopping(
                 self.arms, self.options.alpha, lambda: session.order, family=self.options.ab_gate
             )
-        self._cache: tuple[Any, list[dict[str, Any]]] | None = None
+        self._cache: tuple[tuple[int, int, int], list[Comparison]] | None = None
         self.plot: Path | None = None
         self.plot_error: str | None = None
 
-    def describe(self, *, hashes: bool = False) -> list[dict[str, Any]]:
+    def describe(self, *, hashes: bool = False) -> list[ArmEntry]:
         """The arms as the results JSON lists them (with checkpoint hashes if asked)."""
         out = []
         for arm in self.arms:
             role = "reference" if arm.index == 0 else None
             role = "candidate" if arm.index == len(self.arms) - 1 else role
-            entry: dict[str, Any] = {"arm": arm.letter, "spec": arm.spec, "label": arm.label}
-            entry.update(step=arm.step, role=role)
+            entry: ArmEntry = {"arm": arm.letter, "spec": arm.spec, "label": arm.label}
+            entry["step"], entry["role"] = arm.step, role
             path = arm.checkpoint_path
             if hashes and path is not None:
                 try:
@@ -186,7 +188,7 @@ class ArmsPlugin:
         )
 
     # -- verdicts and reports ------------------------------------------------------------
-    def comparisons(self, rows: list[Row]) -> list[dict[str, Any]]:
+    def comparisons(self, rows: list[Row]) -> list[Comparison]:
         """Each candidate against the reference (:func:`.verdicts.paired_block`)."""
         saved = self.stopping.saved() if self.stopping is not None else 0
         key = (len(rows), saved, sum(1 for r in rows if r.get("success") is not None))

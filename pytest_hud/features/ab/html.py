@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import html
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from pytest_hud.evaluation.results import Row, stats, task_of
-from pytest_hud.features.ab.verdicts import OVERALL, graded
+from pytest_hud.features.ab.verdicts import (
+    OVERALL,
+    ArmEntry,
+    Comparison,
+    TaskComparison,
+    graded,
+)
 
 __all__ = ["arms_html"]
 
@@ -38,7 +43,7 @@ def _arm_cell(rows: list[Row]) -> str:
     return f"<td>{_pct(st['success_rate'])} ({st['successes']}/{st['episodes']}){interval}</td>"
 
 
-def _paired_cells(paired: Mapping[str, Any] | None) -> str:
+def _paired_cells(paired: TaskComparison | None) -> str:
     if paired is None:
         return "<td>-</td><td>-</td><td>-</td>"
     lo, hi = paired["diff_ci"]
@@ -55,7 +60,7 @@ def _paired_cells(paired: Mapping[str, Any] | None) -> str:
 
 
 def _side_by_side(
-    arms: Sequence[Mapping[str, Any]], rows: list[Row], comparisons: Sequence[Mapping[str, Any]]
+    arms: Sequence[ArmEntry], rows: list[Row], comparisons: Sequence[Comparison]
 ) -> str:
     ref = arms[0]["arm"]
     heads = ["task"] + [f"{a['arm']}: {html.escape(str(a['label']))}" for a in arms]
@@ -83,7 +88,7 @@ def _side_by_side(
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(lines)}</tbody></table>"
 
 
-def _grid(arms: Sequence[Mapping[str, Any]], task: str, rows: list[Row]) -> str:
+def _grid(arms: Sequence[ArmEntry], task: str, rows: list[Row]) -> str:
     """The task's pairs (columns, by pair id) x arms (lines): who succeeded on which seed."""
     cells: dict[str, dict[str, Row]] = defaultdict(dict)
     for r in rows:
@@ -119,9 +124,7 @@ def _grid(arms: Sequence[Mapping[str, Any]], task: str, rows: list[Row]) -> str:
     return f'<h4>{html.escape(task)}</h4><table class="hud-grid">{"".join(lines)}</table>'
 
 
-def arms_html(
-    arms: Sequence[Mapping[str, Any]], rows: list[Row], comparisons: Sequence[Mapping[str, Any]]
-) -> str:
+def arms_html(arms: Sequence[ArmEntry], rows: list[Row], comparisons: Sequence[Comparison]) -> str:
     """The whole A/B block for pytest-html's summary."""
     legend = ", ".join(
         f"{a['arm']} = {html.escape(str(a['spec']))}" + (f" ({a['role']})" if a.get("role") else "")

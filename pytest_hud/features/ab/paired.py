@@ -5,9 +5,9 @@ re-exported sequential test. Pure functions of outcomes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
 from pytest_hud.evaluation.proportions import mcnemar_exact, newcombe_paired, wilson
 from pytest_hud.features.ab.paired_sequential import (
@@ -19,6 +19,7 @@ from pytest_hud.features.ab.paired_sequential import (
 
 __all__ = [
     "PairedDecision",
+    "PairedFields",
     "PairedSequentialTest",
     "PairedSummary",
     "PairedVerdict",
@@ -33,6 +34,29 @@ PairedVerdict = Literal["better", "worse", "no difference", "undecided"]
 
 #: the default smallest difference in success rates that "no difference" must rule out
 MIN_EFFECT = 0.1
+
+
+class PairedFields(TypedDict):
+    """:meth:`PairedSummary.to_dict`: every field (intervals as ``[low, high]``) and the two
+    success counts, as the results JSON holds them."""
+
+    n_pairs: int
+    both: int
+    a_only: int
+    b_only: int
+    neither: int
+    rate_a: float | None
+    rate_b: float | None
+    rate_a_ci: list[float]
+    rate_b_ci: list[float]
+    diff: float | None
+    diff_ci: list[float]
+    p_value: float
+    alpha: float
+    min_effect: float
+    verdict: PairedVerdict
+    a_successes: int
+    b_successes: int
 
 
 @dataclass(frozen=True)
@@ -76,11 +100,27 @@ class PairedSummary:
     def discordant(self) -> int:
         return self.a_only + self.b_only
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PairedFields:
         """A JSON-able dict: every field, intervals as lists, plus the success counts."""
-        out = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
-        out.update(a_successes=self.a_successes, b_successes=self.b_successes)
-        return out
+        return {
+            "n_pairs": self.n_pairs,
+            "both": self.both,
+            "a_only": self.a_only,
+            "b_only": self.b_only,
+            "neither": self.neither,
+            "rate_a": self.rate_a,
+            "rate_b": self.rate_b,
+            "rate_a_ci": list(self.rate_a_ci),
+            "rate_b_ci": list(self.rate_b_ci),
+            "diff": self.diff,
+            "diff_ci": list(self.diff_ci),
+            "p_value": self.p_value,
+            "alpha": self.alpha,
+            "min_effect": self.min_effect,
+            "verdict": self.verdict,
+            "a_successes": self.a_successes,
+            "b_successes": self.b_successes,
+        }
 
 
 def pair_counts(pairs: Iterable[tuple[bool, bool]]) -> tuple[int, int, int, int]:

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from pytest_hud._plugin.arm_specs import Arm, split_arm, task_of_nodeid
 from pytest_hud.evaluation.results import Row, task_of
 from pytest_hud.features.ab.paired import PairedSequentialTest
-from pytest_hud.features.ab.verdicts import family_alpha, graded
+from pytest_hud.features.ab.verdicts import SequentialState, family_alpha, graded
 
 __all__ = ["PairedStopping"]
 
@@ -128,10 +127,10 @@ class PairedStopping:
             self.skipped[task].append(nodeid)
 
     # -- results ---------------------------------------------------------------------------
-    def state(self) -> dict[tuple[str, str], dict[str, Any]]:
+    def state(self) -> dict[tuple[str, str], SequentialState]:
         """(candidate, task) -> ``decision``, ``pairs_used``, ``max_pairs``, ``reason`` and
         ``saved`` (the task's items not run, every arm's), for the results."""
-        out = {}
+        out: dict[tuple[str, str], SequentialState] = {}
         for (letter, task), test in sorted(self.tests.items()):
             out[(letter, task)] = {
                 "decision": test.decision,

@@ -6,13 +6,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Final, Required, TypedDict
 
-from pytest_hud.evaluation.results import aggregate, stats, task_of
-from pytest_hud.features.ab.paired import summarize_pairs
+from pytest_hud.evaluation.results import Aggregate, Row, aggregate, stats, task_of
+from pytest_hud.features.ab.paired import PairedFields, PairedVerdict, summarize_pairs
+from pytest_hud.features.ab.paired_sequential import PairedDecision
 
 __all__ = [
     "OVERALL",
+    "AgentBlock",
+    "ArmEntry",
+    "Comparison",
+    "SequentialState",
+    "TaskComparison",
     "agent_blocks",
     "family_alpha",
     "format_ab_table",
@@ -22,9 +28,52 @@ __all__ = [
     "worse_for_the_gate",
 ]
 
-OVERALL = "overall"
+OVERALL: Final = "overall"
+
+
+class ArmEntry(TypedDict, total=False):
+    """One arm as the results JSON lists it (``checkpoint`` when hashes were asked for)."""
+
+    arm: Required[str]  # its letter
+    spec: str
+    label: str
+    step: int | None
+    role: str | None  # reference, candidate, or None between them
+    checkpoint: dict[str, str | None]  # path, hash
+
+
+class SequentialState(TypedDict, total=False):
+    """A candidate's paired sequential test on one task (overall: ``saved`` alone)."""
+
+    decision: PairedDecision | None
+    pairs_used: int
+    max_pairs: int
+    reason: str
+    saved: int  # the task's items not run, every arm's
+
+
+class TaskComparison(PairedFields, total=False):
+    """A candidate against the reference on one task (or overall)."""
+
+    summary_verdict: PairedVerdict  # the fixed-n summary's, before a sequential decision
+    sequential: SequentialState
+
+
+class Comparison(TypedDict):
+    """One candidate against the reference: per task and overall."""
+
+    reference: str
+    candidate: str
+    tasks: dict[str, TaskComparison]
+    overall: TaskComparison
+
+
+class AgentBlock(ArmEntry, Aggregate):
+    """An arm with its own aggregate: the results JSON's ``agents``."""
+
+
 #: (candidate letter, task) -> the task's sequential test state (see paired_block)
-Sequential = Mapping[tuple[str, str], Mapping[str, Any]]
+Sequential = Mapping[tuple[str, str], SequentialState]
 
 
 def family_alpha(alpha: float, tasks: int) -> float:
@@ -36,17 +85,17 @@ def family_alpha(alpha: float, tasks: int) -> float:
     return alpha / tests
 
 
-def worse_for_the_gate(comparison: Mapping[str, Any], alpha: float) -> list[str]:
+def worse_for_the_gate(comparison: Comparison, alpha: float) -> list[str]:
     """The tasks (and ``overall``) on which a candidate counts as worse for a gate at
     family level ``alpha``: a sequential test that decided "worse" (it ran at
     :func:`family_alpha` when the gate was on), else a fixed-n "worse" whose McNemar p is
     below :func:`family_alpha`."""
-    tasks: Mapping[str, Mapping[str, Any]] = comparison["tasks"]
+    tasks = comparison["tasks"]
     level = family_alpha(alpha, len(tasks))
     out = []
     for name, summary in [*sorted(tasks.items()), (OVERALL, comparison[OVERALL])]:
-        seq = summary.get("sequential") or {}
-        if seq.get("decision") is not None:
+        seq = summary.get("sequential")
+        if seq is not None and seq.get("decision") is not None:
             if seq["decision"] == "worse":
                 out.append(name)
         elif (
@@ -61,22 +110,23 @@ def graded(row: Mapping[str, object]) -> bool:
     return row.get("error") is None and row.get("success") is not None
 
 
-def agent_blocks(rows: Sequence[Mapping[str, Any]], arms: Sequence[Mapping[str, Any]]) -> list:
+def agent_blocks(rows: Sequence[Row], arms: Sequence[ArmEntry]) -> list[AgentBlock]:
     """The results JSON's ``agents``: per arm (``arm``, ``spec``, ``label``, ``step``, ...)
     its own ``overall``, ``per_env``, ``per_task`` and ``per_group``."""
     out = []
     for arm in arms:
         mine = [r for r in rows if r.get("arm") == arm["arm"]]
-        out.append({**arm, **aggregate(mine)})  # type: ignore[arg-type]
+        block: AgentBlock = {**arm, **aggregate(mine)}
+        out.append(block)
     return out
 
 
 def pairs_of(
-    rows: Sequence[Mapping[str, Any]], reference: str, candidate: str
+    rows: Sequence[Row], reference: str, candidate: str
 ) -> dict[str, list[tuple[bool, bool]]]:
     """Per task (``env/template``), the (reference succeeded, candidate succeeded) pairs
     whose two rows were both graded, sorted by pair id."""
-    by_pair: dict[str, dict[str, Mapping[str, Any]]] = defaultdict(dict)
+    by_pair: dict[str, dict[str, Row]] = defaultdict(dict)
     for r in rows:
         if r.get("pair") and r.get("arm") in (reference, candidate) and graded(r):
             by_pair[str(r["pair"])][str(r["arm"])] = r
@@ -85,46 +135,45 @@ def pairs_of(
         both = by_pair[pair]
         if reference in both and candidate in both:
             a, b = both[reference], both[candidate]
-            out[task_of(a)].append((bool(a["success"]), bool(b["success"])))  # type: ignore[arg-type]
+            out[task_of(a)].append((bool(a["success"]), bool(b["success"])))
     return dict(out)
 
 
-def _verdict(summary: dict[str, Any], seq: Mapping[str, Any] | None) -> str:
+def _verdict(summary: PairedFields, seq: SequentialState | None) -> PairedVerdict:
     """A decided sequential test's verdict, else the fixed-n summary's."""
-    if seq is not None and seq.get("decision") is not None:
-        return str(seq["decision"])
-    return str(summary["verdict"])
+    decision = seq.get("decision") if seq is not None else None
+    return summary["verdict"] if decision is None else decision
 
 
 def paired_block(
-    rows: Sequence[Mapping[str, Any]],
-    arms: Sequence[Mapping[str, Any]],
+    rows: Sequence[Row],
+    arms: Sequence[ArmEntry],
     *,
     alpha: float,
     sequential: Sequential | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Comparison]:
     """The results JSON's ``paired.comparisons``: for each candidate against the reference,
     per task and overall, :class:`~pytest_hud.features.ab.paired.PairedSummary`'s fields,
     the ``verdict`` (a decided sequential test's, else the summary's) and, with
     ``--hud-gate=sequential``, the task's ``sequential`` state (``decision``,
     ``pairs_used``, ``max_pairs``, ``reason``, ``saved``: episodes not run)."""
     reference = str(arms[0]["arm"])
-    out = []
+    out: list[Comparison] = []
     for arm in arms[1:]:
         cand = str(arm["arm"])
         per_task = pairs_of(rows, reference, cand)
-        tasks: dict[str, Any] = {}
+        tasks: dict[str, TaskComparison] = {}
         for task, pairs in sorted(per_task.items()):
-            summary = summarize_pairs(pairs, alpha=alpha).to_dict()
+            fields = summarize_pairs(pairs, alpha=alpha).to_dict()
             seq = (sequential or {}).get((cand, task))
-            summary["summary_verdict"] = summary["verdict"]
-            summary["verdict"] = _verdict(summary, seq)
+            summary: TaskComparison = {**fields, "summary_verdict": fields["verdict"]}
+            summary["verdict"] = _verdict(fields, seq)
             if seq is not None:
-                summary["sequential"] = dict(seq)
+                summary["sequential"] = seq.copy()
             tasks[task] = summary
         everything = [p for pairs in per_task.values() for p in pairs]
-        overall = summarize_pairs(everything, alpha=alpha).to_dict()
-        overall["summary_verdict"] = overall["verdict"]
+        fields = summarize_pairs(everything, alpha=alpha).to_dict()
+        overall: TaskComparison = {**fields, "summary_verdict": fields["verdict"]}
         saved = sum(int(s.get("saved", 0)) for (c, _), s in (sequential or {}).items() if c == cand)
         if sequential is not None:
             overall["sequential"] = {"saved": saved}
@@ -141,9 +190,9 @@ def _signed(x: float | None) -> str:
 
 
 def format_ab_table(
-    rows: Sequence[Mapping[str, Any]],
-    arms: Sequence[Mapping[str, Any]],
-    comparisons: Sequence[Mapping[str, Any]],
+    rows: Sequence[Row],
+    arms: Sequence[ArmEntry],
+    comparisons: Sequence[Comparison],
 ) -> list[str]:
     """One table: per task, then overall, a line per arm (episodes, success and its 95%
     Wilson interval) and, on each candidate's, its paired difference from the reference
@@ -152,15 +201,15 @@ def format_ab_table(
     header += ("vs ref", "diff CI")
     header += ("pairs", "ref only", "cand only", "p", "verdict")
     by_cand = {str(c["candidate"]): c for c in comparisons}
-    tasks = sorted({task_of(r) for r in rows if r.get("arm")})  # type: ignore[arg-type]
+    tasks = sorted({task_of(r) for r in rows if r.get("arm")})
     lines: list[tuple[str, ...]] = [header]
     rules = {0}
     for task in [*tasks, OVERALL]:
         for i, arm in enumerate(arms):
             mine = [r for r in rows if r.get("arm") == arm["arm"]]
             if task != OVERALL:
-                mine = [r for r in mine if task_of(r) == task]  # type: ignore[arg-type]
-            st = stats(mine)  # type: ignore[arg-type]
+                mine = [r for r in mine if task_of(r) == task]
+            st = stats(mine)
             ci = st["wilson_95"]
             cells: tuple[str, ...] = (task if i == 0 else "", str(arm["arm"]), str(arm["label"]))
             cells += (str(st["episodes"]), _pct(st["success_rate"]))
