@@ -173,7 +173,7 @@ def _rows_file(tasks: Iterable[Task], folder: Path) -> Path:
     rows = []
     for task in tasks:
         row = task.to_row()
-        metadata = dict(row.get("metadata") or {})
+        metadata = dict(task.metadata)  # the row's metadata column
         where = task.declared_in or _module_of(task.env)  # two envs may share a name
         if "module" not in metadata and where is not None:
             metadata["module"] = where

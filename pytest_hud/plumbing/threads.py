@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 __all__ = ["Abandoned", "DaemonExecutor", "abandon", "abandoned", "model_threads"]
 
@@ -30,7 +30,9 @@ class Abandoned:
         return time.monotonic() - self.since
 
 
-_WorkItem = tuple[Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+P = ParamSpec("P")
+T = TypeVar("T")
+_WorkItem = tuple[Future[Any], Callable[..., object], tuple[object, ...], dict[str, object]]
 
 
 class DaemonExecutor(Executor):
@@ -40,7 +42,7 @@ class DaemonExecutor(Executor):
         self,
         max_workers: int = 1,
         thread_name_prefix: str = "pytest-hud-worker",
-        initializer: Callable[[], Any] | None = None,
+        initializer: Callable[[], object] | None = None,
     ) -> None:
         if max_workers < 1:
             raise ValueError("max_workers must be >= 1")
@@ -54,11 +56,11 @@ class DaemonExecutor(Executor):
         self._shutdown = False
         self._running: dict[Future[Any], str] = {}  # future -> the thread running it
 
-    def submit(self, fn: Callable[..., Any], /, *args: object, **kwargs: object) -> Future[Any]:
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
         with self._lock:
             if self._shutdown:
                 raise RuntimeError("cannot submit to a DaemonExecutor after shutdown()")
-            fut: Future[Any] = Future()
+            fut: Future[T] = Future()
             self._work.put((fut, fn, args, kwargs))
             if self._idle == 0 and len(self._threads) < self._max:
                 name = f"{self._prefix}_{len(self._threads)}"

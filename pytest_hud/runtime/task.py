@@ -12,8 +12,9 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
+from pytest_hud.plumbing.jsonvalue import JSONValue
 from pytest_hud.plumbing.loader import load_module
 from pytest_hud.runtime.errors import TaskError
 
@@ -81,8 +82,8 @@ class RuntimeConfig:
             kwargs["resources"] = tuple(sorted((str(k), float(v)) for k, v in items))
         return cls(**kwargs)
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def to_dict(self) -> dict[str, JSONValue]:
+        out: dict[str, JSONValue] = {}
         for f in fields(self):
             value = getattr(self, f.name)
             if value not in (None, ()):
@@ -100,9 +101,9 @@ class Task:
 
     env: str
     id: str
-    args: Mapping[str, Any] = field(default_factory=dict)
+    args: Mapping[str, JSONValue] = field(default_factory=dict)
     runtime_config: RuntimeConfig | None = None
-    metadata: Mapping[str, Any] = field(default_factory=dict)
+    metadata: Mapping[str, JSONValue] = field(default_factory=dict)
     #: the file declaring this row's env, when the row came from ``template.task(...)``:
     #: routing prefers it to a lookup by name (two imported modules may reuse a name)
     declared_in: str | None = field(default=None, compare=False, repr=False)
@@ -135,7 +136,7 @@ class Task:
         """``env/slug``: unique across a taskset mixing envs."""
         return f"{self.env}/{self.slug}"
 
-    def with_args(self, **args: object) -> Task:
+    def with_args(self, **args: JSONValue) -> Task:
         return Task(
             self.env,
             self.id,
@@ -154,8 +155,8 @@ class Task:
     def __hash__(self) -> int:
         return hash((self.key, self.runtime_config))
 
-    def to_row(self) -> dict[str, Any]:
-        row: dict[str, Any] = {"env": self.env, "id": self.id, "args": dict(self.args)}
+    def to_row(self) -> dict[str, JSONValue]:
+        row: dict[str, JSONValue] = {"env": self.env, "id": self.id, "args": dict(self.args)}
         if self.runtime_config is not None:
             row["runtime_config"] = self.runtime_config.to_dict()
         if self.metadata:
@@ -239,7 +240,7 @@ def module_tasks(module: str | Path | object) -> tuple[list[Task], str | None]:
 class Taskset(Sequence[Task]):
     """An ordered list of task rows with unique keys, and where it came from."""
 
-    def __init__(self, tasks: Iterable[Task | Mapping[str, Any]], source: str | None = None):
+    def __init__(self, tasks: Iterable[Task | Mapping[str, object]], source: str | None = None):
         self.source = source
         rows: list[Task] = []
         seen: dict[str, int] = {}
@@ -255,7 +256,13 @@ class Taskset(Sequence[Task]):
             rows.append(task)
         self._tasks = rows
 
-    def __getitem__(self, i: Any) -> Any:
+    @overload
+    def __getitem__(self, i: int) -> Task: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Task]: ...
+
+    def __getitem__(self, i: int | slice) -> Task | list[Task]:
         return self._tasks[i]
 
     def __len__(self) -> int:

@@ -152,7 +152,7 @@ SUITE_FILES = {
 
 
 def _plain(task: Task) -> dict[str, object]:
-    row = task.to_row()
+    row: dict[str, object] = dict(task.to_row())
     row.pop("metadata", None)  # the module column goes at the top level, as users write it
     return row
 
