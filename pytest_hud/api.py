@@ -265,7 +265,7 @@ def evaluate(
         out = Path(results) if results is not None else folder / "results.json"
         argv = [*targets, *extra, "-p", "no:cacheprovider", f"--hud-agent={spec}",
                 f"--hud-runtime={runtime}", f"--hud-results={out}"]  # fmt: skip
-        options: dict[str, Any] = {
+        options: dict[str, object] = {
             "--hud-group": group, "--hud-concurrency": concurrency, "--hud-shared": shared,
             "--hud-seed": seed, "--hud-min-success": min_success, "--hud-gate": gate,
             "--hud-ledger": ledger, "--hud-record": record, "--hud-log-step": step,

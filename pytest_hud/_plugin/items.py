@@ -22,7 +22,7 @@ def is_task_file(path: Path) -> bool:
 class TaskFile(pytest.Module):
     """A task file collected as a module with one parametrized test."""
 
-    def _getobj(self) -> Any:
+    def _getobj(self) -> object:
         module = types.ModuleType(self.path.stem.replace(".", "_"))
         module.__file__ = str(self.path)
 

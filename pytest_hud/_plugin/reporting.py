@@ -95,7 +95,7 @@ class Reporter:
         fields = {**self._case_fields(item, case), "outcome": outcome, "strict": strict}
         return cast(rep.Row, {**fields, **result.report_fields()})
 
-    def _case_fields(self, item: pytest.Item, case: HudCase) -> dict[str, Any]:
+    def _case_fields(self, item: pytest.Item, case: HudCase) -> dict[str, object]:
         marker = item.get_closest_marker("hud")
         threshold = marker.kwargs.get("min_success") if marker is not None else None
         return {
@@ -221,7 +221,7 @@ class Reporter:
         covered = self._covered_gates(rows, self._meta())
         return [rep.Gate(g.name, g.passed, g.message) for g in covered]
 
-    def _meta(self) -> dict[str, Any]:
+    def _meta(self) -> dict[str, object]:
         return {
             "agent": self.session.agent_label,
             "runtime": self.options.runtime,

@@ -15,7 +15,7 @@ from pytest_hud.runtime.task import Task
 __all__ = ["check_rows"]
 
 
-def _module_envs(module: str) -> dict[str, Any] | None:
+def _module_envs(module: str) -> dict[str, object] | None:
     try:
         loaded = load_module(module)
     except Exception:  # not importable here (e.g. only inside an image): the runtime decides

@@ -54,8 +54,8 @@ class HudSession:
         root = Path(str(config.rootpath))
         self.artifacts = root / ".hud"
         self.evaluator = Evaluator(options, self.artifacts, config)
-        self._agents: dict[str, Any] = {}  # by spec: each agent loaded once per process
-        self._provider: Any = None
+        self._agents: dict[str, object] = {}  # by spec: each agent loaded once per process
+        self._provider: object = None
         self._agent_errors: dict[str, str] = {}
         #: several --hud-agent: one arm each (empty for one agent)
         self.arms: list[Arm] = arms_of(options.agents)

@@ -93,8 +93,8 @@ def incomplete_reason(doc: dict[str, Any]) -> str | None:
     return f"it {how}: {items.get('run', '?')} of {items.get('collected', '?')} items ran"
 
 
-def _seeds(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
-    out: dict[str, list[Any]] = {}
+def _seeds(rows: list[dict[str, Any]]) -> dict[str, list[object]]:
+    out: dict[str, list[object]] = {}
     for r in rows:
         task = r.get("task") or f"{r.get('env')}/{r.get('task_id')}"  # older files: no "task"
         out.setdefault(str(task), []).append(r.get("seed"))

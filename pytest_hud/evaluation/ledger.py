@@ -133,7 +133,7 @@ def episode_record(
     }
 
 
-def _parse(raw: bytes, number: int, path: Path) -> dict[str, Any]:
+def _parse(raw: bytes, number: int, path: Path) -> dict[str, object]:
     try:
         rec = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -261,7 +261,7 @@ def merge(ledgers: Iterable[LedgerContents | str | Path], prefer: str = "last") 
     if prefer not in ("first", "last"):
         raise ValueError(f"prefer: expected 'first' or 'last', got {prefer!r}")
     out = LedgerContents()
-    chosen: dict[Key, dict[str, Any]] = {}
+    chosen: dict[Key, dict[str, object]] = {}
     for item in ledgers:
         contents = item if isinstance(item, LedgerContents) else read(item)
         for run, rec in contents.runs.items():

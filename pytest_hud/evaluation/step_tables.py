@@ -51,7 +51,7 @@ def _shipped(n_max: int, alpha: float) -> Path | None:
     return path if path.is_file() else None
 
 
-def _synthesize(n_max: int, alpha: float) -> list[Any]:
+def _synthesize(n_max: int, alpha: float) -> list[object]:
     from sequentialized_barnard_tests.scripts import synthesize_general_step_policy as synth
 
     lam, axis = _SHAPE.get(n_max, (2.1, 1.4))
@@ -75,7 +75,7 @@ def _store(path: Path, table: list[Any]) -> None:
 
 
 @lru_cache(maxsize=16)
-def _cached(n_max: int, alpha: float, folder: str) -> tuple[Any, ...]:
+def _cached(n_max: int, alpha: float, folder: str) -> tuple[object, ...]:
     shipped = _shipped(n_max, alpha)
     if shipped is not None:
         with shipped.open("rb") as f:

@@ -76,7 +76,7 @@ class RecordingPlugin:
     def pytest_hud_episode_observers(self) -> list[Any]:
         return [self._record_observer]
 
-    def _record_observer(self, run: Any, spaces: Any) -> Any:
+    def _record_observer(self, run: Any, spaces: Any) -> object:
         env = run.task.env
         writer = self.writers.get(env)
         if writer is None:

@@ -431,7 +431,7 @@ def episode_cases(
 class ReplayFile(pytest.Module):
     """The dataset's meta/info.json, collected as a module with one parametrized test."""
 
-    def _getobj(self) -> Any:
+    def _getobj(self) -> object:
         plugin: ReplayPlugin | None = self.config.pluginmanager.get_plugin("pytest-hud-replay")
         assert plugin is not None, "collected only while the replay feature is registered"
         module = types.ModuleType("hud_replay")

@@ -198,9 +198,9 @@ class _Zygote:
             self.popen.wait()
 
 
-_zygotes: dict[tuple[Any, ...], _Zygote] = {}
-_deaths: dict[tuple[Any, ...], int] = {}
-_denied: dict[tuple[Any, ...], set[str]] = {}
+_zygotes: dict[tuple[object, ...], _Zygote] = {}
+_deaths: dict[tuple[object, ...], int] = {}
+_denied: dict[tuple[object, ...], set[str]] = {}
 #: Zygotes of one environment that may die before that environment stops asking for more.
 MAX_DEATHS = 3
 _lock = threading.Lock()

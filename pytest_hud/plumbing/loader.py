@@ -50,7 +50,7 @@ def load_object(ref: str) -> Any:
         module = load_path(modname)
     else:
         module = importlib.import_module(modname)
-    obj: Any = module
+    obj: object = module
     for part in attr.split("."):
         obj = getattr(obj, part)
     return obj

@@ -171,7 +171,7 @@ class Connection:
             await self._writer.drain()
 
 
-def _json_default(obj: object) -> Any:
+def _json_default(obj: object) -> object:
     try:
         import numpy as np
 
@@ -187,7 +187,7 @@ def _json_default(obj: object) -> Any:
 Handler = Callable[[Connection, str, dict[str, Any]], Awaitable[Any]]
 
 
-def _parse_request(line: bytes) -> dict[str, Any]:
+def _parse_request(line: bytes) -> dict[str, object]:
     """One request line as a JSON object; anything else is a ValueError to answer.
 
     A line nested deeper than the interpreter's recursion limit (``[[[[...`` by
@@ -270,7 +270,7 @@ async def serve_rpc(
                 if not isinstance(params, dict):
                     raise TypeError("params must be a JSON object")
                 result = await handler(conn, str(msg.get("method")), params)
-                reply: dict[str, Any] = {"id": rid, "result": result}
+                reply: dict[str, object] = {"id": rid, "result": result}
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -418,7 +418,7 @@ class RpcClient:
         self._reader = reader
         self._writer = writer
         self._ids = itertools.count(1)
-        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._pending: dict[int, asyncio.Future[object]] = {}
         self._lock = asyncio.Lock()
         self._closed: BaseException | None = None
         self._reader_task = asyncio.create_task(self._read_loop())
@@ -499,7 +499,7 @@ class RpcClient:
         if self._closed is not None:
             raise RpcClosed(f"cannot call {method!r}: {self._closed}")
         rid = next(self._ids)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
         data = (
             json.dumps(

@@ -54,7 +54,7 @@ class DaemonExecutor(Executor):
         self._idle = 0
         self._lock = threading.Lock()
         self._shutdown = False
-        self._running: dict[Future[Any], str] = {}  # future -> the thread running it
+        self._running: dict[Future[object], str] = {}  # future -> the thread running it
 
     def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
         with self._lock:
@@ -124,7 +124,7 @@ class DaemonExecutor(Executor):
                     thread.join()
 
 
-_abandoned: dict[Future[Any], Abandoned] = {}
+_abandoned: dict[Future[object], Abandoned] = {}
 _abandoned_lock = threading.Lock()
 
 

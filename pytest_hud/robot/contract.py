@@ -72,7 +72,7 @@ class Feature:
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"role": self.role}
+        out: dict[str, object] = {"role": self.role}
         if self.type is not None:
             out["type"] = self.type
         if self.names is not None:
@@ -231,7 +231,7 @@ class Contract:
 
     # -- (de)serialisation ---------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         if self.control_rate is not None:
             out["control_rate"] = self.control_rate
         if self.robot_type is not None:

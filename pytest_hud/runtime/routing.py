@@ -33,7 +33,7 @@ def declaring_file(task: Task) -> str | None:
 def by_declaration(factory: Callable[[str], Any], missing: Callable[[Task], Exception]) -> Provider:
     """A provider that serves each row with ``factory(file)`` for its declaring file (one
     per file); ``missing(task)`` is raised for a row nothing declares."""
-    cache: dict[str, Any] = {}
+    cache: dict[str, object] = {}
 
     def pick(task: Task) -> Any:
         """The provider serving ``task`` (picklable when ``factory``'s is: a delegated

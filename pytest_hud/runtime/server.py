@@ -129,7 +129,7 @@ class EnvServer:
             raise EnvError(f"this server has no env {name!r}; it serves: {known}")
         return env
 
-    async def _handle(self, conn: Connection, method: str, params: dict[str, Any]) -> Any:
+    async def _handle(self, conn: Connection, method: str, params: dict[str, Any]) -> object:
         if method == "ping":
             return {"ok": True, "envs": sorted(self.envs)}
         if method == "envs":
@@ -153,7 +153,7 @@ class EnvServer:
             return {"ok": True}
         raise ValueError(f"unknown method {method!r}; known: ping, envs, start, result, cancel")
 
-    async def _start(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+    async def _start(self, conn: Connection, params: dict[str, Any]) -> dict[str, object]:
         env = self._env(params.get("env"))
         template = env.get_template(str(params.get("id")))
         args = template.bind(dict(params.get("args") or {}))
@@ -195,7 +195,7 @@ class EnvServer:
             raise LookupError(f"no open session {sid!r} on this connection")
         return self._sessions[sid]
 
-    async def _result(self, conn: Connection, params: dict[str, Any]) -> Any:
+    async def _result(self, conn: Connection, params: dict[str, Any]) -> object:
         session = self._own(conn, params)
         try:
             async with session.lock:
@@ -230,11 +230,11 @@ class EnvServer:
                 await self._drop(conn, session)
 
 
-def _jsonable(obj: object) -> Any:
+def _jsonable(obj: object) -> object:
     return json.loads(json.dumps(obj, default=_default))
 
 
-def _default(obj: object) -> Any:
+def _default(obj: object) -> object:
     import numpy as np
 
     if isinstance(obj, np.generic):

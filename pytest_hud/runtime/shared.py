@@ -9,7 +9,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from typing import Any, cast
+from typing import cast
 
 from pytest_hud.runtime.capacity import Seats, Substrate, substrate_capacity
 from pytest_hud.runtime.errors import SharedScopeError, SubstrateError
@@ -118,7 +118,7 @@ class Shared:
                 stack = AsyncExitStack()
                 provisioned = self.provider(task)
                 try:
-                    runtime: Any = await stack.enter_async_context(provisioned)
+                    runtime: object = await stack.enter_async_context(provisioned)
                 except BaseException:
                     await stack.aclose()
                     raise

@@ -27,7 +27,7 @@ class TrackioTracker:
     name = "trackio"
 
     def __init__(self, run_name: str | None = None, resume: bool = False) -> None:
-        self._saved: dict[str, Any] | None = None
+        self._saved: dict[str, object] | None = None
         self._config: dict[str, str] = {}
         self._name, self._resume = run_name, resume
         current = context_vars.current_run.get()
@@ -53,7 +53,7 @@ class TrackioTracker:
 
     def log(self, figures: Figures) -> None:
         run = self._open(figures)
-        data: dict[str, Any] = dict(figures.scalars)
+        data: dict[str, object] = dict(figures.scalars)
         for tag, path in figures.media.items():
             if Path(path).suffix.lower() in _VIDEO:
                 data[tag] = trackio.Video(str(path))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import wandb
 
@@ -40,7 +40,7 @@ class WandbTracker:
         self.run.define_metric("hud/*", step_metric="hud/step")
 
     def log(self, figures: Figures) -> None:
-        data: dict[str, Any] = {"hud/step": figures.step or 0, **figures.scalars}
+        data: dict[str, object] = {"hud/step": figures.step or 0, **figures.scalars}
         for tag, path in figures.media.items():
             fmt = _FORMATS.get(path.suffix.lower())
             data[tag] = wandb.Video(str(path), format=fmt)

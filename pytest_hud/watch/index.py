@@ -14,7 +14,7 @@ __all__ = ["append", "entry", "read"]
 
 def read(path: Path) -> dict[int, dict[str, Any]]:
     """The index's entries by step (the latest line of a step wins; a torn line is ignored)."""
-    out: dict[int, dict[str, Any]] = {}
+    out: dict[int, dict[str, object]] = {}
     if not path.is_file():
         return out
     for raw in path.read_bytes().split(b"\n"):
@@ -46,7 +46,7 @@ def append(path: Path, record: dict[str, Any]) -> None:
         os.close(fd)
 
 
-def _counts(st: dict[str, Any]) -> dict[str, Any]:
+def _counts(st: dict[str, Any]) -> dict[str, object]:
     keys = ("episodes", "successes", "success_rate", "wilson_95", "errors", "mean_score")
     return {k: st.get(k) for k in keys}
 

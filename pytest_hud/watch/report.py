@@ -37,7 +37,7 @@ def best(entries: Mapping[int, Mapping[str, Any]]) -> int | None:
 
 
 def _series(entries: Mapping[int, Mapping[str, Any]]) -> dict[str, list[tuple[int, Any]]]:
-    out: dict[str, list[tuple[int, Any]]] = {"overall": []}
+    out: dict[str, list[tuple[int, object]]] = {"overall": []}
     for step in sorted(entries):
         e = entries[step]
         out["overall"].append((step, e.get("overall") or {}))

@@ -111,7 +111,7 @@ class PreflightPlugin:
         options = self.session.options
         return list(dict.fromkeys(options.agents or [options.agent]))
 
-    def _load(self, spec: str) -> Any:
+    def _load(self, spec: str) -> object:
         return self.session.load_agent(spec)  # the session's own, loaded once per process
 
     # -- the check -----------------------------------------------------------------------

@@ -47,7 +47,7 @@ class VlaEvalModel(Model):
             "backoff": backoff,
         }
         self.server_info: dict[str, Any] = {}
-        self._sessions: weakref.WeakKeyDictionary[asyncio.Task[Any], VlaEvalSession] = (
+        self._sessions: weakref.WeakKeyDictionary[asyncio.Task[object], VlaEvalSession] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -134,7 +134,7 @@ class VlaEvalAdapter(Adapter):
         self._states = [f.name for f in spaces.robot_states]
 
     def observation(self, data: dict[str, Any], prompt: str) -> dict[str, Any]:
-        row: dict[str, Any] = {
+        row: dict[str, object] = {
             "images": {key: np.asarray(data[c]) for c, key in self._cams.items()}
         }
         if self._states:
@@ -162,7 +162,7 @@ def env_specs(spaces: Spaces) -> Any:
 def task_info(run: object, prompt: str) -> dict[str, Any]:
     """The ``episode_start`` task: the row's id, env, args (scalars) and prompt."""
     task = getattr(run, "task", None)
-    info: dict[str, Any] = {"task_description": prompt}
+    info: dict[str, object] = {"task_description": prompt}
     if task is not None:
         info.update(name=task.key, env=task.env, template=task.id)
         for key, value in task.args.items():

@@ -146,8 +146,8 @@ class VlaEvalBridge(RobotBridge):
             self._loop = asyncio.new_event_loop()
         return self._loop.run_until_complete(coro)
 
-    def _specs(self, bench: object) -> dict[str, Any]:
-        out: dict[str, Any] = {"benchmark": type(bench).__name__}
+    def _specs(self, bench: object) -> dict[str, object]:
+        out: dict[str, object] = {"benchmark": type(bench).__name__}
         for key, method in (
             ("action_spec", "get_action_spec"),
             ("observation_spec", "get_observation_spec"),
@@ -207,7 +207,7 @@ class VlaEvalBridge(RobotBridge):
         return str(text or task.get("description") or task.get("name") or type(ep.bench).__name__)
 
     @staticmethod
-    def _task(task_args: dict[str, Any]) -> dict[str, Any]:
+    def _task(task_args: dict[str, Any]) -> dict[str, object]:
         args = dict(task_args)
         task = args.pop("task", {})
         if not isinstance(task, Mapping):
@@ -240,7 +240,7 @@ class VlaEvalBridge(RobotBridge):
         else:
             self._observe(index, self._call(ep.bench.get_observation()))
 
-    def _metrics(self, ep: _Episode) -> dict[str, Any]:
+    def _metrics(self, ep: _Episode) -> dict[str, object]:
         return dict(self._call(ep.bench.get_result()) or {})
 
     def step(self, actions: np.ndarray) -> None:
@@ -259,7 +259,7 @@ class VlaEvalBridge(RobotBridge):
     def result_slots(self) -> list[dict[str, Any]]:
         return [self._grade(ep) for ep in self._benches()]
 
-    def _grade(self, ep: _Episode) -> dict[str, Any]:
+    def _grade(self, ep: _Episode) -> dict[str, object]:
         metrics = ep.metrics if ep.metrics is not None else (self._metrics(ep) if ep.task else {})
         metrics = plain(metrics)
         success = bool(metrics.get("success", False))

@@ -48,7 +48,7 @@ def hello_payload(**extra: object) -> dict[str, Any]:
     return {"harness_version": f"pytest-hud {__version__}", "protocol_version": 1, **extra}
 
 
-def _encode(obj: object) -> Any:
+def _encode(obj: object) -> object:
     if isinstance(obj, np.ndarray):
         if obj.dtype.kind not in _ALLOWED_KINDS:
             raise VlaEvalWireError(f"cannot send a numpy array of dtype {obj.dtype.str!r}")
@@ -74,7 +74,7 @@ def _array(obj: dict[str, Any]) -> np.ndarray:
     return np.frombuffer(obj["data"], dtype=dtype).reshape(obj["shape"]).copy()
 
 
-def _decode(obj: dict[str, Any]) -> Any:
+def _decode(obj: dict[str, Any]) -> object:
     if "__ndarray__" in obj:
         return _array(obj)
     if "__image__" in obj:

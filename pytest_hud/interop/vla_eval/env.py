@@ -41,6 +41,6 @@ def serve_benchmark(
     ``action_dim`` (when the action spec does not give every component's dims); every
     other keyword goes to the benchmark's constructor. ``inline=True``: the benchmark runs in
     the env server's process, as vla-eval's own orchestrator runs it (see RobotEndpoint)."""
-    kwargs: dict[str, Any] = {k: params.pop(k) for k in _OPTIONS if k in params}
+    kwargs: dict[str, object] = {k: params.pop(k) for k in _OPTIONS if k in params}
     kwargs.update(target=benchmark, params=params)
     return VlaEvalEndpoint(kwargs, start_timeout, inline)

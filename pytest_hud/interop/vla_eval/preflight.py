@@ -48,7 +48,7 @@ def check(url: str, info: dict[str, Any], contracts: list[tuple[str, Contract]])
         )
 
 
-def _hello(url: str) -> dict[str, Any]:
+def _hello(url: str) -> dict[str, object]:
     try:
         return run_apart(VlaEvalModel(url, retries=0).probe())
     except VlaEvalError as exc:

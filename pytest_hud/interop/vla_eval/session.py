@@ -62,7 +62,7 @@ class VlaEvalSession:
         self.reconnects = 0
         self._ws: Transport | None = None
         self._seq = 0
-        self._episode: dict[str, Any] | None = None
+        self._episode: dict[str, object] | None = None
 
     # -- connection --------------------------------------------------------------
     async def open(self) -> dict[str, Any]:

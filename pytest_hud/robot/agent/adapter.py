@@ -62,7 +62,7 @@ class OpenPIAdapter(Adapter):
             )
 
     def observation(self, data: dict[str, Any], prompt: str) -> dict[str, Any]:
-        row: dict[str, Any] = {}
+        row: dict[str, object] = {}
         for key, value in data.items():
             arr = np.asarray(value)
             row[self.rename.get(key, key)] = (
@@ -131,7 +131,7 @@ class LeRobotAdapter(Adapter):
         self._env_states = [f.name for f in spaces.env_states]
 
     def observation(self, data: dict[str, Any], prompt: str) -> dict[str, Any]:
-        row: dict[str, Any] = {}
+        row: dict[str, object] = {}
         for env_key, model_key in self._images:
             img = np.asarray(data[env_key])
             if img.ndim == 2:

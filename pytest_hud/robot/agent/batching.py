@@ -54,7 +54,7 @@ class BatchedModel(Model):
         self.n_action_steps = getattr(model, "n_action_steps", None)
         self.n_obs_steps = getattr(model, "n_obs_steps", 1)
         self.live = 0  # rollouts that may still queue a row
-        self._pending: list[tuple[dict[str, Any], asyncio.Future[np.ndarray]]] = []
+        self._pending: list[tuple[dict[str, object], asyncio.Future[np.ndarray]]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._busy = False
@@ -180,8 +180,8 @@ class BatchedModel(Model):
         # Rows of another layout (a rollout on another env) wait for the next forward.
         take = self.batch_size or len(self._pending)
         first = _layout(self._pending[0][0])
-        rows: list[tuple[dict[str, Any], asyncio.Future[np.ndarray]]] = []
-        rest: list[tuple[dict[str, Any], asyncio.Future[np.ndarray]]] = []
+        rows: list[tuple[dict[str, object], asyncio.Future[np.ndarray]]] = []
+        rest: list[tuple[dict[str, object], asyncio.Future[np.ndarray]]] = []
         for item in self._pending:
             (rows if len(rows) < take and _layout(item[0]) == first else rest).append(item)
         self._pending = rest
@@ -249,7 +249,7 @@ class BatchedModel(Model):
                 fut.set_result(chunk)
 
 
-def _layout(row: dict[str, Any]) -> tuple[Any, ...]:
+def _layout(row: dict[str, Any]) -> tuple[object, ...]:
     """What must match for rows to stack: keys in order, and each array's shape and dtype."""
     return tuple(
         (k, v.shape, v.dtype.str) if isinstance(v, np.ndarray) else (k, type(v))

@@ -179,10 +179,10 @@ class LeRobotModel(Model):
         dims = self._feature_dims.get(key)
         return dims is not None and getattr(value, "ndim", None) == dims + 2
 
-    def _at(self, key: str, value: Any, h: int) -> Any:
+    def _at(self, key: str, value: Any, h: int) -> object:
         return value[:, h] if self._has_history_axis(key, value) else value
 
-    def _predict(self, obs: dict[str, Any]) -> Any:
+    def _predict(self, obs: dict[str, Any]) -> object:
         if not self._history:
             return self.policy.predict_action_chunk(obs)
         return self._predict_from_history([obs])
@@ -238,7 +238,7 @@ def load_policy(path_or_repo: str | Path, *, device: str | None = None) -> tuple
     return torch_thread().submit(_load_policy, path_or_repo, device).result()
 
 
-def _load_policy(path_or_repo: str | Path, device: str | None) -> tuple[Any, Any, Any]:
+def _load_policy(path_or_repo: str | Path, device: str | None) -> tuple[object, object, object]:
     torch = _import_torch()
     from lerobot.configs.policies import PreTrainedConfig
     from lerobot.policies.factory import get_policy_class, make_pre_post_processors

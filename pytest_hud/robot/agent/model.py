@@ -27,7 +27,7 @@ def stack_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     for i, row in enumerate(rows[1:], 1):
         if list(row) != keys:
             raise ValueError(f"row {i} has keys {sorted(row)}, row 0 has {sorted(keys)}")
-    batch: dict[str, Any] = {}
+    batch: dict[str, object] = {}
     for key in keys:
         values = [row[key] for row in rows]
         if isinstance(values[0], np.ndarray | np.generic | int | float) and not isinstance(

@@ -33,7 +33,7 @@ async def open_loop(
     ensembler = base.fresh() if base is not None else None
     keep = agent.chunk_size or getattr(model, "n_action_steps", None)
     history = max(1, int(getattr(model, "n_obs_steps", 1) or 1))
-    recent: deque[dict[str, Any]] = deque(maxlen=history)
+    recent: deque[dict[str, object]] = deque(maxlen=history)
     queue: deque[np.ndarray] = deque()
     actions: list[np.ndarray] = []
     for data in observations:

@@ -90,7 +90,7 @@ class PolicyServer:
         self.metadata = dict(metadata or {})
         self._metadata_frame = pack(self.metadata)  # fails here, not at the first connect
         self._server: Server | None = None
-        self._handlers: set[asyncio.Task[Any]] = set()
+        self._handlers: set[asyncio.Task[object]] = set()
         self.token = token
         self.max_connections = max_connections
         self.max_per_peer = max_per_peer

@@ -231,7 +231,7 @@ def load_agent(spec: str | AgentSpec, *, cluster: str | None = None) -> Any:
     raise AgentSpecError(f"unknown agent {spec!r}. Valid forms: {', '.join(available_agents())}")
 
 
-def _replicas(spec: AgentSpec, cluster: str | None) -> Any:
+def _replicas(spec: AgentSpec, cluster: str | None) -> object:
     """``openpi:ray:NAME``: the agent of the named policy replicas on the Ray cluster."""
     if not spec.replicas:
         raise AgentSpecError(f"{spec.text}: expected openpi:ray:NAME, got no NAME")

@@ -64,8 +64,8 @@ class RemoteModel(Model):
         self.resolve = resolve
         self._reached = False  # a connection succeeded once: refusals are an outage
         self._outage_since: float | None = None
-        self._metadata: dict[str, Any] | None = None
-        self._conns: weakref.WeakKeyDictionary[asyncio.Task[Any], Transport] = (
+        self._metadata: dict[str, object] | None = None
+        self._conns: weakref.WeakKeyDictionary[asyncio.Task[object], Transport] = (
             weakref.WeakKeyDictionary()
         )
         self._closing: set[asyncio.Task[None]] = set()
@@ -259,7 +259,7 @@ class RemoteModel(Model):
         actions = np.array(reply["actions"], dtype=np.float32)  # a writable copy
         return check_chunk(actions, 1, None, "RemoteModel")[0]
 
-    async def _recv(self, ws: Transport, timeout: float | None, what: str) -> Any:
+    async def _recv(self, ws: Transport, timeout: float | None, what: str) -> object:
         try:
             async with asyncio.timeout(timeout):
                 frame = await ws.recv()

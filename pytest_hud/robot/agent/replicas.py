@@ -260,7 +260,7 @@ def replica_urls(name: str, address: str | None = None) -> list[str]:
             f"got {names or 'none'}; fix: start them, or name one of those"
         )
     handles = [ray.get_actor(n, namespace=NAMESPACE) for n in ours]
-    answers: list[Any] = ray.get([h.address.remote() for h in handles], timeout=60)
+    answers: list[object] = ray.get([h.address.remote() for h in handles], timeout=60)
     urls = [str(u) for u in answers]
     missing = [n for n, u in zip(ours, urls, strict=True) if not u]
     if missing:

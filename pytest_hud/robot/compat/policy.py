@@ -29,7 +29,7 @@ class Need:
         return int(np.prod(self.shape)) if self.shape else None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"key": self.key, "kind": self.kind}
+        out: dict[str, object] = {"key": self.key, "kind": self.kind}
         if self.shape is not None:
             out["shape"] = list(self.shape)
         if self.stats is not None:
@@ -65,7 +65,7 @@ class PolicySpec:
         return [n for n in self.needs if n.kind == kind]
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"needs": [n.to_dict() for n in self.needs]}
+        out: dict[str, object] = {"needs": [n.to_dict() for n in self.needs]}
         if self.chunk is not None:
             out["chunk"] = self.chunk
         if self.camera_map:

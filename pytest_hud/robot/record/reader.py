@@ -179,7 +179,7 @@ def _episodes(root: Path, info: Mapping[str, Any]) -> list[EpisodeInfo]:
     return out
 
 
-def _json(text: object) -> dict[str, Any] | None:
+def _json(text: object) -> dict[str, object] | None:
     if not isinstance(text, str) or not text:
         return None
     value = json.loads(text)

@@ -86,7 +86,7 @@ class _Schema:
 
     def features(self) -> dict[str, dict[str, Any]]:
         """The lerobot ``features`` dict (needs a resolved schema)."""
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, dict[str, object]] = {}
         for cam in self.cameras:
             out[cam.key] = {
                 "dtype": "video" if self.video else "image",

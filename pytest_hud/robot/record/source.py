@@ -29,7 +29,7 @@ def run_contract(run: Any) -> dict[str, Any] | None:
     return dict(raw) if isinstance(raw, Mapping) else None
 
 
-def _row(run: object) -> dict[str, Any] | None:
+def _row(run: object) -> dict[str, object] | None:
     task = getattr(run, "task", None)
     to_row = getattr(task, "to_row", None)
     if not callable(to_row):

@@ -126,7 +126,7 @@ def inspect_root(root: Path, flag: str) -> tuple[dict[str, Any] | None, bool]:
 def check_append(info: Mapping[str, Any], schema: _Schema, root: Path, flag: str) -> None:
     """Refuse ``schema`` unless its episodes can go into the dataset whose ``info.json`` is
     ``info``: fps, robot type and features must match (shapes once the schema knows them)."""
-    diff: dict[str, Any] = {}
+    diff: dict[str, object] = {}
     if info.get("fps") != schema.fps:
         diff["fps"] = f"{info.get('fps')} (dataset) vs {schema.fps} (contract)"
     if info.get("robot_type") != schema.robot_type:

@@ -105,10 +105,10 @@ class DatasetWriter:
         self._prepared = False
         self._created_root = False
         self._restart = False
-        self._existing: dict[str, Any] | None = None  # info.json of a dataset to append to
+        self._existing: dict[str, object] | None = None  # info.json of a dataset to append to
         self._fixed: _Schema | None = None  # the schema every episode must match
         self._next_index = 0
-        self._ds: Any = None  # the LeRobotDataset (writer thread only)
+        self._ds: object = None  # the LeRobotDataset (writer thread only)
         self._reopen = False  # _ds is finalized for good: reopen it for the next episode
         self._error: BaseException | None = None
         #: a full disk: why (the episode it failed on, the cause); recording has stopped
@@ -123,7 +123,7 @@ class DatasetWriter:
         #: Commits wait for :meth:`grade` (the plugin grades every recorded episode).
         self.graded = graded
         self._grades = Grades()
-        self._columns: dict[str, Any] = {}  # the saved episode's grade (writer thread)
+        self._columns: dict[str, object] = {}  # the saved episode's grade (writer thread)
         #: Episodes carry their row and contract (.source); not when appending to a
         #: dataset recorded without them (one episode-metadata schema per dataset).
         self._with_source = True
@@ -331,7 +331,7 @@ class DatasetWriter:
         )
         return self._error
 
-    def _dataset(self, schema: _Schema) -> Any:
+    def _dataset(self, schema: _Schema) -> object:
         if self._ds is None or self._reopen:
             self._ds = open_dataset(
                 self.root,

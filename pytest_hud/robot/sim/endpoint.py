@@ -70,7 +70,7 @@ class RobotEndpoint:
             raise TypeError(
                 "RobotEndpoint(inline=True) serves a bridge: pass one, not argv/control"
             )
-        self._target: tuple[Any, dict[str, Any]] | None = (
+        self._target: tuple[object, dict[str, object]] | None = (
             (bridge, dict(kwargs or {})) if inline else None
         )
         self._bridge: RobotBridge | None = None
@@ -83,7 +83,7 @@ class RobotEndpoint:
         self.call_timeout = call_timeout
         self._child: Child | None = None
         self._rpc: RpcClient | None = None
-        self._info: dict[str, Any] | None = None
+        self._info: dict[str, object] | None = None
         self._start_lock: asyncio.Lock | None = None
         self.sim_host = "127.0.0.1"
         self.sim_port = 0
@@ -213,7 +213,7 @@ class RobotEndpoint:
         except TimeoutError as exc:
             raise SimError(f"sim {method}() timed out: {exc}") from None
 
-    async def _call_inline(self, method: str, timeout: float, params: dict[str, Any]) -> Any:
+    async def _call_inline(self, method: str, timeout: float, params: dict[str, Any]) -> object:
         assert self._bridge is not None
         try:
             async with asyncio.timeout(timeout):

@@ -62,7 +62,7 @@ def slot_row(batch: tuple[Any, ...], i: int, n: int) -> tuple[dict[str, Any], bo
     """Slot ``i``'s row of a batched ``(data, terminated[, reward])`` observation of ``n``
     slots, as the message an agent receives, and whether that slot terminated."""
     data, terminated = batch[0], batch[1]
-    msg: dict[str, Any] = {}
+    msg: dict[str, object] = {}
     for key, value in data.items():
         arr = np.asarray(value)
         msg[key] = arr[i] if arr.ndim >= 1 and arr.shape[0] == n else arr

@@ -149,7 +149,7 @@ def build_bridge(target: object, kwargs: dict[str, Any]) -> RobotBridge:
     raise TypeError(f"cannot build a bridge from {target!r}")
 
 
-def _read_spec() -> tuple[Any, dict[str, Any]]:
+def _read_spec() -> tuple[object, dict[str, object]]:
     header_line = sys.stdin.buffer.readline()
     data_line = sys.stdin.buffer.readline()
     if not data_line.strip():

@@ -40,7 +40,7 @@ class RobotClient:
         # One watchdog per connection instead of a timeout context per receive: each
         # wait only stamps its deadline; the timer re-arms itself at most once per timeout.
         self._deadline: float | None = None
-        self._waiter: asyncio.Task[Any] | None = None
+        self._waiter: asyncio.Task[object] | None = None
         self._watchdog: asyncio.TimerHandle | None = None
         self._expired = False
 
@@ -115,7 +115,7 @@ class RobotClient:
         if not isinstance(msg, dict):
             raise RobotError(f"bridge sent a {type(msg).__name__} where an observation was due")
         data = dict(msg)
-        out: dict[str, Any] = {"terminated": bool(data.pop("terminated", False))}
+        out: dict[str, object] = {"terminated": bool(data.pop("terminated", False))}
         if "reward" in data:
             out["reward"] = data.pop("reward")
         data.pop("meta", None)

@@ -83,12 +83,12 @@ def _check_shape(shape: object, dtype: np.dtype, data: Any) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def _encode(obj: object) -> Any:
+def _encode(obj: object) -> object:
     if isinstance(obj, np.ndarray):
         _check_dtype(obj.dtype)
         # a contiguous array is packed straight from its buffer (no tobytes() copy)
         contiguous = obj.flags.c_contiguous
-        data: Any = obj.reshape(-1).view(np.uint8).data if contiguous else obj.tobytes()
+        data: object = obj.reshape(-1).view(np.uint8).data if contiguous else obj.tobytes()
         return {
             _NDARRAY: True,
             b"data": data,
@@ -101,7 +101,7 @@ def _encode(obj: object) -> Any:
     raise WireError(f"cannot encode {type(obj).__name__} over openpi/0 (no pickling)")
 
 
-def _decode(obj: dict) -> Any:
+def _decode(obj: dict) -> object:
     if _NDARRAY in obj:
         dtype = np.dtype(obj[b"dtype"])
         _check_dtype(dtype)
@@ -149,7 +149,7 @@ def pack_chunks(obj: object) -> list[Any]:
     buffers are only valid while the arrays they reference are unchanged.
     """
     try:
-        chunks: list[Any] = []
+        chunks: list[object] = []
         small = _scatter(obj, _packer(), [], chunks)
     except WireError:
         raise

@@ -167,7 +167,7 @@ class DockerRuntime:
         row_env = dict(cfg.env if cfg else ())
         env = {"PYTHONUNBUFFERED": "1", **self.host_env(), **self.env, **row_env, **auth_env()}
         labels = {**self.labels, **owner_labels(), f"{LABEL}.task": task.key}
-        kwargs: dict[str, Any] = {
+        kwargs: dict[str, object] = {
             "image": image,
             "command": argv,
             "detach": True,

@@ -60,7 +60,7 @@ def placement_options(
     cpu = cfg.cpu if cfg is not None and cfg.cpu is not None else num_cpus
     gpu: Any = cfg.gpu if cfg is not None and cfg.gpu is not None else num_gpus
     mib = memory_mib((cfg.memory if cfg is not None else None) or memory)
-    options: dict[str, Any] = {"num_cpus": float(cpu)}
+    options: dict[str, object] = {"num_cpus": float(cpu)}
     if gpu is not None:
         try:
             options["num_gpus"] = float(gpu)

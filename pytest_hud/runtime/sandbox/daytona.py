@@ -201,7 +201,7 @@ class DaytonaRuntime:
         self.ports = serve_ports(sim_ports)
         self.config = config
         self.ssh = [ssh] if isinstance(ssh, str) else list(ssh)
-        self._client: Any = None
+        self._client: object = None
 
     def __repr__(self) -> str:
         return f"DaytonaRuntime({self.image!r}, module={self.module!r})"

@@ -149,8 +149,8 @@ class ModalRuntime:
         self.boot_timeout = boot_timeout
         self.ports = serve_ports(sim_ports)
         self.secrets = list(secrets or [])
-        self._app: Any = None
-        self._images: dict[str, Any] = {}
+        self._app: object = None
+        self._images: dict[str, object] = {}
 
     def __repr__(self) -> str:
         return f"ModalRuntime({self.image!r}, module={self.module!r})"
@@ -180,7 +180,7 @@ class ModalRuntime:
         """Sandbox.create's keyword arguments for ``task`` (its runtime_config wins)."""
         cfg = task.runtime_config
         timeout = setting(task, "timeout", self.timeout)
-        kwargs: dict[str, Any] = {
+        kwargs: dict[str, object] = {
             "image": self.resolve_image(setting(task, "image", self.image)),
             "timeout": math.ceil(timeout),
             "unencrypted_ports": list(self.ports),

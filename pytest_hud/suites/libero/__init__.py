@@ -49,7 +49,7 @@ SIZE_VAR = "PYTEST_HUD_LIBERO_SIZE"
 
 def contract(size: int = 256) -> dict[str, Any]:
     """The robot contract, known without building a sim (so booting builds nothing)."""
-    features: dict[str, Any] = {
+    features: dict[str, object] = {
         key: {
             "role": "observation",
             "type": "rgb",

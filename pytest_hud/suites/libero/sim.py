@@ -59,7 +59,7 @@ class LiberoEnv(gym.Env):  # type: ignore[type-arg]
         bddl = os.path.join(get_libero_path("bddl_files"), spec.problem_folder, spec.bddl_file)
         self.init_states = np.asarray(bench.get_task_init_states(index))
         self.sim = OffScreenRenderEnv(bddl_file_name=bddl, camera_heights=size, camera_widths=size)
-        spaces: dict[str, gym.Space[Any]] = {
+        spaces: dict[str, gym.Space[object]] = {
             key: gym.spaces.Box(0, 255, (size, size, 3), np.uint8) for key in CAMERAS.values()
         }
         spaces["observation/state"] = gym.spaces.Box(-np.inf, np.inf, (STATE_SIZE,), np.float32)

@@ -45,7 +45,7 @@ SIZE_VAR = "PYTEST_HUD_METAWORLD_SIZE"
 
 def contract(cameras: Sequence[str] = (), size: int = 224) -> dict[str, Any]:
     """The robot contract, known without building a sim (so booting builds nothing)."""
-    features: dict[str, Any] = {
+    features: dict[str, object] = {
         "observation/state": {"role": "observation", "dtype": "float32", "shape": [STATE_SIZE]},
     }
     for cam in cameras:

@@ -21,7 +21,7 @@ class MetaWorldExpert(Model):
     the row's prompt."""
 
     def __init__(self) -> None:
-        self._policies: dict[str, Any] = {}
+        self._policies: dict[str, object] = {}
 
     def bind(self, spaces: Spaces) -> None:
         state = spaces.observation.get(STATE_KEY)

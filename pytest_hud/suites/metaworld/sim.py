@@ -74,7 +74,7 @@ class MetaWorldEnv(gym.Env):  # type: ignore[type-arg]
             import mujoco
 
             self.renderer = mujoco.Renderer(self.sim.model, size, size)
-        spaces: dict[str, gym.Space[Any]] = {
+        spaces: dict[str, gym.Space[object]] = {
             "observation/state": gym.spaces.Box(-np.inf, np.inf, (STATE_SIZE,), np.float32)
         }
         for cam in self.cameras:
