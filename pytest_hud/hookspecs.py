@@ -16,8 +16,9 @@ if TYPE_CHECKING:
     from pytest_hud._plugin.report_images import Figure
     from pytest_hud.evaluation.results import Gate, Row
     from pytest_hud.evaluation.verdict import CoveredGate
+    from pytest_hud.robot.agent.agent import ObserverFactory
     from pytest_hud.runtime.provider import Provider
-    from pytest_hud.runtime.rollout import RolloutResult
+    from pytest_hud.runtime.rollout import Agent, RolloutResult
     from pytest_hud.runtime.task import Task
 
 __all__ = [
@@ -41,12 +42,12 @@ __all__ = [
 
 
 @pytest.hookspec(firstresult=True)
-def pytest_hud_agent(config: pytest.Config, spec: str) -> Any | None:
+def pytest_hud_agent(config: pytest.Config, spec: str) -> Agent | None:
     """The agent object for ``--hud-agent=spec`` (an agent already in memory), or None."""
 
 
 @pytest.hookspec(firstresult=True)
-def pytest_hud_case_agent(config: pytest.Config, nodeid: str, case: HudCase) -> Any | None:
+def pytest_hud_case_agent(config: pytest.Config, nodeid: str, case: HudCase) -> Agent | None:
     """The agent this case's rollout runs with instead of its ``hud_agent`` (an arm's), or None."""
 
 
@@ -56,7 +57,7 @@ def pytest_hud_skip_case(config: pytest.Config, nodeid: str, case: HudCase) -> s
 
 
 @pytest.hookspec()
-def pytest_hud_episode_observers(config: pytest.Config) -> Sequence[Any]:
+def pytest_hud_episode_observers(config: pytest.Config) -> Sequence[ObserverFactory]:
     """Observer factories ``(run, spaces) -> observer`` every rollout's agent runs with."""
 
 

@@ -14,7 +14,7 @@ from pytest_hud._plugin import heap, loggers
 from pytest_hud._plugin.collect import Collector
 from pytest_hud._plugin.errors import EpisodeFailed
 from pytest_hud._plugin.html import HtmlHooks
-from pytest_hud._plugin.internals import keep_xdist_groups
+from pytest_hud._plugin.internals import HudBlockScheduling, HudLoadScheduling, keep_xdist_groups
 from pytest_hud._plugin.interrupts import restore_sigterm, sigterm_interrupts
 from pytest_hud._plugin.options import HudOptions, addoption
 from pytest_hud._plugin.reporting import Reporter
@@ -125,5 +125,7 @@ class HudHooks:
         self.collector.node_collection_finished(node, ids)
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: object) -> Any:
+    def pytest_xdist_make_scheduler(
+        self, config: pytest.Config, log: object
+    ) -> HudBlockScheduling | HudLoadScheduling | None:
         return self.session.make_scheduler(config, log)

@@ -8,7 +8,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -18,15 +18,25 @@ from pytest_hud._plugin.errors import ExpectError
 from pytest_hud._plugin.evaluator import Evaluator
 from pytest_hud._plugin.expect import Expectations
 from pytest_hud._plugin.identity import RunIdentity
-from pytest_hud._plugin.internals import conftest_agent, is_worker, terminal_writer
+from pytest_hud._plugin.internals import (
+    HudBlockScheduling,
+    HudLoadScheduling,
+    conftest_agent,
+    is_worker,
+    terminal_writer,
+)
 from pytest_hud._plugin.options import HudOptions
 from pytest_hud._plugin.state import RESULT
 from pytest_hud.evaluation import results as rep
 from pytest_hud.evaluation.verdict import Verdict
 from pytest_hud.runtime.backends import RuntimeSpec
 from pytest_hud.runtime.placement import provider_for
-from pytest_hud.runtime.rollout import RolloutResult
+from pytest_hud.runtime.provider import Provider
+from pytest_hud.runtime.rollout import Agent, RolloutResult
 from pytest_hud.runtime.warm import spec_pool_size
+
+if TYPE_CHECKING:
+    from _pytest._io import TerminalWriter
 
 __all__ = ["PLUGIN", "HudSession", "session_of"]
 
@@ -37,6 +47,28 @@ PLUGIN = pytest.StashKey["HudSession"]()
 def session_of(config: pytest.Config) -> HudSession:
     """The pytest-hud session of this pytest run."""
     return config.stash[PLUGIN]
+
+
+class ProgressLine:
+    """``line(steps, seconds)`` shows ``[123 steps, 4.2s]`` after the test id (rewriting the
+    last one); ``erase()`` wipes it before pytest writes the outcome."""
+
+    def __init__(self, tw: TerminalWriter) -> None:
+        self.tw = tw
+        self.shown = 0
+
+    def __call__(self, steps: int, seconds: float) -> None:
+        text = f" [{steps} steps, {seconds:.0f}s]"
+        self.tw.write("\b" * self.shown + text + " " * max(0, self.shown - len(text)))
+        pad = max(0, self.shown - len(text))
+        self.tw.write("\b" * pad)
+        self.shown = len(text)
+        self.tw.flush()
+
+    def erase(self) -> None:
+        if self.shown:
+            self.tw.write("\b" * self.shown + " " * self.shown + "\b" * self.shown)
+            self.shown = 0
 
 
 class HudSession:
@@ -54,8 +86,8 @@ class HudSession:
         root = Path(str(config.rootpath))
         self.artifacts = root / ".hud"
         self.evaluator = Evaluator(options, self.artifacts, config)
-        self._agents: dict[str, object] = {}  # by spec: each agent loaded once per process
-        self._provider: object = None
+        self._agents: dict[str, Agent] = {}  # by spec: each agent loaded once per process
+        self._provider: Provider | None = None
         self._agent_errors: dict[str, str] = {}
         #: several --hud-agent: one arm each (empty for one agent)
         self.arms: list[Arm] = arms_of(options.agents)
@@ -94,10 +126,10 @@ class HudSession:
 
     # -- the session's agent and provider ------------------------------------------------
     @property
-    def agent(self) -> Any:
+    def agent(self) -> Agent:
         return self.load_agent()
 
-    def load_agent(self, spec: str | None = None) -> Any:
+    def load_agent(self, spec: str | None = None) -> Agent:
         """The --hud-agent (or another arm's ``spec``), loaded once; a failure is one
         UsageError (collection calls this before any item runs, so it ends the session
         instead of erroring every item)."""
@@ -126,7 +158,7 @@ class HudSession:
                 raise pytest.UsageError(error)
         return self._agents[given]
 
-    def progress_line(self) -> Any:
+    def progress_line(self) -> ProgressLine | None:
         """A live ``[123 steps, 4.2s]`` after the test id, in ``-v`` on a terminal only;
         erased before pytest writes the outcome, so its output stays intact."""
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -135,25 +167,9 @@ class HudSession:
         tw = terminal_writer(tr)
         if not getattr(tr, "isatty", False):
             return None
-        shown = [0]
+        return ProgressLine(tw)
 
-        def show(steps: int, seconds: float) -> None:
-            text = f" [{steps} steps, {seconds:.0f}s]"
-            tw.write("\b" * shown[0] + text + " " * max(0, shown[0] - len(text)))
-            pad = max(0, shown[0] - len(text))
-            tw.write("\b" * pad)
-            shown[0] = len(text)
-            tw.flush()
-
-        def erase() -> None:
-            if shown[0]:
-                tw.write("\b" * shown[0] + " " * shown[0] + "\b" * shown[0])
-                shown[0] = 0
-
-        show.erase = erase  # type: ignore[attr-defined]
-        return show
-
-    def default_provider(self) -> Any:
+    def default_provider(self) -> Provider:
         """The plugin's ``hud_provider``: one object per session (the one rollouts use
         is the one :meth:`prime` booted ahead for)."""
         if self._provider is None:
@@ -186,15 +202,15 @@ class HudSession:
     def attach(self, item: pytest.Item, result: RolloutResult) -> None:
         item.stash[RESULT] = result
 
-    def make_scheduler(self, config: pytest.Config, log: object) -> Any:
+    def make_scheduler(
+        self, config: pytest.Config, log: object
+    ) -> HudBlockScheduling | HudLoadScheduling | None:
         """With ``--dist load``: when recording, contiguous blocks (so the merged dataset
         follows the test order); with concurrency > 1, queues at least as deep as the
         concurrency so each worker's lookahead has items to start. (With
         ``--hud-gate=sequential`` the sequential feature's scheduler answers first.)"""
         if config.getoption("dist", "no") != "load":
             return None
-        from pytest_hud._plugin.internals import HudBlockScheduling, HudLoadScheduling
-
         if self.options.record is not None:  # parts concatenate into test order
             return HudBlockScheduling(config, log)
         if self.options.concurrency < 2:
