@@ -74,6 +74,8 @@ class Row(TypedDict, total=False):
     infer_s: float | None
     env_s: float | None
     policy_busy: float | None
+    timing: dict[str, Any] | None  # a timed loop's counters (--hud-realtime, --hud-latency)
+    stopped: str | None  # who ended the episode early ("operator")
     video: str | None
     dataset: dict[str, Any] | None
     # added by the plugin and its features

@@ -41,6 +41,7 @@ FEATURES: tuple[str, ...] = (
     "trackers",
     "ab",
     "preflight",
+    "realtime",
 )
 
 _REGISTERED = pytest.StashKey[list[str]]()

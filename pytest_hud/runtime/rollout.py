@@ -97,6 +97,8 @@ class RolloutResult:
             "infer_s": info.get("infer_s"),
             "env_s": info.get("env_s"),
             "policy_busy": info.get("policy_busy"),
+            "timing": info.get("timing"),
+            "stopped": info.get("stopped"),
             "video": info.get("video"),
             "dataset": info.get("dataset"),
         }
