@@ -57,3 +57,19 @@ class StateModel(Model):
 def state_agent() -> RobotAgent:
     """For ``--agent tests/helpers/policy_models.py:state_agent``: pendulum-sized actions."""
     return RobotAgent(StateModel(action_size=1, chunk=1, delay=0.005), name="state")
+
+
+class ReachModel(Model):
+    """lerobot-env-so101's scripted reach-and-close policy on the robot's 17-dim state,
+    one action a chunk; ``scale`` < 1 is a weaker arm (slower: it runs out of steps)."""
+
+    def __init__(self, scale: float = 1.0, horizon: int = 1) -> None:
+        self.scale = scale
+        self.horizon = horizon
+
+    def infer(self, batch):
+        from lerobot_robot_so101_sim import reach_close_action
+
+        states = np.asarray(batch["observation/state"], np.float64)
+        rows = [reach_close_action(state, self.scale) for state in states]
+        return np.repeat(np.stack(rows)[:, None, :], self.horizon, axis=1).astype(np.float32)
