@@ -76,6 +76,8 @@ class Row(TypedDict, total=False):
     policy_busy: float | None
     timing: dict[str, Any] | None  # a timed loop's counters (--hud-realtime, --hud-latency)
     stopped: str | None  # who ended the episode early ("operator")
+    grade_source: str | None  # who graded: "detector", "operator", "grader", ...
+    notes: str | None  # the operator's notes
     video: str | None
     dataset: dict[str, Any] | None
     # added by the plugin and its features

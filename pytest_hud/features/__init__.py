@@ -42,6 +42,7 @@ FEATURES: tuple[str, ...] = (
     "ab",
     "preflight",
     "realtime",
+    "robots",
 )
 
 _REGISTERED = pytest.StashKey[list[str]]()

@@ -99,6 +99,8 @@ class RolloutResult:
             "policy_busy": info.get("policy_busy"),
             "timing": info.get("timing"),
             "stopped": info.get("stopped"),
+            "grade_source": self.grade.get("grade_source"),
+            "notes": self.grade.get("notes"),
             "video": info.get("video"),
             "dataset": info.get("dataset"),
         }

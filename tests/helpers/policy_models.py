@@ -73,3 +73,8 @@ class ReachModel(Model):
         states = np.asarray(batch["observation/state"], np.float64)
         rows = [reach_close_action(state, self.scale) for state in states]
         return np.repeat(np.stack(rows)[:, None, :], self.horizon, axis=1).astype(np.float32)
+
+
+def reach_agent() -> RobotAgent:
+    """``--hud-agent=policy_models:reach_agent``: the scripted SO-101 reach policy."""
+    return RobotAgent(ReachModel(), name="reach-scripted")

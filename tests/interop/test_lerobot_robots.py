@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib.metadata
+import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +40,7 @@ def _robot_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
         "pip install -e '.[robot-sim]'",
     )
     monkeypatch.setenv("HF_LEROBOT_CALIBRATION", str(tmp_path / "calibration"))
+    monkeypatch.setenv("PYTEST_HUD_ROBOT_LOCKS", str(tmp_path))  # each test its own robot
     log = tmp_path / "robot.log"
     monkeypatch.setenv("SO101_LOG", str(log))
     return log
@@ -52,7 +55,9 @@ def episode(model=None, *, timing: Timing | None = None, max_steps: int | None =
 
 
 def lifecycle(log: Path) -> list[str]:
-    return log.read_text().split() if log.exists() else []
+    """The robot's lifecycle words (connect, stop, disconnect)."""
+    words = log.read_text().split() if log.exists() else []
+    return [w for w in words if "=" not in w]
 
 
 def test_a_policy_drives_the_robot_and_its_detector_grades(_robot_env: Path) -> None:
@@ -240,3 +245,58 @@ def test_an_installed_third_party_robot_plugin_is_reachable() -> None:
     finally:
         bridge.close()
     assert not bridge.robot.is_connected
+
+
+SUITE = """
+import sys
+sys.path[:0] = [{helpers!r}, {envs!r}]
+import pytest
+from so101_env import reach
+
+
+@pytest.mark.hud(tasks=[reach.task(seed=s) for s in (3, 4)])
+def test_reach(hud_result):
+    assert hud_result.success, hud_result.summary()
+"""
+
+
+def robot_session(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, list[dict]]:
+    pytester.makepyfile(test_so101=SUITE.format(helpers=str(HERE), envs=str(HERE / "envs")))
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "--hud-agent=policy_models:reach_agent",
+        "--hud-max-steps=25",
+        "--hud-results=r.json",
+        *args,
+        timeout=300,
+    )
+    doc = pytester.path / "r.json"
+    return result, json.loads(doc.read_text())["rollouts"] if doc.exists() else []
+
+
+def test_an_operator_grades_the_arm_from_what_it_sees(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, _robot_env: Path
+) -> None:
+    """No detector: each episode runs to max steps, the arm comes to rest, and a scripted
+    operator grades from the arm's state; the grade's source and notes are recorded."""
+    monkeypatch.setenv("SO101_DETECTOR", "0")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    result, rows = robot_session(pytester, "--hud-operator=operators:from_robot_log")
+    result.assert_outcomes(passed=2)
+    assert [r["grade_source"] for r in rows] == ["operator", "operator"]
+    assert [r["notes"] for r in rows] == ["from the arm", "from the arm"]
+    assert all(r["steps"] == 25 for r in rows)
+    assert lifecycle(_robot_env).count("stop") == 2 and lifecycle(_robot_env)[-1] == "disconnect"
+
+
+def test_an_ungraded_robot_episode_is_an_error_naming_the_fix(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, _robot_env: Path
+) -> None:
+    monkeypatch.setenv("SO101_DETECTOR", "0")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    result, rows = robot_session(pytester)
+    result.assert_outcomes(errors=2)
+    assert {r["error_type"] for r in rows} == {"Ungraded"}
+    assert "nobody graded this episode on robot so101_sim" in rows[0]["error"]
+    result.stdout.fnmatch_lines(["*fix: --hud-operator=terminal*"])

@@ -378,8 +378,9 @@ class LeRobotRobotBridge(RobotBridge):
 
 
 class _RobotLock:
-    """A host-wide lock per robot (type and id/port): a second process that tries to drive
-    the same robot (an xdist worker, another session) gets one clear error."""
+    """A host-wide lock per robot (type and id/port) in ``$PYTEST_HUD_ROBOT_LOCKS`` (default:
+    the temp folder): a second process that tries to drive the same robot (an xdist worker,
+    another session) gets one clear error."""
 
     def __init__(self, path: Path, fd: int) -> None:
         self.path, self.fd = path, fd
@@ -387,7 +388,8 @@ class _RobotLock:
     @classmethod
     def take(cls, kind: str, fields: Mapping[str, object]) -> _RobotLock:
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{kind}-{fields.get('id') or fields.get('port')}")
-        path = Path(tempfile.gettempdir()) / f"pytest-hud-robot-{name}.lock"
+        folder = os.environ.get("PYTEST_HUD_ROBOT_LOCKS") or tempfile.gettempdir()
+        path = Path(folder) / f"pytest-hud-robot-{name}.lock"
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -395,7 +397,8 @@ class _RobotLock:
             holder = os.read(fd, 64).decode(errors="replace").strip() or "another process"
             os.close(fd)
             raise BridgeError(
-                f"robot {kind} {fields.get('id') or ''} is already driven by pid {holder}: one "
+                f"robot {kind}{' ' + str(fields['id']) if fields.get('id') else ''} is already "
+                f"driven by pid {holder}: one "
                 "robot is one slot. Fix: run its rows in one process, without -n and with "
                 "--hud-concurrency=1"
             ) from None

@@ -138,8 +138,9 @@ class SO101Sim(Robot):
         return action
 
     def stop(self) -> None:
-        """Hold still: a zero move with the jaw as it is."""
-        self._log("stop")
+        """Hold still (the arm keeps its pose); logs whether the jaw is closed at the cube,
+        which a scripted operator reads as what a person would see."""
+        self._log(f"stop reached={reached(self.get_observation()) is True}")
 
     def disconnect(self) -> None:
         if self.env is not None:

@@ -1,0 +1,344 @@
+"""Attended evaluation: an operator at the robot (``--hud-operator``) passes a reset gate
+before each episode, may stop it, and grades it; a user's grader (``--hud-grader``, a
+success classifier or a VLM judge) grades from the first and last observations; a budget
+(``--hud-budget``) stops scheduling new episodes. Every grade is recorded with its source
+(operator, detector, grader) and the operator's notes.
+
+An env's definitive success (its detector) is taken as the grade and shown to the operator,
+who may override it. One robot is one slot: an attended session runs one episode at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_hud._plugin.cases import HudCase
+from pytest_hud._plugin.internals import is_worker
+from pytest_hud._plugin.options import OptionTable, read_option
+from pytest_hud._plugin.state import CASE
+from pytest_hud.features.robots.operator import (
+    Ask,
+    Episode,
+    Gate,
+    GateAnswer,
+    Operator,
+    ScriptedOperator,
+    Verdict,
+    check_verdict,
+)
+from pytest_hud.plumbing.loader import load_object
+from pytest_hud.robot.agent.timed import STOP
+from pytest_hud.runtime.provider import Provider
+from pytest_hud.runtime.rollout import Agent, RolloutResult, rollout
+from pytest_hud.runtime.task import Task
+
+if TYPE_CHECKING:
+    from pytest_hud._plugin.session import HudSession
+
+__all__ = ["OPTIONS", "RobotsPlugin", "ScriptedOperator", "enable", "parse_budget"]
+
+OPTIONS: OptionTable = [
+    (
+        "--hud-operator",
+        "an operator at the robot grades each episode: terminal (this terminal's keys), or "
+        "MODULE:NAME, a factory of an Operator (a scripted one for CI); with it, a reset gate "
+        "before each episode, a stop key while it runs, and a verdict after",
+        {"metavar": "WHO"},
+    ),
+    (
+        "--hud-grader",
+        "MODULE:NAME, a callable (first, last, prompt) -> bool | score in [0,1] | None that "
+        "grades an episode from its first and last observations (a success classifier, a "
+        "VLM judge); None leaves the grade to the env or the operator",
+        {"metavar": "REF"},
+    ),
+    (
+        "--hud-budget",
+        "stop scheduling new episodes after DURATION (90s, 45m, 2h) or N episodes; the rows "
+        "not run are reported undecided (rerun them with --hud-resume)",
+        {"metavar": "LIMIT"},
+    ),
+]
+
+#: A grader's answer: success or failure, a score in [0, 1], or None (cannot tell).
+Grader = Callable[[Mapping[str, object], Mapping[str, object], str], "bool | float | None"]
+
+
+def parse_budget(text: str) -> tuple[float | None, int | None]:
+    """``--hud-budget``: (seconds, None) for a duration, (None, episodes) for a count."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*", text)
+    if match is None or float(match.group(1)) <= 0:
+        raise pytest.UsageError(
+            f"--hud-budget takes a duration (90s, 45m, 2h) or a number of episodes, got {text!r}"
+        )
+    value, unit = float(match.group(1)), match.group(2)
+    if unit is None:
+        if not value.is_integer():
+            raise pytest.UsageError(f"--hud-budget: {text!r} episodes is not a whole number")
+        return None, int(value)
+    return value * {"s": 1, "m": 60, "h": 3600}[unit], None
+
+
+def _operator(spec: str) -> Operator:
+    if spec == "terminal":
+        from pytest_hud.features.robots.console import TerminalOperator
+
+        try:
+            return TerminalOperator()
+        except RuntimeError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    try:
+        factory = load_object(spec)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise pytest.UsageError(
+            f"--hud-operator is terminal or MODULE:NAME (an Operator factory), got {spec!r}: {exc}"
+        ) from None
+    made: Operator = factory()
+    return made
+
+
+class _Frames:
+    """Episode observer: the first and last observations, for a grader."""
+
+    def __init__(self, sink: dict[int, tuple[dict[str, object], dict[str, object]]], key: int):
+        self.sink, self.key = sink, key
+        self.first: dict[str, object] | None = None
+        self.last: dict[str, object] | None = None
+
+    def step(self, data: dict[str, object], action: object) -> None:
+        if self.first is None:
+            self.first = data
+        self.last = data
+
+    def end(self, ok: bool) -> dict[str, object]:
+        if self.first is not None and self.last is not None:
+            self.sink[self.key] = (self.first, self.last)
+        return {}
+
+
+class RobotsPlugin:
+    """The attended session's gates, verdicts, graders and budget (see the module doc)."""
+
+    def __init__(
+        self,
+        session: HudSession,
+        operator: Operator | None,
+        grader: Grader | None,
+        budget: tuple[float | None, int | None],
+    ) -> None:
+        self.session = session
+        self.config = session.config
+        self.operator = operator
+        self.grader = grader
+        self.seconds, self.episodes = budget
+        self.started = time.monotonic()
+        self.run = 0  # episodes started
+        self.number = 0  # gates shown
+        self.unrun: list[str] = []  # rows the budget or the operator left
+        self.gates: dict[int, Gate] = {}  # id(task) -> the gate passed for it
+        self.frames: dict[int, tuple[dict[str, object], dict[str, object]]] = {}
+        self.quit = False
+
+    # -- the budget --------------------------------------------------------------------
+    def _spent(self) -> str | None:
+        if self.episodes is not None and self.run >= self.episodes:
+            return f"{self.episodes} episodes"
+        if self.seconds is not None and time.monotonic() - self.started >= self.seconds:
+            return f"{self.seconds:g} s"
+        return None
+
+    @pytest.hookimpl
+    def pytest_hud_skip_case(self, nodeid: str, case: HudCase) -> str | None:
+        if self.quit:
+            return "the operator ended the session: not run (undecided)"
+        spent = self._spent()
+        if spent is not None and self.run > 0:
+            return f"the budget ({spent}) is spent: not run (undecided)"
+        return None
+
+    # -- the gate, before the item's rollout starts ---------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        case = item.stash.get(CASE, None)
+        if case is None or self.operator is None:
+            return
+        reason = self.pytest_hud_skip_case(item.nodeid, case)
+        if reason is not None:
+            self.unrun.append(item.nodeid)
+            pytest.skip(reason)
+        gate = self._gate(case.task, case)
+        answer = self.operator.gate(gate)
+        if answer == "quit":
+            self.quit = True
+            item.session.shouldstop = "the operator ended the session"
+        if answer != "go":
+            self.unrun.append(item.nodeid)
+            pytest.skip(f"the operator {'put this row off' if answer == 'skip' else 'quit'}")
+        self.gates[id(case.task)] = gate
+
+    def _gate(self, task: Task, case: HudCase | None) -> Gate:
+        self.number += 1
+        args = dict(task.args)
+        shown = {k: v for k, v in args.items() if k not in ("setup", "image", "task")}
+        row = f"{task.env}/{task.id}" + (
+            "[" + ",".join(f"{k}={v}" for k, v in shown.items()) + "]" if shown else ""
+        )
+        return Gate(
+            row=row,
+            setup=str(args.get("setup") or ""),
+            prompt=str(args.get("task") or task.id),
+            number=self.number,
+            image=str(args["image"]) if args.get("image") else None,
+        )
+
+    # -- the episode ----------------------------------------------------------------------
+    @pytest.hookimpl
+    def pytest_hud_episode_observers(self) -> list[object]:
+        if self.grader is None:
+            return []
+        sink = self.frames
+        return [lambda run, spaces: _Frames(sink, id(run.task) if run is not None else 0)]
+
+    @pytest.hookimpl
+    def pytest_hud_run_rollout(
+        self, task: Task, agent: Agent, provider: Provider, index: int, timeout: float | None
+    ) -> Awaitable[RolloutResult] | None:
+        if self.operator is None and self.grader is None:
+            return None
+        return self._attended(task, agent, provider, index, timeout)
+
+    async def _attended(
+        self, task: Task, agent: Agent, provider: Provider, index: int, timeout: float | None
+    ) -> RolloutResult:
+        gate = self.gates.pop(id(task), None) or self._gate(task, None)
+        discarded = 0
+        while True:
+            self.run += 1
+            episode = Episode(gate)
+            token = STOP.set(episode.stop.is_set)
+            close = self.operator.watch(episode) if self.operator is not None else None
+            try:
+                result = await rollout(task, agent, provider, index=index, timeout=timeout)
+            finally:
+                STOP.reset(token)
+                if close is not None:
+                    await asyncio.to_thread(close)
+            if result.error is not None:
+                return result
+            verdict = await self._grade(task, gate, result, episode.stop.is_set())
+            if verdict is None or not verdict.discard:
+                if discarded:
+                    result.grade["discarded"] = discarded
+                return result
+            discarded += 1
+            assert self.operator is not None
+            gate = self._gate(task, None)
+            answer: GateAnswer = await asyncio.to_thread(self.operator.gate, gate)
+            if answer != "go":
+                result.error = "the operator discarded the episode and did not run the row again"
+                result.error_type, result.phase = "OperatorDiscard", "grade"
+                self.quit = self.quit or answer == "quit"
+                return result
+
+    async def _grade(
+        self, task: Task, gate: Gate, result: RolloutResult, stopped: bool
+    ) -> Verdict | None:
+        grade = result.grade
+        source = grade.get("grade_source")
+        detector = bool(result.success) if source == "detector" else None
+        if self.grader is not None and source is None:
+            first, last = self.frames.pop(id(task), ({}, {}))
+            said = await asyncio.to_thread(self.grader, first, last, result.prompt)
+            if said is not None:
+                _apply(result, float(said), "grader", "")
+                detector, source = bool(result.success), "grader"
+        if stopped:
+            result.agent_info.setdefault("stopped", "operator")
+        if self.operator is None:
+            return None
+        ask = Ask(gate, result.steps, detector=detector, stopped=stopped)
+        verdict = check_verdict(await asyncio.to_thread(self.operator.verdict, ask))
+        if verdict.discard:
+            return verdict
+        assert verdict.score is not None
+        if detector is not None and verdict.score == (1.0 if detector else 0.0):
+            by = str(source)  # the operator accepted it
+        else:
+            by = "operator" if detector is None else f"operator (over the {source})"
+        _apply(result, verdict.score, by, verdict.notes)
+        return verdict
+
+    @pytest.hookimpl
+    def pytest_hud_episode_result(self, result: RolloutResult) -> None:
+        """A robot without a detector, graded by nobody: an error naming the fix, not a
+        silent failure."""
+        grade = result.grade
+        if (
+            result.error is None
+            and "robot" in grade
+            and grade.get("success") is None
+            and grade.get("grade_source") is None
+        ):
+            result.error = (
+                f"nobody graded this episode on robot {grade['robot']}: it has no success "
+                "detector and the session has no operator; fix: --hud-operator=terminal (a "
+                "person grades), --hud-grader=MODULE:NAME, or env.lerobot_robot(detector=...)"
+            )
+            result.error_type, result.phase = "Ungraded", "grade"
+
+    # -- reports ------------------------------------------------------------------------
+    @pytest.hookimpl
+    def pytest_hud_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.unrun:
+            spent = self._spent()
+            why = f"the budget ({spent}) was spent" if spent else "the operator put them off"
+            terminalreporter.write_line(
+                f"hud robots: {len(self.unrun)} row(s) not run ({why}): undecided; "
+                "rerun them with --hud-resume"
+            )
+
+    @pytest.hookimpl
+    def pytest_unconfigure(self) -> None:
+        if self.operator is not None:
+            self.operator.close()
+
+
+def _apply(result: RolloutResult, score: float, source: str, notes: str) -> None:
+    result.score = score
+    result.success = score >= 1.0
+    result.grade.update(score=score, success=result.success, grade_source=source)
+    if notes:
+        result.grade["notes"] = notes
+
+
+def enable(session: HudSession) -> object | None:
+    config = session.config
+    spec = read_option(config, "hud_operator", str)
+    grader_ref = read_option(config, "hud_grader", str)
+    budget_text = read_option(config, "hud_budget", str)
+    budget = parse_budget(budget_text) if budget_text else (None, None)
+    operator: Operator | None = None
+    if spec:
+        if is_worker(config) or (config.getoption("numprocesses", None) or 0):
+            raise pytest.UsageError(
+                "--hud-operator runs one episode at a time in front of one person: drop -n"
+            )
+        if session.options.concurrency > 1:
+            raise pytest.UsageError(
+                "--hud-operator runs one episode at a time: drop --hud-concurrency "
+                f"(got {session.options.concurrency})"
+            )
+        operator = _operator(spec)
+    grader: Grader | None = None
+    if grader_ref:
+        try:
+            grader = load_object(grader_ref)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise pytest.UsageError(f"--hud-grader {grader_ref!r}: {exc}") from None
+    return RobotsPlugin(session, operator, grader, budget)

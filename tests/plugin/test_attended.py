@@ -1,0 +1,119 @@
+"""Attended evaluation (features/robots): the reset gate, the stop key, verdicts with partial
+credit and notes, discard-and-rerun, putting rows off, the budget and a grader, through
+pytest with a scripted operator (tests/helpers/operators.py) on the line suite; the grade's
+source and the notes reach the results rows."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from line_suite import TESTS, run
+
+HELPERS = Path(__file__).resolve().parents[1] / "helpers"
+
+
+def attended(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, script: dict, *args: str
+) -> tuple[pytest.RunResult, list[dict], list[str]]:
+    shutil.copy(HELPERS / "operators.py", suite.path / "operators.py")
+    suite.makepyfile(test_line=TESTS)
+    shown = suite.path / "shown.txt"
+    monkeypatch.setenv("OPERATOR_SCRIPT", json.dumps(script))
+    monkeypatch.setenv("OPERATOR_SHOWN", str(shown))
+    result = run(
+        suite, "-k", "reach", "--hud-operator=operators:scripted", "--hud-results=r.json", *args
+    )
+    doc_path = suite.path / "r.json"
+    rows = json.loads(doc_path.read_text())["rollouts"] if doc_path.exists() else []
+    lines = shown.read_text().splitlines() if shown.exists() else []
+    return result, rows, lines
+
+
+def by_goal(rows: list[dict]) -> dict[float, dict]:
+    return {r["args"]["goal"]: r for r in rows}
+
+
+def test_the_operator_grades_with_partial_credit_and_notes(suite, monkeypatch) -> None:
+    """The env's own grade (goal 0 reached, goal 5 not) is replaced by the operator's."""
+    script = {"verdicts": [{"score": 0.5, "notes": "jaw slipped"}, 1.0]}
+    result, rows, shown = attended(suite, monkeypatch, script)
+    rows = by_goal(rows)
+    assert rows[0.0]["score"] == 0.5 and rows[0.0]["success"] is False
+    assert rows[0.0]["notes"] == "jaw slipped" and rows[0.0]["grade_source"] == "operator"
+    assert rows[5.0]["success"] is True and rows[5.0]["grade_source"] == "operator"
+    assert result.ret == 1  # the partial one fails its item
+    assert "episode 1 · line/reach[goal=0.0,seed=1]" in shown
+    assert "episode 2 · line/reach[goal=5.0,seed=2]" in shown
+    assert not any("zero" in line for line in shown)  # never the agent's name
+
+
+def test_stop_ends_the_episode_at_once(suite, monkeypatch) -> None:
+    _result, rows, _ = attended(suite, monkeypatch, {"stop_after": [1], "verdicts": [0, 0]})
+    rows = by_goal(rows)
+    assert rows[0.0]["stopped"] == "operator" and rows[0.0]["steps"] == 0
+    assert rows[5.0]["stopped"] is None and rows[5.0]["steps"] == 3
+
+
+def test_discard_runs_the_row_again(suite, monkeypatch) -> None:
+    script = {"verdicts": ["discard", 1.0, 1.0]}
+    result, rows, shown = attended(suite, monkeypatch, script)
+    rows = by_goal(rows)
+    assert rows[0.0]["success"] is True
+    assert [line for line in shown if line.startswith("episode ")][:3] == [
+        "episode 1 · line/reach[goal=0.0,seed=1]",
+        "episode 1 ended after 3 steps",
+        "episode 2 · line/reach[goal=0.0,seed=1]",
+    ]
+    result.assert_outcomes(passed=2)
+
+
+def test_put_off_and_quit_leave_rows_undecided(suite, monkeypatch) -> None:
+    result, _, _ = attended(suite, monkeypatch, {"gates": ["skip", "go"], "verdicts": [1]})
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*hud robots: 1 row(s) not run (the operator put them off)*"])
+    result, _rows, _ = attended(suite, monkeypatch, {"gates": ["quit"]})
+    result.assert_outcomes(skipped=1)
+    assert "the operator ended the session" in result.stdout.str()
+
+
+def test_the_budget_stops_scheduling(suite, monkeypatch) -> None:
+    result, _rows, _ = attended(suite, monkeypatch, {"verdicts": [1]}, "--hud-budget=1")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*not run (the budget (1 episodes) was spent): undecided*"])
+
+
+GRADER = """
+def last_position(first, last, prompt):
+    # partial credit: how far along the line the agent got, out of 3
+    return min(1.0, float(last["observation/state"][0]) / 3.0)
+"""
+
+
+def test_a_grader_grades_from_the_last_observation(suite) -> None:
+    suite.makepyfile(test_line=TESTS, graders=GRADER)
+    result = run(suite, "-k", "reach", "--hud-grader=graders:last_position", "--hud-results=r.json")
+    rows = json.loads((suite.path / "r.json").read_text())["rollouts"]
+    assert {r["grade_source"] for r in rows} == {"grader"}
+    # zero never moves: position 0 -> score 0 on both rows, whatever the env said
+    assert [r["score"] for r in rows] == [0.0, 0.0]
+    result.assert_outcomes(failed=2)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--hud-operator=operators:scripted", "-n", "2"], "*one person: drop -n*"),
+        (["--hud-operator=operators:scripted", "--hud-concurrency=2"], "*one episode at a time*"),
+        (["--hud-budget=soon"], "*--hud-budget takes a duration*got 'soon'*"),
+        (["--hud-operator=nowhere:nobody"], "*--hud-operator is terminal or MODULE:NAME*"),
+    ],
+)
+def test_bad_attended_options_are_usage_errors(suite, args, message) -> None:
+    shutil.copy(HELPERS / "operators.py", suite.path / "operators.py")
+    suite.makepyfile(test_line=TESTS)
+    result = run(suite, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    result.stderr.fnmatch_lines([message])

@@ -1,0 +1,58 @@
+"""The terminal console (--hud-operator=terminal) in a real terminal (tmux): the reset gate's
+box and keys, the live footer, a partial verdict with notes and a success; what reaches the
+results rows is what was typed, and the screen never shows the agent's name."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from line_suite import TESTS
+from terminal import Pane
+
+
+def test_an_operator_grades_two_episodes_at_the_terminal(suite) -> None:
+    suite.makepyfile(test_line=TESTS)
+    env = {k: v for k, v in os.environ.items() if k.startswith(("PYTHON", "PATH", "HOME"))}
+    env["PYTEST_ADDOPTS"] = ""
+    pane = Pane(
+        f"{sys.executable} -m pytest -p no:cacheprovider -k reach --hud-operator=terminal "
+        "--hud-results=r.json",
+        suite.path,
+        env,
+    )
+    try:
+        pane.wait_for("position the scene, then press Enter")
+        screen = pane.screen()
+        assert "│ episode 1 · line/reach[goal=0.0,seed=1]" in screen
+        assert "Enter: start · s: put this row off · q: end the session" in screen
+        pane.send("Enter")
+        pane.wait_for("verdict?")
+        screen = pane.screen()
+        assert "x or space: stop the episode" in screen  # the footer ran
+        assert "episode 1 ended after 3 steps" in screen
+        pane.send("p")
+        pane.wait_for("partial score between 0 and 1:")
+        pane.send("2", "Enter")  # refused: not in [0, 1]
+        pane.wait_for("'2' is not a number between 0 and 1")
+        pane.send("0.5", "Enter")
+        pane.wait_for("notes (Enter for none):")
+        pane.send("jaw slipped", "Enter")
+        pane.wait_for("position the scene, then press Enter", after=1)
+        pane.send("Enter")
+        pane.wait_for("verdict?", after=1)
+        pane.send("y")
+        pane.wait_for("notes (Enter for none):", after=1)
+        pane.send("Enter")
+        screen = pane.wait_for("EXIT=")
+        assert "EXIT=1" in screen  # the partial grade fails its item
+        assert "zero" not in screen.split("test session starts")[0]
+    finally:
+        pane.close()
+    rows = {
+        r["args"]["goal"]: r for r in json.loads((suite.path / "r.json").read_text())["rollouts"]
+    }
+    assert rows[0.0]["score"] == 0.5 and rows[0.0]["notes"] == "jaw slipped"
+    assert rows[5.0]["success"] is True and rows[5.0]["grade_source"] == "operator"
+    assert rows[5.0]["notes"] is None
