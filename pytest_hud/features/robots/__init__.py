@@ -46,8 +46,9 @@ __all__ = ["OPTIONS", "RobotsPlugin", "ScriptedOperator", "enable", "parse_budge
 OPTIONS: OptionTable = [
     (
         "--hud-operator",
-        "an operator at the robot grades each episode: terminal (this terminal's keys), or "
-        "MODULE:NAME, a factory of an Operator (a scripted one for CI); with it, a reset gate "
+        "an operator at the robot grades each episode: terminal (this terminal's keys), web (a "
+        "console on 127.0.0.1 with the cameras; its url is printed), or MODULE:NAME, a factory "
+        "of an Operator (a scripted one for CI); with it, a reset gate "
         "before each episode, a stop key while it runs, and a verdict after",
         {"metavar": "WHO"},
     ),
@@ -86,6 +87,10 @@ def parse_budget(text: str) -> tuple[float | None, int | None]:
 
 
 def _operator(spec: str) -> Operator:
+    if spec == "web":
+        from pytest_hud.features.robots.web import WebOperator
+
+        return WebOperator()
     if spec == "terminal":
         from pytest_hud.features.robots.console import TerminalOperator
 
@@ -119,6 +124,20 @@ class _Frames:
     def end(self, ok: bool) -> dict[str, object]:
         if self.first is not None and self.last is not None:
             self.sink[self.key] = (self.first, self.last)
+        return {}
+
+
+class _Cameras:
+    """Episode observer: hands each tick's camera frames to the operator's console."""
+
+    def __init__(self, show: Callable[[Mapping[str, object]], None], names: list[str]) -> None:
+        self.show, self.names = show, names
+
+    def step(self, data: dict[str, object], action: object) -> None:
+        if self.names:
+            self.show({name: data[name] for name in self.names if name in data})
+
+    def end(self, ok: bool) -> dict[str, object]:
         return {}
 
 
@@ -200,10 +219,14 @@ class RobotsPlugin:
     # -- the episode ----------------------------------------------------------------------
     @pytest.hookimpl
     def pytest_hud_episode_observers(self) -> list[object]:
-        if self.grader is None:
-            return []
-        sink = self.frames
-        return [lambda run, spaces: _Frames(sink, id(run.task) if run is not None else 0)]
+        found: list[object] = []
+        if self.grader is not None:
+            sink = self.frames
+            found.append(lambda run, spaces: _Frames(sink, id(run.task) if run is not None else 0))
+        show = getattr(self.operator, "frame", None)
+        if callable(show):  # a console that shows the cameras (the web console)
+            found.append(lambda run, spaces: _Cameras(show, [c.name for c in spaces.cameras]))
+        return found
 
     @pytest.hookimpl
     def pytest_hud_run_rollout(
