@@ -82,6 +82,7 @@ class Row(TypedDict, total=False):
     dataset: dict[str, Any] | None
     # added by the plugin and its features
     arm: str  # several --hud-agent: the arm's letter (``agent`` is its name)
+    arm_code: str  # a blinded session: the code the operator saw the arm under
     pair: str  # several --hud-agent: the node id without the arm's tag (one per row x repeat)
     task_pairs: int  # several --hud-agent: the pairs of this row's task in the session
     repro: str

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from line_suite import TESTS, run
+from line_suite import AB_AGENTS, TESTS, run
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 
@@ -117,3 +117,51 @@ def test_bad_attended_options_are_usage_errors(suite, args, message) -> None:
     result = run(suite, *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
     result.stderr.fnmatch_lines([message])
+
+
+def test_a_paired_session_is_blinded_until_the_end(suite, monkeypatch) -> None:
+    """Two agents: the operator sees arm codes only; the header does not map the arms; the
+    report unblinds; -v (which prints arm letters) is refused."""
+    suite.makepyfile(my_agents=AB_AGENTS)
+    result, rows, shown = attended(
+        suite,
+        monkeypatch,
+        {},
+        "--hud-agent=zero",
+        "--hud-agent=my_agents:forward",
+        "--hud-ab-seed=11",
+    )
+    gates = [line for line in shown if line.startswith("episode ") and "·" in line]
+    assert len(gates) == 4
+    codes = {line.rsplit("arm ", 1)[1] for line in gates}
+    assert len(codes) == 2 and not codes & {"A", "B"}
+    text = "\n".join(shown)
+    assert "zero" not in text and "forward" not in text
+    header = result.stdout.str().split("collected")[0]
+    assert "the arms are blinded" in header and "my_agents:forward" not in header
+    assert {r["arm_code"] for r in rows} == codes
+    mapping = {r["arm_code"]: r["arm"] for r in rows}
+    result.stdout.fnmatch_lines(["*hud robots: unblinded: arm " + mapping_line(mapping) + "*"])
+    again, _, shown_again = attended(
+        suite,
+        monkeypatch,
+        {},
+        "--hud-agent=zero",
+        "--hud-agent=my_agents:forward",
+        "--hud-ab-seed=11",
+    )
+    assert shown_again == shown  # the same seed: the same schedule and codes
+    refused = run(
+        suite,
+        "--hud-operator=operators:scripted",
+        "--hud-agent=zero",
+        "--hud-agent=my_agents:forward",
+        "-v",
+    )
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*blinds the arms, but -v prints*"])
+
+
+def mapping_line(mapping: dict[str, str]) -> str:
+    first = sorted(mapping.items(), key=lambda kv: kv[1])[0]
+    return f"{first[0]} = {first[1]} (zero)"

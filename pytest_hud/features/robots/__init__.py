@@ -21,7 +21,9 @@ import pytest
 from pytest_hud._plugin.cases import HudCase
 from pytest_hud._plugin.internals import is_worker
 from pytest_hud._plugin.options import OptionTable, read_option
-from pytest_hud._plugin.state import CASE
+from pytest_hud._plugin.state import BLINDED, CASE
+from pytest_hud.evaluation.results import Row
+from pytest_hud.features.robots.blinding import arm_codes
 from pytest_hud.features.robots.operator import (
     Ask,
     Episode,
@@ -161,8 +163,13 @@ class RobotsPlugin:
         self.number = 0  # gates shown
         self.unrun: list[str] = []  # rows the budget or the operator left
         self.gates: dict[int, Gate] = {}  # id(task) -> the gate passed for it
+        self.cases: dict[int, HudCase] = {}  # id(task) -> its case (for a rerun's gate)
         self.frames: dict[int, tuple[dict[str, object], dict[str, object]]] = {}
         self.quit = False
+        arms = session.arms if operator is not None and len(session.arms) > 1 else []
+        #: blinded arms: letter -> the code the operator sees
+        self.codes = arm_codes([a.letter for a in arms], int(session.options.ab_seed or 0))
+        self.config.stash[BLINDED] = bool(self.codes)
 
     # -- the budget --------------------------------------------------------------------
     def _spent(self) -> str | None:
@@ -200,6 +207,7 @@ class RobotsPlugin:
             self.unrun.append(item.nodeid)
             pytest.skip(f"the operator {'put this row off' if answer == 'skip' else 'quit'}")
         self.gates[id(case.task)] = gate
+        self.cases[id(case.task)] = case
 
     def _gate(self, task: Task, case: HudCase | None) -> Gate:
         self.number += 1
@@ -208,10 +216,12 @@ class RobotsPlugin:
         row = f"{task.env}/{task.id}" + (
             "[" + ",".join(f"{k}={v}" for k, v in shown.items()) + "]" if shown else ""
         )
+        arm = case.arm.letter if case is not None and case.arm is not None else None
         return Gate(
             row=row,
             setup=str(args.get("setup") or ""),
             prompt=str(args.get("task") or task.id),
+            arm=self.codes.get(arm) if arm else None,
             number=self.number,
             image=str(args["image"]) if args.get("image") else None,
         )
@@ -239,7 +249,7 @@ class RobotsPlugin:
     async def _attended(
         self, task: Task, agent: Agent, provider: Provider, index: int, timeout: float | None
     ) -> RolloutResult:
-        gate = self.gates.pop(id(task), None) or self._gate(task, None)
+        gate = self.gates.pop(id(task), None) or self._gate(task, self.cases.get(id(task)))
         discarded = 0
         while True:
             self.run += 1
@@ -261,7 +271,7 @@ class RobotsPlugin:
                 return result
             discarded += 1
             assert self.operator is not None
-            gate = self._gate(task, None)
+            gate = self._gate(task, self.cases.get(id(task)))
             answer: GateAnswer = await asyncio.to_thread(self.operator.gate, gate)
             if answer != "go":
                 result.error = "the operator discarded the episode and did not run the row again"
@@ -317,7 +327,34 @@ class RobotsPlugin:
 
     # -- reports ------------------------------------------------------------------------
     @pytest.hookimpl
+    def pytest_hud_row(self, item: pytest.Item, row: Row) -> None:
+        case = item.stash.get(CASE, None)
+        if self.codes and case is not None and case.arm is not None:
+            row["arm_code"] = self.codes[case.arm.letter]
+
+    @pytest.hookimpl
+    def pytest_hud_results_meta(self) -> dict[str, object]:
+        if not self.codes:
+            return {}
+        arms = {a.letter: a for a in self.session.arms}
+        return {
+            "blinding": {
+                code: {"arm": letter, "spec": arms[letter].spec}
+                for letter, code in self.codes.items()
+            }
+        }
+
+    @pytest.hookimpl
     def pytest_hud_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.codes:
+            arms = {a.letter: a for a in self.session.arms}
+            terminalreporter.write_line(
+                "hud robots: unblinded: "
+                + ", ".join(
+                    f"arm {code} = {letter} ({arms[letter].spec})"
+                    for letter, code in self.codes.items()
+                )
+            )
         if self.unrun:
             spent = self._spent()
             why = f"the budget ({spent}) was spent" if spent else "the operator put them off"
@@ -356,6 +393,11 @@ def enable(session: HudSession) -> object | None:
             raise pytest.UsageError(
                 "--hud-operator runs one episode at a time: drop --hud-concurrency "
                 f"(got {session.options.concurrency})"
+            )
+        if len(session.options.agents) > 1 and config.option.verbose > 0:
+            raise pytest.UsageError(
+                "--hud-operator with several --hud-agent blinds the arms, but -v prints each "
+                "item's arm letter as it runs; drop -v (the report names the arms at the end)"
             )
         operator = _operator(spec)
     grader: Grader | None = None
