@@ -142,7 +142,7 @@ def test_a_paired_session_is_blinded_until_the_end(suite, monkeypatch) -> None:
     assert {r["arm_code"] for r in rows} == codes
     mapping = {r["arm_code"]: r["arm"] for r in rows}
     result.stdout.fnmatch_lines(["*hud robots: unblinded: arm " + mapping_line(mapping) + "*"])
-    again, _, shown_again = attended(
+    _, _, shown_again = attended(
         suite,
         monkeypatch,
         {},
