@@ -29,15 +29,33 @@ def scripted() -> ScriptedOperator:
         return Verdict(float(step))
 
     operator = ScriptedOperator(script.get("gates", []), grade, script.get("stop_after", []))
-    close = operator.close
+    return dumping(operator)
+
+
+def dumping(operator: ScriptedOperator) -> ScriptedOperator:
+    """``operator``, writing what it was shown to $OPERATOR_SHOWN as it goes (a session
+    killed mid-way keeps what was shown until then)."""
+    gate, verdict = operator.gate, operator.verdict
 
     def dump() -> None:
-        close()
         out = os.environ.get("OPERATOR_SHOWN")
         if out:
             Path(out).write_text("\n".join(operator.shown) + "\n")
 
-    operator.close = dump  # type: ignore[method-assign]
+    def gate_and_dump(g):  # type: ignore[no-untyped-def]
+        try:
+            return gate(g)
+        finally:
+            dump()
+
+    def verdict_and_dump(ask):  # type: ignore[no-untyped-def]
+        try:
+            return verdict(ask)
+        finally:
+            dump()
+
+    operator.gate = gate_and_dump  # type: ignore[method-assign]
+    operator.verdict = verdict_and_dump  # type: ignore[method-assign]
     return operator
 
 
@@ -50,4 +68,4 @@ def from_robot_log() -> ScriptedOperator:
         stops = [line for line in lines if line.startswith("stop ")]
         return Verdict(1.0 if stops and stops[-1].endswith("True") else 0.0, "from the arm")
 
-    return ScriptedOperator(grade=grade)
+    return dumping(ScriptedOperator(grade=grade))

@@ -78,3 +78,30 @@ class ReachModel(Model):
 def reach_agent() -> RobotAgent:
     """``--hud-agent=policy_models:reach_agent``: the scripted SO-101 reach policy."""
     return RobotAgent(ReachModel(), name="reach-scripted")
+
+
+def weak_reach_agent() -> RobotAgent:
+    """``--hud-agent=policy_models:weak_reach_agent``: the same policy moving at a sixth of
+    the speed, so it rarely reaches the cube within a short episode."""
+    return RobotAgent(ReachModel(scale=1 / 6), name="reach-slow")
+
+
+class HangingReachModel(ReachModel):
+    """Hangs at the process's ``$HANG_AT``-th inference after writing ``$HANG_FILE``: a
+    session to kill -9 in the middle of an episode."""
+
+    count = 0
+
+    def infer(self, batch):
+        import os
+
+        HangingReachModel.count += 1
+        if HangingReachModel.count == int(os.environ.get("HANG_AT", "0")):
+            with open(os.environ["HANG_FILE"], "w") as f:
+                f.write(str(os.getpid()))
+            time.sleep(600)
+        return super().infer(batch)
+
+
+def hanging_reach_agent() -> RobotAgent:
+    return RobotAgent(HangingReachModel(), name="reach-scripted")
