@@ -14,6 +14,7 @@ import importlib.util
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +23,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
@@ -31,7 +33,7 @@ from paths import ROOT
 from waiting import wait_for
 
 from pytest_hud.features.robots.operator import Ask, Episode, Gate, GateAnswer, Verdict
-from pytest_hud.features.robots.web import URL_FILE_ENV, WebOperator
+from pytest_hud.features.robots.web import MAX_BODY, MAX_CONNECTIONS, URL_FILE_ENV, WebOperator
 
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 WAIT = 60.0  # seconds: the bound on every wait for the page (never an assertion on time)
@@ -307,12 +309,6 @@ def test_the_console_stops_refuses_and_closes(browser: Any) -> None:
         click(browser, "discard")
         assert asked.result() == Verdict(None, "camera bumped", discard=True)
 
-        # a body past the bound is refused before it is read
-        base = console.url.split("?")[0].rstrip("/")
-        token = console.url.split("?")[1]
-        status, body = http(f"{base}/answer?{token}", b"x" * (64 * 1024 + 1))
-        assert status == 413 and "Traceback" not in body
-
         # close() wakes a gate that waits for a person: it answers quit
         asked = Asker(lambda: console.gate(Gate("cam/push[length=5]", "", "push it", number=2)))
         until(browser, lambda: "episode 2" in page_text(browser), "the second gate")
@@ -338,3 +334,39 @@ def test_the_console_stops_refuses_and_closes(browser: Any) -> None:
         "task: push it",
         "position the scene, then Start",
     ]
+
+
+def test_requests_are_bounded() -> None:
+    """At most MAX_CONNECTIONS requests at once (idle ones hold theirs: one more is refused,
+    and served once they go); a body past MAX_BODY, or not JSON, gets one line."""
+    console = WebOperator()
+    base, token = console.url.split("?")
+    state = f"{base.rstrip('/')}/state?{token}"
+
+    def refused() -> bool:
+        try:
+            return http(state)[0] == 503
+        except OSError:  # refused before the request was read: the close may reset it
+            return True
+
+    try:
+        parts = urlsplit(console.url)
+        assert parts.hostname == "127.0.0.1" and parts.port
+        idle = [
+            socket.create_connection((parts.hostname, parts.port)) for _ in range(MAX_CONNECTIONS)
+        ]
+        try:
+            assert wait_for(refused, WAIT)
+        finally:
+            for connection in idle:
+                connection.close()
+        assert wait_for(lambda: http(state)[0] == 200, WAIT)
+        answer = f"{base.rstrip('/')}/answer?{token}"
+        status, body = http(answer, b"x" * (MAX_BODY + 1))
+        assert status == 413 and body == f"an answer is at most {MAX_BODY} bytes\n"
+        status, body = http(answer, b"not json")
+        assert status == 400 and json.loads(body) == {"error": "an answer is a JSON object"}
+        status, body = http(answer, b'{"seq": 0, "action": "go"}')
+        assert status == 409 and "not an answer to this question" in body  # no question yet
+    finally:
+        console.close()

@@ -289,6 +289,11 @@ class _Server(ThreadingHTTPServer):
     ) -> None:
         if not self.slots.acquire(blocking=False):
             with contextlib.suppress(OSError):
+                # what has arrived is read first, so the close does not reset the answer
+                cast(socket, request).setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    cast(socket, request).recv(MAX_BODY)
+                cast(socket, request).setblocking(True)
                 cast(socket, request).sendall(
                     b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
                     b"Connection: close\r\n\r\ntoo many requests at once\n"
@@ -548,6 +553,7 @@ label{display:block;margin:.6em 0}
 input{font:inherit;padding:.35em .5em;border:1px solid #99a;border-radius:4px}
 #notes{width:100%;box-sizing:border-box}
 #score{width:6em}
+.partial{display:flex;flex-wrap:wrap;align-items:center;gap:.2em 1em}
 .error{color:#c5221f;font-weight:600;min-height:1.4em;margin:.4em 0}
 .hint{color:#556}
 </style></head>
@@ -570,7 +576,7 @@ input{font:inherit;padding:.35em .5em;border:1px solid #99a;border-radius:4px}
 <section id="ask" hidden>
  <div><button id="success" class="big go" data-action="success">Success</button>
  <button id="failure" class="big stop" data-action="failure">Failure</button></div>
- <div><label>Partial score, between 0 and 1:
+ <div class="partial"><label>Partial score, between 0 and 1:
  <input id="score" inputmode="decimal" autocomplete="off"></label>
  <button id="partial" class="big mid" data-action="partial">Partial</button></div>
  <label>Notes: <input id="notes" maxlength="1000" autocomplete="off"></label>
@@ -658,6 +664,9 @@ async function poll() {
     render(await r.json());
   } catch (e) {
     showOnly("closed");
+    $("camera-box").hidden = true;
+    $("error").textContent = "";
+    $("note").textContent = "the session ended";
     $("wait-text").textContent = "The console is not answering: the session has ended.";
     phase = "";
   }
@@ -691,7 +700,7 @@ for (const b of document.querySelectorAll("button[data-action]")) {
   b.addEventListener("click", () => answer(b.dataset.action));
 }
 document.addEventListener("keydown", (e) => {
-  if (e.target instanceof HTMLInputElement) return;
+  if (e.target instanceof HTMLInputElement || e.target instanceof HTMLButtonElement) return;
   const action = phase === "running" && (e.key === " " || e.key === "x") ? "stop"
     : phase === "gate" && e.key === "Enter" ? "go" : null;
   if (action) { e.preventDefault(); answer(action); }
