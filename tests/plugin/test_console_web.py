@@ -22,7 +22,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -35,13 +35,16 @@ from waiting import wait_for
 from pytest_hud.features.robots.operator import Ask, Episode, Gate, GateAnswer, Verdict
 from pytest_hud.features.robots.web import MAX_BODY, MAX_CONNECTIONS, URL_FILE_ENV, WebOperator
 
+if TYPE_CHECKING:
+    from selenium.webdriver.remote.webdriver import WebDriver
+
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 WAIT = 60.0  # seconds: the bound on every wait for the page (never an assertion on time)
 SCREENSHOT = ROOT / "docs" / "images" / "web-console.png"
 
 
 @pytest.fixture
-def browser() -> Iterator[Any]:
+def browser() -> Iterator[WebDriver]:
     """A headless Chromium on Debian's chromedriver, at a fixed window size."""
     chromium = shutil.which("chromium")
     require(
@@ -77,7 +80,7 @@ def browser() -> Iterator[Any]:
 
 
 # -- page helpers -----------------------------------------------------------------------------
-def until(driver: Any, check: Callable[[], object], what: str) -> None:
+def until(driver: WebDriver, check: Callable[[], object], what: str) -> None:
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -86,26 +89,26 @@ def until(driver: Any, check: Callable[[], object], what: str) -> None:
     ).until(lambda _: check(), message=f"the page never showed {what}:\n{page_text(driver)}")
 
 
-def page_text(driver: Any) -> str:
+def page_text(driver: WebDriver) -> str:
     """What the page shows (visible text only)."""
     from selenium.webdriver.common.by import By
 
     return str(driver.find_element(By.TAG_NAME, "body").text)
 
 
-def shown(driver: Any, element_id: str) -> bool:
+def shown(driver: WebDriver, element_id: str) -> bool:
     from selenium.webdriver.common.by import By
 
     return bool(driver.find_element(By.ID, element_id).is_displayed())
 
 
-def click(driver: Any, element_id: str) -> None:
+def click(driver: WebDriver, element_id: str) -> None:
     from selenium.webdriver.common.by import By
 
     driver.find_element(By.ID, element_id).click()
 
 
-def type_into(driver: Any, element_id: str, text: str) -> None:
+def type_into(driver: WebDriver, element_id: str, text: str) -> None:
     from selenium.webdriver.common.by import By
 
     field = driver.find_element(By.ID, element_id)
@@ -113,13 +116,13 @@ def type_into(driver: Any, element_id: str, text: str) -> None:
     field.send_keys(text)
 
 
-def element_text(driver: Any, element_id: str) -> str:
+def element_text(driver: WebDriver, element_id: str) -> str:
     from selenium.webdriver.common.by import By
 
     return str(driver.find_element(By.ID, element_id).text)
 
 
-def camera_loaded(driver: Any) -> bool:
+def camera_loaded(driver: WebDriver) -> bool:
     """A camera frame is on the page (a decoded JPEG, not a broken image)."""
     return bool(
         driver.execute_script(
@@ -151,7 +154,7 @@ def refused_without_token(url: str) -> None:
 
 
 # -- through pytest ---------------------------------------------------------------------------
-def test_an_operator_grades_in_the_browser(suite: pytest.Pytester, browser: Any) -> None:
+def test_an_operator_grades_in_the_browser(suite: pytest.Pytester, browser: WebDriver) -> None:
     """Two rows of the camera env under --hud-operator=web: the first is watched live and
     stopped, refused a partial score of 1.5 and given 0.5 with notes; the second runs out
     and is graded a success."""
@@ -272,7 +275,7 @@ class Asker:
         return self.answer
 
 
-def test_the_console_stops_refuses_and_closes(browser: Any) -> None:
+def test_the_console_stops_refuses_and_closes(browser: WebDriver) -> None:
     console = WebOperator()
     try:
         refused_without_token(console.url)
