@@ -68,7 +68,8 @@ class _Refused(Exception):
 class WebOperator:
     """An operator at a browser page on ``host`` (loopback only) and ``port`` (0: any free
     one). The server starts here and stops in :meth:`close`; ``url`` is the page's address
-    with its token. ``shown`` is every text line the page displayed, in order."""
+    with its token. ``shown`` is every text line the page displayed, in order, each once
+    when it first appeared (the gate's lines stay up while its episode runs)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         if not _loopback(host):
