@@ -108,7 +108,7 @@ def test_a_grader_grades_from_the_last_observation(suite) -> None:
         (["--hud-operator=operators:scripted", "-n", "2"], "*one person: drop -n*"),
         (["--hud-operator=operators:scripted", "--hud-concurrency=2"], "*one episode at a time*"),
         (["--hud-budget=soon"], "*--hud-budget takes a duration*got 'soon'*"),
-        (["--hud-operator=nowhere:nobody"], "*--hud-operator is terminal or MODULE:NAME*"),
+        (["--hud-operator=nowhere:nobody"], "*--hud-operator is terminal, web or MODULE:NAME*"),
     ],
 )
 def test_bad_attended_options_are_usage_errors(suite, args, message) -> None:

@@ -104,7 +104,8 @@ def _operator(spec: str) -> Operator:
         factory = load_object(spec)
     except (ImportError, AttributeError, ValueError) as exc:
         raise pytest.UsageError(
-            f"--hud-operator is terminal or MODULE:NAME (an Operator factory), got {spec!r}: {exc}"
+            "--hud-operator is terminal, web or MODULE:NAME (an Operator factory), got "
+            f"{spec!r}: {exc}"
         ) from None
     made: Operator = factory()
     return made
