@@ -162,3 +162,38 @@ def test_killed_mid_episode_then_resumed(robot_dir, arms: int) -> None:
         assert codes <= set(doc["blinding"])
     del shown_first
     assert result.ret in (0, 1)
+
+
+def test_robot_episodes_record_as_a_lerobot_dataset_with_camera_frames(robot_dir) -> None:
+    """--hud-record on the robot with its camera: the dataset reads back through the
+    installed LeRobot, with the camera, the state and the actions the arm was sent."""
+    robot_dir.monkeypatch = None
+    os.environ["SO101_CAMERA"] = "1"
+    try:
+        write_suite(robot_dir, 2)
+        result = robot_dir.runpytest_subprocess(
+            "-p",
+            "no:cacheprovider",
+            "--hud-agent=policy_models:reach_agent",
+            "--hud-operator=operators:from_robot_log",
+            "--hud-max-steps=4",
+            "--hud-shared=1",
+            "--hud-record=ds",
+            "--hud-results=r.json",
+            timeout=600,
+        )
+    finally:
+        del os.environ["SO101_CAMERA"]
+    assert result.ret in (0, 1), result.stdout.str()[-3000:]
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    rollouts = json.loads((robot_dir.path / "r.json").read_text())["rollouts"]
+    assert [r["error"] for r in rollouts] == [None, None]
+    ds = LeRobotDataset("local/ds", root=robot_dir.path / "ds")
+    assert ds.meta.total_episodes == 2 and ds.fps == 10
+    assert ds.meta.total_frames == sum(r["steps"] for r in rollouts) == 8
+    assert {"observation.images.front", "observation.state", "action"} <= set(ds.features)
+    frame = ds[0]
+    assert tuple(frame["observation.images.front"].shape) == (3, 128, 128)
+    assert float(frame["observation.images.front"].max()) > 0  # a rendered image, not zeros
+    assert frame["action"].shape[-1] == 4

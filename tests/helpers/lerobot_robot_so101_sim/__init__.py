@@ -11,6 +11,7 @@ disconnect), so a test can see the robot was brought to rest and disconnected.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import types
 from dataclasses import dataclass
@@ -21,6 +22,10 @@ from lerobot.robots import RobotConfig
 from lerobot.robots.robot import Robot
 
 __all__ = ["SO101Sim", "SO101SimConfig", "reach_close_action", "reached"]
+
+# its camera renders headless (EGL; osmesa works too), as MuJoCo envs are served here
+os.environ.setdefault("MUJOCO_GL", "egl")
+os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
 
 
 def _so101():
