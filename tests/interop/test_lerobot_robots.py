@@ -300,3 +300,13 @@ def test_an_ungraded_robot_episode_is_an_error_naming_the_fix(
     assert {r["error_type"] for r in rows} == {"Ungraded"}
     assert "nobody graded this episode on robot so101_sim" in rows[0]["error"]
     result.stdout.fnmatch_lines(["*fix: --hud-operator=terminal*"])
+
+
+def test_hud_robot_overrides_the_modules_robot(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--hud-robot's spec (here as the env servers inherit it) replaces the fields the env
+    module names: a robot that faults at step 2 is served instead."""
+    monkeypatch.setenv("PYTEST_HUD_ROBOT", "so101_sim:fault_at=2,seed=3")
+    monkeypatch.setenv("SO101_DETECTOR", "0")
+    result = episode()
+    assert result.error is not None and "faulted during send_action" in result.error
+    assert result.steps is None or result.steps <= 2

@@ -165,3 +165,10 @@ def test_a_paired_session_is_blinded_until_the_end(suite, monkeypatch) -> None:
 def mapping_line(mapping: dict[str, str]) -> str:
     first = sorted(mapping.items(), key=lambda kv: kv[1])[0]
     return f"{first[0]} = {first[1]} (zero)"
+
+
+def test_a_bad_robot_spec_is_a_usage_error(suite) -> None:
+    suite.makepyfile(test_line=TESTS)
+    result = run(suite, "--hud-robot=so101_follower:port")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--hud-robot: 'port' is not key=value*"])

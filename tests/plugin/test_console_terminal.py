@@ -1,15 +1,20 @@
 """The terminal console (--hud-operator=terminal) in a real terminal (tmux): the reset gate's
 box and keys, the live footer, a partial verdict with notes and a success; what reaches the
-results rows is what was typed, and the screen never shows the agent's name."""
+results rows is what was typed, and the screen never shows the agent's name.
+``PYTEST_HUD_DOCS_IMAGES=1`` also writes the screen the robots guide shows
+(docs/images/terminal-console.txt)."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+from pathlib import Path
 
 from line_suite import TESTS
 from terminal import Pane
+
+RECORDING = Path(__file__).resolve().parents[2] / "docs" / "images" / "terminal-console.txt"
 
 
 def test_an_operator_grades_two_episodes_at_the_terminal(suite) -> None:
@@ -47,7 +52,12 @@ def test_an_operator_grades_two_episodes_at_the_terminal(suite) -> None:
         pane.send("Enter")
         screen = pane.wait_for("EXIT=")
         assert "EXIT=1" in screen  # the partial grade fails its item
-        assert "zero" not in screen.split("test session starts")[0]
+        assert "zero" not in screen.split("===== FAILURES")[0]  # unnamed until the report
+        if os.environ.get("PYTEST_HUD_DOCS_IMAGES") == "1":
+            shown = screen.split("test_line.py", 1)[1].split("=====", 1)[0]
+            RECORDING.write_text(
+                "$ pytest -k reach --hud-operator=terminal\n...\ntest_line.py" + shown
+            )
     finally:
         pane.close()
     rows = {

@@ -11,6 +11,7 @@ who may override it. One robot is one slot: an attended session runs one episode
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -60,6 +61,13 @@ OPTIONS: OptionTable = [
         "grades an episode from its first and last observations (a success classifier, a "
         "VLM judge); None leaves the grade to the env or the operator",
         {"metavar": "REF"},
+    ),
+    (
+        "--hud-robot",
+        "the robot that env modules' env.lerobot_robot(...) serve: TYPE[:key=value,...] (e.g. "
+        "so101_follower:port=/dev/ttyACM0,id=left_arm), its fields over the module's: the same "
+        "suite on another arm without editing it",
+        {"metavar": "SPEC"},
     ),
     (
         "--hud-budget",
@@ -380,6 +388,15 @@ def _apply(result: RolloutResult, score: float, source: str, notes: str) -> None
 
 def enable(session: HudSession) -> object | None:
     config = session.config
+    robot = read_option(config, "hud_robot", str)
+    if robot:
+        from pytest_hud.interop.lerobot.robots import ROBOT_ENV, RobotSpecError, parse_robot_spec
+
+        try:
+            parse_robot_spec(robot)
+        except RobotSpecError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        os.environ[ROBOT_ENV] = robot  # env servers started from here on serve it
     spec = read_option(config, "hud_operator", str)
     grader_ref = read_option(config, "hud_grader", str)
     budget_text = read_option(config, "hud_budget", str)

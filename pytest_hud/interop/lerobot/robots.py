@@ -28,6 +28,7 @@ from pytest_hud.robot.sim.endpoint import RobotEndpoint
 from pytest_hud.robot.sim.errors import BridgeError
 
 __all__ = [
+    "ROBOT_ENV",
     "LeRobotRobotBridge",
     "RobotFault",
     "RobotSpecError",
@@ -36,6 +37,10 @@ __all__ = [
     "parse_robot_spec",
     "serve_robot",
 ]
+
+#: ``--hud-robot``'s spec, as env servers and robot processes inherit it: overrides the type
+#: and fields an env module's ``env.lerobot_robot(...)`` names.
+ROBOT_ENV = "PYTEST_HUD_ROBOT"
 
 #: A robot's observation or action value: a float per motor, an image per camera.
 Value = float | np.ndarray
@@ -425,7 +430,12 @@ def serve_robot(
     **config: object,
 ) -> RobotEndpoint:
     """The endpoint serving LeRobot robot ``robot_type`` (``config``: its RobotConfig's
-    fields, e.g. ``port=``, ``id=``, ``cameras=``) in a sim process of its own."""
+    fields, e.g. ``port=``, ``id=``, ``cameras=``) in a sim process of its own;
+    ``$PYTEST_HUD_ROBOT`` (``--hud-robot``) overrides the type and fields."""
+    override = os.environ.get(ROBOT_ENV)
+    if override:
+        robot_type, fields = parse_robot_spec(override)
+        config = {**config, **fields}
     return RobotEndpoint(
         LeRobotRobotBridge,
         kwargs={
