@@ -210,3 +210,45 @@ def test_wall_clock_skips_missed_deadlines_instead_of_bursting() -> None:
     clock = asyncio.run(main())
     assert clock.stats.skipped >= 4
     assert clock.stats.misses >= 1
+
+
+def test_a_one_action_policy_still_acts_when_its_answers_are_late() -> None:
+    """One action a chunk, 5 ticks of latency: each answer is late, and it is still sent
+    (the freshest action there is) rather than dropped, so the executed actions follow the
+    policy instead of repeating its first answer for the whole episode."""
+    result, pairs = episode(TickModel(horizon=1), Timing(latency=0.1))
+    sent = [meant for _, meant in pairs]
+    assert len(set(sent)) > 5, sent
+    for tick, meant in pairs:
+        assert meant <= tick  # never an action meant for a later tick
+    assert result.agent_info["timing"]["dropped_actions"] == 0
+
+
+def test_a_remote_policy_keeps_one_connection_per_timed_episode() -> None:
+    """The timed loop runs each inference in a task of its own; a policy server's
+    connection is still the episode's one (not one per inference)."""
+    from pytest_hud.robot.agent.policy_server import PolicyServer
+    from pytest_hud.robot.agent.remote import RemoteModel
+
+    async def main() -> tuple[int, dict]:
+        async with PolicyServer(TickModel(horizon=4, delay=0.01)) as server:
+            model = RemoteModel(server.url.removeprefix("ws://"))
+            opened = 0
+            original = model._open
+
+            async def counted():
+                nonlocal opened
+                opened += 1
+                return await original()
+
+            model._open = counted  # type: ignore[method-assign]
+            agent = functools.partial(
+                RobotAgent(model), settings=RunSettings(timing=Timing(realtime=True))
+            )
+            (result,) = await run([Task("ticks", "count", {})], agent, LocalRuntime(TICKS))
+            await model.aclose()
+            return opened, result.agent_info
+
+    opened, info = asyncio.run(main())
+    assert info["inferences"] > 3
+    assert opened == 1

@@ -35,6 +35,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import numpy as np
 
+from pytest_hud.errors import HudError
 from pytest_hud.features.robots.operator import Ask, Episode, Gate, GateAnswer, Verdict
 from pytest_hud.plumbing.auth import same
 
@@ -53,7 +54,7 @@ Phase = Literal["idle", "gate", "running", "verdict", "closed"]
 Json = dict[str, object]
 
 
-class ConsoleClosed(RuntimeError):
+class ConsoleClosed(HudError, RuntimeError):
     """The console closed while a verdict was awaited (the session is ending)."""
 
 

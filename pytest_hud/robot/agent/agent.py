@@ -17,7 +17,7 @@ import numpy as np
 from pytest_hud.robot.agent.adapter import Adapter
 from pytest_hud.robot.agent.ensembler import Ensembler
 from pytest_hud.robot.agent.errors import ModelOutputError
-from pytest_hud.robot.agent.model import Model, check_chunk
+from pytest_hud.robot.agent.model import EPISODE_TASK, Model, check_chunk
 from pytest_hud.robot.agent.timed import STOP, TimedCounters, Timing, run_timed
 from pytest_hud.robot.contract import Spaces
 from pytest_hud.robot.wire.client import RobotClient
@@ -155,6 +155,7 @@ class RobotAgent:
         observers: list[EpisodeObserver] = []
         ok = False
         alone = STEPS_ALONE.set(bool(client.metadata.get("slots_step_alone")))
+        owner = EPISODE_TASK.set(asyncio.current_task())
         try:
             spaces = client.spaces()
             adapter = (self.adapter or Adapter()).bind(spaces)
@@ -253,6 +254,7 @@ class RobotAgent:
             ok = True
         finally:
             STEPS_ALONE.reset(alone)
+            EPISODE_TASK.reset(owner)
             off_loop = [o for o in observers if getattr(o, "end_in_thread", False)]
             for observer in observers:
                 if observer not in off_loop:

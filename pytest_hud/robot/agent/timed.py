@@ -3,7 +3,7 @@ not the policy answered. Inference runs beside the ticks (chunk-ahead: the next 
 for while ``ahead`` actions of the current one remain, as LeRobot's async inference does);
 until it answers the rest of the current chunk is sent, then the last action is held. A
 chunk that answers late is aligned to the clock: its actions for ticks already passed are
-dropped.
+dropped, all but its last (the freshest action there is).
 """
 
 from __future__ import annotations
@@ -161,7 +161,9 @@ async def run_timed(
             if pending is not None and _answered(pending, clock, tick):
                 chunk = trim(_chunk(pending))
                 counters.latencies.append(_latency(pending, clock))
-                stale = min(clock.ticks_since(pending.started), len(chunk))
+                # actions for ticks already gone are dropped, but never the chunk's last:
+                # a late answer still replaces what is held (a one-action policy acts)
+                stale = min(clock.ticks_since(pending.started), len(chunk) - 1)
                 counters.dropped += stale
                 queue = list(chunk[stale:])
                 pending = None
