@@ -42,7 +42,8 @@ stamps every step, so both harnesses' tick periods are measured the same way.
     PYTHONPATH=$PWD:$PWD/tests/helpers .venv/bin/python bench/robots.py jitter \
         [--rates 30,10] [--episodes 2] [--ticks 60] [--infer-ms 50] [--horizon 10] [--camera]
     ... bench/robots.py ab [--runs 4000] [--cases 0.5:0.5,0.5:0.8,0.6:0.9] [--max-pairs 200]
-    ... bench/robots.py latency [--seeds 4] [--latencies 0,100,200,400] [--policies plan:8]
+    ... bench/robots.py latency [--seeds 4] [--latencies 0,100,200,400]
+        [--policies plan:8:0.3,repeat:4:0.3]
     ... bench/robots.py vla-eval [--episodes 2] [--rate 30] [--ticks 150] [--infer-ms 50]
     ... bench/robots.py all  (each of the above at its defaults)
 
@@ -54,11 +55,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
+import itertools
 import os
 import statistics
 import sys
 import tempfile
+import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -91,12 +93,32 @@ def floats(text: str) -> list[float]:
     return [float(x) for x in text.split(",") if x.strip()]
 
 
+def policy_spec(text: str) -> tuple[str, int, float]:
+    """KIND[:HORIZON[:SCALE]] -> (kind, horizon, scale)."""
+    kind, *rest = text.split(":")
+    if kind not in ("plan", "repeat"):
+        raise argparse.ArgumentTypeError(f"a policy is plan or repeat, got {kind!r}")
+    return kind, int(rest[0]) if rest else 1, float(rest[1]) if len(rest) > 1 else 1.0
+
+
+def specs(text: str) -> list[str]:
+    return [t for t in text.split(",") if t]
+
+
+def pairs(text: str) -> list[tuple[float, float]]:
+    return [(float(x), float(y)) for x, y in (c.split(":") for c in text.split(",") if c)]
+
+
 def table(head: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
     cells = [[str(c) for c in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(head)]
     print("  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True)))
     for r in cells:
         print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)))
+
+
+def note(text: str) -> None:
+    print(textwrap.fill(text, 100))
 
 
 def pct(values: Sequence[float], q: float) -> float:
@@ -130,32 +152,46 @@ class Stamps:
             return {}
 
 
-def robot_episodes(
+class Cases:
+    """An agent that runs each row with its case's agent and settings (the row's ``case``
+    argument names it), so many variants share one robot process."""
+
+    def __init__(self, cases: dict[str, tuple[Any, Any]]) -> None:
+        self.cases = cases
+
+    async def __call__(self, run: Any, settings: Any = None) -> dict[str, Any]:
+        agent, own = self.cases[run.task.args["case"]]
+        return await agent(run, settings=own)
+
+
+def robot_cases(
     module: Path,
-    model: Any,
+    cases: Sequence[tuple[str, Any, Any]],
     seeds: Sequence[int],
     *,
-    timing: Any,
     max_steps: int,
     env: dict[str, str] | None = None,
-) -> tuple[list[Any], Stamps]:
-    """Run one episode per seed on one robot (one substrate kept across them, one at a
-    time, as a robot is); the results and each step's send time."""
+) -> dict[str, tuple[list[Any], Stamps]]:
+    """Per case (name, model, timing), one episode per seed, all on one robot (one
+    substrate kept across them, one at a time, as a robot is): the results and each
+    step's send time."""
     from pytest_hud import LocalRuntime, Task, run
     from pytest_hud.robot import RobotAgent
     from pytest_hud.robot.agent.agent import RunSettings
     from pytest_hud.runtime.shared import Shared
 
-    stamps = Stamps()
+    agents: dict[str, tuple[Any, Any]] = {}
+    stamps: dict[str, Stamps] = {}
+    for name, model, timing in cases:
+        stamps[name] = Stamps()
+        settings = RunSettings(max_steps=max_steps, timing=timing, observers=(stamps[name],))
+        agents[name] = (RobotAgent(model), settings)
+    tasks = [Task("so101", "reach", {"seed": int(x), "case": n}) for n, *_ in cases for x in seeds]
     old = {k: os.environ.get(k) for k in env or {}}
     os.environ.update(env or {})
     try:
-        agent = RobotAgent(model)
-        settings = RunSettings(max_steps=max_steps, timing=timing, observers=(stamps,))
-        bound = functools.partial(agent, settings=settings)
-        tasks = [Task("so101", "reach", {"seed": int(s)}) for s in seeds]
         provider = Shared(LocalRuntime(module), 1)
-        results = asyncio.run(run(tasks, bound, provider, max_concurrent=1))
+        results = asyncio.run(run(tasks, Cases(agents), provider, max_concurrent=1))
     finally:
         for k, v in old.items():
             if v is None:
@@ -165,7 +201,23 @@ def robot_episodes(
     for r in results:
         if r.error is not None:
             raise RuntimeError(f"an episode failed: {r.error}")
-    return results, stamps
+    out: dict[str, tuple[list[Any], Stamps]] = {}
+    for name, _, _ in cases:
+        out[name] = ([r for r in results if r.task.args["case"] == name], stamps[name])
+    return out
+
+
+def robot_episodes(
+    module: Path,
+    model: Any,
+    seeds: Sequence[int],
+    *,
+    timing: Any,
+    max_steps: int,
+    env: dict[str, str] | None = None,
+) -> tuple[list[Any], Stamps]:
+    """One case of :func:`robot_cases`."""
+    return robot_cases(module, [("one", model, timing)], seeds, max_steps=max_steps, env=env)["one"]
 
 
 # -- jitter ---------------------------------------------------------------------------------
@@ -199,7 +251,7 @@ def jitter(a: argparse.Namespace) -> None:
         return f"{marks.count('reached=True')}/{len(marks)}"
 
     def row(label: str, rate: float | None, camera: str, results: list[Any], st: Stamps) -> None:
-        periods = [b - x for t in st.episodes for x, b in zip(t, t[1:], strict=False)]
+        periods = [b - x for t in st.episodes for x, b in itertools.pairwise(t)]
         ticks = sum(r.steps for r in results)
         wall = sum(t[-1] - t[0] for t in st.episodes if len(t) > 1)
         gaps = sum(len(t) - 1 for t in st.episodes if len(t) > 1)
@@ -265,17 +317,169 @@ def jitter(a: argparse.Namespace) -> None:
     )
     row("lockstep", None, "no", results, st)
     table(head, rows)
-    print(
+    note(
         "late: how long after its deadline each tick began, the loop's own counters (p50: "
-        "the median of the episodes' p50s; p99 and max: the worst episode's); misses: ticks whose action went out a period or "
-        "more late, or that skipped deadlines; skipped: deadlines given up; held: ticks "
-        "that sent the last action again (no fresh one); dropped: chunk actions whose tick "
-        "had passed when the chunk came; period: between two actions handed to the robot "
-        "(the robot's step included); infer: the loop's measured forward (lockstep: "
-        "mean); reached: episodes the robot ended with the jaw closed at the cube (no "
-        "success detector here, so every episode runs its ticks). Lockstep has no clock: each tick waits for the policy, so the period is "
+        "the median of the episodes' p50s; p99 and max: the worst episode's); misses: "
+        "ticks whose action went out a period or more late, or that skipped deadlines; "
+        "skipped: deadlines given up; held: ticks that sent the last action again (no fresh "
+        "one); dropped: chunk actions whose tick had passed when the chunk came; period: "
+        "between two actions handed to the robot (the robot's step included); infer: the "
+        "loop's measured forward (lockstep: mean); reached: episodes the robot ended with "
+        "the jaw closed at the cube (no success detector here, so every episode runs its "
+        "ticks). Lockstep has no clock: each tick waits for the policy, so the period is "
         "whatever the policy and the robot take."
     )
+
+
+# -- latency --------------------------------------------------------------------------------
+def latency(a: argparse.Namespace) -> None:
+    from so101_policies import model
+
+    from pytest_hud.robot.agent.timed import Timing
+
+    module = ENVS / "so101_robot.py"
+    seeds = list(range(a.seeds))
+    env = {"SO101_FPS": f"{a.rate:g}", "SO101_CAMERA": "0", "SO101_DETECTOR": "1"}
+    print(
+        f"SO-101 reach in sim time (deterministic): {a.rate:g} Hz, seeds 0..{a.seeds - 1}, "
+        f"at most {a.max_steps} steps; success = the robot's detector (jaw closed at the cube)"
+    )
+    head = ["policy", "latency ms", "delay ticks", "success", "mean steps", "held", "dropped"]
+    rows: list[list[object]] = []
+    cases: list[tuple[str, Any, Any]] = []
+    for spec in a.policies:
+        kind, horizon, scale = policy_spec(spec)
+        for x in [None, *a.latencies]:
+            timing = None if x is None else Timing(latency=x / 1000)
+            cases.append((f"{spec}|{x}", model(kind, horizon, scale=scale), timing))
+    runs = robot_cases(module, cases, seeds, max_steps=a.max_steps, env=env)
+    for name, _, timing in cases:
+        spec, _, x = name.partition("|")
+        results = runs[name][0]
+        timed = [r.agent_info.get("timing") or {} for r in results]
+        wins = [r for r in results if r.success]
+        rows.append(
+            [
+                spec,
+                "lockstep" if timing is None else f"{float(x):g}",
+                timed[0].get("delay_ticks", "-") if timing else "-",
+                f"{len(wins)}/{len(results)}",
+                f"{statistics.fmean(r.steps for r in wins):.1f}" if wins else "-",
+                sum(t.get("held_steps", 0) for t in timed) if timing else "-",
+                sum(t.get("dropped_actions", 0) for t in timed) if timing else "-",
+            ]
+        )
+    table(head, rows)
+    note(
+        "latency: each inference's chunk is used that many ms of sim time after the "
+        "observation it read (delay ticks = ceil(latency x rate)); lockstep: no clock, the "
+        "chunk is executed whole, then the next is asked for. Mean steps over the successful "
+        "episodes; held and dropped summed over the seeds. repeat hN: ReachModel's command "
+        "repeated N times; plan hN: the command planned N steps ahead (bench/envs/"
+        "so101_policies.py); KIND:N:S, a weaker arm (the command scaled by S)."
+    )
+
+
+# -- ab -------------------------------------------------------------------------------------
+def ab(a: argparse.Namespace) -> None:
+    from pytest_hud.evaluation.proportions import wilson
+    from pytest_hud.features.ab.paired import PairedSequentialTest, fixed_n_pairs
+    from pytest_hud.features.ab.paired_sequential import BETTER, NO_DIFFERENCE, UNDECIDED, WORSE
+
+    test = PairedSequentialTest(a.alpha, max_pairs=a.max_pairs)  # PairedStopping's settings
+    rng = np.random.default_rng(a.seed)
+    print(
+        f"paired A/B stopped live (PairedSequentialTest: alpha {a.alpha}, beta {test.beta}, "
+        f"delta {test.delta}, max_pairs {a.max_pairs}, as --hud-gate=sequential sets it for "
+        f"a task of {a.max_pairs} pairs); {a.runs} simulated sessions per case, A and B "
+        f"independent Bernoulli on each pair"
+    )
+    head = [
+        "A", "B", "better", "worse", "no diff", "undecided", "decided", "mean pairs",
+        "median", "p90", "fixed n same power", "saved vs fixed", "saved vs max_pairs",
+        "live check",
+    ]  # fmt: skip
+    rows, nulls = [], []
+    for pa, pb in a.cases:
+        xa = rng.random((a.runs, a.max_pairs)) < pa
+        xb = rng.random((a.runs, a.max_pairs)) < pb
+        code, used = test.run(xa, xb)
+        share = {c: float((code == c).mean()) for c in (BETTER, WORSE, NO_DIFFERENCE, UNDECIDED)}
+        decided = 1 - share[UNDECIDED]
+        same, saved = "-", "-"
+        disc = pa * (1 - pb) + pb * (1 - pa)
+        if pb > pa and share[BETTER] > 0:
+            effect = (pb * (1 - pa) - pa * (1 - pb)) / disc  # 2q - 1
+            target = min(share[BETTER], 1 - 1 / a.runs)
+            n_fixed = fixed_n_pairs(a.alpha, 1 - target, effect, disc)
+            same, saved = str(n_fixed), f"{1 - used.mean() / n_fixed:.0%}"
+        if pa == pb:
+            nulls.append((pa, int(np.isin(code, (BETTER, WORSE)).sum())))
+        mismatches = live_check(a, xa[: a.check], xb[: a.check], code, used)
+        rows.append(
+            [f"{pa:.2f}", f"{pb:.2f}"]
+            + [f"{share[c]:.1%}" for c in (BETTER, WORSE, NO_DIFFERENCE, UNDECIDED)]
+            + [
+                f"{decided:.1%}",
+                f"{used.mean():.1f}",
+                f"{np.median(used):.0f}",
+                f"{np.percentile(used, 90):.0f}",
+                same,
+                saved,
+                f"{1 - used.mean() / a.max_pairs:.0%}",
+                f"{min(a.check, a.runs) - mismatches}/{min(a.check, a.runs)} agree",
+            ]
+        )
+    table(head, rows)
+    for p, errors in nulls:
+        lo, hi = wilson(errors, a.runs)
+        verdict = "<= alpha" if errors / a.runs <= a.alpha else "ABOVE alpha"
+        print(
+            f"type-I error at A = B = {p:.2f}: {errors}/{a.runs} = {errors / a.runs:.2%} "
+            f"(Wilson 95% [{lo:.2%}, {hi:.2%}]; alpha {a.alpha}: {verdict})"
+        )
+    note(
+        "better/worse/no diff/undecided: the share of sessions ending so (A = B: better + "
+        "worse is the type-I error); mean/median/p90 pairs: pairs run until the decision, "
+        "undecided sessions counted at max_pairs; fixed n same power: the least n at which "
+        "the exact two-sided McNemar test decides better at least as often as the live stop "
+        "did (fixed_n_pairs, the project's planning helper, at the case's discordance and "
+        "effect); saved: 1 - mean pairs / that n, and 1 - mean pairs / max_pairs (the "
+        "session's plan). live check: sessions fed pair by pair through PairedStopping "
+        "(what the plugin runs) giving the same decision and pairs used."
+    )
+
+
+def live_check(
+    a: argparse.Namespace, xa: np.ndarray, xb: np.ndarray, code: np.ndarray, used: np.ndarray
+) -> int:
+    """Feed sessions pair by pair through PairedStopping, as the plugin does while rows
+    come in; the number whose decision or pairs used differ from the vectorised run."""
+    from pytest_hud._plugin.arm_specs import Arm
+    from pytest_hud.features.ab.paired_sequential import DECISIONS
+    from pytest_hud.features.ab.stopping import PairedStopping
+
+    arms = [Arm("A", "a", None, "a", 0), Arm("B", "b", None, "b", 1)]
+    n = xa.shape[1]
+    ids = [f"t.py::test[so101/reach-{i}@{x}]" for i in range(n) for x in "AB"]
+    bad = 0
+    for s in range(len(xa)):
+        gate = PairedStopping(arms, a.alpha, lambda: ids)
+        for i in range(n):
+            if gate.skip_reason("so101/reach") is not None:
+                break  # decided: the plugin skips the task's remaining pairs
+            for x, outcome in (("A", xa[s, i]), ("B", xb[s, i])):
+                row = {
+                    "task": "so101/reach",
+                    "task_pairs": n,
+                    "success": bool(outcome),
+                    "error": None,
+                }
+                gate.reported_item(f"t.py::test[so101/reach-{i}@{x}]", row)
+        state = gate.state()[("B", "so101/reach")]
+        if state["decision"] != DECISIONS[int(code[s])] or state["pairs_used"] != used[s]:
+            bad += 1
+    return bad
 
 
 # -- main -----------------------------------------------------------------------------------
@@ -291,10 +495,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     j.add_argument("--policy", choices=["plan", "repeat"], default="plan")
     j.add_argument("--camera", action="store_true")
     j.add_argument("--camera-ticks", type=int, default=20)
+    lat = sub.add_parser("latency")
+    lat.add_argument("--rate", type=float, default=10.0)
+    lat.add_argument("--seeds", type=int, default=4)
+    lat.add_argument("--latencies", type=floats, default=[0.0, 100.0, 200.0, 400.0])
+    lat.add_argument("--policies", type=specs, default=["plan:8:0.3", "repeat:4:0.3"])
+    lat.add_argument("--max-steps", type=int, default=100)
+    b = sub.add_parser("ab")
+    b.add_argument("--runs", type=int, default=4000)
+    b.add_argument("--cases", type=pairs, default=[(0.5, 0.5), (0.5, 0.8), (0.6, 0.9)])
+    b.add_argument("--max-pairs", type=int, default=200)
+    b.add_argument("--alpha", type=float, default=0.05)
+    b.add_argument("--check", type=int, default=200)
+    b.add_argument("--seed", type=int, default=0)
     a = parser.parse_args(argv)
     _child_path()
     _temp_dirs()
-    {"jitter": jitter}[a.command](a)
+    {"jitter": jitter, "latency": latency, "ab": ab}[a.command](a)
 
 
 if __name__ == "__main__":

@@ -16,24 +16,25 @@ from policy_models import ReachModel
 from pytest_hud.robot.agent.model import Model
 
 
-def plan_chunk(state: np.ndarray, horizon: int) -> np.ndarray:
+def plan_chunk(state: np.ndarray, horizon: int, scale: float = 1.0) -> np.ndarray:
     """``[horizon, 4]``: the scripted command on ``state``, then on the state it leads to
-    (the end effector moved by the command times the env's action scale), and so on."""
+    (the end effector moved by the command times the env's action scale), and so on;
+    ``scale`` < 1 is a weaker arm (ReachModel's)."""
     _, policy, _ = _so101()
     s = np.asarray(state, np.float64).copy()
     out = []
     for _ in range(horizon):
-        action = reach_close_action(s)
+        action = reach_close_action(s, scale)
         out.append(action)
         s[policy.EE_POS_SLICE] += np.asarray(action[:3], np.float64) * policy.DEFAULT_ACTION_SCALE
     return np.stack(out).astype(np.float32)
 
 
-def chunk(state: np.ndarray, kind: str, horizon: int) -> np.ndarray:
+def chunk(state: np.ndarray, kind: str, horizon: int, scale: float = 1.0) -> np.ndarray:
     """One row's ``[horizon, 4]`` chunk of the ``kind`` policy."""
     if kind == "plan":
-        return plan_chunk(state, horizon)
-    row = reach_close_action(np.asarray(state, np.float64))
+        return plan_chunk(state, horizon, scale)
+    row = reach_close_action(np.asarray(state, np.float64), scale)
     return np.repeat(np.asarray(row, np.float32)[None], horizon, axis=0)
 
 
@@ -43,7 +44,7 @@ class PlannedReach(ReachModel):
 
     def infer(self, batch):
         states = np.asarray(batch["observation/state"], np.float64)
-        return np.stack([plan_chunk(s, self.horizon) for s in states])
+        return np.stack([plan_chunk(s, self.horizon, self.scale) for s in states])
 
 
 class Slow(Model):
@@ -63,7 +64,8 @@ class Slow(Model):
         return out
 
 
-def model(kind: str, horizon: int, delay: float = 0.0) -> Model:
+def model(kind: str, horizon: int, delay: float = 0.0, scale: float = 1.0) -> Model:
     """``kind`` "repeat" (ReachModel) or "plan" (PlannedReach), ``delay`` s a forward."""
-    inner = PlannedReach(horizon=horizon) if kind == "plan" else ReachModel(horizon=horizon)
+    cls = PlannedReach if kind == "plan" else ReachModel
+    inner = cls(scale=scale, horizon=horizon)
     return Slow(inner, delay) if delay > 0 else inner

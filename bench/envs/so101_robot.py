@@ -21,7 +21,8 @@ arm = env.lerobot_robot(
 
 
 @env.template()
-async def reach(seed: int = 0):
+async def reach(seed: int = 0, case: str = ""):
+    """``case`` names the bench's variant (the agent reads it); the robot ignores it."""
     ep = await arm.reset(seed=seed)
     yield {"prompt": ep["prompt"], "robot": {"token": ep["token"]}}
     yield await arm.result(token=ep["token"])
