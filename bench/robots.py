@@ -45,7 +45,6 @@ stamps every step, so both harnesses' tick periods are measured the same way.
     ... bench/robots.py latency [--seeds 4] [--latencies 0,100,200,400]
         [--policies plan:8:0.3,repeat:4:0.3]
     ... bench/robots.py vla-eval [--episodes 2] [--rate 30] [--ticks 150] [--infer-ms 50]
-    ... bench/robots.py all  (each of the above at its defaults)
 
 Set HF_LEROBOT_CALIBRATION and PYTEST_HUD_ROBOT_LOCKS to temp folders (the bench does when
 they are unset).
@@ -55,12 +54,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import functools
 import itertools
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -482,6 +486,210 @@ def live_check(
     return bad
 
 
+# -- vla-eval's live runner beside pytest-hud's wall-clock loop ------------------------------
+@contextlib.contextmanager
+def reach_server(a: argparse.Namespace, chunk_size: int) -> Any:
+    """The vla-eval model server process (bench/envs/so101_vla_server.py): its ws:// URL."""
+    proc = subprocess.Popen(
+        [sys.executable, str(ENVS / "so101_vla_server.py"), "--infer-ms", f"{a.infer_ms:g}",
+         "--horizon", str(a.horizon), "--chunk-size", str(chunk_size), "--scale",
+         f"{a.scale:g}", "--stats", str(a.stats)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    line: list[str] = []
+    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(120)
+    try:
+        if not line or not line[0].startswith("PORT "):
+            raise RuntimeError(f"the model server did not start: {line}")
+        yield f"ws://127.0.0.1:{int(line[0].split()[1])}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+async def vla_eval_live(url: str, a: argparse.Namespace) -> list[dict[str, Any]]:
+    """vla-eval's own LiveEpisodeRunner over its own Connection, episode after episode as
+    a shard's orchestrator runs them; the benchmark in this process, as in a shard."""
+    from so101_vla_bench import SO101Benchmark
+    from vla_eval.connection import Connection
+    from vla_eval.runners.live_runner import LiveEpisodeRunner
+
+    bench = SO101Benchmark(seeds=a.episodes, max_steps=a.ticks)
+    conn = Connection(url)
+    await conn.connect()
+    runner = LiveEpisodeRunner(hz=a.rate)
+    out = []
+    try:
+        for task in bench.get_tasks():
+            task = {**task, "episode_idx": 0}
+            out.append(await runner.run_episode(bench, task, conn, max_steps=a.ticks))
+    finally:
+        await conn.close()
+        bench.cleanup()
+    return out
+
+
+def hud_live(url: str, a: argparse.Namespace) -> list[Any]:
+    """pytest-hud's wall-clock loop (what --hud-realtime runs) with the vla-eval server as
+    the agent (--hud-agent=vla-eval:URL) on the same benchmark served by env.vla_eval."""
+    from so101_vla_bench import SO101Benchmark
+
+    from pytest_hud import LocalRuntime, Task, run
+    from pytest_hud.interop.vla_eval.agent import VlaEvalAgent
+    from pytest_hud.interop.vla_eval.bridge import benchmark_rows
+    from pytest_hud.robot.agent.agent import RunSettings
+    from pytest_hud.robot.agent.timed import Timing
+    from pytest_hud.runtime.shared import Shared
+
+    os.environ.update(
+        SO101_VLA_FPS=f"{a.rate:g}",
+        SO101_VLA_SEEDS=str(a.episodes),
+        SO101_VLA_MAX_STEPS=str(a.ticks),
+    )
+    rows = benchmark_rows(SO101Benchmark, seeds=a.episodes, max_steps=a.ticks)
+    tasks = [Task("so101-vla", "episode", row) for row in rows]
+    settings = RunSettings(max_steps=a.ticks, timing=Timing(realtime=True, rate=a.rate))
+    agent = functools.partial(VlaEvalAgent(url), settings=settings)
+    provider = Shared(LocalRuntime(ENVS / "so101_vla_env.py"), 1)
+    results = asyncio.run(run(tasks, agent, provider, max_concurrent=1))
+    for r in results:
+        if r.error is not None:
+            raise RuntimeError(f"a pytest-hud episode failed: {r.error}")
+    return results
+
+
+def traced(path: Path, period: float) -> dict[str, Any]:
+    """Tick periods from the benchmark's own step stamps (the same code for both)."""
+    errors, drift, hz = [], [], []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        t = json.loads(line)["t"]
+        if len(t) < 2:
+            continue
+        errors += [(b - x - period) * 1000 for x, b in itertools.pairwise(t)]
+        drift.append((t[-1] - t[0] - (len(t) - 1) * period) * 1000)
+        hz.append((len(t) - 1) / (t[-1] - t[0]))
+    path.unlink(missing_ok=True)
+    return {"errors": errors, "drift": drift, "hz": hz}
+
+
+def vla(a: argparse.Namespace) -> None:
+    import anyio
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-robots-vla-"))
+    trace = folder / "steps.jsonl"
+    a.stats = folder / "server.json"
+
+    def seen() -> dict[str, int]:
+        try:
+            return dict(json.loads(a.stats.read_text()))
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {"forwards": 0, "episodes": 0, "sessions": 0}
+
+    os.environ["SO101_VLA_TRACE"] = str(trace)
+    period = 1.0 / a.rate
+    print(
+        f"vla-eval 0.8.0 LiveEpisodeRunner against pytest-hud's wall-clock loop: one vla-eval "
+        f"StepBenchmark (SO-101 reach, state only), one model server process (planned reach, "
+        f"{a.infer_ms:g} ms a forward, {a.horizon}-action chunks, arm scale {a.scale:g}), "
+        f"seeds 0..{a.episodes - 1}, {a.rate:g} Hz, at most {a.ticks} ticks"
+    )
+    head = [
+        "server replies", "harness", "ticks", "period err p50 ms", "p99 ms", "max ms",
+        "drift ms/ep", "achieved Hz", "held/stale", "skipped", "hud late p99 ms",
+        "fresh actions", "infer p50 ms", "server forwards", "server sessions", "success",
+    ]  # fmt: skip
+    rows: list[list[object]] = []
+    for chunk_size in (a.horizon, 0):
+        label = (
+            f"1 action ({chunk_size}-chunk buffered)" if chunk_size else f"whole {a.horizon}-chunk"
+        )
+        a.stats.unlink(missing_ok=True)  # a fresh server counts from zero
+        with reach_server(a, chunk_size) as url:
+            for harness in a.harnesses:
+                before = seen()
+                try:
+                    if harness == "vla-eval":
+                        eps = anyio.run(vla_eval_live, url, a)
+                        rt = [e["rt_metrics"] for e in eps]
+                        t = traced(trace, period)
+                        won = sum(bool(e["metrics"].get("success")) for e in eps)
+                        rows.append(
+                            [
+                                label,
+                                "vla-eval live",
+                                sum(e["steps"] for e in eps),
+                                *_periods(t),
+                                sum(m["stale_count"] for m in rt),
+                                "-",
+                                "-",
+                                sum(m["update_count"] for m in rt),
+                                "-",
+                                *_server(before, seen()),
+                                f"{won}/{len(eps)}",
+                            ]
+                        )
+                    else:
+                        res = hud_live(url, a)
+                        tm = [r.agent_info.get("timing") or {} for r in res]
+                        t = traced(trace, period)
+                        rows.append(
+                            [
+                                label,
+                                "pytest-hud realtime",
+                                sum(r.steps for r in res),
+                                *_periods(t),
+                                sum(x["held_steps"] for x in tm),
+                                sum(x["skipped_ticks"] for x in tm),
+                                ms(max(x["late_ms_p99"] for x in tm)),
+                                sum(r.agent_info.get("inferences", 0) for r in res),
+                                ms(statistics.median(x["infer_ms_p50"] for x in tm)),
+                                *_server(before, seen()),
+                                f"{sum(bool(r.success) for r in res)}/{len(res)}",
+                            ]
+                        )
+                except Exception as exc:  # say exactly why a harness could not run
+                    print(f"{harness} ({label}) could not run: {type(exc).__name__}: {exc}")
+    table(head, rows)
+    note(
+        "period err: the time between two benchmark steps minus the period, from the "
+        "benchmark's own stamps (the same code under both harnesses); drift: how far each "
+        "episode's last step fell behind its first step plus (n - 1) periods; held/stale: "
+        "ticks without a fresh action (vla-eval: its ActionBuffer's stale count, the "
+        "benchmark's null move; pytest-hud: held_steps, the last action again); skipped: "
+        "deadlines pytest-hud gave up; hud late p99: pytest-hud's own lateness counter (the "
+        "worst episode); fresh actions: actions vla-eval's runner received / pytest-hud's "
+        "inferences answered; infer p50: pytest-hud's measured round trip per inference (the "
+        "median of the episodes' p50s); server forwards: predict() calls the server ran; "
+        "server sessions: distinct connections that asked for them. vla-eval's runner "
+        "steps from the first tick with the hold action until the server answers; "
+        "pytest-hud awaits the first chunk before the first tick."
+    )
+
+
+def _server(before: dict[str, int], after: dict[str, int]) -> list[object]:
+    """Forwards the server ran and connections that asked for them, during one harness."""
+    sessions = after["sessions"] - before["sessions"]
+    return [after["forwards"] - before["forwards"], sessions]
+
+
+def _periods(t: dict[str, Any]) -> list[object]:
+    e = t["errors"]
+    return [
+        ms(pct(e, 50)) if e else "-",
+        ms(pct(e, 99)) if e else "-",
+        ms(max(e)) if e else "-",
+        ms(statistics.fmean(t["drift"])) if t["drift"] else "-",
+        f"{statistics.fmean(t['hz']):.1f}" if t["hz"] else "-",
+    ]
+
+
 # -- main -----------------------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -508,10 +716,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     b.add_argument("--alpha", type=float, default=0.05)
     b.add_argument("--check", type=int, default=200)
     b.add_argument("--seed", type=int, default=0)
+    v = sub.add_parser("vla-eval")
+    v.add_argument("--episodes", type=int, default=2)
+    v.add_argument("--rate", type=float, default=30.0)
+    v.add_argument("--ticks", type=int, default=150)
+    v.add_argument("--infer-ms", type=float, default=50.0)
+    v.add_argument("--horizon", type=int, default=10)
+    v.add_argument("--scale", type=float, default=0.3)
+    v.add_argument("--harnesses", type=specs, default=["vla-eval", "pytest-hud"])
     a = parser.parse_args(argv)
     _child_path()
     _temp_dirs()
-    {"jitter": jitter, "latency": latency, "ab": ab}[a.command](a)
+    {"jitter": jitter, "latency": latency, "ab": ab, "vla-eval": vla}[a.command](a)
 
 
 if __name__ == "__main__":
