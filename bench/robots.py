@@ -27,8 +27,10 @@ agree with the vectorised run.
 
 ``latency``: success against inference latency in sim time (``Timing(latency=...)``, what
 ``--hud-latency=MS`` runs; deterministic) at ``--rate`` Hz over ``--seeds`` seeds for each
-policy of ``--policies`` (KIND:HORIZON, KIND repeat = ReachModel's command repeated, plan =
-the chunk planned forward) at each of ``--latencies`` ms, plus a lockstep row.
+policy of ``--policies`` (KIND:HORIZON[:SCALE], KIND repeat = ReachModel's command repeated,
+plan = the chunk planned forward; SCALE < 1 a weaker, slower arm) at each of ``--latencies``
+ms, plus a lockstep row. ``--pendulum`` adds gymnasium's Pendulum-v1 (20 Hz, 200 steps) with
+a swing-up controller, its command repeated or planned through the pendulum's equations.
 
 ``vla-eval``: vla-eval 0.8.0's ``LiveEpisodeRunner`` (its real-time runner) and pytest-hud's
 wall-clock loop on one vla-eval StepBenchmark over the same SO-101 physics
@@ -43,7 +45,7 @@ stamps every step, so both harnesses' tick periods are measured the same way.
         [--rates 30,10] [--episodes 2] [--ticks 60] [--infer-ms 50] [--horizon 10] [--camera]
     ... bench/robots.py ab [--runs 4000] [--cases 0.5:0.5,0.5:0.8,0.6:0.9] [--max-pairs 200]
     ... bench/robots.py latency [--seeds 4] [--latencies 0,100,200,400]
-        [--policies plan:8:0.3,repeat:4:0.3]
+        [--policies plan:8:0.3,repeat:4:0.3] [--pendulum]
     ... bench/robots.py vla-eval [--episodes 2] [--rate 30] [--ticks 150] [--infer-ms 50]
 
 Set HF_LEROBOT_CALIBRATION and PYTEST_HUD_ROBOT_LOCKS to temp folders (the bench does when
@@ -175,10 +177,11 @@ def robot_cases(
     *,
     max_steps: int,
     env: dict[str, str] | None = None,
+    row: tuple[str, str] = ("so101", "reach"),
 ) -> dict[str, tuple[list[Any], Stamps]]:
     """Per case (name, model, timing), one episode per seed, all on one robot (one
     substrate kept across them, one at a time, as a robot is): the results and each
-    step's send time."""
+    step's send time. ``row``: the env and template (their template takes seed and case)."""
     from pytest_hud import LocalRuntime, Task, run
     from pytest_hud.robot import RobotAgent
     from pytest_hud.robot.agent.agent import RunSettings
@@ -190,7 +193,7 @@ def robot_cases(
         stamps[name] = Stamps()
         settings = RunSettings(max_steps=max_steps, timing=timing, observers=(stamps[name],))
         agents[name] = (RobotAgent(model), settings)
-    tasks = [Task("so101", "reach", {"seed": int(x), "case": n}) for n, *_ in cases for x in seeds]
+    tasks = [Task(*row, {"seed": int(x), "case": n}) for n, *_ in cases for x in seeds]
     old = {k: os.environ.get(k) for k in env or {}}
     os.environ.update(env or {})
     try:
@@ -382,6 +385,47 @@ def latency(a: argparse.Namespace) -> None:
         "repeated N times; plan hN: the command planned N steps ahead (bench/envs/"
         "so101_policies.py); KIND:N:S, a weaker arm (the command scaled by S)."
     )
+    if a.pendulum:
+        pendulum(a, seeds)
+
+
+def pendulum(a: argparse.Namespace, seeds: list[int]) -> None:
+    from so101_policies import SwingUp
+
+    from pytest_hud.robot.agent.timed import Timing
+
+    print(
+        f"\nPendulum-v1 swing-up in sim time: 20 Hz, seeds 0..{len(seeds) - 1}, 200 steps; "
+        "success = reward total > -400"
+    )
+    cases: list[tuple[str, Any, Any]] = []
+    for spec in ("repeat:1", "repeat:4", "plan:8"):
+        kind, horizon, _ = policy_spec(spec)
+        for x in [None, *a.latencies]:
+            timing = None if x is None else Timing(latency=x / 1000)
+            cases.append((f"{spec}|{x}", SwingUp(horizon, kind == "plan"), timing))
+    runs = robot_cases(
+        ENVS / "pendulum.py", cases, seeds, max_steps=200, row=("pendulum", "swing_up")
+    )
+    rows = []
+    for name, _, timing in cases:
+        spec, _, x = name.partition("|")
+        results = runs[name][0]
+        timed = [r.agent_info.get("timing") or {} for r in results]
+        rewards = [r.grade.get("total_reward") for r in results]
+        rows.append(
+            [
+                spec,
+                "lockstep" if timing is None else f"{float(x):g}",
+                timed[0].get("delay_ticks", "-") if timing else "-",
+                f"{sum(bool(r.success) for r in results)}/{len(results)}",
+                f"{statistics.fmean(rewards):.0f}",
+                sum(t.get("held_steps", 0) for t in timed) if timing else "-",
+                sum(t.get("dropped_actions", 0) for t in timed) if timing else "-",
+            ]
+        )
+    head = ["policy", "latency ms", "delay ticks", "success", "mean reward", "held", "dropped"]
+    table(head, rows)
 
 
 # -- ab -------------------------------------------------------------------------------------
@@ -401,6 +445,7 @@ def ab(a: argparse.Namespace) -> None:
     head = [
         "A", "B", "better", "worse", "no diff", "undecided", "decided", "mean pairs",
         "median", "p90", "fixed n same power", "saved vs fixed", "saved vs max_pairs",
+        "fixed n 80% power",
         "live check",
     ]  # fmt: skip
     rows, nulls = [], []
@@ -410,10 +455,12 @@ def ab(a: argparse.Namespace) -> None:
         code, used = test.run(xa, xb)
         share = {c: float((code == c).mean()) for c in (BETTER, WORSE, NO_DIFFERENCE, UNDECIDED)}
         decided = 1 - share[UNDECIDED]
-        same, saved = "-", "-"
+        same, saved, usual = "-", "-", "-"
         disc = pa * (1 - pb) + pb * (1 - pa)
-        if pb > pa and share[BETTER] > 0:
+        if pb > pa:
             effect = (pb * (1 - pa) - pa * (1 - pb)) / disc  # 2q - 1
+            usual = str(fixed_n_pairs(a.alpha, 0.2, effect, disc))
+        if pb > pa and share[BETTER] > 0:
             target = min(share[BETTER], 1 - 1 / a.runs)
             n_fixed = fixed_n_pairs(a.alpha, 1 - target, effect, disc)
             same, saved = str(n_fixed), f"{1 - used.mean() / n_fixed:.0%}"
@@ -431,6 +478,7 @@ def ab(a: argparse.Namespace) -> None:
                 same,
                 saved,
                 f"{1 - used.mean() / a.max_pairs:.0%}",
+                usual,
                 f"{min(a.check, a.runs) - mismatches}/{min(a.check, a.runs)} agree",
             ]
         )
@@ -449,8 +497,9 @@ def ab(a: argparse.Namespace) -> None:
         "the exact two-sided McNemar test decides better at least as often as the live stop "
         "did (fixed_n_pairs, the project's planning helper, at the case's discordance and "
         "effect); saved: 1 - mean pairs / that n, and 1 - mean pairs / max_pairs (the "
-        "session's plan). live check: sessions fed pair by pair through PairedStopping "
-        "(what the plugin runs) giving the same decision and pairs used."
+        "session's plan); fixed n 80% power: the usual fixed design at this effect. live "
+        "check: sessions fed pair by pair through PairedStopping (what the plugin runs) "
+        "giving the same decision and pairs used."
     )
 
 
@@ -709,6 +758,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     lat.add_argument("--latencies", type=floats, default=[0.0, 100.0, 200.0, 400.0])
     lat.add_argument("--policies", type=specs, default=["plan:8:0.3", "repeat:4:0.3"])
     lat.add_argument("--max-steps", type=int, default=100)
+    lat.add_argument("--pendulum", action="store_true")
     b = sub.add_parser("ab")
     b.add_argument("--runs", type=int, default=4000)
     b.add_argument("--cases", type=pairs, default=[(0.5, 0.5), (0.5, 0.8), (0.6, 0.9)])

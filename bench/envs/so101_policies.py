@@ -69,3 +69,38 @@ def model(kind: str, horizon: int, delay: float = 0.0, scale: float = 1.0) -> Mo
     cls = PlannedReach if kind == "plan" else ReachModel
     inner = cls(scale=scale, horizon=horizon)
     return Slow(inner, delay) if delay > 0 else inner
+
+
+# -- Pendulum-v1 (bench/robots.py latency --pendulum) ----------------------------------------
+def swing(th: float, thdot: float) -> float:
+    """Energy-pumping swing-up with a PD catch near the top (Pendulum-v1: th = 0 upright,
+    thddot = 15 sin th + 3 u, |u| <= 2)."""
+    th = (th + np.pi) % (2 * np.pi) - np.pi
+    if np.cos(th) > 0.85:
+        return float(np.clip(-(12 * th + 2.5 * thdot), -2, 2))
+    energy = 0.5 * thdot**2 + 15 * (np.cos(th) - 1)
+    sign = np.sign(thdot) if thdot != 0 else 1.0
+    return float(2.0 * sign * (1 if energy < 0 else -1))
+
+
+class SwingUp(Model):
+    """``horizon`` actions a forward: the swing-up command repeated (``plan`` False) or the
+    controller rolled forward through the pendulum's own equations (``plan`` True)."""
+
+    def __init__(self, horizon: int = 1, plan: bool = False) -> None:
+        self.horizon, self.plan = horizon, plan
+
+    def infer(self, batch):
+        rows = []
+        for cos, sin, thdot in np.asarray(batch["observation/state"], np.float64):
+            th, out = float(np.arctan2(sin, cos)), []
+            for _ in range(self.horizon):
+                u = swing(th, thdot)
+                out.append([u])
+                if not self.plan:
+                    out = out * self.horizon
+                    break
+                thdot = float(np.clip(thdot + (15 * np.sin(th) + 3 * u) * 0.05, -8, 8))
+                th += thdot * 0.05
+            rows.append(out)
+        return np.asarray(rows, np.float32)
