@@ -197,3 +197,40 @@ def test_robot_episodes_record_as_a_lerobot_dataset_with_camera_frames(robot_dir
     assert tuple(frame["observation.images.front"].shape) == (3, 128, 128)
     assert float(frame["observation.images.front"].max()) > 0  # a rendered image, not zeros
     assert frame["action"].shape[-1] == 4
+
+
+def test_ctrl_c_at_the_terminal_brings_the_robot_to_rest_and_disconnects(robot_dir) -> None:
+    """The operator presses Ctrl-C while the arm moves (terminal console, wall clock): the
+    session ends, the robot is stopped with its own API and disconnected."""
+    from terminal import Pane
+
+    write_suite(robot_dir, 2)
+    env = {k: v for k, v in os.environ.items() if k.startswith(("PYTHON", "PATH", "HOME"))}
+    env.update({k: os.environ[k] for k in os.environ if k.startswith(("SO101_", "HF_LEROBOT"))})
+    env["PYTEST_HUD_ROBOT_LOCKS"] = str(robot_dir.path)
+    env["SO101_FPS"] = "5"  # a slow arm: the episode is still running when the key comes
+    pane = Pane(
+        f"{sys.executable} -m pytest -p no:cacheprovider --hud-operator=terminal "
+        "--hud-agent=policy_models:reach_agent --hud-max-steps=400 --hud-realtime "
+        "--hud-shared=1",
+        robot_dir.path,
+        env,
+    )
+    try:
+        pane.wait_for("position the scene, then press Enter", timeout=300)
+        pane.send("Enter")
+        pane.wait_for("● running")
+        deadline = time.monotonic() + 300
+        while "connect" not in lifecycle(robot_dir):  # the arm is up and moving
+            assert time.monotonic() < deadline, pane.screen()
+            time.sleep(0.1)
+        pane.send("C-c")
+        screen = pane.wait_for("EXIT=", timeout=120)
+        assert "KeyboardInterrupt" in screen or "Interrupted" in screen
+    finally:
+        pane.close()
+    deadline = time.monotonic() + 60
+    while lifecycle(robot_dir)[-1:] != ["disconnect"]:
+        assert time.monotonic() < deadline, lifecycle(robot_dir)
+        time.sleep(0.1)
+    assert lifecycle(robot_dir)[-2:] == ["stop", "disconnect"]
