@@ -234,3 +234,36 @@ def test_ctrl_c_at_the_terminal_brings_the_robot_to_rest_and_disconnects(robot_d
         assert time.monotonic() < deadline, lifecycle(robot_dir)
         time.sleep(0.1)
     assert lifecycle(robot_dir)[-2:] == ["stop", "disconnect"]
+
+
+def test_the_detector_grades_and_the_operator_may_override_it(robot_dir, monkeypatch) -> None:
+    """With a success detector the arm's episodes end when it says success; the operator
+    overrides the first (a failure: the cube slipped) and accepts the second; each row
+    says who graded."""
+    monkeypatch.setenv("SO101_DETECTOR", "1")
+    monkeypatch.setenv(
+        "OPERATOR_SCRIPT",
+        json.dumps(
+            {"verdicts": [{"score": 0, "notes": "slipped after the detector fired"}, "detector"]}
+        ),
+    )
+    write_suite(robot_dir, 2)
+    result = robot_dir.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "--hud-agent=policy_models:reach_agent",
+        "--hud-operator=operators:scripted",
+        "--hud-max-steps=60",
+        "--hud-shared=1",
+        "--hud-results=r.json",
+        timeout=600,
+    )
+    rows = json.loads((robot_dir.path / "r.json").read_text())["rollouts"]
+    by_seed = {r["args"]["seed"]: r for r in rows}
+    assert by_seed[0]["grade_source"] == "operator (over the detector)"
+    assert by_seed[0]["success"] is False and by_seed[0]["notes"].startswith("slipped")
+    assert by_seed[1]["grade_source"] == "detector" and by_seed[1]["success"] is True
+    assert all(r["steps"] < 60 for r in rows)  # the detector ended each episode
+    shown = (robot_dir.path / "shown.txt").read_text()
+    assert "the env's detector says: success" in shown
+    result.assert_outcomes(passed=1, failed=1)

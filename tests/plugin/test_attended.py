@@ -172,3 +172,15 @@ def test_a_bad_robot_spec_is_a_usage_error(suite) -> None:
     result = run(suite, "--hud-robot=so101_follower:port")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--hud-robot: 'port' is not key=value*"])
+
+
+def test_budgets_read_durations_and_counts() -> None:
+    from pytest_hud.features.robots import parse_budget
+
+    assert parse_budget("90s") == (90.0, None)
+    assert parse_budget("45m") == (2700.0, None)
+    assert parse_budget("2h") == (7200.0, None)
+    assert parse_budget("12") == (None, 12)
+    for bad in ("0", "1.5", "-3m", "2d", ""):
+        with pytest.raises(pytest.UsageError, match="--hud-budget"):
+            parse_budget(bad)
