@@ -418,6 +418,8 @@ def enable(session: HudSession) -> object | None:
                 "item's arm letter as it runs; drop -v (the report names the arms at the end)"
             )
         operator = _operator(spec)
+        if session.options.shared is None:  # one substrate: the robot stays connected
+            session.options.shared = 1
     grader: Grader | None = None
     if grader_ref:
         try:
