@@ -66,3 +66,60 @@ def test_an_operator_grades_two_episodes_at_the_terminal(suite) -> None:
     assert rows[0.0]["score"] == 0.5 and rows[0.0]["notes"] == "jaw slipped"
     assert rows[5.0]["success"] is True and rows[5.0]["grade_source"] == "operator"
     assert rows[5.0]["notes"] is None
+
+
+DETECTED = """
+import pytest
+from line_env import detected
+
+
+@pytest.mark.hud(tasks=[detected.task(goal=0.0, seed=1), detected.task(goal=5.0, seed=2)])
+def test_detected(hud_result):
+    assert hud_result.success, hud_result.summary()
+"""
+
+
+def test_a_detectors_verdict_stands_unless_the_operator_overrides_it(suite) -> None:
+    """--hud-override-window=0: the detector's verdicts are taken without a key; -1: the
+    console waits, and n overrides the detector's success."""
+    suite.makepyfile(test_detected=DETECTED)
+    env = {k: v for k, v in os.environ.items() if k.startswith(("PYTHON", "PATH", "HOME"))}
+    command = (
+        f"{sys.executable} -m pytest -p no:cacheprovider --hud-operator=terminal "
+        "--hud-results=r.json --hud-override-window="
+    )
+    pane = Pane(command + "0", suite.path, env)
+    try:
+        pane.wait_for("position the scene, then press Enter")
+        pane.send("Enter")
+        pane.wait_for("position the scene, then press Enter", after=1)
+        pane.send("Enter")
+        screen = pane.wait_for("EXIT=")
+    finally:
+        pane.close()
+    assert screen.count("graded by the detector") == 2
+    rows = json.loads((suite.path / "r.json").read_text())["rollouts"]
+    assert [r["grade_source"] for r in rows] == ["detector", "detector"]
+    assert [r["success"] for r in rows] == [True, False]
+
+    pane = Pane(command + "-1", suite.path, env)
+    try:
+        pane.wait_for("position the scene, then press Enter")
+        pane.send("Enter")
+        pane.wait_for("Enter: accept the detector's success")
+        pane.send("n")  # the detector said success; the operator saw otherwise
+        pane.wait_for("notes (Enter for none):")
+        pane.send("the cube fell off after", "Enter")
+        pane.wait_for("position the scene, then press Enter", after=1)
+        pane.send("Enter")
+        pane.wait_for("Enter: accept the detector's failure")
+        pane.send("Enter")
+        pane.wait_for("notes (Enter for none):", after=1)
+        pane.send("Enter")
+        pane.wait_for("EXIT=")
+    finally:
+        pane.close()
+    rows = json.loads((suite.path / "r.json").read_text())["rollouts"]
+    assert [r["grade_source"] for r in rows] == ["operator (over the detector)", "detector"]
+    assert [r["success"] for r in rows] == [False, False]
+    assert rows[0]["notes"] == "the cube fell off after"

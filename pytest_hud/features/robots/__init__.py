@@ -63,6 +63,12 @@ OPTIONS: OptionTable = [
         {"metavar": "REF"},
     ),
     (
+        "--hud-override-window",
+        "seconds the operator has to override an env detector's verdict before it stands "
+        "(default 5; 0 takes it at once, -1 waits for a key)",
+        {"metavar": "SECONDS"},
+    ),
+    (
         "--hud-robot",
         "the robot that env modules' env.lerobot_robot(...) serve: TYPE[:key=value,...] (e.g. "
         "so101_follower:port=/dev/ttyACM0,id=left_arm), its fields over the module's: the same "
@@ -175,6 +181,8 @@ class RobotsPlugin:
         self.cases: dict[int, HudCase] = {}  # id(task) -> its case (for a rerun's gate)
         self.frames: dict[int, tuple[dict[str, object], dict[str, object]]] = {}
         self.quit = False
+        #: how long a detector's verdict waits for an override (None: for a key)
+        self.window: float | None = 5.0
         arms = session.arms if operator is not None and len(session.arms) > 1 else []
         #: blinded arms: letter -> the code the operator sees
         self.codes = arm_codes([a.letter for a in arms], int(session.options.ab_seed or 0))
@@ -304,7 +312,7 @@ class RobotsPlugin:
             result.agent_info.setdefault("stopped", "operator")
         if self.operator is None:
             return None
-        ask = Ask(gate, result.steps, detector=detector, stopped=stopped)
+        ask = Ask(gate, result.steps, detector=detector, stopped=stopped, accept_after=self.window)
         verdict = check_verdict(await asyncio.to_thread(self.operator.verdict, ask))
         if verdict.discard:
             return verdict
@@ -426,4 +434,16 @@ def enable(session: HudSession) -> object | None:
             grader = load_object(grader_ref)
         except (ImportError, AttributeError, ValueError) as exc:
             raise pytest.UsageError(f"--hud-grader {grader_ref!r}: {exc}") from None
-    return RobotsPlugin(session, operator, grader, budget)
+    plugin = RobotsPlugin(session, operator, grader, budget)
+    window = read_option(config, "hud_override_window", str)
+    if window is not None:
+        try:
+            seconds = float(window)
+        except ValueError:
+            seconds = float("nan")
+        if not (seconds >= 0 or seconds == -1):
+            raise pytest.UsageError(
+                f"--hud-override-window takes seconds >= 0 (or -1: wait for a key), got {window!r}"
+            )
+        plugin.window = None if seconds == -1 else seconds
+    return plugin

@@ -128,11 +128,23 @@ class TerminalOperator:
         accept = ""
         if ask.detector is not None:
             accept = f" · Enter: accept the detector's {'success' if ask.detector else 'failure'}"
-        self._say(f"  verdict?   [{VERDICT_KEYS}{accept}]\n")
+        if ask.detector is not None and ask.accept_after is not None:
+            self._say(
+                f"  taken in {ask.accept_after:g} s unless you press a key to override   "
+                f"[{VERDICT_KEYS}{accept}]\n"
+            )
+        else:
+            self._say(f"  verdict?   [{VERDICT_KEYS}{accept}]\n")
         with self._keys():
             score: float | None = None
+            first = True
             while score is None:
-                key = self._key()
+                window = ask.accept_after if first and ask.detector is not None else None
+                key = self._key(window)
+                first = False
+                if key is None:  # the window passed: the detector's verdict stands
+                    self._say("  graded by the detector\n")
+                    return ask.accepted()
                 if key in ("\n", "\r") and ask.detector is not None:
                     score = 1.0 if ask.detector else 0.0
                 elif key in ("y", "Y"):

@@ -68,6 +68,9 @@ class Ask:
     steps: int | None
     detector: bool | None = None
     stopped: bool = False
+    #: with a detector: its verdict stands unless the operator overrides it within this many
+    #: seconds (a console accepts it by itself then; None waits for the operator)
+    accept_after: float | None = None
 
     def lines(self) -> list[str]:
         ended = "stopped by you" if self.stopped else "ended"
@@ -75,6 +78,10 @@ class Ask:
         if self.detector is not None:
             out.append(f"the env's detector says: {'success' if self.detector else 'failure'}")
         return out
+
+    def accepted(self) -> Verdict:
+        """The detector's verdict, taken as the grade."""
+        return Verdict(1.0 if self.detector else 0.0)
 
 
 @dataclass(frozen=True)
@@ -111,7 +118,8 @@ class Operator(Protocol):
         ...
 
     def verdict(self, ask: Ask) -> Verdict:
-        """Grade the episode just run."""
+        """Grade the episode just run (where ``ask.accept_after`` is set, return
+        ``ask.accepted()`` when the operator does not override within it)."""
         ...
 
     def close(self) -> None:

@@ -154,10 +154,17 @@ class WebOperator:
         """Show the episode's outcome; block until Success, Failure, Partial (a score in
         [0, 1], checked here) or Discard, with the notes typed. Raises ConsoleClosed when
         the console closes first."""
-        seq = self._ask(
-            "verdict", ask.lines(), f"Episode {ask.gate.number}", ask.gate.arm, "verdict?"
-        )
-        answer = self._wait(seq)
+        window = ask.accept_after if ask.detector is not None else None
+        hint = "verdict?"
+        if window is not None:
+            hint = f"the detector's verdict is taken in {window:g} s unless you override it"
+        seq = self._ask("verdict", ask.lines(), f"Episode {ask.gate.number}", ask.gate.arm, hint)
+        answer = self._wait(seq, window)
+        if answer is None and window is not None:
+            with self._cond:
+                if self._phase != "closed" and self._seq == seq and self._answer is None:
+                    self._settle(ask.accepted(), "graded by the detector")
+            answer = self._wait(seq)
         if not isinstance(answer, Verdict):
             raise ConsoleClosed("the web console closed before the episode was graded")
         return answer
@@ -195,11 +202,16 @@ class WebOperator:
             self._cond.notify_all()
             return self._seq
 
-    def _wait(self, seq: int) -> GateAnswer | Verdict | None:
-        """The answer to question ``seq``, or None once the console closed."""
+    def _wait(self, seq: int, within: float | None = None) -> GateAnswer | Verdict | None:
+        """The answer to question ``seq``; None once the console closed, or when
+        ``within`` seconds passed unanswered."""
+        deadline = None if within is None else time.monotonic() + within
         with self._cond:
             while self._phase != "closed" and not (self._seq == seq and self._answer is not None):
-                self._cond.wait(timeout=1.0)  # woken by an answer or close(); 1 s keeps ^C live
+                left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+                if left <= 0:
+                    return None
+                self._cond.wait(timeout=left)  # woken by an answer or close(); 1 s keeps ^C live
             return self._answer if self._seq == seq else None
 
     def _take(self, body: Json) -> str:
