@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
-from line_suite import TESTS
+from line_suite import AB_AGENTS, TESTS
 from terminal import Pane
 
 RECORDING = Path(__file__).resolve().parents[2] / "docs" / "images" / "terminal-console.txt"
@@ -123,3 +124,34 @@ def test_a_detectors_verdict_stands_unless_the_operator_overrides_it(suite) -> N
     assert [r["grade_source"] for r in rows] == ["operator (over the detector)", "detector"]
     assert [r["success"] for r in rows] == [False, False]
     assert rows[0]["notes"] == "the cube fell off after"
+
+
+def test_a_blinded_session_never_names_an_arm_on_the_terminal(suite) -> None:
+    """Two agents at the terminal console: everything on the screen until the report shows
+    arm codes only (no agent name, no arm letter tag); the report unblinds."""
+    suite.makepyfile(test_line=TESTS, my_agents=AB_AGENTS)
+    env = {k: v for k, v in os.environ.items() if k.startswith(("PYTHON", "PATH", "HOME"))}
+    pane = Pane(
+        f"{sys.executable} -m pytest -p no:cacheprovider -k reach --hud-operator=terminal "
+        "--hud-agent=zero --hud-agent=my_agents:forward --hud-ab-seed=3",
+        suite.path,
+        env,
+    )
+    try:
+        for n in range(4):
+            pane.wait_for("position the scene, then press Enter", after=n)
+            pane.send("Enter")
+            pane.wait_for("verdict?", after=n)
+            pane.send("y")
+            pane.wait_for("notes (Enter for none):", after=n)
+            pane.send("Enter")
+        screen = pane.wait_for("EXIT=")
+    finally:
+        pane.close()
+    before, _, report = screen.partition("hud robots: unblinded")
+    before = before.split("=== FAILURES")[0].split("=== hud")[0]
+    for name in ("zero", "forward", "my_agents", "@A", "@B"):
+        assert name not in before, name
+    codes = set(re.findall(r"· arm ([A-Z])", before))
+    assert len(codes) == 2
+    assert all(f"arm {c} = " in report for c in codes)
