@@ -184,3 +184,43 @@ def test_budgets_read_durations_and_counts() -> None:
     for bad in ("0", "1.5", "-3m", "2d", ""):
         with pytest.raises(pytest.UsageError, match="--hud-budget"):
             parse_budget(bad)
+
+
+CAMERA_TESTS = """
+import pytest
+from camera_env import push
+
+
+@pytest.mark.hud(tasks=[push.task(length=3, setup="block at the left edge")])
+def test_push(hud_result):
+    pass
+"""
+
+
+def test_the_second_arm_sees_the_first_ones_scene_as_reference(suite, monkeypatch) -> None:
+    """A paired row: the gate of its second episode shows the first frame its first
+    episode saw (a PNG of the camera), so the operator sets the scene up alike."""
+    from camera_suite import ENV as CAMERA_ENV
+    from PIL import Image
+
+    shutil.copy(HELPERS / "operators.py", suite.path / "operators.py")
+    suite.makepyfile(camera_env=CAMERA_ENV, test_cam=CAMERA_TESTS, my_agents=AB_AGENTS)
+    suite.makeconftest("import camera_env  # noqa: F401\n")
+    shown = suite.path / "shown.txt"
+    monkeypatch.setenv("OPERATOR_SHOWN", str(shown))
+    monkeypatch.setenv("OPERATOR_SCRIPT", "{}")
+    result = run(
+        suite,
+        "test_cam.py",
+        "--hud-operator=operators:scripted",
+        "--hud-agent=zero",
+        "--hud-agent=my_agents:forward",
+    )
+    assert result.ret == 0, result.stdout.str()
+    lines = shown.read_text().splitlines()
+    refs = [line for line in lines if line.startswith("reference image: ")]
+    assert len(refs) == 1  # the second gate only: the first had none yet
+    second = next(i for i, line in enumerate(lines) if line.startswith("episode 2 · cam/push"))
+    assert lines.index(refs[0]) > second
+    image = Image.open(refs[0].removeprefix("reference image: "))
+    assert image.size == (96, 96)

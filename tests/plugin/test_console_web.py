@@ -373,3 +373,35 @@ def test_requests_are_bounded() -> None:
         assert status == 409 and "not an answer to this question" in body  # no question yet
     finally:
         console.close()
+
+
+def test_the_gate_shows_its_reference_image(browser: WebDriver, tmp_path: Path) -> None:
+    """A gate with a reference image: the page shows it (re-encoded, only that file); a
+    file that is not an image is answered as absent, never served as it is."""
+    from PIL import Image
+
+    picture = tmp_path / "scene.png"
+    Image.fromarray(np.full((40, 40, 3), (0, 200, 0), np.uint8)).save(picture)
+    bogus = tmp_path / "secret.txt"
+    bogus.write_text("not an image")
+    console = WebOperator()
+    try:
+        browser.get(console.url)
+        gate = Gate("cam/push", "as the reference shows", "push it", number=1, image=str(picture))
+        asked = Asker(lambda: console.gate(gate))
+        until(browser, lambda: shown(browser, "reference-box"), "the reference image")
+        base, _, query = console.url.partition("?")
+        with urllib.request.urlopen(f"{base.rstrip('/')}/reference.jpg?{query}", timeout=WAIT) as r:
+            assert r.headers["Content-Type"] == "image/jpeg"
+            assert r.read()[:2] == b"\xff\xd8"
+        click(browser, "start")
+        assert asked.result() == "go"
+        other = Gate("cam/push", "", "push it", number=2, image=str(bogus))
+        asked = Asker(lambda: console.gate(other))
+        until(browser, lambda: element_text(browser, "title") == "Episode 2", "the next gate")
+        status, body = http(f"{base.rstrip('/')}/reference.jpg?{query}")
+        assert status == 404 and "not an image" not in body
+        click(browser, "start")
+        assert asked.result() == "go"
+    finally:
+        console.close()

@@ -15,8 +15,10 @@ import os
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pytest
 
 from pytest_hud._plugin.cases import HudCase
@@ -144,6 +146,44 @@ class _Frames:
         return {}
 
 
+def _row_label(task: Task) -> str:
+    """The row as the operator sees it: env/template[args], without the set-up's own."""
+    shown = {k: v for k, v in task.args.items() if k not in ("setup", "image", "task")}
+    args = "[" + ",".join(f"{k}={v}" for k, v in shown.items()) + "]" if shown else ""
+    return f"{task.env}/{task.id}{args}"
+
+
+class _Reference:
+    """Episode observer: saves the first frame of the first camera of a row's first
+    episode as its reference image."""
+
+    def __init__(self, run: object, spaces: object, folder: Path, refs: dict[str, str]) -> None:
+        task = getattr(run, "task", None)
+        cameras = getattr(spaces, "cameras", [])
+        self.row = _row_label(task) if isinstance(task, Task) else None
+        self.camera = cameras[0].name if cameras else None
+        self.folder, self.refs = folder, refs
+        self.pending = self.row is not None and self.camera is not None and self.row not in refs
+
+    def step(self, data: dict[str, object], action: object) -> None:
+        if not self.pending:
+            return
+        self.pending = False
+        assert self.row is not None and self.camera is not None
+        from PIL import Image
+
+        frame = np.asarray(data.get(self.camera))
+        if frame.ndim != 3 or frame.shape[-1] != 3:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / (re.sub(r"[^A-Za-z0-9_.=-]+", "_", self.row) + ".png")
+        Image.fromarray(frame.astype(np.uint8)).save(path)
+        self.refs[self.row] = str(path)
+
+    def end(self, ok: bool) -> dict[str, object]:
+        return {}
+
+
 class _Cameras:
     """Episode observer: hands each tick's camera frames to the operator's console."""
 
@@ -180,6 +220,9 @@ class RobotsPlugin:
         self.gates: dict[int, Gate] = {}  # id(task) -> the gate passed for it
         self.cases: dict[int, HudCase] = {}  # id(task) -> its case (for a rerun's gate)
         self.frames: dict[int, tuple[dict[str, object], dict[str, object]]] = {}
+        #: row -> the first camera frame of its first episode (a PNG): the next gate of the
+        #: same row (the other arm's, a rerun) shows it, so the scene is set up alike
+        self.references: dict[str, str] = {}
         self.quit = False
         #: how long a detector's verdict waits for an override (None: for a key)
         self.window: float | None = 5.0
@@ -229,18 +272,17 @@ class RobotsPlugin:
     def _gate(self, task: Task, case: HudCase | None) -> Gate:
         self.number += 1
         args = dict(task.args)
-        shown = {k: v for k, v in args.items() if k not in ("setup", "image", "task")}
-        row = f"{task.env}/{task.id}" + (
-            "[" + ",".join(f"{k}={v}" for k, v in shown.items()) + "]" if shown else ""
-        )
+        row = _row_label(task)
         arm = case.arm.letter if case is not None and case.arm is not None else None
+        # the row's own reference image, else the first frame its earlier episode saw here
+        image = str(args["image"]) if args.get("image") else self.references.get(row)
         return Gate(
             row=row,
             setup=str(args.get("setup") or ""),
             prompt=str(args.get("task") or task.id),
             arm=self.codes.get(arm) if arm else None,
             number=self.number,
-            image=str(args["image"]) if args.get("image") else None,
+            image=image,
         )
 
     # -- the episode ----------------------------------------------------------------------
@@ -250,6 +292,9 @@ class RobotsPlugin:
         if self.grader is not None:
             sink = self.frames
             found.append(lambda run, spaces: _Frames(sink, id(run.task) if run is not None else 0))
+        if self.operator is not None:
+            folder, refs = self.session.artifacts / "references", self.references
+            found.append(lambda run, spaces: _Reference(run, spaces, folder, refs))
         show = getattr(self.operator, "frame", None)
         if callable(show):  # a console that shows the cameras (the web console)
             found.append(lambda run, spaces: _Cameras(show, [c.name for c in spaces.cameras]))

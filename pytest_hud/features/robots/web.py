@@ -90,6 +90,7 @@ class WebOperator:
         self._ended: float | None = None
         self._frames: dict[str, np.ndarray] = {}
         self._version = 0  # counts frames() calls, so the page fetches only new ones
+        self._reference: str | None = None  # the gate's reference image (a file path)
         self._jpegs: dict[str, tuple[int, bytes]] = {}
         self._jpeg_lock = threading.Lock()
         self._server = _Server((host, port), self)
@@ -109,6 +110,8 @@ class WebOperator:
         """Show the gate; block until Start (go), Put off (skip) or End session (quit).
         A closed console answers quit."""
         lines = gate.lines()
+        with self._cond:
+            self._reference = gate.image
         seq = self._ask(
             "gate", lines, f"Episode {gate.number}", gate.arm, "position the scene, then Start"
         )
@@ -256,6 +259,23 @@ class WebOperator:
         with self._cond:
             self.shown.append(message)
 
+    def _reference_jpeg(self) -> bytes | None:
+        """The gate's reference image re-encoded as JPEG (only ever that one file; a file
+        that is not an image is answered as absent)."""
+        with self._cond:
+            path = self._reference if self._phase == "gate" else None
+        if path is None:
+            return None
+        from PIL import Image
+
+        try:
+            with Image.open(path) as image:
+                out = io.BytesIO()
+                image.convert("RGB").save(out, "JPEG", quality=85)
+                return out.getvalue()
+        except (OSError, ValueError, Image.DecompressionBombError):
+            return None
+
     def _state(self) -> Json:
         with self._cond:
             running = self._phase == "running"
@@ -272,6 +292,7 @@ class WebOperator:
                 "stopping": running and stopping,
                 "cameras": sorted(self._frames),
                 "frame": self._version,
+                "reference": self._phase == "gate" and self._reference is not None,
             }
 
     def _jpeg(self, name: str) -> bytes | None:
@@ -408,6 +429,12 @@ class _Handler(BaseHTTPRequestHandler):
             )
         elif parts.path == "/state":
             self._json(200, console._state())
+        elif parts.path == "/reference.jpg":
+            jpeg = console._reference_jpeg()
+            if jpeg is None:
+                self._text(404, "this row has no reference image")
+            else:
+                self._send(200, jpeg, "image/jpeg")
         elif parts.path.startswith("/frame/") and parts.path.endswith(".jpg"):
             jpeg = console._jpeg(unquote(parts.path[len("/frame/") : -len(".jpg")]))
             if jpeg is None:
@@ -578,6 +605,8 @@ input{font:inherit;padding:.35em .5em;border:1px solid #99a;border-radius:4px}
 </span></h2><ul id="lines" class="lines"></ul></section>
 <section id="gate" hidden>
  <p class="hint">Position the scene from the set-up text, then press Start.</p>
+ <figure id="reference-box" hidden><img id="reference" alt="reference image">
+ <figcaption>how this row's scene looked before</figcaption></figure>
  <button id="start" class="big go" data-action="go">Start</button>
  <div><button id="skip" data-action="skip">Put this row off</button>
  <button id="quit" data-action="quit">End session</button></div>
@@ -663,6 +692,8 @@ function render(s) {
       const li = document.createElement("li"); li.textContent = line; return li;
     }));
     for (const b of document.querySelectorAll("button")) b.disabled = false;
+    $("reference-box").hidden = !s.reference;
+    if (s.reference) $("reference").src = "/reference.jpg" + q + "&seq=" + s.seq;
     showOnly(s.phase);
     $("wait-text").textContent = s.phase === "closed" ? "The session ended." : s.note + " …";
   }
