@@ -70,11 +70,30 @@ def test_discard_runs_the_row_again(suite, monkeypatch) -> None:
     result.assert_outcomes(passed=2)
 
 
-def test_put_off_and_quit_leave_rows_undecided(suite, monkeypatch) -> None:
-    result, _, _ = attended(suite, monkeypatch, {"gates": ["skip", "go"], "verdicts": [1]})
+def test_a_row_put_off_runs_after_the_others(suite, monkeypatch) -> None:
+    """s at a gate sends the row to the back of the queue: the other row runs first, then
+    the row put off, in the same session."""
+    script = {"gates": ["skip", "go", "go"], "verdicts": [1, 1]}
+    result, rows, shown = attended(suite, monkeypatch, script)
+    result.assert_outcomes(passed=2)
+    gates = [line for line in shown if line.startswith("episode ") and "·" in line]
+    assert gates == [
+        "episode 1 · line/reach[goal=0.0,seed=1]",
+        "episode 2 · line/reach[goal=5.0,seed=2]",
+        "episode 3 · line/reach[goal=0.0,seed=1]",
+    ]
+    assert [r["args"]["goal"] for r in rows] == [5.0, 0.0]  # in the order they ran
+
+
+def test_put_off_too_often_and_quit_leave_rows_undecided(suite, monkeypatch) -> None:
+    """A row put off when nothing is left to run first (or more than twice) is reported
+    undecided; q ends the session."""
+    script = {"gates": ["skip", "go", "skip"], "verdicts": [1]}
+    result, _, shown = attended(suite, monkeypatch, script)
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(["*hud robots: 1 row(s) not run (the operator put them off)*"])
-    result, _rows, _ = attended(suite, monkeypatch, {"gates": ["quit"]})
+    assert sum(1 for line in shown if "goal=0.0" in line and "·" in line) == 2
+    result, _, _ = attended(suite, monkeypatch, {"gates": ["quit"]})
     result.assert_outcomes(skipped=1)
     assert "the operator ended the session" in result.stdout.str()
 

@@ -14,6 +14,7 @@ import asyncio
 import os
 import re
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,7 +23,7 @@ import numpy as np
 import pytest
 
 from pytest_hud._plugin.cases import HudCase
-from pytest_hud._plugin.internals import is_worker
+from pytest_hud._plugin.internals import is_worker, settle_setup
 from pytest_hud._plugin.options import OptionTable, read_option
 from pytest_hud._plugin.state import BLINDED, CASE
 from pytest_hud.evaluation.results import Row
@@ -46,7 +47,10 @@ from pytest_hud.runtime.task import Task
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
 
-__all__ = ["OPTIONS", "RobotsPlugin", "ScriptedOperator", "enable", "parse_budget"]
+__all__ = ["OPTIONS", "PUT_OFF", "RobotsPlugin", "ScriptedOperator", "enable", "parse_budget"]
+
+#: Times a row may be put off (back of the queue) before a further "put off" skips it.
+PUT_OFF = 2
 
 OPTIONS: OptionTable = [
     (
@@ -219,6 +223,7 @@ class RobotsPlugin:
         self.unrun: list[str] = []  # rows the budget or the operator left
         self.gates: dict[int, Gate] = {}  # id(task) -> the gate passed for it
         self.cases: dict[int, HudCase] = {}  # id(task) -> its case (for a rerun's gate)
+        self.answers: dict[str, GateAnswer] = {}  # node id -> its gate's answer, until it runs
         self.frames: dict[int, tuple[dict[str, object], dict[str, object]]] = {}
         #: row -> the first camera frame of its first episode (a PNG): the next gate of the
         #: same row (the other arm's, a rerun) shows it, so the scene is set up alike
@@ -248,26 +253,71 @@ class RobotsPlugin:
             return f"the budget ({spent}) is spent: not run (undecided)"
         return None
 
-    # -- the gate, before the item's rollout starts ---------------------------------------
+    # -- the gate, before the item runs; a row put off runs again later ------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
+        """pytest's run loop with the reset gate in front of each item: a row the operator
+        puts off goes to the back of the queue (at most :data:`PUT_OFF` times)."""
+        config = session.config
+        if self.operator is None or config.option.collectonly:
+            return None
+        if session.testsfailed and not config.option.continue_on_collection_errors:
+            return None  # pytest's own loop says why
+        queue = deque(session.items)
+        put_off: dict[str, int] = {}
+        while queue:
+            item = queue.popleft()
+            answer = self._gate_item(item)
+            if answer == "skip" and queue and put_off.get(item.nodeid, 0) < PUT_OFF:
+                put_off[item.nodeid] = put_off.get(item.nodeid, 0) + 1
+                self.answers.pop(item.nodeid, None)
+                queue.append(item)
+                continue
+            settle_setup(session, item)
+            config.hook.pytest_runtest_protocol(item=item, nextitem=queue[0] if queue else None)
+            if session.shouldfail:
+                raise session.Failed(session.shouldfail)
+            if session.shouldstop:
+                raise session.Interrupted(session.shouldstop)
+        return True
+
+    def _gate_item(self, item: pytest.Item) -> GateAnswer | None:
+        """The operator's answer at ``item``'s gate, or None where no gate is shown (not a
+        row, or skipped anyway)."""
+        case = item.stash.get(CASE, None)
+        if case is None or self.operator is None or item.get_closest_marker("skip"):
+            return None
+        reasons = item.config.hook.pytest_hud_skip_case(
+            config=item.config, nodeid=item.nodeid, case=case
+        )
+        if reasons is not None:
+            return None
+        gate = self._gate(case.task, case)
+        answer = self.operator.gate(gate)
+        self.answers[item.nodeid] = answer
+        if answer == "go":
+            self.gates[id(case.task)] = gate
+            self.cases[id(case.task)] = case
+        elif answer == "quit":
+            self.quit = True
+        return answer
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         case = item.stash.get(CASE, None)
         if case is None or self.operator is None:
             return
+        answer = self.answers.pop(item.nodeid, None)
+        if answer == "quit":
+            item.session.shouldstop = "the operator ended the session"
+        if answer in ("skip", "quit"):
+            self.unrun.append(item.nodeid)
+            said = "put this row off" if answer == "skip" else "ended the session"
+            pytest.skip(f"the operator {said}: not run (undecided)")
         reason = self.pytest_hud_skip_case(item.nodeid, case)
         if reason is not None:
             self.unrun.append(item.nodeid)
             pytest.skip(reason)
-        gate = self._gate(case.task, case)
-        answer = self.operator.gate(gate)
-        if answer == "quit":
-            self.quit = True
-            item.session.shouldstop = "the operator ended the session"
-        if answer != "go":
-            self.unrun.append(item.nodeid)
-            pytest.skip(f"the operator {'put this row off' if answer == 'skip' else 'quit'}")
-        self.gates[id(case.task)] = gate
-        self.cases[id(case.task)] = case
 
     def _gate(self, task: Task, case: HudCase | None) -> Gate:
         self.number += 1
