@@ -47,7 +47,7 @@ def _robot_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 def episode(model=None, *, timing: Timing | None = None, max_steps: int | None = 60, seed: int = 0):
-    agent = RobotAgent(model or ReachModel())
+    agent = model if isinstance(model, RobotAgent) else RobotAgent(model or ReachModel())
     bound = functools.partial(agent, settings=RunSettings(max_steps=max_steps, timing=timing))
     task = Task("so101", "reach", {"seed": seed})
     (result,) = asyncio.run(run([task], bound, LocalRuntime(SO101)))
@@ -315,3 +315,30 @@ def test_hud_robot_overrides_the_modules_robot(monkeypatch: pytest.MonkeyPatch) 
     result = episode()
     assert result.error is not None and "faulted during send_action" in result.error
     assert result.steps is None or result.steps <= 2
+
+
+def test_a_lerobot_checkpoint_drives_the_robot_unchanged(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, _robot_env: Path
+) -> None:
+    """``--hud-agent=lerobot:PATH`` on the robot: a small ACT (made here, random weights)
+    whose inputs are the robot's camera and 17-dim state, through the same adapter as in
+    sim: the camera becomes observation.images.front, the state observation.state."""
+    from lerobot_fixtures import make_tiny_act
+
+    from pytest_hud.robot import load_agent
+
+    monkeypatch.setenv("SO101_CAMERA", "1")
+    monkeypatch.setenv("SO101_DETECTOR", "0")
+    path = make_tiny_act(
+        tmp_path / "act",
+        image_shape=(3, 128, 128),
+        state_dim=17,
+        action_dim=4,
+        image_key="observation.images.front",
+        span=(-1.0, 1.0),
+    )
+    agent = load_agent(f"lerobot:{path}")
+    result = episode(agent, max_steps=3)
+    assert result.error is None, result.error
+    assert result.steps == 3 and result.agent_info["inferences"] >= 1
+    assert lifecycle(_robot_env)[-1] == "disconnect"
