@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from pytest_hud.evaluation.results import Gate, Row
     from pytest_hud.evaluation.verdict import CoveredGate
     from pytest_hud.robot.agent.agent import ObserverFactory
+    from pytest_hud.robot.agent.timed import Timing
     from pytest_hud.runtime.provider import Provider
     from pytest_hud.runtime.rollout import Agent, RolloutResult
     from pytest_hud.runtime.task import Task
@@ -38,6 +39,7 @@ __all__ = [
     "pytest_hud_skip_case",
     "pytest_hud_summary_table",
     "pytest_hud_terminal_summary",
+    "pytest_hud_timing",
 ]
 
 
@@ -59,6 +61,12 @@ def pytest_hud_skip_case(config: pytest.Config, nodeid: str, case: HudCase) -> s
 @pytest.hookspec()
 def pytest_hud_episode_observers(config: pytest.Config) -> Sequence[ObserverFactory]:
     """Observer factories ``(run, spaces) -> observer`` every rollout's agent runs with."""
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_hud_timing(config: pytest.Config) -> Timing | None:
+    """The timed control loop every rollout's agent runs (``--hud-realtime``,
+    ``--hud-latency``), or None for lockstep (each tick waits for the policy)."""
 
 
 @pytest.hookspec(firstresult=True)

@@ -170,8 +170,29 @@ def read_ab_seed(config: pytest.Config) -> int:
     if given is None:
         given = from_controller(config, HANDED_SEED)
     if given is None:
+        given = _resumed_seed(config)
+    if given is None:
         given = random.SystemRandom().randrange(2**31)
     return int(given)
+
+
+def _resumed_seed(config: pytest.Config) -> int | None:
+    """The order's seed of the last paired run in ``--hud-resume``'s ledger: a resumed
+    session continues the same interleaved (and blinded) schedule."""
+    from pytest_hud.evaluation import ledger
+
+    path = config.getoption("hud_resume", None) or None
+    if path is None:
+        return None
+    try:
+        runs = list(ledger.read(path).runs.values())
+    except (OSError, ledger.LedgerError):  # the resume feature reports it
+        return None
+    for run in reversed(runs):
+        seed = (run.get("provenance") or {}).get("ab_seed")
+        if isinstance(seed, int) and not isinstance(seed, bool):
+            return seed
+    return None
 
 
 def split_arm(nodeid: str) -> tuple[str, str] | None:

@@ -130,6 +130,7 @@ class Evaluator:
         ]
         settings = RunSettings(
             max_steps=self.options.max_steps,
+            timing=self.hook.pytest_hud_timing(config=self.config),
             observers=(
                 video_factory(self.artifacts / "videos"),
                 self._progress_observer,

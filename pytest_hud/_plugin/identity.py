@@ -62,6 +62,9 @@ class RunIdentity:
         path = self.checkpoint_path()
         out["checkpoint"] = None if path is None else {"path": path, "hash": self.checkpoint_hash()}
         out["agent"] = self.options.agent
+        if len(self.options.agents) > 1:  # a paired session: its arms and their order's seed
+            out["agents"] = list(self.options.agents)
+            out["ab_seed"] = self.options.ab_seed
         out["python"] = sys.version.split()[0]
         self.provenance = out
         return out

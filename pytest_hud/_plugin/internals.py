@@ -28,6 +28,7 @@ __all__ = [
     "is_worker",
     "keep_xdist_groups",
     "report_dropped",
+    "settle_setup",
     "terminal_writer",
     "uses_fixture_from",
     "worker_exitcode",
@@ -405,3 +406,11 @@ def defines_fixture(plugin: object, name: str, besides: str) -> bool:
         return False
     func = getattr(obj, "_fixture_function", obj)
     return getattr(func, "__module__", None) != besides
+
+
+def settle_setup(session: pytest.Session, item: pytest.Item) -> None:
+    """Tear down the fixtures' collectors ``item`` does not descend from. pytest tears down
+    after each item toward the item it was told comes next; a loop that reorders items as
+    they run (an operator putting a row off) settles the stack before the item that does
+    come next."""
+    session._setupstate.teardown_exact(item)

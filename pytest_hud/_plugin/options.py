@@ -313,7 +313,6 @@ def _validate_arms(options: HudOptions) -> None:
         "checkpoint": "each arm is named by its spec, or by its checkpoints/NNNNNN step",
         "compare": "the arms are compared with each other in this session",
         "baseline": "the first --hud-agent is the reference the others are compared with",
-        "resume": "resume one agent's session at a time",
     }
     for name, why in conflicts.items():
         if getattr(options, name) not in (None, [], False):

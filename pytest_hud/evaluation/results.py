@@ -76,10 +76,15 @@ class Row(TypedDict, total=False):
     infer_s: float | None
     env_s: float | None
     policy_busy: float | None
+    timing: dict[str, Any] | None  # a timed loop's counters (--hud-realtime, --hud-latency)
+    stopped: str | None  # who ended the episode early ("operator")
+    grade_source: str | None  # who graded: "detector", "operator", "grader", ...
+    notes: str | None  # the operator's notes
     video: str | None
     dataset: dict[str, Any] | None
     # added by the plugin and its features
     arm: str  # several --hud-agent: the arm's letter (``agent`` is its name)
+    arm_code: str  # a blinded session: the code the operator saw the arm under
     pair: str  # several --hud-agent: the node id without the arm's tag (one per row x repeat)
     task_pairs: int  # several --hud-agent: the pairs of this row's task in the session
     repro: str

@@ -41,6 +41,8 @@ FEATURES: tuple[str, ...] = (
     "trackers",
     "ab",
     "preflight",
+    "realtime",
+    "robots",
 )
 
 _REGISTERED = pytest.StashKey[list[str]]()

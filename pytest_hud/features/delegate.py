@@ -109,7 +109,9 @@ class Delegation:
             if self._recorder is None:
                 self._recorder = PartRecorder(self._parts())
             keep.append(self._recorder)
-        portable = RunSettings(max_steps=settings.max_steps, observers=tuple(keep))
+        portable = RunSettings(
+            max_steps=settings.max_steps, observers=tuple(keep), timing=settings.timing
+        )
         return functools.partial(_unbatched(agent.func), *agent.args, settings=portable)
 
     async def __call__(

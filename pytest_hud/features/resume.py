@@ -45,7 +45,7 @@ class ResumePlugin:
             "key": case.row.key,
             "seed": case.seed,
             "rep": case.rep,
-            "agent": self.identity.label,
+            "agent": self.identity.label if case.arm is None else case.arm.label,
             "checkpoint": {"hash": self.identity.checkpoint_hash()},
         }
         record = self.episodes.get(ledger_mod.key(probe))

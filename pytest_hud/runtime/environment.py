@@ -215,6 +215,19 @@ class Environment:
             start_timeout=start_timeout,
         )
 
+    def lerobot_robot(
+        self, robot_type: str, *, name: str = "robot", **options: Any
+    ) -> RobotEndpoint:
+        """Serve a real robot LeRobot knows (``"so101_follower"``, ``"koch_follower"``, a
+        third-party ``lerobot_robot_*`` plugin's type), built by LeRobot's own factory, as
+        this environment's robot capability. ``options``: ``fps``, ``prompt``, ``limits``
+        (per action name: low, high), ``max_step`` (largest move per tick), ``detector``
+        (a success detector over the robot's observation), and the robot config's own
+        fields (``port=``, ``id=``, ``cameras=``...). One robot is one slot (the
+        ``lerobot-robot`` sim kind: LeRobot's interop serves it)."""
+        serve_robot = sim_kind("lerobot-robot")
+        return self.add_capability(serve_robot(robot_type, **options), name)
+
     # -- serving -------------------------------------------------------------------
     def get_template(self, id: str) -> Template:
         try:

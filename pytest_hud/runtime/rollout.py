@@ -97,6 +97,10 @@ class RolloutResult:
             "infer_s": info.get("infer_s"),
             "env_s": info.get("env_s"),
             "policy_busy": info.get("policy_busy"),
+            "timing": info.get("timing"),
+            "stopped": info.get("stopped"),
+            "grade_source": self.grade.get("grade_source"),
+            "notes": self.grade.get("notes"),
             "video": info.get("video"),
             "dataset": info.get("dataset"),
         }

@@ -73,6 +73,16 @@ async def reach(goal: float = 0.0, seed: int = 0):
 
 
 @env.template()
+async def detected(goal: float = 0.0, seed: int = 0):
+    """reach, graded by the env as a success detector would be (definitive)."""
+    ep = await sim.reset(goal=goal, seed=seed)
+    yield {"prompt": ep["prompt"], "robot": {"token": ep["token"]}}
+    grade = await sim.result(token=ep["token"])
+    grade["grade_source"] = "detector"
+    yield grade
+
+
+@env.template()
 async def broken(seed: int = 0):
     raise RuntimeError("the env server could not set up this task")
     yield {"prompt": "never"}

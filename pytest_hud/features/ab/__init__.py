@@ -16,7 +16,7 @@ from pytest_hud._plugin.arm_specs import HANDED_AGENTS, HANDED_SEED, Arm, split_
 from pytest_hud._plugin.cases import HudCase
 from pytest_hud._plugin.internals import OUR_FIXTURES, hand_to_workers, uses_fixture_from
 from pytest_hud._plugin.report_images import Figure
-from pytest_hud._plugin.state import CASE
+from pytest_hud._plugin.state import BLINDED, CASE
 from pytest_hud.evaluation import provenance
 from pytest_hud.evaluation.results import Row
 from pytest_hud.evaluation.verdict import CoveredGate
@@ -85,6 +85,8 @@ class ArmsPlugin:
             f"hud A/B: {len(self.arms)} agents, pairs in a shuffled interleaved order, "
             f"seed {self.seed} (--hud-ab-seed={self.seed} replays it)"
         ]
+        if config.stash.get(BLINDED, False):
+            return [*lines, "  the arms are blinded: which agent is which is said at the end"]
         for entry in self.describe():
             role = f" ({entry['role']})" if entry["role"] else ""
             step = f", step {entry['step']}" if entry["step"] is not None else ""

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 
 from pytest_hud._plugin.arm_specs import Arm, split_arm, task_of_nodeid
 from pytest_hud.evaluation.results import Row, task_of
-from pytest_hud.features.ab.paired import PairedSequentialTest
+from pytest_hud.features.ab.paired import PairedSequentialTest, fixed_n_pairs
 from pytest_hud.features.ab.verdicts import SequentialState, family_alpha, graded
 
 __all__ = ["PairedStopping"]
@@ -106,7 +106,11 @@ class PairedStopping:
         tests = [(a, self.tests.get((a.letter, task))) for a in self.arms[1:]]
         if any(t is None or t.decision is None for _, t in tests):
             return
-        reasons = [f"{a.letter} vs {self.arms[0].letter} {t.reason}" for a, t in tests if t]
+        reasons = [
+            f"{a.letter} vs {self.arms[0].letter} {t.reason}; {fixed_n_of(t)}"
+            for a, t in tests
+            if t
+        ]
         self.decided[task] = "paired sequential: " + "; ".join(reasons)
 
     # -- skipping --------------------------------------------------------------------------
@@ -138,8 +142,29 @@ class PairedStopping:
                 "max_pairs": test.max_pairs,
                 "reason": test.reason,
                 "saved": len(self.skipped.get(task, [])),
+                "fixed_n": fixed_n(test),
             }
         return out
 
     def saved(self) -> int:
         return sum(len(v) for v in self.skipped.values())
+
+
+def fixed_n(test: PairedSequentialTest) -> int | None:
+    """The pairs a fixed-n exact McNemar design of the test's power needs at its design
+    effect and the discordance seen so far (None before any discordant pair)."""
+    discordant = test.a_only + test.b_only
+    if not discordant:
+        return None
+    share = min(max(discordant / max(test.pairs, 1), 0.05), 1.0)
+    try:
+        return fixed_n_pairs(test.alpha, test.beta, test.delta, share)
+    except (ValueError, ImportError):  # no n reaches the power; scipy absent
+        return None
+
+
+def fixed_n_of(test: PairedSequentialTest) -> str:
+    needed = fixed_n(test)
+    if needed is None:
+        return "no fixed-n figure (no discordant pair yet)"
+    return f"a fixed-n design of the same power needs {needed} pairs"

@@ -50,6 +50,7 @@ class SequentialState(TypedDict, total=False):
     max_pairs: int
     reason: str
     saved: int  # the task's items not run, every arm's
+    fixed_n: int | None  # the pairs a fixed-n McNemar design of the same power needs
 
 
 class TaskComparison(PairedFields, total=False):

@@ -17,7 +17,7 @@ from pytest_hud.interop.vla_eval.specs import SPECS_KEY, camera_names, check_spe
 from pytest_hud.robot.agent.adapter import Adapter
 from pytest_hud.robot.agent.agent import EpisodeReport, RobotAgent, RunSettings
 from pytest_hud.robot.agent.errors import AdapterError
-from pytest_hud.robot.agent.model import Model
+from pytest_hud.robot.agent.model import Model, episode_task
 from pytest_hud.robot.contract import Spaces
 
 __all__ = ["VlaEvalAdapter", "VlaEvalAgent", "VlaEvalError", "VlaEvalModel", "task_info"]
@@ -56,7 +56,7 @@ class VlaEvalModel(Model):
 
     async def session(self) -> VlaEvalSession:
         """The calling task's connection (opened, HELLO exchanged, on first use)."""
-        task = asyncio.current_task()
+        task = episode_task()
         if task is None:
             raise VlaEvalError("VlaEvalModel must be used from an asyncio task")
         found = self._sessions.get(task)
@@ -75,7 +75,7 @@ class VlaEvalModel(Model):
 
     async def close_session(self) -> None:
         """Close the calling task's connection now (its episode is over)."""
-        task = asyncio.current_task()
+        task = episode_task()
         session = self._sessions.pop(task, None) if task is not None else None
         if session is not None:
             await session.close()

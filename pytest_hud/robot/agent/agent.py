@@ -8,7 +8,7 @@ import asyncio
 import contextvars
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -16,7 +16,9 @@ import numpy as np
 
 from pytest_hud.robot.agent.adapter import Adapter
 from pytest_hud.robot.agent.ensembler import Ensembler
-from pytest_hud.robot.agent.model import Model, check_chunk
+from pytest_hud.robot.agent.errors import ModelOutputError
+from pytest_hud.robot.agent.model import EPISODE_TASK, Model, check_chunk
+from pytest_hud.robot.agent.timed import STOP, TimedCounters, Timing, run_timed
 from pytest_hud.robot.contract import Spaces
 from pytest_hud.robot.wire.client import RobotClient
 
@@ -62,6 +64,9 @@ class RunSettings:
     max_steps: int | None = None
     #: Observer factories run in addition to the agent's own ``observers``.
     observers: tuple[ObserverFactory, ...] = ()
+    #: A timed loop (``--hud-realtime``, ``--hud-latency``); None: lockstep, each tick waits
+    #: for the policy.
+    timing: Timing | None = None
 
 
 @dataclass
@@ -150,6 +155,7 @@ class RobotAgent:
         observers: list[EpisodeObserver] = []
         ok = False
         alone = STEPS_ALONE.set(bool(client.metadata.get("slots_step_alone")))
+        owner = EPISODE_TASK.set(asyncio.current_task())
         try:
             spaces = client.spaces()
             adapter = (self.adapter or Adapter()).bind(spaces)
@@ -164,42 +170,91 @@ class RobotAgent:
             recent: deque[dict[str, Any]] = deque(maxlen=history)
             obs = await client.get_observation()
             total = 0.0
-            while not obs["terminated"]:
-                if max_steps is not None and report.steps >= max_steps:
-                    report.truncated_by_agent = True
-                    break
-                recent.append(obs["data"])
-                need = ensembler.wants_chunk if ensembler is not None else not queue
-                if need:
-                    t0 = time.monotonic()
-                    row = _row(adapter, recent, history, prompt)
-                    raw = await self.model.ainfer(row)
-                    chunk = adapter.action(check_chunk(raw, 1, size, type(self.model).__name__)[0])
-                    report.infer_s += time.monotonic() - t0
-                    report.inferences += 1
-                    if ensembler is not None:
-                        ensembler.update(chunk)
-                    else:
-                        keep = self.chunk_size or getattr(self.model, "n_action_steps", None)
-                        queue.extend(chunk[:keep] if keep else chunk)
-                action = ensembler.next() if ensembler is not None else queue.popleft()
+            keep = self.chunk_size or getattr(self.model, "n_action_steps", None)
+            model_name = type(self.model).__name__
+
+            def infer() -> Awaitable[np.ndarray]:
+                row = _row(adapter, recent, history, prompt)  # the observations as of now
+                return forward(row)
+
+            async def forward(row: dict[str, Any]) -> np.ndarray:
+                t0 = time.monotonic()
+                raw = await self.model.ainfer(row)
+                chunk = adapter.action(check_chunk(raw, 1, size, model_name)[0])
+                report.infer_s += time.monotonic() - t0
+                report.inferences += 1
+                return chunk
+
+            async def act(action: np.ndarray) -> dict[str, Any]:
+                nonlocal total
                 for observer in observers:
-                    observer.step(obs["data"], action)
+                    observer.step(recent[-1], action)
                 t1 = time.monotonic()
-                obs = await client.step(action)
+                frame = await client.step(action)
                 report.env_s += time.monotonic() - t1
                 report.steps += 1
-                reward = obs.get("reward")
+                reward = frame.get("reward")
                 total += float(reward or 0.0)
                 for observer in observers:
                     outcome = getattr(observer, "outcome", None)
                     if outcome is not None:
-                        outcome(reward, bool(obs["terminated"]))
+                        outcome(reward, bool(frame["terminated"]))
+                if not frame["terminated"]:
+                    recent.append(frame["data"])
+                return frame
+
+            def steps_left(steps: int) -> bool:
+                if max_steps is not None and steps >= max_steps:
+                    report.truncated_by_agent = True
+                    return False
+                return True
+
+            if not obs["terminated"]:
+                recent.append(obs["data"])
+            if settings.timing is not None:
+                if ensembler is not None:
+                    raise ModelOutputError(
+                        f"{model_name} ensembles its chunks every tick, which a timed loop "
+                        "(--hud-realtime, --hud-latency) cannot do: it sends a chunk's actions "
+                        "while the next is computed. Fix: run without an ensembler (e.g. "
+                        "ACT's temporal_ensemble_coeff=None) or without the timed loop"
+                    )
+                clock = settings.timing.clock(client.control_rate)
+                counters = TimedCounters()
+                obs = await run_timed(
+                    obs,
+                    infer,
+                    act,
+                    clock,
+                    keep=keep,
+                    ahead=settings.timing.ahead,
+                    steps_left=steps_left,
+                    counters=counters,
+                )
+                report.extra["timing"] = counters.summary(clock, settings.timing)
+                if counters.stopped:
+                    report.extra["stopped"] = "operator"
+            else:
+                stop = STOP.get()
+                while not obs["terminated"] and steps_left(report.steps):
+                    if stop is not None and stop():
+                        report.extra["stopped"] = "operator"
+                        break
+                    need = ensembler.wants_chunk if ensembler is not None else not queue
+                    if need:
+                        chunk = await infer()
+                        if ensembler is not None:
+                            ensembler.update(chunk)
+                        else:
+                            queue.extend(chunk[:keep] if keep else chunk)
+                    action = ensembler.next() if ensembler is not None else queue.popleft()
+                    obs = await act(action)
             report.terminated = bool(obs["terminated"])
             report.total_reward = total
             ok = True
         finally:
             STEPS_ALONE.reset(alone)
+            EPISODE_TASK.reset(owner)
             off_loop = [o for o in observers if getattr(o, "end_in_thread", False)]
             for observer in observers:
                 if observer not in off_loop:

@@ -5,6 +5,7 @@ off the event loop; per-episode state belongs to the agent.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any
@@ -15,7 +16,27 @@ from pytest_hud.plumbing.threads import DaemonExecutor, abandon, model_threads
 from pytest_hud.robot.agent.errors import ModelOutputError
 from pytest_hud.robot.contract import Spaces
 
-__all__ = ["Model", "ModelOutputError", "RandomModel", "ZeroModel", "check_chunk", "stack_rows"]
+__all__ = [
+    "Model",
+    "ModelOutputError",
+    "RandomModel",
+    "ZeroModel",
+    "check_chunk",
+    "episode_task",
+    "stack_rows",
+]
+
+#: The task running the current episode (set by RobotAgent.run_episode). The timed loop
+#: runs each inference in a task of its own; a model that holds a connection per episode
+#: keys it by this task, not by whichever task asks.
+EPISODE_TASK: contextvars.ContextVar[asyncio.Task[object] | None] = contextvars.ContextVar(
+    "pytest_hud_episode_task", default=None
+)
+
+
+def episode_task() -> asyncio.Task[object] | None:
+    """The task whose episode the caller serves: the episode's, else the caller's own."""
+    return EPISODE_TASK.get() or asyncio.current_task()
 
 
 def stack_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

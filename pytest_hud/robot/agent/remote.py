@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from pytest_hud.robot.agent.errors import RemoteModelError
-from pytest_hud.robot.agent.model import Model, check_chunk
+from pytest_hud.robot.agent.model import Model, check_chunk, episode_task
 from pytest_hud.robot.wire.codec import pack, unpack
 from pytest_hud.robot.wire.errors import ConnectError, ConnectTimeout, TransportClosed, WireError
 from pytest_hud.robot.wire.transport import Transport, connect
@@ -86,7 +86,7 @@ class RemoteModel(Model):
         return self._metadata
 
     async def _connection(self) -> Transport:
-        task = asyncio.current_task()
+        task = episode_task()
         if task is None:
             raise RemoteModelError("RemoteModel.ainfer must be called from an asyncio task")
         ws = self._conns.get(task)

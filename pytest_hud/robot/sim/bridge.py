@@ -72,6 +72,10 @@ class RobotBridge(SlotBarrier):
     contract: Contract | dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
 
+    def halt(self, index: int) -> None:
+        """Slot ``index``'s agent left before its episode ended (an operator stop, max
+        steps, an error): bring it to rest. A sim just waits; a robot holds still."""
+
     # -- serving ---------------------------------------------------------------
     def _init_serving(self) -> None:
         if getattr(self, "_slots", None) is not None:
@@ -282,6 +286,8 @@ class RobotBridge(SlotBarrier):
                 slot.action = None
                 if slot.state is SlotState.LIVE:
                     slot.state, slot.reason = SlotState.DONE, "agent disconnected"
+                    with contextlib.suppress(Exception):  # the grade still comes
+                        await self._sim(self.halt, slot.index)
                 await self._maybe_step()
             release_memory()
 

@@ -1,0 +1,67 @@
+"""A real terminal for the tests of what a person sees: a tmux pane running a command, its
+screen read with capture-pane, keys typed with send-keys; every wait is bounded and polls
+the screen (no sleeps that guess a duration)."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from needs import require
+
+
+class Pane:
+    def __init__(self, command: str, cwd: Path, env: dict[str, str], width: int = 160) -> None:
+        require(shutil.which("tmux"), "tmux", "install tmux (apt-get install tmux)")
+        self.name = f"hud-{uuid.uuid4().hex[:8]}"
+        self.log = cwd / f"{self.name}.screen"
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        script = f"cd {shlex.quote(str(cwd))} && env {exports} {command}; echo EXIT=$?; sleep 600"
+        subprocess.run(
+            [
+                "tmux",
+                "new-session",
+                "-d",
+                "-s",
+                self.name,
+                "-x",
+                str(width),
+                "-y",
+                "50",
+                "bash",
+                "-c",
+                script,
+            ],
+            check=True,
+        )
+
+    def screen(self) -> str:
+        out = subprocess.run(
+            ["tmux", "capture-pane", "-p", "-J", "-S", "-2000", "-t", self.name],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return out.stdout
+
+    def wait_for(self, text: str, timeout: float = 120.0, after: int = 0) -> str:
+        """Wait until ``text`` appears on the screen (at least ``after`` + 1 times)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if screen.count(text) > after:
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} never appeared on the screen:\n{screen}")
+            time.sleep(0.1)
+
+    def send(self, *keys: str) -> None:
+        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+
+    def close(self) -> None:
+        self.log.write_text(self.screen())
+        subprocess.run(["tmux", "kill-session", "-t", self.name], check=False)

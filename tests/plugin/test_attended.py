@@ -1,0 +1,245 @@
+"""Attended evaluation (features/robots): the reset gate, the stop key, verdicts with partial
+credit and notes, discard-and-rerun, putting rows off, the budget and a grader, through
+pytest with a scripted operator (tests/helpers/operators.py) on the line suite; the grade's
+source and the notes reach the results rows."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from line_suite import AB_AGENTS, TESTS, run
+
+HELPERS = Path(__file__).resolve().parents[1] / "helpers"
+
+
+def attended(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, script: dict, *args: str
+) -> tuple[pytest.RunResult, list[dict], list[str]]:
+    shutil.copy(HELPERS / "operators.py", suite.path / "operators.py")
+    suite.makepyfile(test_line=TESTS)
+    shown = suite.path / "shown.txt"
+    monkeypatch.setenv("OPERATOR_SCRIPT", json.dumps(script))
+    monkeypatch.setenv("OPERATOR_SHOWN", str(shown))
+    result = run(
+        suite, "-k", "reach", "--hud-operator=operators:scripted", "--hud-results=r.json", *args
+    )
+    doc_path = suite.path / "r.json"
+    rows = json.loads(doc_path.read_text())["rollouts"] if doc_path.exists() else []
+    lines = shown.read_text().splitlines() if shown.exists() else []
+    return result, rows, lines
+
+
+def by_goal(rows: list[dict]) -> dict[float, dict]:
+    return {r["args"]["goal"]: r for r in rows}
+
+
+def test_the_operator_grades_with_partial_credit_and_notes(suite, monkeypatch) -> None:
+    """The env's own grade (goal 0 reached, goal 5 not) is replaced by the operator's."""
+    script = {"verdicts": [{"score": 0.5, "notes": "jaw slipped"}, 1.0]}
+    result, rows, shown = attended(suite, monkeypatch, script)
+    rows = by_goal(rows)
+    assert rows[0.0]["score"] == 0.5 and rows[0.0]["success"] is False
+    assert rows[0.0]["notes"] == "jaw slipped" and rows[0.0]["grade_source"] == "operator"
+    assert rows[5.0]["success"] is True and rows[5.0]["grade_source"] == "operator"
+    assert result.ret == 1  # the partial one fails its item
+    assert "episode 1 · line/reach[goal=0.0,seed=1]" in shown
+    assert "episode 2 · line/reach[goal=5.0,seed=2]" in shown
+    assert not any("zero" in line for line in shown)  # never the agent's name
+
+
+def test_stop_ends_the_episode_at_once(suite, monkeypatch) -> None:
+    _result, rows, _ = attended(suite, monkeypatch, {"stop_after": [1], "verdicts": [0, 0]})
+    rows = by_goal(rows)
+    assert rows[0.0]["stopped"] == "operator" and rows[0.0]["steps"] == 0
+    assert rows[5.0]["stopped"] is None and rows[5.0]["steps"] == 3
+
+
+def test_discard_runs_the_row_again(suite, monkeypatch) -> None:
+    script = {"verdicts": ["discard", 1.0, 1.0]}
+    result, rows, shown = attended(suite, monkeypatch, script)
+    rows = by_goal(rows)
+    assert rows[0.0]["success"] is True
+    assert [line for line in shown if line.startswith("episode ")][:3] == [
+        "episode 1 · line/reach[goal=0.0,seed=1]",
+        "episode 1 ended after 3 steps",
+        "episode 2 · line/reach[goal=0.0,seed=1]",
+    ]
+    result.assert_outcomes(passed=2)
+
+
+def test_a_row_put_off_runs_after_the_others(suite, monkeypatch) -> None:
+    """s at a gate sends the row to the back of the queue: the other row runs first, then
+    the row put off, in the same session."""
+    script = {"gates": ["skip", "go", "go"], "verdicts": [1, 1]}
+    result, rows, shown = attended(suite, monkeypatch, script)
+    result.assert_outcomes(passed=2)
+    gates = [line for line in shown if line.startswith("episode ") and "·" in line]
+    assert gates == [
+        "episode 1 · line/reach[goal=0.0,seed=1]",
+        "episode 2 · line/reach[goal=5.0,seed=2]",
+        "episode 3 · line/reach[goal=0.0,seed=1]",
+    ]
+    assert [r["args"]["goal"] for r in rows] == [5.0, 0.0]  # in the order they ran
+
+
+def test_put_off_too_often_and_quit_leave_rows_undecided(suite, monkeypatch) -> None:
+    """A row put off when nothing is left to run first (or more than twice) is reported
+    undecided; q ends the session."""
+    script = {"gates": ["skip", "go", "skip"], "verdicts": [1]}
+    result, _, shown = attended(suite, monkeypatch, script)
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*hud robots: 1 row(s) not run (the operator put them off)*"])
+    assert sum(1 for line in shown if "goal=0.0" in line and "·" in line) == 2
+    result, _, _ = attended(suite, monkeypatch, {"gates": ["quit"]})
+    result.assert_outcomes(skipped=1)
+    assert "the operator ended the session" in result.stdout.str()
+
+
+def test_the_budget_stops_scheduling(suite, monkeypatch) -> None:
+    result, _rows, _ = attended(suite, monkeypatch, {"verdicts": [1]}, "--hud-budget=1")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*not run (the budget (1 episodes) was spent): undecided*"])
+
+
+GRADER = """
+def last_position(first, last, prompt):
+    # partial credit: how far along the line the agent got, out of 3
+    return min(1.0, float(last["observation/state"][0]) / 3.0)
+"""
+
+
+def test_a_grader_grades_from_the_last_observation(suite) -> None:
+    suite.makepyfile(test_line=TESTS, graders=GRADER)
+    result = run(suite, "-k", "reach", "--hud-grader=graders:last_position", "--hud-results=r.json")
+    rows = json.loads((suite.path / "r.json").read_text())["rollouts"]
+    assert {r["grade_source"] for r in rows} == {"grader"}
+    # zero never moves: position 0 -> score 0 on both rows, whatever the env said
+    assert [r["score"] for r in rows] == [0.0, 0.0]
+    result.assert_outcomes(failed=2)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--hud-operator=operators:scripted", "-n", "2"], "*one person: drop -n*"),
+        (["--hud-operator=operators:scripted", "--hud-concurrency=2"], "*one episode at a time*"),
+        (["--hud-budget=soon"], "*--hud-budget takes a duration*got 'soon'*"),
+        (["--hud-operator=nowhere:nobody"], "*--hud-operator is terminal, web or MODULE:NAME*"),
+    ],
+)
+def test_bad_attended_options_are_usage_errors(suite, args, message) -> None:
+    shutil.copy(HELPERS / "operators.py", suite.path / "operators.py")
+    suite.makepyfile(test_line=TESTS)
+    result = run(suite, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    result.stderr.fnmatch_lines([message])
+
+
+def test_a_paired_session_is_blinded_until_the_end(suite, monkeypatch) -> None:
+    """Two agents: the operator sees arm codes only; the header does not map the arms; the
+    report unblinds; -v (which prints arm letters) is refused."""
+    suite.makepyfile(my_agents=AB_AGENTS)
+    result, rows, shown = attended(
+        suite,
+        monkeypatch,
+        {},
+        "--hud-agent=zero",
+        "--hud-agent=my_agents:forward",
+        "--hud-ab-seed=11",
+    )
+    gates = [line for line in shown if line.startswith("episode ") and "·" in line]
+    assert len(gates) == 4
+    codes = {line.rsplit("arm ", 1)[1] for line in gates}
+    assert len(codes) == 2 and not codes & {"A", "B"}
+    text = "\n".join(shown)
+    assert "zero" not in text and "forward" not in text
+    header = result.stdout.str().split("collected")[0]
+    assert "the arms are blinded" in header and "my_agents:forward" not in header
+    assert {r["arm_code"] for r in rows} == codes
+    mapping = {r["arm_code"]: r["arm"] for r in rows}
+    result.stdout.fnmatch_lines(["*hud robots: unblinded: arm " + mapping_line(mapping) + "*"])
+    _, _, shown_again = attended(
+        suite,
+        monkeypatch,
+        {},
+        "--hud-agent=zero",
+        "--hud-agent=my_agents:forward",
+        "--hud-ab-seed=11",
+    )
+    assert shown_again == shown  # the same seed: the same schedule and codes
+    refused = run(
+        suite,
+        "--hud-operator=operators:scripted",
+        "--hud-agent=zero",
+        "--hud-agent=my_agents:forward",
+        "-v",
+    )
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*blinds the arms, but -v prints*"])
+
+
+def mapping_line(mapping: dict[str, str]) -> str:
+    first = sorted(mapping.items(), key=lambda kv: kv[1])[0]
+    return f"{first[0]} = {first[1]} (zero)"
+
+
+def test_a_bad_robot_spec_is_a_usage_error(suite) -> None:
+    suite.makepyfile(test_line=TESTS)
+    result = run(suite, "--hud-robot=so101_follower:port")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--hud-robot: 'port' is not key=value*"])
+
+
+def test_budgets_read_durations_and_counts() -> None:
+    from pytest_hud.features.robots import parse_budget
+
+    assert parse_budget("90s") == (90.0, None)
+    assert parse_budget("45m") == (2700.0, None)
+    assert parse_budget("2h") == (7200.0, None)
+    assert parse_budget("12") == (None, 12)
+    for bad in ("0", "1.5", "-3m", "2d", ""):
+        with pytest.raises(pytest.UsageError, match="--hud-budget"):
+            parse_budget(bad)
+
+
+CAMERA_TESTS = """
+import pytest
+from camera_env import push
+
+
+@pytest.mark.hud(tasks=[push.task(length=3, setup="block at the left edge")])
+def test_push(hud_result):
+    pass
+"""
+
+
+def test_the_second_arm_sees_the_first_ones_scene_as_reference(suite, monkeypatch) -> None:
+    """A paired row: the gate of its second episode shows the first frame its first
+    episode saw (a PNG of the camera), so the operator sets the scene up alike."""
+    from camera_suite import ENV as CAMERA_ENV
+    from PIL import Image
+
+    shutil.copy(HELPERS / "operators.py", suite.path / "operators.py")
+    suite.makepyfile(camera_env=CAMERA_ENV, test_cam=CAMERA_TESTS, my_agents=AB_AGENTS)
+    suite.makeconftest("import camera_env  # noqa: F401\n")
+    shown = suite.path / "shown.txt"
+    monkeypatch.setenv("OPERATOR_SHOWN", str(shown))
+    monkeypatch.setenv("OPERATOR_SCRIPT", "{}")
+    result = run(
+        suite,
+        "test_cam.py",
+        "--hud-operator=operators:scripted",
+        "--hud-agent=zero",
+        "--hud-agent=my_agents:forward",
+    )
+    assert result.ret == 0, result.stdout.str()
+    lines = shown.read_text().splitlines()
+    refs = [line for line in lines if line.startswith("reference image: ")]
+    assert len(refs) == 1  # the second gate only: the first had none yet
+    second = next(i for i, line in enumerate(lines) if line.startswith("episode 2 · cam/push"))
+    assert lines.index(refs[0]) > second
+    image = Image.open(refs[0].removeprefix("reference image: "))
+    assert image.size == (96, 96)

@@ -1,0 +1,157 @@
+"""The terminal console (--hud-operator=terminal) in a real terminal (tmux): the reset gate's
+box and keys, the live footer, a partial verdict with notes and a success; what reaches the
+results rows is what was typed, and the screen never shows the agent's name.
+``PYTEST_HUD_DOCS_IMAGES=1`` also writes the screen the robots guide shows
+(docs/images/terminal-console.txt)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+from line_suite import AB_AGENTS, TESTS
+from terminal import Pane
+
+RECORDING = Path(__file__).resolve().parents[2] / "docs" / "images" / "terminal-console.txt"
+
+
+def test_an_operator_grades_two_episodes_at_the_terminal(suite) -> None:
+    suite.makepyfile(test_line=TESTS)
+    env = {k: v for k, v in os.environ.items() if k.startswith(("PYTHON", "PATH", "HOME"))}
+    env["PYTEST_ADDOPTS"] = ""
+    pane = Pane(
+        f"{sys.executable} -m pytest -p no:cacheprovider -k reach --hud-operator=terminal "
+        "--hud-results=r.json",
+        suite.path,
+        env,
+    )
+    try:
+        pane.wait_for("position the scene, then press Enter")
+        screen = pane.screen()
+        assert "│ episode 1 · line/reach[goal=0.0,seed=1]" in screen
+        assert "Enter: start · s: put this row off · q: end the session" in screen
+        pane.send("Enter")
+        pane.wait_for("verdict?")
+        screen = pane.screen()
+        assert "x or space: stop the episode" in screen  # the footer ran
+        assert "episode 1 ended after 3 steps" in screen
+        pane.send("p")
+        pane.wait_for("partial score between 0 and 1:")
+        pane.send("2", "Enter")  # refused: not in [0, 1]
+        pane.wait_for("'2' is not a number between 0 and 1")
+        pane.send("0.5", "Enter")
+        pane.wait_for("notes (Enter for none):")
+        pane.send("jaw slipped", "Enter")
+        pane.wait_for("position the scene, then press Enter", after=1)
+        pane.send("Enter")
+        pane.wait_for("verdict?", after=1)
+        pane.send("y")
+        pane.wait_for("notes (Enter for none):", after=1)
+        pane.send("Enter")
+        screen = pane.wait_for("EXIT=")
+        assert "EXIT=1" in screen  # the partial grade fails its item
+        assert "zero" not in screen.split("===== FAILURES")[0]  # unnamed until the report
+        if os.environ.get("PYTEST_HUD_DOCS_IMAGES") == "1":
+            shown = screen.split("test_line.py", 1)[1].split("=====", 1)[0]
+            RECORDING.write_text(
+                "$ pytest -k reach --hud-operator=terminal\n...\ntest_line.py" + shown
+            )
+    finally:
+        pane.close()
+    rows = {
+        r["args"]["goal"]: r for r in json.loads((suite.path / "r.json").read_text())["rollouts"]
+    }
+    assert rows[0.0]["score"] == 0.5 and rows[0.0]["notes"] == "jaw slipped"
+    assert rows[5.0]["success"] is True and rows[5.0]["grade_source"] == "operator"
+    assert rows[5.0]["notes"] is None
+
+
+DETECTED = """
+import pytest
+from line_env import detected
+
+
+@pytest.mark.hud(tasks=[detected.task(goal=0.0, seed=1), detected.task(goal=5.0, seed=2)])
+def test_detected(hud_result):
+    assert hud_result.success, hud_result.summary()
+"""
+
+
+def test_a_detectors_verdict_stands_unless_the_operator_overrides_it(suite) -> None:
+    """--hud-override-window=0: the detector's verdicts are taken without a key; -1: the
+    console waits, and n overrides the detector's success."""
+    suite.makepyfile(test_detected=DETECTED)
+    env = {k: v for k, v in os.environ.items() if k.startswith(("PYTHON", "PATH", "HOME"))}
+    command = (
+        f"{sys.executable} -m pytest -p no:cacheprovider --hud-operator=terminal "
+        "--hud-results=r.json --hud-override-window="
+    )
+    pane = Pane(command + "0", suite.path, env)
+    try:
+        pane.wait_for("position the scene, then press Enter")
+        pane.send("Enter")
+        pane.wait_for("position the scene, then press Enter", after=1)
+        pane.send("Enter")
+        screen = pane.wait_for("EXIT=")
+    finally:
+        pane.close()
+    assert screen.count("graded by the detector") == 2
+    rows = json.loads((suite.path / "r.json").read_text())["rollouts"]
+    assert [r["grade_source"] for r in rows] == ["detector", "detector"]
+    assert [r["success"] for r in rows] == [True, False]
+
+    pane = Pane(command + "-1", suite.path, env)
+    try:
+        pane.wait_for("position the scene, then press Enter")
+        pane.send("Enter")
+        pane.wait_for("Enter: accept the detector's success")
+        pane.send("n")  # the detector said success; the operator saw otherwise
+        pane.wait_for("notes (Enter for none):")
+        pane.send("the cube fell off after", "Enter")
+        pane.wait_for("position the scene, then press Enter", after=1)
+        pane.send("Enter")
+        pane.wait_for("Enter: accept the detector's failure")
+        pane.send("Enter")
+        pane.wait_for("notes (Enter for none):", after=1)
+        pane.send("Enter")
+        pane.wait_for("EXIT=")
+    finally:
+        pane.close()
+    rows = json.loads((suite.path / "r.json").read_text())["rollouts"]
+    assert [r["grade_source"] for r in rows] == ["operator (over the detector)", "detector"]
+    assert [r["success"] for r in rows] == [False, False]
+    assert rows[0]["notes"] == "the cube fell off after"
+
+
+def test_a_blinded_session_never_names_an_arm_on_the_terminal(suite) -> None:
+    """Two agents at the terminal console: everything on the screen until the report shows
+    arm codes only (no agent name, no arm letter tag); the report unblinds."""
+    suite.makepyfile(test_line=TESTS, my_agents=AB_AGENTS)
+    env = {k: v for k, v in os.environ.items() if k.startswith(("PYTHON", "PATH", "HOME"))}
+    pane = Pane(
+        f"{sys.executable} -m pytest -p no:cacheprovider -k reach --hud-operator=terminal "
+        "--hud-agent=zero --hud-agent=my_agents:forward --hud-ab-seed=3",
+        suite.path,
+        env,
+    )
+    try:
+        for n in range(4):
+            pane.wait_for("position the scene, then press Enter", after=n)
+            pane.send("Enter")
+            pane.wait_for("verdict?", after=n)
+            pane.send("y")
+            pane.wait_for("notes (Enter for none):", after=n)
+            pane.send("Enter")
+        screen = pane.wait_for("EXIT=")
+    finally:
+        pane.close()
+    before, _, report = screen.partition("hud robots: unblinded")
+    before = before.split("=== FAILURES")[0].split("=== hud")[0]
+    for name in ("zero", "forward", "my_agents", "@A", "@B"):
+        assert name not in before, name
+    codes = set(re.findall(r"· arm ([A-Z])", before))
+    assert len(codes) == 2
+    assert all(f"arm {c} = " in report for c in codes)
