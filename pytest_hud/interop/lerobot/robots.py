@@ -28,6 +28,7 @@ from pytest_hud.robot.sim.endpoint import RobotEndpoint
 from pytest_hud.robot.sim.errors import BridgeError
 
 __all__ = [
+    "BRIDGE_OPTIONS",
     "ROBOT_ENV",
     "LeRobotRobotBridge",
     "RobotFault",
@@ -417,36 +418,26 @@ class _RobotLock:
             os.close(self.fd)
 
 
+#: ``serve_robot``'s options that are the bridge's own; every other one is a config field
+BRIDGE_OPTIONS = ("fps", "prompt", "limits", "max_step", "detector", "calibrate")
+
+
 def serve_robot(
-    robot_type: str,
-    *,
-    fps: float = 30.0,
-    prompt: str | None = None,
-    limits: Mapping[str, tuple[float, float]] | None = None,
-    max_step: float | Mapping[str, float] | None = None,
-    detector: Detector | str | None = None,
-    calibrate: bool = False,
-    start_timeout: float = 120.0,
-    **config: object,
+    robot_type: str, *, start_timeout: float = 120.0, **options: object
 ) -> RobotEndpoint:
-    """The endpoint serving LeRobot robot ``robot_type`` (``config``: its RobotConfig's
-    fields, e.g. ``port=``, ``id=``, ``cameras=``) in a sim process of its own;
-    ``$PYTEST_HUD_ROBOT`` (``--hud-robot``) overrides the type and fields."""
+    """The endpoint serving LeRobot robot ``robot_type`` in a process of its own:
+    ``options`` are :class:`LeRobotRobotBridge`'s (``fps``, ``prompt``, ``limits``,
+    ``max_step``, ``detector``, ``calibrate``) and its RobotConfig's fields (``port=``,
+    ``id=``, ``cameras=``...); ``$PYTEST_HUD_ROBOT`` (``--hud-robot``) overrides the type
+    and fields."""
+    bridge = {k: options.pop(k) for k in BRIDGE_OPTIONS if k in options}
+    config = options
     override = os.environ.get(ROBOT_ENV)
     if override:
         robot_type, fields = parse_robot_spec(override)
         config = {**config, **fields}
     return RobotEndpoint(
         LeRobotRobotBridge,
-        kwargs={
-            "robot_type": robot_type,
-            "config": config,
-            "fps": fps,
-            "prompt": prompt,
-            "limits": limits,
-            "max_step": max_step,
-            "detector": detector,
-            "calibrate": calibrate,
-        },
+        kwargs={"robot_type": robot_type, "config": config, **bridge},
         start_timeout=start_timeout,
     )
