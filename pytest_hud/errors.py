@@ -23,6 +23,7 @@ clauses still match; the module defining it in brackets)::
     ├── CompatError (ValueError)                [robot/compat/table]
     ├── CompatWarning (UserWarning)             [robot/compat/table]
     ├── BridgeError (RuntimeError)              [robot/sim/errors]
+    │   └── RobotFault                          [interop/lerobot/robots]
     ├── SimError (RuntimeError)                 [robot/sim/errors]
     ├── AgentSpecError (LookupError)            [robot/agent/errors]
     │   └── CheckpointError
@@ -32,6 +33,7 @@ clauses still match; the module defining it in brackets)::
     │   └── VlaEvalError                        [interop/vla_eval/session]
     ├── DatasetError (ValueError)               [robot/record/errors]
     ├── LeRobotEnvError (ValueError)            [interop/lerobot/envs]
+    ├── RobotSpecError (ValueError)             [interop/lerobot/robots]
     ├── LeRobotVersionError (ImportError)       [robot/lerobot_version]
     ├── VlaEvalWireError (ValueError)           [interop/vla_eval/codec]
     ├── VlaEvalConventionWarning (UserWarning)  [interop/vla_eval/preflight]
@@ -42,6 +44,7 @@ clauses still match; the module defining it in brackets)::
     ├── StepTableError (RuntimeError)           [evaluation/step_tables]
     ├── EpisodeFailed (AssertionError)          [_plugin/errors]: the policy failed, a FAIL
     ├── ReplayMismatch (AssertionError)         [features/replay]: a FAIL
+    ├── ConsoleClosed (RuntimeError)            [features/robots/web]
     ├── RolloutError (RuntimeError)             [_plugin/errors]: infrastructure, an ERROR
     ├── ExpectError (ValueError)                [_plugin/errors]
     ├── ModuleColumnError (ValueError)          [_plugin/errors]
