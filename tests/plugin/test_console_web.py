@@ -1,19 +1,17 @@
-"""The web console (--hud-operator=web) in a real headless Chromium driven by Selenium: through
+"""The web console (--hud-operator=web) in a real headless Chromium (over DevTools): through
 pytest end to end (the page's gate, Start, the live timer and camera, Stop, a refused then an
 accepted partial score with notes, a success; what reaches the results rows), and a console
 driven from a thread (the token, the transcript, discard, close() waking a blocked gate).
 
-Chromium and its driver are Debian's (scripts/setup installs them); Selenium is told the
-driver's path, so it never looks for one to download. Every wait is on the page or an event,
-bounded by a generous timeout. ``PYTEST_HUD_DOCS_IMAGES=1`` also writes the screenshot the
+Chromium is Debian's (scripts/setup installs it), driven over its DevTools protocol
+(tests/helpers/browser.py). Every wait is on the page or an event, bounded by a generous
+timeout. ``PYTEST_HUD_DOCS_IMAGES=1`` also writes the screenshot the
 docs show (docs/images/web-console.png)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -22,112 +20,36 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
+from browser import WAIT, Browser, click, element_text, page_text, shown, type_into, until
 from camera_suite import ENV, TESTS
-from needs import require
 from paths import ROOT
 from waiting import wait_for
 
 from pytest_hud.features.robots.operator import Ask, Episode, Gate, GateAnswer, Verdict
 from pytest_hud.features.robots.web import MAX_BODY, MAX_CONNECTIONS, URL_FILE_ENV, WebOperator
 
-if TYPE_CHECKING:
-    from selenium.webdriver.remote.webdriver import WebDriver
-
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-WAIT = 60.0  # seconds: the bound on every wait for the page (never an assertion on time)
 SCREENSHOT = ROOT / "docs" / "images" / "web-console.png"
 
 
 @pytest.fixture
-def browser() -> Iterator[WebDriver]:
-    """A headless Chromium on Debian's chromedriver, at a fixed window size."""
-    chromium = shutil.which("chromium")
-    require(
-        chromium and CHROMEDRIVER.is_file(),
-        "Chromium and chromedriver",
-        "apt-get install chromium chromium-driver (scripts/setup installs them)",
-    )
-    require(importlib.util.find_spec("selenium"), "selenium", "pip install -e '.[dev]'")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(chromium)
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",  # root in a container
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--window-size=1000,800",
-        "--no-first-run",
-        "--no-proxy-server",
-        "--disable-background-networking",  # no traffic but the console's, on 127.0.0.1
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-extensions",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+def browser() -> Iterator[Browser]:
+    """A headless Chromium at a fixed window size (tests/helpers/browser.py)."""
+    driver = Browser()
     try:
         yield driver
     finally:
         driver.quit()
 
 
-# -- page helpers -----------------------------------------------------------------------------
-def until(driver: WebDriver, check: Callable[[], object], what: str) -> None:
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    WebDriverWait(
-        driver, WAIT, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException,)
-    ).until(lambda _: check(), message=f"the page never showed {what}:\n{page_text(driver)}")
-
-
-def page_text(driver: WebDriver) -> str:
-    """What the page shows (visible text only)."""
-    from selenium.webdriver.common.by import By
-
-    return str(driver.find_element(By.TAG_NAME, "body").text)
-
-
-def shown(driver: WebDriver, element_id: str) -> bool:
-    from selenium.webdriver.common.by import By
-
-    return bool(driver.find_element(By.ID, element_id).is_displayed())
-
-
-def click(driver: WebDriver, element_id: str) -> None:
-    from selenium.webdriver.common.by import By
-
-    driver.find_element(By.ID, element_id).click()
-
-
-def type_into(driver: WebDriver, element_id: str, text: str) -> None:
-    from selenium.webdriver.common.by import By
-
-    field = driver.find_element(By.ID, element_id)
-    field.clear()
-    field.send_keys(text)
-
-
-def element_text(driver: WebDriver, element_id: str) -> str:
-    from selenium.webdriver.common.by import By
-
-    return str(driver.find_element(By.ID, element_id).text)
-
-
-def camera_loaded(driver: WebDriver) -> bool:
+def camera_loaded(driver: Browser) -> bool:
     """A camera frame is on the page (a decoded JPEG, not a broken image)."""
     return bool(
-        driver.execute_script(
-            "const i = document.querySelector('#cameras img');"
-            "return !!i && i.complete && i.naturalWidth > 0;"
+        driver.js(
+            "(i => !!i && i.complete && i.naturalWidth > 0)(document.querySelector('#cameras img'))"
         )
     )
 
@@ -154,7 +76,7 @@ def refused_without_token(url: str) -> None:
 
 
 # -- through pytest ---------------------------------------------------------------------------
-def test_an_operator_grades_in_the_browser(suite: pytest.Pytester, browser: WebDriver) -> None:
+def test_an_operator_grades_in_the_browser(suite: pytest.Pytester, browser: Browser) -> None:
     """Two rows of the camera env under --hud-operator=web: the first is watched live and
     stopped, refused a partial score of 1.5 and given 0.5 with notes; the second runs out
     and is graded a success."""
@@ -275,7 +197,7 @@ class Asker:
         return self.answer
 
 
-def test_the_console_stops_refuses_and_closes(browser: WebDriver) -> None:
+def test_the_console_stops_refuses_and_closes(browser: Browser) -> None:
     console = WebOperator()
     try:
         refused_without_token(console.url)
@@ -375,7 +297,7 @@ def test_requests_are_bounded() -> None:
         console.close()
 
 
-def test_the_gate_shows_its_reference_image(browser: WebDriver, tmp_path: Path) -> None:
+def test_the_gate_shows_its_reference_image(browser: Browser, tmp_path: Path) -> None:
     """A gate with a reference image: the page shows it (re-encoded, only that file); a
     file that is not an image is answered as absent, never served as it is."""
     from PIL import Image
