@@ -65,8 +65,7 @@ def pytest_hud_episode_observers(config: pytest.Config) -> Sequence[ObserverFact
 
 @pytest.hookspec(firstresult=True)
 def pytest_hud_timing(config: pytest.Config) -> Timing | None:
-    """The timed control loop every rollout's agent runs (``--hud-realtime``,
-    ``--hud-latency``), or None for lockstep (each tick waits for the policy)."""
+    """The timed loop rollouts run (``--hud-realtime``, ``--hud-latency``); None: lockstep."""
 
 
 @pytest.hookspec(firstresult=True)
@@ -78,7 +77,7 @@ def pytest_hud_run_rollout(
     index: int,
     timeout: float | None,
 ) -> Awaitable[RolloutResult] | None:
-    """Run one rollout elsewhere (``--hud-delegate``): its awaitable, or None to run it here."""
+    """Run one rollout another way (``--hud-delegate``, an attended one): its awaitable, or None."""
 
 
 @pytest.hookspec()

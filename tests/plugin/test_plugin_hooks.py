@@ -115,6 +115,7 @@ def _features(config: pytest.Config) -> set[str]:
 def test_feature_plugins_are_registered_only_when_enabled(pytester: pytest.Pytester) -> None:
     plain = pytester.parseconfigure()
     always = {"pytest-hud-session", "pytest-hud-abandoned", "pytest-hud-wrap", "pytest-hud-videos"}
+    always.add("pytest-hud-robots")  # an ungraded robot episode is an ERROR in every run
     always.add("pytest-hud-preflight")  # --hud-preflight=warn by default
     assert _features(plain) - {"pytest-hud-html"} == always
     assert plain.pluginmanager.get_plugin("pytest-hud-ledger") is None
