@@ -13,7 +13,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
-__all__ = ["Clock", "SimClock", "TickStats", "WallClock", "percentile"]
+__all__ = ["Clock", "SimClock", "TickStats", "WallClock", "percentile", "rounded"]
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -38,15 +38,16 @@ class TickStats:
     def summary(self) -> dict[str, float | int | None]:
         ms = [x * 1000.0 for x in self.lateness]
         return {
-            "late_ms_p50": _round(percentile(ms, 0.5)),
-            "late_ms_p99": _round(percentile(ms, 0.99)),
-            "late_ms_max": _round(max(ms) if ms else None),
+            "late_ms_p50": rounded(percentile(ms, 0.5)),
+            "late_ms_p99": rounded(percentile(ms, 0.99)),
+            "late_ms_max": rounded(max(ms) if ms else None),
             "deadline_misses": self.misses,
             "skipped_ticks": self.skipped,
         }
 
 
-def _round(value: float | None) -> float | None:
+def rounded(value: float | None) -> float | None:
+    """``value`` to 3 decimal places (a figure in ms: to the microsecond); None kept."""
     return None if value is None else round(value, 3)
 
 

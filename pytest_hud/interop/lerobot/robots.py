@@ -178,6 +178,10 @@ class Safety:
             self.step = np.full(len(names), inf if max_step is None else float(max_step))
         if np.any(self.step <= 0):
             raise RobotSpecError("a max move per step must be positive")
+        self.reset()
+
+    def reset(self) -> None:
+        """A new episode: no last command, nothing counted."""
         self.last: np.ndarray | None = None
         self.clamped = 0  # actions changed by the limits
         self.limited = 0  # actions changed by the max move per step
@@ -205,8 +209,6 @@ class LeRobotRobotBridge(RobotBridge):
     stops (max steps, the operator) and the grade is left to the operator."""
 
     num_envs = 1
-    #: one robot cannot run two episodes at once: concurrency on it is refused
-    exclusive = True
 
     def __init__(
         self,
@@ -237,7 +239,6 @@ class LeRobotRobotBridge(RobotBridge):
         self.action_keys = [k for k, v in dict(self.robot.action_features).items() if v is float]
         if not self.action_keys:
             raise RobotSpecError(f"robot {self.label} declares no float action features")
-        self.safety_args = (limits, max_step)
         self.safety = Safety(self.action_keys, limits, max_step)
         self.contract = self._contract()
         self._latest: Mapping[str, Value] | None = None
@@ -300,7 +301,7 @@ class LeRobotRobotBridge(RobotBridge):
         scene = getattr(self.robot, "reset_scene", None)
         if callable(scene):  # a sim-backed robot puts its scene back itself
             self._call("reset_scene", lambda: scene(**task_args))
-        self.safety = Safety(self.action_keys, *self.safety_args)
+        self.safety.reset()
         self._steps, self._success, self._halted = 0, None, False
         self._latest = self._read()
         task = task_args.get("task") or task_args.get("instruction")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pytest_hud.robot.clock import Clock, SimClock, WallClock, monotonic, percentile
+from pytest_hud.robot.clock import Clock, SimClock, WallClock, monotonic, percentile, rounded
 
 __all__ = ["STOP", "TimedCounters", "Timing", "run_timed"]
 
@@ -82,9 +82,9 @@ class TimedCounters:
             "ticks": self.ticks,
             "held_steps": self.held,
             "dropped_actions": self.dropped,
-            "infer_ms_p50": _r(percentile(ms, 0.5)),
-            "infer_ms_p95": _r(percentile(ms, 0.95)),
-            "infer_ms_max": _r(max(ms) if ms else None),
+            "infer_ms_p50": rounded(percentile(ms, 0.5)),
+            "infer_ms_p95": rounded(percentile(ms, 0.95)),
+            "infer_ms_max": rounded(max(ms) if ms else None),
         }
         if timing.realtime:
             out.update(clock.stats.summary())
@@ -92,10 +92,6 @@ class TimedCounters:
             out["latency_ms"] = timing.latency * 1000.0
             out["delay_ticks"] = clock.delay if isinstance(clock, SimClock) else 0
         return out
-
-
-def _r(value: float | None) -> float | None:
-    return None if value is None else round(value, 3)
 
 
 @dataclass
@@ -141,13 +137,13 @@ async def run_timed(
     def trim(chunk: np.ndarray) -> np.ndarray:
         return chunk[:keep] if keep else chunk
 
-    queue: list[np.ndarray] = []
     first = await ask(0)
     if first.task is not None:
         first.chunk = await first.task
     assert first.chunk is not None
     counters.latencies.append(_latency(first, clock))
     queue = list(trim(first.chunk))
+    threshold = _threshold(ahead, keep, first.chunk)
     pending: _Pending | None = None
     last: np.ndarray | None = None
     try:
@@ -177,7 +173,7 @@ async def run_timed(
             frame = await act(action)
             clock.sent()
             counters.ticks += 1
-            if pending is None and len(queue) <= _threshold(ahead, keep, first.chunk):
+            if pending is None and len(queue) <= threshold:
                 pending = await ask(tick + 1)
     finally:
         if pending is not None and pending.task is not None and not pending.task.done():
@@ -207,8 +203,8 @@ def _latency(pending: _Pending, clock: Clock) -> float:
     return (pending.finished or monotonic()) - pending.began
 
 
-def _threshold(ahead: int | None, keep: int | None, first: np.ndarray | None) -> int:
+def _threshold(ahead: int | None, keep: int | None, first: np.ndarray) -> int:
+    """Actions left when the next chunk is asked for: ``ahead``, else half a chunk."""
     if ahead is not None:
         return ahead
-    size = keep or (len(first) if first is not None else 1)
-    return max(0, math.floor(size / 2))
+    return max(0, math.floor((keep or len(first)) / 2))
