@@ -206,6 +206,8 @@ MAX_DEATHS = 3
 _lock = threading.Lock()
 _atexit = False
 _may_own = True
+#: Why this process's last request spawned plainly (diagnostics: tests and ``doctor``).
+last_plain: str | None = None
 
 
 def borrow_only() -> None:
@@ -282,9 +284,16 @@ def _forget_after_fork() -> None:
 os.register_at_fork(after_in_child=_forget_after_fork)
 
 
+def _plain(why: str) -> None:
+    global last_plain
+    last_plain = why
+
+
 async def spawn(argv: Sequence[str], env: dict[str, str]) -> ForkedProcess | None:
-    """``argv`` (``[python, "-m", module, *args]``) forked with ``env``; None: spawn plainly."""
+    """``argv`` (``[python, "-m", module, *args]``) forked with ``env``; None: spawn plainly
+    (why: :data:`last_plain`)."""
     if not enabled() or len(argv) < 3 or argv[1] != "-m":
+        _plain("fork is off or the command is not python -m MODULE")
         return None
     python, module, args = argv[0], argv[2], list(argv[3:])
     cwd = os.getcwd()
@@ -293,9 +302,11 @@ async def spawn(argv: Sequence[str], env: dict[str, str]) -> ForkedProcess | Non
     if address is None:
         zygote = _owned(python, env, cwd)
         if zygote is None:
+            _plain("no zygote may be owned here (borrow-only, too many, or too many deaths)")
             return None
         address = await asyncio.to_thread(zygote.ensure)
         if address is None:
+            _plain(f"the zygote failed: {zygote.failed}")
             await asyncio.to_thread(_dead, zygote)
             return None
     request = {"python": python, "module": module, "args": args, "cwd": cwd}
@@ -303,13 +314,15 @@ async def spawn(argv: Sequence[str], env: dict[str, str]) -> ForkedProcess | Non
     try:
         return await _request(address, request)
     except _Refused as exc:  # this request only (its path shadows a preloaded module)
+        _plain(f"refused: {exc}")
         if zygote is not None and exc.deny:  # replace it by one that will not learn those
             zygote.failed = f"refused: {exc}"
             with _lock:
                 _denied.setdefault(zygote.key, set()).update(exc.deny)
             await asyncio.to_thread(_dead, zygote)
         return None
-    except (OSError, TimeoutError, ValueError, KeyError):
+    except (OSError, TimeoutError, ValueError, KeyError) as exc:
+        _plain(f"the request failed: {type(exc).__name__}: {exc}")
         if zygote is not None and zygote.popen is not None and zygote.popen.poll() is not None:
             await asyncio.to_thread(_dead, zygote)
         return None

@@ -6,6 +6,7 @@ source and the notes reach the results rows."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -191,6 +192,18 @@ def test_a_bad_robot_spec_is_a_usage_error(suite) -> None:
     result = run(suite, "--hud-robot=so101_follower:port")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--hud-robot: 'port' is not key=value*"])
+
+
+def test_an_in_process_session_gives_the_robot_variable_back(suite, monkeypatch) -> None:
+    """--hud-robot reaches env servers through the environment; a session run in this
+    process (evaluate(), pytester) must not leave it set for the next one."""
+    from pytest_hud.interop.lerobot.robots import ROBOT_ENV
+
+    monkeypatch.delenv(ROBOT_ENV, raising=False)
+    suite.makepyfile(test_line=TESTS)
+    result = suite.runpytest_inprocess("--hud-robot=so101_follower:port=/dev/null", "--co")
+    assert result.ret == pytest.ExitCode.OK
+    assert ROBOT_ENV not in os.environ
 
 
 def test_budgets_read_durations_and_counts() -> None:

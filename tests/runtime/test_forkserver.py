@@ -67,6 +67,7 @@ def fork_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     forkserver.shutdown()
     monkeypatch.setattr(forkserver, "_deaths", {})
     monkeypatch.setattr(forkserver, "_denied", {})
+    monkeypatch.setattr(forkserver, "last_plain", None)
     if mode == "preload":
         monkeypatch.setenv(forkserver.PRELOAD, "sims")
     yield mode
@@ -86,7 +87,7 @@ async def test_fresh_rollouts_share_no_state(fork_mode: str, runtime: str) -> No
     assert [(g["builds"], g["resets"], g["server_runs"]) for g in grades] == [(1, 1, 1)] * 3
     assert len({g["pid"] for g in grades}) == 3, "a sim process served two rollouts"
     forked = {g["comm"] == "hud program" for g in grades}
-    assert forked == {fork_mode != "plain"}, grades  # the path under test really ran
+    assert forked == {fork_mode != "plain"}, (grades, forkserver.last_plain)  # the path ran
 
 
 @pytest.mark.parametrize("fork_mode", ["plain", "fork"], indirect=True)
@@ -99,7 +100,7 @@ async def test_the_zygote_learns_what_its_children_import(fork_mode: str) -> Non
             forked.append(ep._child.forked)
             run = await ep.reset()
             seen.append((await ep.result(run["token"]))["preloaded"])
-    assert forked == [fork_mode == "fork"] * 2
+    assert forked == [fork_mode == "fork"] * 2, forkserver.last_plain
     assert seen == ([False, True] if fork_mode == "fork" else [False, False])
 
 
@@ -117,7 +118,7 @@ async def test_boot_failures_read_the_same_forked_or_not(fork_mode: str) -> None
 async def test_a_crashed_child_is_reaped_and_the_zygote_serves_on(fork_mode: str) -> None:
     async with RobotEndpoint(CounterSim, kwargs={"crash_at": 0}) as ep:
         pid = ep.pid
-        assert pid is not None and ep._child is not None and ep._child.forked
+        assert pid is not None and ep._child is not None and ep._child.forked, forkserver.last_plain
         zygote = zygote_of(pid)
         os.kill(pid, signal.SIGKILL)
         with pytest.raises(SimError, match="exited with code -9|killed by signal SIGKILL"):
@@ -125,13 +126,13 @@ async def test_a_crashed_child_is_reaped_and_the_zygote_serves_on(fork_mode: str
     assert gone(pid)
     assert zygote.pid is not None and live_children_of(zygote.pid) == set()
     async with RobotEndpoint(CounterSim) as again:  # the zygote still forks
-        assert again._child is not None and again._child.forked
+        assert again._child is not None and again._child.forked, forkserver.last_plain
 
 
 @pytest.mark.parametrize("fork_mode", ["fork"], indirect=True)
 async def test_a_dead_zygote_means_plain_spawns_never_a_hang(fork_mode: str) -> None:
     async with RobotEndpoint(CounterSim) as before:
-        assert before._child is not None and before._child.forked
+        assert before._child is not None and before._child.forked, forkserver.last_plain
         assert before.pid is not None
         zygote = zygote_of(before.pid)
         assert zygote.popen is not None
@@ -143,7 +144,7 @@ async def test_a_dead_zygote_means_plain_spawns_never_a_hang(fork_mode: str) -> 
         sim = before.pid
     assert sim is not None and gone(sim)  # its lifeline still ended it
     async with RobotEndpoint(CounterSim) as later:  # a new zygote took the dead one's place
-        assert later._child is not None and later._child.forked
+        assert later._child is not None and later._child.forked, forkserver.last_plain
         assert later.pid is not None and zygote_of(later.pid) is not zygote
 
 

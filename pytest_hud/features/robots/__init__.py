@@ -489,6 +489,16 @@ def _apply(result: RolloutResult, score: float, source: str, notes: str) -> None
         result.grade["notes"] = notes
 
 
+def _restore_env(name: str, value: str | None) -> Callable[[], None]:
+    def restore() -> None:
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+    return restore
+
+
 def enable(session: HudSession) -> object | None:
     config = session.config
     robot = read_option(config, "hud_robot", str)
@@ -499,7 +509,10 @@ def enable(session: HudSession) -> object | None:
             parse_robot_spec(robot)
         except RobotSpecError as exc:
             raise pytest.UsageError(str(exc)) from None
-        os.environ[ROBOT_ENV] = robot  # env servers started from here on serve it
+        # env servers started from here on serve it; an in-process session (evaluate(),
+        # pytester) gives the variable back at its end
+        config.add_cleanup(_restore_env(ROBOT_ENV, os.environ.get(ROBOT_ENV)))
+        os.environ[ROBOT_ENV] = robot
     spec = read_option(config, "hud_operator", str)
     grader_ref = read_option(config, "hud_grader", str)
     budget_text = read_option(config, "hud_budget", str)
