@@ -1,0 +1,394 @@
+"""Inference on bounded per-row metrics with rows as the units: repeats of a row are averaged first,
+then intervals, the paired permutation test and the anytime-valid betting test treat rows as
+independent draws. Success is the metric 0/1; a score is any metric with known bounds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "BettingSequence",
+    "Direction",
+    "PairedBettingTest",
+    "PairedScores",
+    "betting_interval",
+    "design_floor",
+    "holm",
+    "paired_scores",
+    "permutation_interval",
+    "permutation_p",
+    "row_means",
+]
+
+FloatArray = NDArray[np.float64]
+Direction = Literal["higher", "lower"]
+
+#: Sign patterns enumerated exactly up to this many rows (2**16 patterns); Monte Carlo above.
+EXACT_ROWS = 16
+#: Random sign patterns past EXACT_ROWS (drawn once from a fixed seed, so a p is reproducible).
+FLIPS = 20_000
+#: Points of the mean's grid the betting processes run on (the interval's resolution).
+GRID = 2001
+#: The betting fraction's cap (Waudby-Smith & Ramdas 2024 use 1/2 or 3/4).
+CAP = 0.5
+
+
+def row_means(values: Iterable[tuple[Sequence[object], float]]) -> dict[tuple[object, ...], float]:
+    """The mean of each row's repeats: ``values`` are (row key, value) pairs, several per row
+    when a row ran repeats; one mean per row is one unit of inference."""
+    sums: dict[tuple[object, ...], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for key, value in values:
+        cell = sums[tuple(key)]
+        cell[0] += float(value)
+        cell[1] += 1.0
+    return {key: total / count for key, (total, count) in sums.items()}
+
+
+def _check_alpha(alpha: float) -> None:
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha: expected a level in (0, 1), got {alpha!r}")
+
+
+def _unit(xs: Sequence[float], low: float, high: float) -> FloatArray:
+    """``xs`` mapped from [low, high] onto [0, 1]; a value outside is an error naming it."""
+    if not high > low:
+        raise ValueError(f"bounds: expected low < high, got [{low}, {high}]")
+    x = np.asarray(xs, dtype=np.float64)
+    bad = ~np.isfinite(x) | (x < low - 1e-12) | (x > high + 1e-12)
+    if bad.any():
+        raise ValueError(
+            f"expected values in [{low}, {high}], got {float(x[bad][0])!r}; fix: declare the "
+            "metric's bounds (an env's grade states them) or clip it where it is computed"
+        )
+    return np.clip((x - low) / (high - low), 0.0, 1.0)
+
+
+class BettingSequence:
+    """A confidence sequence for the mean of i.i.d. values in [0, 1] (Waudby-Smith & Ramdas
+    2024, "Estimating means of bounded random variables by betting", JRSSB: the hedged
+    capital process with predictable plug-in bets). Valid at every n at once, so a decision
+    read off it after each value keeps its level under any stopping rule; at a fixed n it is
+    a valid (conservative) confidence interval."""
+
+    def __init__(self, alpha: float = 0.05, grid: int = GRID) -> None:
+        _check_alpha(alpha)
+        self.alpha = float(alpha)
+        self.m = np.linspace(0.0, 1.0, grid)[1:-1]  # the candidate means (bounds never exclude)
+        self.log_up = np.zeros_like(self.m)
+        self.log_down = np.zeros_like(self.m)
+        self.excluded = np.zeros(self.m.shape, dtype=bool)  # a running intersection
+        self.n = 0
+        self._sum = 0.0
+        self._sq = 0.0  # sum of (x_i - mu_hat_{i-1})^2
+
+    def update(self, x: float) -> None:
+        """Add one value in [0, 1]."""
+        if not 0.0 <= x <= 1.0:
+            raise ValueError(f"expected a value in [0, 1], got {x!r}")
+        t = self.n + 1
+        mu = (0.5 + self._sum) / t  # the estimates before x (predictable)
+        var = (0.25 + self._sq) / t
+        lam = math.sqrt(2.0 * math.log(2.0 / self.alpha) / (var * t * math.log1p(t)))
+        up = np.minimum(lam, CAP / self.m)
+        down = np.minimum(lam, CAP / (1.0 - self.m))
+        self.log_up += np.log1p(up * (x - self.m))
+        self.log_down += np.log1p(-down * (x - self.m))
+        # hedged capital: the average of the two bets' capitals
+        capital = np.logaddexp(self.log_up, self.log_down) - math.log(2.0)
+        self.excluded |= capital >= math.log(1.0 / self.alpha)
+        self.n = t
+        self._sum += x
+        self._sq += (x - mu) ** 2
+
+    def interval(self) -> tuple[float, float]:
+        """The means not excluded so far (their hull), [0, 1] before any value."""
+        kept = self.m[~self.excluded]
+        if kept.size == 0:  # the grid's resolution: the mean lies between two excluded points
+            centre = self._sum / max(self.n, 1)
+            return centre, centre
+        step = self.m[1] - self.m[0]
+        return max(0.0, float(kept[0]) - step), min(1.0, float(kept[-1]) + step)
+
+
+#: Orders the fixed-n interval averages its capital over (Waudby-Smith & Ramdas 2024, 5.2:
+#: the average of valid capitals is valid, and it makes the interval free of the rows' order).
+ORDERS = 16
+
+
+def betting_interval(
+    xs: Sequence[float], alpha: float = 0.05, *, low: float = 0.0, high: float = 1.0
+) -> tuple[float, float]:
+    """A confidence interval for the mean of ``xs`` (i.i.d. rows, values in [low, high])
+    without a normal approximation: the means m whose hedged capital, with the fixed-n bets
+    of Waudby-Smith & Ramdas (2024) and averaged over :data:`ORDERS` fixed orders of the
+    sorted values, stays below 1 / alpha. A function of the values alone, not their order."""
+    _check_alpha(alpha)
+    x = np.sort(_unit(xs, low, high))
+    n = x.size
+    if n == 0:
+        return low, high
+    rng = np.random.default_rng(20261204)
+    orders = np.stack([x[rng.permutation(n)] for _ in range(ORDERS)])  # (P, n)
+    m = np.linspace(0.0, 1.0, GRID)[1:-1]
+    log_up = np.zeros((ORDERS, m.size))
+    log_down = np.zeros((ORDERS, m.size))
+    total = np.zeros(ORDERS)
+    sq = np.zeros(ORDERS)
+    for t in range(n):
+        xt = orders[:, t]
+        mu = (0.5 + total) / (t + 1)
+        var = (0.25 + sq) / (t + 1)
+        lam = np.sqrt(2.0 * math.log(2.0 / alpha) / (n * var))[:, None]
+        step = xt[:, None] - m[None, :]
+        log_up += np.log1p(np.minimum(lam, CAP / m) * step)
+        log_down += np.log1p(-np.minimum(lam, CAP / (1.0 - m)) * step)
+        total += xt
+        sq += (xt - mu) ** 2
+    hedged = np.logaddexp(log_up, log_down) - math.log(2.0)
+    capital = np.logaddexp.reduce(hedged, axis=0) - math.log(ORDERS)
+    kept = m[capital < math.log(1.0 / alpha)]
+    if kept.size == 0:
+        centre = float(x.mean())
+        return low + centre * (high - low), low + centre * (high - low)
+    pad = m[1] - m[0]
+    lo, hi = max(0.0, float(kept[0]) - pad), min(1.0, float(kept[-1]) + pad)
+    return low + lo * (high - low), low + hi * (high - low)
+
+
+@lru_cache(maxsize=64)
+def _signs(n: int) -> FloatArray:
+    """The sign patterns the permutation test uses for ``n`` rows: all 2**n up to
+    :data:`EXACT_ROWS` rows, else the identity and FLIPS - 1 random ones (fixed seed)."""
+    if n <= EXACT_ROWS:
+        out = np.array(list(itertools.product((1.0, -1.0), repeat=n)), dtype=np.float64)
+    else:
+        out = np.random.default_rng(20261204 + n).choice((-1.0, 1.0), size=(FLIPS, n))
+        out[0] = 1.0
+    out.setflags(write=False)
+    return out.reshape(len(out), n)
+
+
+def permutation_p(diffs: Sequence[float], shift: float = 0.0) -> float:
+    """Two-sided sign-flip permutation p-value for "the mean paired difference is ``shift``":
+    under the null each row's difference is symmetric about ``shift``, so its sign may be
+    flipped; p is the share of sign patterns whose |sum| is at least the observed one
+    (exact up to :data:`EXACT_ROWS` rows, Monte Carlo with the identity counted above)."""
+    d = np.asarray(diffs, dtype=np.float64) - shift
+    if d.size == 0:
+        return 1.0
+    signs = _signs(d.size)
+    observed = abs(float(d.sum()))
+    flipped = np.abs(signs @ d)
+    return float(np.count_nonzero(flipped >= observed - 1e-12 * max(1.0, observed))) / len(signs)
+
+
+def permutation_interval(
+    diffs: Sequence[float], alpha: float = 0.05, *, low: float = -1.0, high: float = 1.0
+) -> tuple[float, float]:
+    """The shifts the sign-flip test does not reject at ``alpha``: the interval that agrees
+    with :func:`permutation_p` by construction (0 lies outside it exactly when p <= alpha).
+    p is non-increasing as the shift moves away from the mean on either side, so each end is
+    found by bisection within the differences' bounds."""
+    _check_alpha(alpha)
+    d = np.asarray(diffs, dtype=np.float64)
+    if d.size == 0:
+        return low, high
+    centre = float(d.mean())
+
+    def end(far: float) -> float:
+        if permutation_p(d, far) > alpha:
+            return far
+        near = centre  # p(centre) = 1 > alpha
+        for _ in range(40):
+            mid = (near + far) / 2.0
+            if permutation_p(d, mid) > alpha:
+                near = mid
+            else:
+                far = mid
+        return near
+
+    return end(low), end(high)
+
+
+def design_floor(rows: int) -> float:
+    """The smallest two-sided p-value a sign-flip (or exact McNemar) test over ``rows``
+    paired rows can reach: 2 / 2**rows. Below log2(2 / alpha) rows no outcome is significant."""
+    return min(1.0, 2.0 / 2.0**rows) if rows > 0 else 1.0
+
+
+def holm(pvalues: Mapping[str, float], alpha: float) -> dict[str, bool]:
+    """Holm's step-down procedure (Holm 1979): which hypotheses are rejected with the
+    family-wise error kept at ``alpha``; uniformly more powerful than Bonferroni's split."""
+    _check_alpha(alpha)
+    out = dict.fromkeys(pvalues, False)
+    ordered = sorted(pvalues.items(), key=lambda kv: kv[1])
+    for i, (name, p) in enumerate(ordered):
+        if p > alpha / (len(ordered) - i):
+            break
+        out[name] = True
+    return out
+
+
+@dataclass(frozen=True)
+class PairedScores:
+    """A candidate's per-row paired differences from the reference on one metric: the mean
+    difference, its interval (the permutation test inverted), the test's p, the rows, the
+    design floor, and the verdict at ``alpha`` ("better"/"worse" by the test, "no
+    difference" when the interval lies inside +-``min_effect``, else "undecided")."""
+
+    metric: str
+    rows: int
+    episodes: int
+    reference: float | None
+    candidate: float | None
+    diff: float | None
+    diff_ci: tuple[float, float]
+    p_value: float
+    floor: float
+    alpha: float
+    min_effect: float
+    verdict: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "metric": self.metric,
+            "rows": self.rows,
+            "episodes": self.episodes,
+            "reference": self.reference,
+            "candidate": self.candidate,
+            "diff": self.diff,
+            "diff_ci": list(self.diff_ci),
+            "p_value": self.p_value,
+            "floor": self.floor,
+            "alpha": self.alpha,
+            "min_effect": self.min_effect,
+            "verdict": self.verdict,
+        }
+
+
+def paired_scores(
+    pairs: Sequence[tuple[Sequence[object], float, float]],
+    *,
+    metric: str = "score",
+    direction: Direction = "higher",
+    low: float = 0.0,
+    high: float = 1.0,
+    alpha: float = 0.05,
+    min_effect: float = 0.1,
+) -> PairedScores:
+    """Compare a candidate with the reference on ``pairs`` of (row key, reference value,
+    candidate value), one per paired episode: repeats of a row are averaged per row first;
+    differences are scaled to the metric's range (so ``min_effect`` is a share of it) and
+    signed so that positive is better (``direction="lower"`` for e.g. steps to success)."""
+    _check_alpha(alpha)
+    ref = row_means((key, a) for key, a, _ in pairs)
+    cand = row_means((key, b) for key, _, b in pairs)
+    keys = sorted(ref, key=repr)
+    a = _unit([ref[k] for k in keys], low, high)
+    b = _unit([cand[k] for k in keys], low, high)
+    sign = 1.0 if direction == "higher" else -1.0
+    d = sign * (b - a)
+    n = len(keys)
+    p = permutation_p(d)
+    lo, hi = permutation_interval(d, alpha)
+    verdict = "undecided"
+    if n and p <= alpha and d.sum() != 0:
+        verdict = "better" if d.sum() > 0 else "worse"
+    elif n and -min_effect < lo and hi < min_effect:
+        verdict = "no difference"
+    scale = high - low
+    return PairedScores(
+        metric=metric,
+        rows=n,
+        episodes=len(pairs),
+        reference=float(low + a.mean() * scale) if n else None,
+        candidate=float(low + b.mean() * scale) if n else None,
+        diff=float(d.mean()) if n else None,
+        diff_ci=(lo, hi),
+        p_value=p,
+        floor=design_floor(n),
+        alpha=alpha,
+        min_effect=min_effect,
+        verdict=verdict,
+    )
+
+
+class PairedBettingTest:
+    """An anytime-valid paired test on a bounded metric: after each row's difference d in
+    [-1, 1] (candidate minus reference, scaled, positive better) a betting confidence
+    sequence for E[d] is updated; "better"/"worse" once it excludes 0, "no difference" once
+    it lies inside +-``delta``. Each conclusion is wrong with probability <= ``alpha`` under
+    any stopping rule (Ville's inequality), which a fixed-n test read after every row is not.
+    The interface of the binary test (``features.ab.paired.PairedSequentialTest``)."""
+
+    def __init__(self, alpha: float = 0.05, delta: float = 0.1, max_pairs: int = 200) -> None:
+        _check_alpha(alpha)
+        if not 0.0 < delta < 1.0:
+            raise ValueError(f"delta: expected a difference in (0, 1), got {delta!r}")
+        if isinstance(max_pairs, bool) or not isinstance(max_pairs, int) or max_pairs < 1:
+            raise ValueError(f"max_pairs: expected a positive int, got {max_pairs!r}")
+        self.alpha, self.delta, self.max_pairs = float(alpha), float(delta), max_pairs
+        self.sequence = BettingSequence(alpha)
+        self.decision: str | None = None
+        self.decided_at: int | None = None
+        self.total = 0.0
+
+    @property
+    def pairs(self) -> int:
+        return self.sequence.n
+
+    @property
+    def pairs_used(self) -> int:
+        return self.decided_at if self.decided_at is not None else self.pairs
+
+    @property
+    def exhausted(self) -> bool:
+        return self.decision is None and self.pairs >= self.max_pairs
+
+    def interval(self) -> tuple[float, float]:
+        """The confidence sequence for E[d] now."""
+        lo, hi = self.sequence.interval()
+        return 2.0 * lo - 1.0, 2.0 * hi - 1.0
+
+    @property
+    def reason(self) -> str:
+        lo, hi = self.interval()
+        mean = self.total / self.pairs if self.pairs else 0.0
+        said = f"mean difference {mean:+.3f}, anytime-valid CI [{lo:+.3f}, {hi:+.3f}]"
+        if self.decision is None:
+            return f"undecided after {self.pairs} of {self.max_pairs} pairs ({said})"
+        done = f"decided after {self.decided_at} of {self.max_pairs} pairs"
+        return f"{done}: {self.decision} ({said})"
+
+    def update(self, diff: float) -> str | None:
+        """Count one row's difference (in [-1, 1], positive: the candidate is better)."""
+        if self.pairs >= self.max_pairs:
+            raise ValueError(
+                f"paired test: expected at most max_pairs={self.max_pairs} pairs, got one "
+                "more; fix: stop scheduling once decided or exhausted, or raise max_pairs"
+            )
+        if not -1.0 <= diff <= 1.0:
+            raise ValueError(f"expected a scaled difference in [-1, 1], got {diff!r}")
+        self.sequence.update((diff + 1.0) / 2.0)
+        self.total += diff
+        if self.decision is None:
+            lo, hi = self.interval()
+            if lo > 0.0:
+                self.decision = "better"
+            elif hi < 0.0:
+                self.decision = "worse"
+            elif -self.delta < lo and hi < self.delta:
+                self.decision = "no difference"
+            if self.decision is not None:
+                self.decided_at = self.pairs
+        return self.decision
