@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Literal
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
     "BettingSequence",
@@ -59,7 +59,7 @@ def _check_alpha(alpha: float) -> None:
         raise ValueError(f"alpha: expected a level in (0, 1), got {alpha!r}")
 
 
-def _unit(xs: Sequence[float], low: float, high: float) -> FloatArray:
+def _unit(xs: ArrayLike, low: float, high: float) -> FloatArray:
     """``xs`` mapped from [low, high] onto [0, 1]; a value outside is an error naming it."""
     if not high > low:
         raise ValueError(f"bounds: expected low < high, got [{low}, {high}]")
@@ -126,7 +126,7 @@ ORDERS = 16
 
 
 def betting_interval(
-    xs: Sequence[float], alpha: float = 0.05, *, low: float = 0.0, high: float = 1.0
+    xs: ArrayLike, alpha: float = 0.05, *, low: float = 0.0, high: float = 1.0
 ) -> tuple[float, float]:
     """A confidence interval for the mean of ``xs`` (i.i.d. rows, values in [low, high])
     without a normal approximation: the means m whose hedged capital, with the fixed-n bets
@@ -178,7 +178,7 @@ def _signs(n: int) -> FloatArray:
     return out.reshape(len(out), n)
 
 
-def permutation_p(diffs: Sequence[float], shift: float = 0.0) -> float:
+def permutation_p(diffs: ArrayLike, shift: float = 0.0) -> float:
     """Two-sided sign-flip permutation p-value for "the mean paired difference is ``shift``":
     under the null each row's difference is symmetric about ``shift``, so its sign may be
     flipped; p is the share of sign patterns whose |sum| is at least the observed one
@@ -193,7 +193,7 @@ def permutation_p(diffs: Sequence[float], shift: float = 0.0) -> float:
 
 
 def permutation_interval(
-    diffs: Sequence[float], alpha: float = 0.05, *, low: float = -1.0, high: float = 1.0
+    diffs: ArrayLike, alpha: float = 0.05, *, low: float = -1.0, high: float = 1.0
 ) -> tuple[float, float]:
     """The shifts the sign-flip test does not reject at ``alpha``: the interval that agrees
     with :func:`permutation_p` by construction (0 lies outside it exactly when p <= alpha).
