@@ -134,35 +134,49 @@ def betting_interval(
     sorted values, stays below 1 / alpha. A function of the values alone, not their order."""
     _check_alpha(alpha)
     x = np.sort(_unit(xs, low, high))
-    n = x.size
-    if n == 0:
-        return low, high
-    rng = np.random.default_rng(20261204)
-    orders = np.stack([x[rng.permutation(n)] for _ in range(ORDERS)])  # (P, n)
-    m = np.linspace(0.0, 1.0, GRID)[1:-1]
-    log_up = np.zeros((ORDERS, m.size))
-    log_down = np.zeros((ORDERS, m.size))
-    total = np.zeros(ORDERS)
-    sq = np.zeros(ORDERS)
-    for t in range(n):
-        xt = orders[:, t]
-        mu = (0.5 + total) / (t + 1)
-        var = (0.25 + sq) / (t + 1)
-        lam = np.sqrt(2.0 * math.log(2.0 / alpha) / (n * var))[:, None]
-        step = xt[:, None] - m[None, :]
-        log_up += np.log1p(np.minimum(lam, CAP / m) * step)
-        log_down += np.log1p(-np.minimum(lam, CAP / (1.0 - m)) * step)
-        total += xt
-        sq += (xt - mu) ** 2
-    hedged = np.logaddexp(log_up, log_down) - math.log(2.0)
-    capital = np.logaddexp.reduce(hedged, axis=0) - math.log(ORDERS)
-    kept = m[capital < math.log(1.0 / alpha)]
-    if kept.size == 0:
-        centre = float(x.mean())
-        return low + centre * (high - low), low + centre * (high - low)
-    pad = m[1] - m[0]
-    lo, hi = max(0.0, float(kept[0]) - pad), min(1.0, float(kept[-1]) + pad)
+    lo, hi = _betting_unit(tuple(x.tolist()), float(alpha))
     return low + lo * (high - low), low + hi * (high - low)
+
+
+@lru_cache(maxsize=256)
+def _betting_unit(x: tuple[float, ...], alpha: float) -> tuple[float, float]:
+    n = len(x)
+    if n == 0:
+        return 0.0, 1.0
+    values = np.asarray(x)
+    rng = np.random.default_rng(20261204)
+    orders = np.stack([values[rng.permutation(n)] for _ in range(ORDERS)])  # (P, n)
+    t = np.arange(1, n + 1)
+    before = np.cumsum(orders, axis=1) - orders  # the sum of the values before each one
+    mu = (0.5 + before) / t
+    dev = np.cumsum((orders - mu) ** 2, axis=1) - (orders - mu) ** 2
+    var = (0.25 + dev) / t
+    lam = np.sqrt(2.0 * math.log(2.0 / alpha) / (n * var))
+    level = math.log(1.0 / alpha)
+
+    def rejects(m: float) -> bool:
+        up = np.log1p(np.minimum(lam, CAP / max(m, 1e-12)) * (orders - m)).sum(axis=1)
+        down = np.log1p(-np.minimum(lam, CAP / max(1.0 - m, 1e-12)) * (orders - m)).sum(axis=1)
+        hedged = np.logaddexp(up, down) - math.log(2.0)
+        return bool(np.logaddexp.reduce(hedged) - math.log(ORDERS) >= level)
+
+    centre = float(values.mean())
+    if rejects(centre):  # cannot happen for sane alpha; keep the estimate rather than fail
+        return centre, centre
+
+    def end(far: float) -> float:
+        if not rejects(far):
+            return far
+        near = centre  # the capital grows away from the mean: bisect for where it crosses
+        for _ in range(50):
+            mid = (near + far) / 2.0
+            if rejects(mid):
+                far = mid
+            else:
+                near = mid
+        return near
+
+    return end(0.0), end(1.0)
 
 
 @lru_cache(maxsize=64)
@@ -217,7 +231,12 @@ def permutation_interval(
                 far = mid
         return near
 
-    return end(low), end(high)
+    lo, hi = end(low), end(high)
+    if low <= 0.0 <= high and permutation_p(d, 0.0) > alpha:
+        # an accepted end is closed: ties at exactly 0 (zero differences) accept 0 itself,
+        # which bisection approaches from inside without ever evaluating
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+    return lo, hi
 
 
 def design_floor(rows: int) -> float:

@@ -16,6 +16,7 @@ from typing import Any, Literal, Required, TypedDict, cast
 
 from pytest_hud.errors import HudError
 from pytest_hud.evaluation.baseline import incomplete_reason, power_note
+from pytest_hud.evaluation.bounded import betting_interval, row_means
 from pytest_hud.evaluation.proportions import two_proportion_drop, wilson
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "format_table",
     "read_results",
     "results_document",
+    "row_key",
     "stats",
 ]
 
@@ -102,8 +104,12 @@ class Stats(TypedDict):
     episodes: int  # graded: no error and a success verdict
     successes: int
     success_rate: float | None
-    wilson_95: list[float] | None  # [low, high]
+    wilson_95: list[float] | None  # [low, high], episodes as the units
+    rate_ci: list[float] | None  # the success rate's 95% interval with rows as the units
+    rate_ci_method: str | None  # "wilson" (one episode per row) or "rows (betting)"
     mean_score: float | None
+    score_ci: list[float] | None  # the mean score's 95% interval over rows (scores in [0, 1])
+    coverage: float | None  # graded / attempted (graded plus errors)
     mean_steps: float | None
     seconds: float
     errors: int
@@ -195,6 +201,10 @@ def _shown(value: object) -> str:
 
 
 def stats(rows: Iterable[Row]) -> Stats:
+    """Counts and rates of ``rows``. Intervals treat rows (``key`` x ``group``) as the units:
+    a row's repeats are averaged first, and with one episode per row the success interval is
+    Wilson's; otherwise both intervals are betting intervals over the row means
+    (:mod:`~pytest_hud.evaluation.bounded`), so repeats never pass for more rows."""
     rows = list(rows)
     graded = [r for r in rows if r.get("error") is None and r.get("success") is not None]
     n = len(graded)
@@ -202,21 +212,51 @@ def stats(rows: Iterable[Row]) -> Stats:
     lo, hi = wilson(s, n)
     scores = [x for r in graded if (x := r.get("score")) is not None]
     steps = [x for r in graded if (x := r.get("steps")) is not None]
+    errors = sum(1 for r in rows if r.get("error") is not None)
+    rate_ci, method = _rate_interval(graded, (lo, hi))
     return {
         "episodes": n,
         "successes": s,
         "success_rate": s / n if n else None,
         "wilson_95": [lo, hi] if n else None,
+        "rate_ci": rate_ci,
+        "rate_ci_method": method,
         "mean_score": sum(scores) / len(scores) if scores else None,
+        "score_ci": _score_interval(graded),
+        "coverage": n / (n + errors) if n + errors else None,
         "mean_steps": sum(steps) / len(steps) if steps else None,
         "seconds": sum(r.get("duration") or 0.0 for r in rows),
-        "errors": sum(1 for r in rows if r.get("error") is not None),
+        "errors": errors,
         "expected_failures": sum(1 for r in rows if r.get("outcome") in ("xfailed", "xpassed")),
         "xfailed": sum(1 for r in rows if r.get("outcome") == "xfailed"),
         "xpassed": sum(1 for r in rows if r.get("outcome") == "xpassed"),
         "skipped": sum(1 for r in rows if r.get("outcome") == "skipped"),
         "rows": len({(r.get("key"), r.get("group")) for r in rows}),
     }
+
+
+def row_key(row: Row) -> tuple[object, ...]:
+    """The unit of inference a row's episodes belong to: its task row and test function
+    (repeats, seeds and epochs of it share it), and its arm when several agents ran."""
+    return (row.get("group"), row.get("key"), row.get("arm"))
+
+
+def _rate_interval(
+    graded: list[Row], wilson_ci: tuple[float, float]
+) -> tuple[list[float] | None, str | None]:
+    if not graded:
+        return None, None
+    means = row_means((row_key(r), 1.0 if r["success"] else 0.0) for r in graded)
+    if len(means) == len(graded):
+        return list(wilson_ci), "wilson"
+    return list(betting_interval(list(means.values()))), "rows (betting)"
+
+
+def _score_interval(graded: list[Row]) -> list[float] | None:
+    values = [(row_key(r), float(x)) for r in graded if (x := r.get("score")) is not None]
+    if not values or not all(0.0 <= v <= 1.0 for _, v in values):
+        return None  # no score, or one outside [0, 1]: no bounds to build an interval on
+    return list(betting_interval(list(row_means(values).values())))
 
 
 def task_of(row: Row) -> str:
@@ -254,7 +294,7 @@ def _num(x: float | None, fmt: str = ".2f") -> str:
 
 
 def _table_line(name: str, st: Stats) -> tuple[str, ...]:
-    ci = st["wilson_95"]
+    ci = st.get("rate_ci", st["wilson_95"])
     return (
         name,
         str(st["episodes"]),
