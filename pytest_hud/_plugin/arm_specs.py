@@ -44,6 +44,14 @@ ARM_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
         "--hud-alpha); the gate owns every arm's episode failures",
         {"action": "store_true"},
     ),
+    (
+        "--hud-ab-metric",
+        "with several --hud-agent: the metric the paired verdicts, the gate and "
+        "--hud-gate=sequential's live stopping judge: success (default) or score (a grade in "
+        "[0, 1], e.g. partial credit); either way rows are the units (a row's repeats are "
+        "averaged first)",
+        {"choices": ["success", "score"]},
+    ),
 ]
 
 #: workerinput keys: the controller's expanded agents and order seed, for every worker

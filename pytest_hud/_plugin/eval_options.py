@@ -20,6 +20,12 @@ EVALUATION_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
         {"type": float},
     ),
     (
+        "--hud-min-coverage",
+        "no gate or A/B verdict when fewer than this share of the attempted episodes were "
+        "scored (errors are not scored; default 0.95): the gate fails naming the errored rows",
+        {"type": float},
+    ),
+    (
         "--hud-ledger",
         "append every finished rollout (fsync'd) to this JSONL episode ledger, with the "
         "run's provenance (default: <results>.ledger.jsonl beside --hud-results)",
@@ -47,13 +53,14 @@ EVALUATION_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
 @dataclass
 class EvaluationOptions:
     alpha: float = 0.05
+    min_coverage: float = 0.95
     ledger: Path | None = None
     resume: Path | None = None
     compare: Path | None = None
     compare_fail: float | None = None
 
     def read_evaluation(self, get: Callable[[str, Any], Any]) -> None:
-        for name, kind in [("alpha", float), ("compare_fail", float)]:
+        for name, kind in [("alpha", float), ("min_coverage", float), ("compare_fail", float)]:
             value = get(f"hud_{name}", kind)
             if value is not None:
                 setattr(self, name, value)
@@ -68,6 +75,10 @@ class EvaluationOptions:
     def validate_evaluation(self) -> None:
         if not 0.0 < self.alpha < 1.0:
             raise pytest.UsageError(f"--hud-alpha is a level in (0, 1), got {self.alpha}")
+        if not 0.0 <= self.min_coverage <= 1.0:
+            raise pytest.UsageError(
+                f"--hud-min-coverage is a share of episodes in [0, 1], got {self.min_coverage}"
+            )
         for name in ("resume", "compare"):
             path = getattr(self, name)
             if path is not None and not path.exists():

@@ -36,6 +36,7 @@ def session_gates(
     baseline: dict[str, Any] | None,
     meta: dict[str, Any],
     baseline_strict: bool = False,
+    min_coverage: float = 0.0,
 ) -> list[CoveredGate]:
     """The overall ``--hud-min-success`` gate, one per marked test function, and the
     baseline's per-task and overall gates (plus a provenance gate when the baseline's
@@ -43,15 +44,31 @@ def session_gates(
     on their own (``overall @B``): a bar is every arm's to clear."""
     arms = sorted({str(r.get("arm")) for r in rows if r.get("arm")})
     if len(arms) < 2:
-        return _gates(rows, min_success, mode, baseline, meta, baseline_strict)
+        return _checked(
+            _gates(rows, min_success, mode, baseline, meta, baseline_strict), rows, min_coverage
+        )
     out = []
     for arm in [*arms, None]:
         mine = [r for r in rows if r.get("arm") == arm]
-        for g in _gates(mine, min_success, mode, baseline, meta, baseline_strict) if mine else []:
+        gates = _gates(mine, min_success, mode, baseline, meta, baseline_strict) if mine else []
+        for g in _checked(gates, mine, min_coverage):
             name, msg = (
                 (g.name, g.message) if arm is None else (f"{g.name} @{arm}", f"[{arm}] {g.message}")
             )
             out.append(CoveredGate(name, g.passed, msg, g.covers))
+    return out
+
+
+def _checked(gates: list[CoveredGate], rows: list[Row], min_coverage: float) -> list[CoveredGate]:
+    """Each gate, or its no-verdict failure when its rows' coverage is below the bound."""
+    by_id = {r["nodeid"]: r for r in rows}
+    out = []
+    for gate in gates:
+        mine = [by_id[n] for n in sorted(gate.covers) if n in by_id]
+        missing = rep.uncovered(gate.name, mine, min_coverage)
+        out.append(
+            gate if missing is None else CoveredGate(gate.name, False, missing.message, gate.covers)
+        )
     return out
 
 

@@ -212,6 +212,7 @@ class HudOptions(EvaluationOptions):
     agents: list[str] = field(default_factory=list)  # every --hud-agent; agent is the first
     ab_seed: int | None = None  # several agents: the run order's seed
     ab_gate: bool = False
+    ab_metric: str = "success"
 
     @property
     def runtime_spec(self) -> RuntimeSpec:
@@ -233,7 +234,7 @@ class HudOptions(EvaluationOptions):
             (
                 str,
                 str,
-                ("runtime", "docker_base", "gate", "checkpoint", "record", "split"),
+                ("runtime", "docker_base", "gate", "checkpoint", "record", "split", "ab_metric"),
             ),
             (int, int, ("shared", "group", "concurrency", "max_steps", "seed")),
             (float, float, ("min_success", "timeout")),

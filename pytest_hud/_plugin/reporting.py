@@ -214,6 +214,7 @@ class Reporter:
             baseline=self.session.baseline,
             meta=meta,
             baseline_strict=self.options.baseline_strict,
+            min_coverage=self.options.min_coverage,
         )
 
     def gates(self, rows: list[rep.Row]) -> list[rep.Gate]:

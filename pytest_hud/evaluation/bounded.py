@@ -18,6 +18,7 @@ from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
     "BettingSequence",
+    "Decision",
     "Direction",
     "PairedBettingTest",
     "PairedScores",
@@ -32,6 +33,7 @@ __all__ = [
 
 FloatArray = NDArray[np.float64]
 Direction = Literal["higher", "lower"]
+Decision = Literal["better", "worse", "no difference"]
 
 #: Sign patterns enumerated exactly up to this many rows (2**16 patterns); Monte Carlo above.
 EXACT_ROWS = 16
@@ -358,7 +360,7 @@ class PairedBettingTest:
             raise ValueError(f"max_pairs: expected a positive int, got {max_pairs!r}")
         self.alpha, self.delta, self.max_pairs = float(alpha), float(delta), max_pairs
         self.sequence = BettingSequence(alpha)
-        self.decision: str | None = None
+        self.decision: Decision | None = None
         self.decided_at: int | None = None
         self.total = 0.0
 
@@ -389,7 +391,7 @@ class PairedBettingTest:
         done = f"decided after {self.decided_at} of {self.max_pairs} pairs"
         return f"{done}: {self.decision} ({said})"
 
-    def update(self, diff: float) -> str | None:
+    def update(self, diff: float) -> Decision | None:
         """Count one row's difference (in [-1, 1], positive: the candidate is better)."""
         if self.pairs >= self.max_pairs:
             raise ValueError(

@@ -18,6 +18,7 @@ from pytest_hud.errors import HudError
 from pytest_hud.evaluation.baseline import incomplete_reason, power_note
 from pytest_hud.evaluation.bounded import betting_interval, row_means
 from pytest_hud.evaluation.proportions import two_proportion_drop, wilson
+from pytest_hud.evaluation.verdict import names_of
 
 __all__ = [
     "Aggregate",
@@ -34,6 +35,7 @@ __all__ = [
     "results_document",
     "row_key",
     "stats",
+    "uncovered",
 ]
 
 #: outcomes whose rows count toward success rates and gates
@@ -365,6 +367,25 @@ def threshold_gate(name: str, rows: list[Row], threshold: float, mode: str) -> G
         gap = threshold - rate
     verdict = "passed" if ok else f"FAILED by {gap:.1%}"
     return Gate(name, ok, f"{name}: {how} vs required {threshold:.1%}: {verdict}")
+
+
+def uncovered(name: str, rows: Sequence[Row], min_coverage: float) -> Gate | None:
+    """A failed gate with no verdict when fewer than ``min_coverage`` of the attempted
+    episodes of ``rows`` were scored (an error is attempted, not scored), else None: a rate
+    over the episodes that happened to finish is no evidence about the policy."""
+    errored = [r for r in rows if r.get("error") is not None]
+    coverage = stats(rows)["coverage"]
+    if coverage is None or coverage >= min_coverage:
+        return None
+    scored = stats(rows)["episodes"]
+    return Gate(
+        name,
+        False,
+        f"{name}: NO VERDICT: coverage {coverage:.0%} ({scored} scored of "
+        f"{scored + len(errored)} attempted) is below --hud-min-coverage {min_coverage:.0%}; "
+        f"errored: {names_of(errored)}; fix: the errors above (infrastructure, not the "
+        "policy), or lower --hud-min-coverage",
+    )
 
 
 def baseline_gates(

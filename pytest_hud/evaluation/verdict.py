@@ -4,11 +4,11 @@ failures always fail the session. Pure, so controller and xdist runs decide alik
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CoveredGate", "Verdict", "decide", "episode_failures"]
+__all__ = ["CoveredGate", "Verdict", "decide", "episode_failures", "names_of"]
 
 
 @dataclass
@@ -32,7 +32,8 @@ def episode_failures(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if r.get("outcome") == "failed" and r.get("error") is None]
 
 
-def _names(rows: list[dict[str, Any]], limit: int = 3) -> str:
+def names_of(rows: Sequence[Mapping[str, Any]], limit: int = 3) -> str:
+    """The first ``limit`` rows' labels (else node ids), and how many more."""
     shown = ", ".join(str(r.get("label") or r.get("nodeid")) for r in rows[:limit])
     return shown + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
 
@@ -67,7 +68,7 @@ def decide(
             (
                 False,
                 f"ungated: {len(ungated)} episode failure{'s' * (len(ungated) != 1)} in items "
-                f"no gate covers ({_names(ungated)}) fail the session",
+                f"no gate covers ({names_of(ungated)}) fail the session",
             )
         )
         failed = True

@@ -152,8 +152,13 @@ class Environment:
         step_slots_alone: bool | None = None,
         vectorization_mode: str = "sync",
         inline: bool = False,
+        score_key: str | None = None,
     ) -> RobotEndpoint:
         """Serve a gym-style env as this environment's robot capability; returns its endpoint.
+
+        ``score_key``: an info key whose best value over the episode, clipped to [0, 1], is
+        the episode's score (partial credit, e.g. PushT's ``"coverage"``); else 1.0 on
+        success and 0.0 otherwise.
 
         ``step_slots_alone``: a SyncVectorEnv's slots step without a barrier (GymBridge;
         the default where the env allows it, ``False`` keeps the lockstep barrier).
@@ -175,6 +180,8 @@ class Environment:
             "success_threshold": success_threshold,
             "robot_type": robot_type,
         }
+        if score_key is not None:
+            kwargs["score_key"] = score_key
         if step_slots_alone is not None:
             kwargs["step_slots_alone"] = step_slots_alone
         if vectorization_mode != "sync":

@@ -92,3 +92,24 @@ def test_the_gate_judges_every_task_at_the_family_level() -> None:
     }
     assert worse_for_the_gate(comparison, 0.05) == ["e/b", "e/c"]
     assert worse_for_the_gate(comparison, 0.2) == ["e/a", "e/b", "e/c", "overall"]
+
+
+def test_without_live_stopping_the_gate_is_holm_over_tasks_and_overall() -> None:
+    """Holm's step-down at 0.05 over 3 tasks and overall rejects 0.004 (<= 0.05/4), 0.014
+    (<= 0.05/3) and 0.02 (<= 0.05/2), stops at 1.0; the 0.0125 split would reject only
+    0.004. A p that is small but on the better side is never 'worse'."""
+    from pytest_hud.features.ab.verdicts import worse_for_the_gate
+
+    comparison = {
+        "tasks": {
+            "e/a": {"verdict": "worse", "p_value": 0.014},
+            "e/b": {"verdict": "worse", "p_value": 0.004},
+            "e/c": {"verdict": "undecided", "p_value": 1.0},
+        },
+        "overall": {"verdict": "worse", "p_value": 0.02},
+    }
+    assert worse_for_the_gate(comparison, 0.05) == ["e/a", "e/b", "overall"]
+    comparison["tasks"]["e/a"]["verdict"] = "better"
+    assert worse_for_the_gate(comparison, 0.05) == ["e/b", "overall"]
+    one = {"tasks": {"e/a": {"verdict": "worse", "p_value": 0.04}}, "overall": {}}
+    assert worse_for_the_gate(one, 0.05) == ["e/a", "overall"]  # one task: one test

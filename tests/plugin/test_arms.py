@@ -83,11 +83,13 @@ def test_ids_pairs_json_and_interleaved_order(ab: pytest.Pytester) -> None:
     task = paired["comparisons"][0]["tasks"]["line/reach"]
     assert (task["n_pairs"], task["a_only"], task["b_only"], task["both"]) == (6, 0, 3, 3)
     assert task["diff"] == pytest.approx(0.5) and task["verdict"] == "undecided"
+    # three repeats of two rows are two units: one row tied, one won; no p below 1 is possible
+    rows_test = task["rows_test"]
+    assert (rows_test["rows"], rows_test["episodes"], rows_test["floor"]) == (2, 6, 0.5)
+    assert task["decided_by"] == "rows (permutation)" and task["p_value"] == 1.0
     # the terminal's one table: each arm's line and the candidate's paired columns
     assert re.search(r"line/reach\s+A\s+zero\s+6\s+50%", text), text
-    assert re.search(
-        r"B\s+my_agents:forward\s+6\s+100%.*\+50%.*\s6\s+0\s+3\s+0\.25\s+undecided", text
-    )
+    assert re.search(r"B\s+my_agents:forward\s+6\s+100%.*\+50%.*\s6\s+0\s+3\s+1\s+undecided", text)
     # the same seed replays the same order; another seed gives another
     again = run(ab, *AB, "--hud-group=3", "--hud-ab-seed=7", "-v")
     assert _order(again) == order
@@ -146,17 +148,27 @@ def test_gate_owns_the_arms_failures_and_fails_on_a_worse_candidate(ab: pytest.P
     )
     without = run(ab, *AB, "--hud-group=3")
     assert without.ret == pytest.ExitCode.TESTS_FAILED  # ungated failures, as with one agent
-    worse = run(
-        ab,
-        "--hud-agent=zero",
-        "--hud-agent=my_agents:backwards",
-        "--hud-group=6",
-        "--hud-ab-gate",
-        "-k",
-        "easy",
-    )
+    backwards = ["--hud-agent=zero", "--hud-agent=my_agents:backwards", "--hud-ab-gate"]
+    # one row six times is one unit: six lost repeats are no evidence against a row count
+    once = run(ab, *backwards, "--hud-group=6", "-k", "easy")
+    assert once.ret == pytest.ExitCode.OK, once.stdout.str()
+    assert re.search(r"PASSED a/b B vs A .*not worse", once.stdout.str())
+    # eight rows (seeds of goal 0), all lost: p = 2/2^8 decides
+    ab.makepyfile(test_rows=ROWS)
+    worse = run(ab, *backwards, "test_rows.py")
     assert worse.ret == pytest.ExitCode.TESTS_FAILED, worse.stdout.str()
     assert re.search(r"FAILED a/b B vs A .*worse on line/reach, overall", worse.stdout.str())
+
+
+ROWS = """
+import pytest
+from line_env import reach
+
+
+@pytest.mark.hud(tasks=[reach.task(goal=0.0, seed=s) for s in range(8)])
+def test_rows(hud_result):
+    assert hud_result.success, hud_result.summary()
+"""
 
 
 EXPECT = """
@@ -196,10 +208,11 @@ def test_html_shows_the_arms_side_by_side(ab: pytest.Pytester) -> None:
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_paired_sequential_stops_a_decided_task(ab: pytest.Pytester, xdist: list[str]) -> None:
     out = ab.path / "r.json"
-    args = [*AB, "--hud-group=16", "--hud-ab-seed=1", "--hud-gate=sequential", "-k", "hard"]
+    ab.makepyfile(test_rows=HARD_ROWS)
+    args = [*AB, "--hud-ab-seed=1", "--hud-gate=sequential", "test_rows.py"]
     result = run(ab, *args, f"--hud-results={out}", "-rs", *xdist)
     text = result.stdout.str()
-    # every pair discordant (B won): decided after 6 of 16 pairs, whatever the process
+    # 16 rows, every pair discordant (B won): decided after 6 of 16, whatever the process
     assert "B vs A decided after 6 of 16 pairs: better" in text, text
     doc = json.loads(out.read_text())
     seq = doc["paired"]["comparisons"][0]["tasks"]["line/reach"]["sequential"]
@@ -211,6 +224,45 @@ def test_paired_sequential_stops_a_decided_task(ab: pytest.Pytester, xdist: list
     else:
         assert skipped == 32 - 12
     assert f"{skipped} episodes saved" in text
+
+
+HARD_ROWS = """
+import pytest
+from line_env import reach
+
+
+@pytest.mark.hud(tasks=[reach.task(goal=2.0, seed=s) for s in range(16)])
+def test_rows(hud_result):
+    assert hud_result.success, hud_result.summary()
+"""
+
+
+def test_repeats_of_one_row_never_stop_a_paired_session_live(ab: pytest.Pytester) -> None:
+    """Sixteen repeats of one row are one unit: the live test cannot decide on them (it
+    did when pairs were the units), so every repeat runs and the verdict stays undecided."""
+    out = ab.path / "r.json"
+    args = [*AB, "--hud-group=16", "--hud-ab-seed=1", "--hud-gate=sequential", "-k", "hard"]
+    result = run(ab, *args, f"--hud-results={out}")
+    doc = json.loads(out.read_text())
+    task = doc["paired"]["comparisons"][0]["tasks"]["line/reach"]
+    assert task["sequential"]["decision"] is None and task["sequential"]["max_pairs"] == 1
+    assert task["verdict"] == "undecided" and task["rows_test"]["rows"] == 1
+    assert result.parseoutcomes().get("skipped", 0) == 0
+
+
+def test_repeated_rows_stop_live_on_their_row_means(ab: pytest.Pytester) -> None:
+    """16 rows x 2 repeats, forward winning every row: the betting test on the rows' mean
+    differences decides 'better' before the rows run out, and their rest is skipped."""
+    out = ab.path / "r.json"
+    ab.makepyfile(test_rows=HARD_ROWS)
+    args = [*AB, "--hud-group=2", "--hud-ab-seed=1", "--hud-gate=sequential", "test_rows.py"]
+    result = run(ab, *args, f"--hud-results={out}", "-rs")
+    doc = json.loads(out.read_text())
+    task = doc["paired"]["comparisons"][0]["tasks"]["line/reach"]
+    seq = task["sequential"]
+    assert seq["decision"] == "better" and seq["max_pairs"] == 16 and seq["pairs_used"] < 16
+    assert "anytime-valid CI" in seq["reason"] and task["decided_by"] == "sequential"
+    assert result.parseoutcomes().get("skipped", 0) == seq["saved"] > 0
 
 
 OVERRIDE = """

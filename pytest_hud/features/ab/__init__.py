@@ -18,7 +18,7 @@ from pytest_hud._plugin.internals import OUR_FIXTURES, hand_to_workers, uses_fix
 from pytest_hud._plugin.report_images import Figure
 from pytest_hud._plugin.state import BLINDED, CASE
 from pytest_hud.evaluation import provenance
-from pytest_hud.evaluation.results import Row
+from pytest_hud.evaluation.results import Row, uncovered
 from pytest_hud.evaluation.verdict import CoveredGate
 from pytest_hud.features.ab.stopping import PairedStopping
 from pytest_hud.features.ab.verdicts import (
@@ -55,7 +55,12 @@ class ArmsPlugin:
         self.stopping: PairedStopping | None = None
         if self.options.gate == "sequential":
             self.stopping = PairedStopping(
-                self.arms, self.options.alpha, lambda: session.order, family=self.options.ab_gate
+                self.arms,
+                self.options.alpha,
+                lambda: session.order,
+                family=self.options.ab_gate,
+                metric=self.options.ab_metric,
+                repeats=self.options.group or 1,
             )
         self._cache: tuple[tuple[int, int, int], list[Comparison]] | None = None
         self.plot: Path | None = None
@@ -196,7 +201,13 @@ class ArmsPlugin:
         key = (len(rows), saved, sum(1 for r in rows if r.get("success") is not None))
         if self._cache is None or self._cache[0] != key:
             seq = self.stopping.state() if self.stopping is not None else None
-            block = paired_block(rows, self.describe(), alpha=self.options.alpha, sequential=seq)
+            block = paired_block(
+                rows,
+                self.describe(),
+                alpha=self.options.alpha,
+                sequential=seq,
+                metric=self.options.ab_metric,
+            )
             self._cache = (key, block)
         return self._cache[1]
 
@@ -209,19 +220,29 @@ class ArmsPlugin:
             return []
         last = comparisons[-1]
         ref, cand = self.arms[0], self.arms[-1]
-        worse = worse_for_the_gate(last, self.options.alpha)
         name = f"a/b {cand.letter} vs {ref.letter}"
-        level = family_alpha(self.options.alpha, len(last["tasks"]))
-        head = (
-            f"{name} ({cand.label} vs {ref.label}, paired, alpha {self.options.alpha} over "
-            f"{len(last['tasks'])} tasks and overall: {level:.3g} each)"
-        )
+        covers = frozenset(r["nodeid"] for r in rows if r.get("arm"))
+        for arm in (ref, cand):
+            missing = uncovered(
+                f"{name} ({arm.letter})",
+                [r for r in rows if r.get("arm") == arm.letter],
+                self.options.min_coverage,
+            )
+            if missing is not None:
+                return [CoveredGate(name, False, missing.message, covers)]
+        worse = worse_for_the_gate(last, self.options.alpha)
+        tasks = len(last["tasks"])
+        if self.stopping is not None:
+            level = family_alpha(self.options.alpha, tasks)
+            family = f"alpha {self.options.alpha} over {tasks} tasks and overall: {level:.3g} each"
+        else:
+            family = f"Holm at {self.options.alpha} over {tasks} tasks and overall"
+        head = f"{name} ({cand.label} vs {ref.label}, paired on {self.options.ab_metric}, {family})"
         msg = f"{head}: " + (
             f"worse on {', '.join(worse)}"
             if worse
-            else f"not worse on any of {len(last['tasks'])} tasks or overall"
+            else f"not worse on any of {tasks} tasks or overall"
         )
-        covers = frozenset(r["nodeid"] for r in rows if r.get("arm"))
         return [CoveredGate(name, not worse, msg, covers)]
 
     def _plot_path(self) -> Path:
@@ -265,6 +286,8 @@ class ArmsPlugin:
                 "candidate": self.arms[-1].letter,
                 "order_seed": self.seed,
                 "alpha": self.options.alpha,
+                "metric": self.options.ab_metric,
+                "min_coverage": self.options.min_coverage,
                 "sequential": self.stopping is not None,
                 "saved": self.stopping.saved() if self.stopping is not None else 0,
                 "gate": self.options.ab_gate,

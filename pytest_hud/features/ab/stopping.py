@@ -8,6 +8,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 
 from pytest_hud._plugin.arm_specs import Arm, split_arm, task_of_nodeid
+from pytest_hud.evaluation.bounded import PairedBettingTest
 from pytest_hud.evaluation.results import Row, task_of
 from pytest_hud.features.ab.paired import PairedSequentialTest, fixed_n_pairs
 from pytest_hud.features.ab.verdicts import SequentialState, family_alpha, graded
@@ -18,7 +19,10 @@ __all__ = ["PairedStopping"]
 class PairedStopping:
     """The paired sequential tests of a session, fed where rows are collected.
 
-    ``order`` gives the session's node ids in run order (the pairs' feeding order)."""
+    ``order`` gives the session's node ids in run order (the pairs' feeding order). On
+    success with one episode per row each pair feeds the binary test; with ``repeats`` or
+    on a score a row's mean difference feeds a betting test once all its repeats reported
+    (rows are the units)."""
 
     def __init__(
         self,
@@ -27,12 +31,21 @@ class PairedStopping:
         order: Callable[[], list[str]],
         *,
         family: bool = False,
+        metric: str = "success",
+        repeats: int = 1,
     ) -> None:
         self.arms = arms
         self.alpha = alpha
         self.family = family
         self.order = order
-        self.tests: dict[tuple[str, str], PairedSequentialTest] = {}  # (candidate, task)
+        self.metric = metric
+        self.repeats = max(int(repeats), 1)
+        self.by_rows = metric != "success" or self.repeats > 1
+        self.tests: dict[tuple[str, str], PairedSequentialTest | PairedBettingTest] = {}
+        # (candidate, row) -> per repeat (reference value, candidate value) or None (not graded)
+        self._row_values: dict[tuple[str, tuple[object, ...]], list[tuple[float, float] | None]] = (
+            defaultdict(list)
+        )
         self.decided: dict[str, str] = {}  # task -> the skip reason of its remaining pairs
         self.skipped: dict[str, list[str]] = defaultdict(list)  # task -> items not run
         self.pair_task: dict[str, str] = {}  # pair id -> task, learned from rows
@@ -73,21 +86,52 @@ class PairedStopping:
 
     def _feed(self, rows: Mapping[str, Row | None]) -> None:
         reference = rows.get(self.arms[0].letter)
-        if reference is None or not graded(reference):
+        if reference is None or not reference.get("task"):
             return
         task = task_of(reference)
         for arm in self.arms[1:]:
             row = rows.get(arm.letter)
-            if row is None or not graded(row):
+            if self.by_rows:
+                self._feed_row(arm.letter, task, reference, row)
                 continue
-            test = self.tests.get((arm.letter, task))
-            if test is None:
-                most = int(reference.get("task_pairs") or 0) or self._count(task)
-                test = PairedSequentialTest(self._level(), max_pairs=max(most, 1))
-                self.tests[(arm.letter, task)] = test
-            if test.decision is None and test.pairs < test.max_pairs:
+            if not graded(reference) or row is None or not graded(row):
+                continue
+            test = self._test(arm.letter, task, reference)
+            undecided = test.decision is None and test.pairs < test.max_pairs
+            if isinstance(test, PairedSequentialTest) and undecided:
                 test.update(bool(reference["success"]), bool(row["success"]))
         self._decide(task)
+
+    def _test(
+        self, letter: str, task: str, reference: Row
+    ) -> PairedSequentialTest | PairedBettingTest:
+        test = self.tests.get((letter, task))
+        if test is None:
+            most = int(reference.get("task_pairs") or 0) or self._count(task)
+            if self.by_rows:
+                rows = max(-(-most // self.repeats), 1)
+                test = PairedBettingTest(self._level(), max_pairs=rows)
+            else:
+                test = PairedSequentialTest(self._level(), max_pairs=max(most, 1))
+            self.tests[(letter, task)] = test
+        return test
+
+    def _feed_row(self, letter: str, task: str, reference: Row, row: Row | None) -> None:
+        """Keep this repeat's values; once the row's repeats all reported, feed its mean
+        difference (a row none of whose pairs was scored feeds nothing)."""
+        unit = (reference.get("group"), reference.get("key"))
+        values = self._row_values[(letter, unit)]
+        a, b = _value(reference, self.metric), None if row is None else _value(row, self.metric)
+        values.append(None if a is None or b is None else (a, b))
+        if len(values) < self.repeats:
+            return
+        scored = [v for v in values if v is not None]
+        test = self._test(letter, task, reference)
+        if not scored or test.decision is not None or test.pairs >= test.max_pairs:
+            return
+        diff = sum(b - a for a, b in scored) / len(scored)
+        if isinstance(test, PairedBettingTest):
+            test.update(diff)
 
     def _level(self) -> float:
         """Each test's alpha: the session's, or the gate's family level over its tasks."""
@@ -150,9 +194,22 @@ class PairedStopping:
         return sum(len(v) for v in self.skipped.values())
 
 
-def fixed_n(test: PairedSequentialTest) -> int | None:
+def _value(row: Row, metric: str) -> float | None:
+    """A graded row's value of ``metric`` in [0, 1] (None: not graded, or no such score)."""
+    if not graded(row):
+        return None
+    if metric == "success":
+        return 1.0 if row["success"] else 0.0
+    score = row.get("score")
+    return float(score) if score is not None and 0.0 <= float(score) <= 1.0 else None
+
+
+def fixed_n(test: PairedSequentialTest | PairedBettingTest) -> int | None:
     """The pairs a fixed-n exact McNemar design of the test's power needs at its design
-    effect and the discordance seen so far (None before any discordant pair)."""
+    effect and the discordance seen so far (None before any discordant pair, and for a
+    betting test on rows)."""
+    if isinstance(test, PairedBettingTest):
+        return None
     discordant = test.a_only + test.b_only
     if not discordant:
         return None
@@ -163,8 +220,10 @@ def fixed_n(test: PairedSequentialTest) -> int | None:
         return None
 
 
-def fixed_n_of(test: PairedSequentialTest) -> str:
+def fixed_n_of(test: PairedSequentialTest | PairedBettingTest) -> str:
     needed = fixed_n(test)
+    if isinstance(test, PairedBettingTest):
+        return "rows as the units: an anytime-valid betting test on the rows' mean differences"
     if needed is None:
         return "no fixed-n figure (no discordant pair yet)"
     return f"a fixed-n design of the same power needs {needed} pairs"

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Final, Required, TypedDict
+from typing import Final, Required, TypedDict, cast
 
+from pytest_hud.evaluation.bounded import holm, paired_scores
 from pytest_hud.evaluation.results import Aggregate, Row, aggregate, stats, task_of
 from pytest_hud.features.ab.paired import PairedFields, PairedVerdict, summarize_pairs
 from pytest_hud.features.ab.paired_sequential import PairedDecision
@@ -17,6 +18,7 @@ __all__ = [
     "AgentBlock",
     "ArmEntry",
     "Comparison",
+    "RowsTest",
     "SequentialState",
     "TaskComparison",
     "agent_blocks",
@@ -25,6 +27,7 @@ __all__ = [
     "graded",
     "paired_block",
     "pairs_of",
+    "unit_pairs",
     "worse_for_the_gate",
 ]
 
@@ -53,11 +56,33 @@ class SequentialState(TypedDict, total=False):
     fixed_n: int | None  # the pairs a fixed-n McNemar design of the same power needs
 
 
+class RowsTest(TypedDict):
+    """The comparison with rows as the units (:class:`~pytest_hud.evaluation.bounded.PairedScores`):
+    per-row mean differences of ``metric``, a sign-flip permutation test and its inverted
+    interval, the design floor. It decides whenever a row ran repeats or the metric is a
+    score; with one episode per row on success it equals the exact McNemar test."""
+
+    metric: str
+    rows: int
+    episodes: int
+    reference: float | None
+    candidate: float | None
+    diff: float | None
+    diff_ci: list[float]
+    p_value: float
+    floor: float
+    alpha: float
+    min_effect: float
+    verdict: str
+
+
 class TaskComparison(PairedFields, total=False):
     """A candidate against the reference on one task (or overall)."""
 
     summary_verdict: PairedVerdict  # the fixed-n summary's, before a sequential decision
     sequential: SequentialState
+    rows_test: RowsTest  # rows as the units (always there; decides with repeats or scores)
+    decided_by: str  # "pairs (McNemar)", "rows (permutation)" or "sequential"
 
 
 class Comparison(TypedDict):
@@ -87,24 +112,36 @@ def family_alpha(alpha: float, tasks: int) -> float:
 
 
 def worse_for_the_gate(comparison: Comparison, alpha: float) -> list[str]:
-    """The tasks (and ``overall``) on which a candidate counts as worse for a gate at
-    family level ``alpha``: a sequential test that decided "worse" (it ran at
-    :func:`family_alpha` when the gate was on), else a fixed-n "worse" whose McNemar p is
-    below :func:`family_alpha`."""
+    """The tasks (and ``overall``) on which a candidate counts as worse for a gate at family
+    level ``alpha``. With live stopping (``--hud-gate=sequential``) each task's anytime test
+    ran at :func:`family_alpha` (its level is fixed before the first pair), so its decision
+    stands, else its fixed-n test at that level. Without it Holm's step-down over the tasks
+    and overall decides, uniformly more powerful than that split."""
     tasks = comparison["tasks"]
+    family = [*sorted(tasks.items()), (OVERALL, comparison[OVERALL])]
+    live = any(
+        {"decision", "max_pairs"} & set(summary.get("sequential", {})) for _, summary in family
+    )
+    if not live:
+        # one task: overall is the same test, so the family is that one test
+        tested = family if len(tasks) > 1 else family[:1]
+        rejected = holm({name: float(summary["p_value"]) for name, summary in tested}, alpha)
+        worse = [name for name, summary in tested if rejected[name] and _worse(summary)]
+        return [*worse, OVERALL] if len(tasks) == 1 and worse else worse
     level = family_alpha(alpha, len(tasks))
     out = []
-    for name, summary in [*sorted(tasks.items()), (OVERALL, comparison[OVERALL])]:
+    for name, summary in family:
         seq = summary.get("sequential")
         if seq is not None and seq.get("decision") is not None:
             if seq["decision"] == "worse":
                 out.append(name)
-        elif (
-            summary.get("summary_verdict", summary["verdict"]) == "worse"
-            and float(summary["p_value"]) < level
-        ):
+        elif _worse(summary) and float(summary["p_value"]) < level:
             out.append(name)
     return out
+
+
+def _worse(summary: TaskComparison) -> bool:
+    return summary.get("summary_verdict", summary["verdict"]) == "worse"
 
 
 def graded(row: Mapping[str, object]) -> bool:
@@ -140,10 +177,65 @@ def pairs_of(
     return dict(out)
 
 
-def _verdict(summary: PairedFields, seq: SequentialState | None) -> PairedVerdict:
-    """A decided sequential test's verdict, else the fixed-n summary's."""
-    decision = seq.get("decision") if seq is not None else None
-    return summary["verdict"] if decision is None else decision
+def unit_pairs(
+    rows: Sequence[Row], reference: str, candidate: str, metric: str
+) -> dict[str, list[tuple[tuple[object, ...], float, float]]]:
+    """Per task, (row, reference's value, candidate's value) of every pair whose two rows
+    were graded (and scored, for ``score``); a row (test function x task row) is the unit
+    its repeats are averaged into."""
+    by_pair: dict[str, dict[str, Row]] = defaultdict(dict)
+    for r in rows:
+        if r.get("pair") and r.get("arm") in (reference, candidate) and graded(r):
+            by_pair[str(r["pair"])][str(r["arm"])] = r
+    out: dict[str, list[tuple[tuple[object, ...], float, float]]] = defaultdict(list)
+    for pair in sorted(by_pair):
+        both = by_pair[pair]
+        if reference not in both or candidate not in both:
+            continue
+        a, b = both[reference], both[candidate]
+        va, vb = _value(a, metric), _value(b, metric)
+        if va is not None and vb is not None:
+            out[task_of(a)].append(((a.get("group"), a.get("key")), va, vb))
+    return dict(out)
+
+
+def _value(row: Row, metric: str) -> float | None:
+    if metric == "success":
+        return 1.0 if row.get("success") else 0.0
+    score = row.get("score")
+    return None if score is None else float(score)
+
+
+def _summary(
+    pairs: list[tuple[bool, bool]],
+    units: list[tuple[tuple[object, ...], float, float]],
+    metric: str,
+    alpha: float,
+    seq: SequentialState | None,
+) -> TaskComparison:
+    """One task's (or overall) comparison: the pair counts, the rows test, and the verdict
+    of whichever decides (a decided sequential test, the rows test with repeats or a
+    score, else McNemar on the pairs)."""
+    fields = summarize_pairs(pairs, alpha=alpha).to_dict()
+    summary: TaskComparison = {**fields, "summary_verdict": fields["verdict"]}
+    try:
+        rows_test = paired_scores(units, metric=metric, alpha=alpha)
+    except ValueError:  # a score outside [0, 1]: no bounds to test on
+        rows_test = None
+    summary["decided_by"] = "pairs (McNemar)"
+    if rows_test is not None:
+        summary["rows_test"] = cast(RowsTest, rows_test.to_dict())
+        if metric != "success" or rows_test.rows < rows_test.episodes:
+            summary["summary_verdict"] = cast(PairedVerdict, rows_test.verdict)
+            summary["p_value"] = rows_test.p_value
+            summary["decided_by"] = "rows (permutation)"
+    summary["verdict"] = summary["summary_verdict"]
+    if seq is not None:
+        summary["sequential"] = seq.copy()
+        if seq.get("decision") is not None:
+            summary["verdict"] = cast(PairedVerdict, seq["decision"])
+            summary["decided_by"] = "sequential"
+    return summary
 
 
 def paired_block(
@@ -152,10 +244,12 @@ def paired_block(
     *,
     alpha: float,
     sequential: Sequential | None = None,
+    metric: str = "success",
 ) -> list[Comparison]:
     """The results JSON's ``paired.comparisons``: for each candidate against the reference,
     per task and overall, :class:`~pytest_hud.features.ab.paired.PairedSummary`'s fields,
-    the ``verdict`` (a decided sequential test's, else the summary's) and, with
+    the rows test (``rows_test``: rows as the units, on ``metric``), the ``verdict`` (a
+    decided sequential test's, else the deciding fixed-n test's, ``decided_by``) and, with
     ``--hud-gate=sequential``, the task's ``sequential`` state (``decision``,
     ``pairs_used``, ``max_pairs``, ``reason``, ``saved``: episodes not run)."""
     reference = str(arms[0]["arm"])
@@ -163,18 +257,14 @@ def paired_block(
     for arm in arms[1:]:
         cand = str(arm["arm"])
         per_task = pairs_of(rows, reference, cand)
+        units = unit_pairs(rows, reference, cand, metric)
         tasks: dict[str, TaskComparison] = {}
         for task, pairs in sorted(per_task.items()):
-            fields = summarize_pairs(pairs, alpha=alpha).to_dict()
             seq = (sequential or {}).get((cand, task))
-            summary: TaskComparison = {**fields, "summary_verdict": fields["verdict"]}
-            summary["verdict"] = _verdict(fields, seq)
-            if seq is not None:
-                summary["sequential"] = seq.copy()
-            tasks[task] = summary
+            tasks[task] = _summary(pairs, units.get(task, []), metric, alpha, seq)
         everything = [p for pairs in per_task.values() for p in pairs]
-        fields = summarize_pairs(everything, alpha=alpha).to_dict()
-        overall: TaskComparison = {**fields, "summary_verdict": fields["verdict"]}
+        all_units = [u for task_units in units.values() for u in task_units]
+        overall = _summary(everything, all_units, metric, alpha, None)
         saved = sum(int(s.get("saved", 0)) for (c, _), s in (sequential or {}).items() if c == cand)
         if sequential is not None:
             overall["sequential"] = {"saved": saved}
@@ -211,7 +301,7 @@ def format_ab_table(
             if task != OVERALL:
                 mine = [r for r in mine if task_of(r) == task]
             st = stats(mine)
-            ci = st["wilson_95"]
+            ci = st["rate_ci"]
             cells: tuple[str, ...] = (task if i == 0 else "", str(arm["arm"]), str(arm["label"]))
             cells += (str(st["episodes"]), _pct(st["success_rate"]))
             cells += (f"{_pct(ci[0])}-{_pct(ci[1])}" if ci else "-",)
@@ -223,10 +313,14 @@ def format_ab_table(
                 cells += ("reference" if i == 0 else "-", "", "", "", "", "", "")
             else:
                 lo, hi = paired["diff_ci"]
+                diff = paired["diff"]
+                rows_test = paired.get("rows_test")
+                if rows_test is not None and paired.get("decided_by") != "pairs (McNemar)":
+                    (lo, hi), diff = rows_test["diff_ci"], rows_test["diff"]  # rows as units
                 seq = paired.get("sequential") or {}
                 used = seq.get("pairs_used")
                 count = f"{used}/{seq['max_pairs']}" if used is not None else str(paired["n_pairs"])
-                cells += (_signed(paired["diff"]), f"[{_signed(lo)}, {_signed(hi)}]", count)
+                cells += (_signed(diff), f"[{_signed(lo)}, {_signed(hi)}]", count)
                 cells += (str(paired["a_only"]), str(paired["b_only"]))
                 cells += (f"{paired['p_value']:.3g}", str(paired["verdict"]))
             lines.append(cells)

@@ -83,8 +83,10 @@ class GymBridge(RobotBridge):
         robot_type: str | None = None,
         step_slots_alone: bool | None = None,
         vectorization_mode: str = "sync",
+        score_key: str | None = None,
     ) -> None:
         self.target, extra = gym_target(target)
+        self.score_key = score_key
         self.step_slots_alone = step_slots_alone
         self.vectorization_mode = check_mode(vectorization_mode, step_slots_alone is True)
         self.make_kwargs = {**extra, **(make_kwargs or {})}
@@ -107,6 +109,7 @@ class GymBridge(RobotBridge):
         self._total = np.zeros(n, np.float64)
         self._steps = np.zeros(n, np.int64)
         self._reward = np.zeros(n, np.float32)
+        self._best = np.full(n, np.nan)  # the episode's best info[score_key] (partial credit)
 
     # -- building ------------------------------------------------------------------
     def _factory_params(self) -> set[str] | None:
@@ -206,6 +209,7 @@ class GymBridge(RobotBridge):
         self._total[:] = 0.0
         self._steps[:] = 0
         self._reward[:] = 0.0
+        self._best[:] = np.nan
 
     def can_reset_slot(self) -> bool:
         return self.num_envs > 1
@@ -233,6 +237,7 @@ class GymBridge(RobotBridge):
         self._total[index] = 0.0
         self._steps[index] = 0
         self._reward[index] = 0.0
+        self._best[index] = np.nan
         return self._prompt(task_args)
 
     def _prompt(self, task_args: dict[str, Any]) -> str:
@@ -275,6 +280,7 @@ class GymBridge(RobotBridge):
             terms, truncs = np.asarray(term, bool), np.asarray(trunc, bool)
             succ = _success_vector(info, self.num_envs)
         self._set_obs(obs)
+        self._score(slice(None), info, self.num_envs if self._vector else None)
         self._record(slice(None), rewards, terms, truncs, succ)
 
     def can_step_slots(self) -> bool:
@@ -301,6 +307,7 @@ class GymBridge(RobotBridge):
                     rows = self._obs[key] = rows.copy()
                 rows[i] = _wire_array(value, 0)
             succ = _success_single(info)
+            self._score([i], info, None)
             self._record(
                 [i],
                 np.array([reward], np.float64),
@@ -308,6 +315,18 @@ class GymBridge(RobotBridge):
                 np.array([bool(trunc)]),
                 succ,
             )
+
+    def _score(self, at: Any, info: Any, n: int | None) -> None:
+        """Keep the best ``info[score_key]`` of the live slots ``at`` (``n``: a vector env's
+        info, one value per copy)."""
+        if self.score_key is None or not isinstance(info, Mapping) or self.score_key not in info:
+            return
+        value: np.ndarray = np.asarray(info[self.score_key], np.float64).reshape(-1)
+        if n is not None:
+            mask = np.asarray(info.get(f"_{self.score_key}", np.ones(n, bool)), bool).reshape(-1)
+            value = np.where(mask, value, np.nan)
+        live = ~self._done[at]
+        self._best[at] = np.where(live, np.fmax(self._best[at], value), self._best[at])
 
     def _record(
         self,
@@ -343,9 +362,11 @@ class GymBridge(RobotBridge):
         out = []
         for i in range(self.num_envs):
             success = self._judged(i)
+            best = float(self._best[i])
+            score = float(np.clip(best, 0.0, 1.0)) if not np.isnan(best) else float(success)
             out.append(
                 {
-                    "score": 1.0 if success else 0.0,
+                    "score": score,
                     "success": success,
                     "total_reward": float(self._total[i]),
                     "steps": int(self._steps[i]),
