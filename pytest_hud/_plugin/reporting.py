@@ -152,6 +152,9 @@ class Reporter:
         tr.write_sep("=", table[0])
         for line in table[1:]:
             tr.write_line(line)
+        note = rep.units_note(rows)
+        if note is not None:
+            tr.write_line(note)
         for good, text in session.verdict.lines if session.verdict is not None else []:
             tr.write_line(
                 ("PASSED " if good else "FAILED ") + text, green=good, red=not good, bold=not good

@@ -16,7 +16,7 @@ from typing import Any, Literal, Required, TypedDict, cast
 
 from pytest_hud.errors import HudError
 from pytest_hud.evaluation.baseline import incomplete_reason, power_note
-from pytest_hud.evaluation.bounded import betting_interval, row_means
+from pytest_hud.evaluation.bounded import betting_interval, design_floor, row_means
 from pytest_hud.evaluation.proportions import two_proportion_drop, wilson
 from pytest_hud.evaluation.verdict import names_of
 
@@ -36,6 +36,7 @@ __all__ = [
     "row_key",
     "stats",
     "uncovered",
+    "units_note",
 ]
 
 #: outcomes whose rows count toward success rates and gates
@@ -241,6 +242,23 @@ def row_key(row: Row) -> tuple[object, ...]:
     """The unit of inference a row's episodes belong to: its task row and test function
     (repeats, seeds and epochs of it share it), and its arm when several agents ran."""
     return (row.get("group"), row.get("key"), row.get("arm"))
+
+
+def units_note(rows: Sequence[Row]) -> str | None:
+    """A line for sessions whose rows ran repeats: the repeats are not more rows, and the
+    number of rows bounds what any comparison can show (None with one episode per row)."""
+    graded = [r for r in rows if r.get("error") is None and r.get("success") is not None]
+    arm = graded[0].get("arm") if graded else None
+    mine = [r for r in graded if r.get("arm") == arm]
+    units = len({row_key(r) for r in mine})
+    if not units or units == len(mine):
+        return None
+    floor = design_floor(units)
+    return (
+        f"hud statistics: {len(mine)} episodes{' per arm' if arm else ''} are {units} rows with "
+        f"repeats; intervals and tests count the {units} rows (repeats of a row are averaged), "
+        f"so no paired p-value below {floor:.2g} (2/2^{units}) is possible"
+    )
 
 
 def _rate_interval(

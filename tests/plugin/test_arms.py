@@ -87,6 +87,7 @@ def test_ids_pairs_json_and_interleaved_order(ab: pytest.Pytester) -> None:
     rows_test = task["rows_test"]
     assert (rows_test["rows"], rows_test["episodes"], rows_test["floor"]) == (2, 6, 0.5)
     assert task["decided_by"] == "rows (permutation)" and task["p_value"] == 1.0
+    assert "6 episodes per arm are 2 rows with repeats" in text and "below 0.5 (2/2^2)" in text
     # the terminal's one table: each arm's line and the candidate's paired columns
     assert re.search(r"line/reach\s+A\s+zero\s+6\s+50%", text), text
     assert re.search(r"B\s+my_agents:forward\s+6\s+100%.*\+50%.*\s6\s+0\s+3\s+1\s+undecided", text)
