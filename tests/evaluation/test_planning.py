@@ -242,3 +242,25 @@ def test_more_pairs() -> None:
     assert more_pairs(95, 1, 1, 3, effect=0.1) is None  # 2% disagree: 10 points cannot show
     assert more_pairs(0, 0, 0, 0) is None
     assert more_pairs(200, 100, 100, 200, effect=0.3) == 0  # enough pairs for 30 points
+
+
+def test_an_undecided_ab_says_about_how_many_more_pairs() -> None:
+    from pytest_hud.features.ab.verdicts import format_ab_table, paired_block
+
+    arms = [{"arm": "A", "label": "zero"}, {"arm": "B", "label": "forward"}]
+    rows = []
+    for pair in range(6):
+        for arm, success in (("A", pair % 2 == 0), ("B", True)):
+            rows.append({
+                "nodeid": f"t.py::t[line/reach[{pair}]@{arm}]",
+                "pair": f"t.py::t[line/reach[{pair}]]",
+                "arm": arm, "task": "line/reach", "env": "line",
+                "outcome": "passed" if success else "failed", "success": success,
+                "error": None, "seed": pair,
+            })  # fmt: skip
+    (comparison,) = paired_block(rows, arms, alpha=0.05)
+    assert comparison["overall"]["verdict"] == "undecided"
+    lines = format_ab_table(rows, arms, [comparison])
+    expected = more_pairs(3, 0, 3, 0, alpha=0.05, effect=0.1)
+    assert expected is not None and expected > 0
+    assert sum(f"undecided: about {expected} more pairs" in line for line in lines) == 2
