@@ -7,6 +7,7 @@
     check --agent SPEC ROWS_OR_MODULE        the compatibility preflight: policy vs env
     watch RUN_DIR [pytest args...]           evaluate a training run's checkpoints as they appear
     policy-server --agent SPEC [--port N]    serve an agent's model on the openpi protocol, batched
+    plan --rate P --effect D [--json]        episodes, pairs and rows an evaluation needs
 
 Each command's module is imported only when asked for, so ``--help`` stays fast.
 """
@@ -30,6 +31,7 @@ COMMANDS = {
         "pytest_hud.robot.agent.policy_cli",
         "serve an agent's model on the openpi protocol, batching all connections",
     ),
+    "plan": ("pytest_hud.evaluation.planning", "episodes, pairs and rows an evaluation needs"),
 }
 
 

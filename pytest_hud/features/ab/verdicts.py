@@ -280,6 +280,22 @@ def _signed(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:+.0f}%"
 
 
+def _verdict_text(paired: TaskComparison) -> str:
+    """The verdict; an undecided one adds about how many more pairs would tell its
+    ``min_effect`` (:func:`~pytest_hud.evaluation.planning.more_pairs`) when computable."""
+    verdict = str(paired["verdict"])
+    if verdict != "undecided":
+        return verdict
+    from pytest_hud.evaluation.planning import more_pairs
+
+    counts = (paired["both"], paired["a_only"], paired["b_only"], paired["neither"])
+    try:
+        more = more_pairs(*counts, alpha=paired["alpha"], effect=paired["min_effect"])
+    except (ValueError, ImportError):  # no n within reach; scipy absent
+        return verdict
+    return f"undecided: about {more} more pairs" if more else verdict
+
+
 def format_ab_table(
     rows: Sequence[Row],
     arms: Sequence[ArmEntry],
@@ -322,7 +338,7 @@ def format_ab_table(
                 count = f"{used}/{seq['max_pairs']}" if used is not None else str(paired["n_pairs"])
                 cells += (_signed(diff), f"[{_signed(lo)}, {_signed(hi)}]", count)
                 cells += (str(paired["a_only"]), str(paired["b_only"]))
-                cells += (f"{paired['p_value']:.3g}", str(paired["verdict"]))
+                cells += (f"{paired['p_value']:.3g}", _verdict_text(paired))
             lines.append(cells)
         rules.add(len(lines) - 1)
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
