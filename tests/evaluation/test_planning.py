@@ -256,7 +256,7 @@ def test_an_undecided_ab_says_about_how_many_more_pairs() -> None:
                 "pair": f"t.py::t[line/reach[{pair}]]",
                 "arm": arm, "task": "line/reach", "env": "line",
                 "outcome": "passed" if success else "failed", "success": success,
-                "error": None, "seed": pair,
+                "error": None, "seed": pair, "group": "t.py::t", "key": f"row{pair}",
             })  # fmt: skip
     (comparison,) = paired_block(rows, arms, alpha=0.05)
     assert comparison["overall"]["verdict"] == "undecided"

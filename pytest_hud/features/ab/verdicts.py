@@ -284,8 +284,8 @@ def _verdict_text(paired: TaskComparison) -> str:
     """The verdict; an undecided one adds about how many more pairs would tell its
     ``min_effect`` (:func:`~pytest_hud.evaluation.planning.more_pairs`) when computable."""
     verdict = str(paired["verdict"])
-    if verdict != "undecided":
-        return verdict
+    if verdict != "undecided" or paired.get("decided_by") == "rows (permutation)":
+        return verdict  # the pairs figure is McNemar's: no estimate for a rows test
     from pytest_hud.evaluation.planning import more_pairs
 
     counts = (paired["both"], paired["a_only"], paired["b_only"], paired["neither"])
