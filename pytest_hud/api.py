@@ -65,18 +65,27 @@ class TaskResult:
     mean_score: float | None
     mean_steps: float | None
     errors: int
+    rate_ci: tuple[float, float] | None = None  # rows as the units (Wilson with one per row)
+    score_ci: tuple[float, float] | None = None
+    coverage: float | None = None  # scored / attempted
 
     @classmethod
     def of(cls, st: Mapping[str, Any]) -> TaskResult:
-        interval = st.get("wilson_95")
+        def pair(key: str) -> tuple[float, float] | None:
+            value = st.get(key)
+            return None if not value else (float(value[0]), float(value[1]))
+
         return cls(
             episodes=int(st.get("episodes") or 0),
             successes=int(st.get("successes") or 0),
             success_rate=st.get("success_rate"),
-            wilson_95=None if not interval else (float(interval[0]), float(interval[1])),
+            wilson_95=pair("wilson_95"),
             mean_score=st.get("mean_score"),
             mean_steps=st.get("mean_steps"),
             errors=int(st.get("errors") or 0),
+            rate_ci=pair("rate_ci"),
+            score_ci=pair("score_ci"),
+            coverage=st.get("coverage"),
         )
 
 

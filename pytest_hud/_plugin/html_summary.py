@@ -90,7 +90,7 @@ def _outcomes(rows: list[Row], outcome: str) -> int:
 
 
 def _line(name: str, st: rep.Stats, rows: list[Row], cls: str) -> str:
-    ci = st.get("wilson_95")
+    ci = st.get("rate_ci") or st.get("wilson_95")
     rate = st.get("success_rate")
     cells = [
         (html.escape(name), name),

@@ -81,19 +81,23 @@ def _slug(text: str) -> str:
 
 
 def _stats(prefix: str, st: Mapping[str, Any], out: dict[str, float]) -> None:
-    for key in ("success_rate", "mean_score", "mean_steps", "episodes", "errors"):
+    for key in ("success_rate", "mean_score", "mean_steps", "episodes", "errors", "coverage"):
         value = st.get(key)
         if isinstance(value, int | float):
             out[f"{prefix}/{key}"] = float(value)
-    interval = st.get("wilson_95")
+    interval = st.get("rate_ci") or st.get("wilson_95")  # rows as the units when known
     if interval:
         out[f"{prefix}/success_lo"], out[f"{prefix}/success_hi"] = map(float, interval)
+    score = st.get("score_ci")
+    if score:
+        out[f"{prefix}/score_lo"], out[f"{prefix}/score_hi"] = map(float, score)
 
 
 def figures_of(doc: Mapping[str, Any], step: int | None = None, media: int = 2) -> Figures:
-    """A results document's figures: overall and per-task success with Wilson bounds,
-    score, steps, errors, each gate (1 passed, 0 failed), ``media`` episode videos per
-    task (failures first) and the provenance (agent, checkpoint hash, image digest)."""
+    """A results document's figures: overall and per-task success and score with their
+    bounds (rows as the units), steps, errors, coverage, each gate (1 passed, 0 failed),
+    ``media`` episode videos per task (failures first) and the provenance (agent,
+    checkpoint hash, image digest)."""
     out = Figures(step=step)
     _stats("hud", doc.get("overall") or {}, out.scalars)
     for task, st in sorted((doc.get("per_task") or {}).items()):

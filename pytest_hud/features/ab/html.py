@@ -38,7 +38,7 @@ def _signed(x: float | None) -> str:
 
 def _arm_cell(rows: list[Row]) -> str:
     st = stats(rows)
-    ci = st["wilson_95"]
+    ci = st["rate_ci"]
     interval = f" [{_pct(ci[0])}&ndash;{_pct(ci[1])}]" if ci else ""
     return f"<td>{_pct(st['success_rate'])} ({st['successes']}/{st['episodes']}){interval}</td>"
 
