@@ -61,10 +61,29 @@ def write_table(
     path: Path = PERFORMANCE,
 ) -> Path:
     """Write (or replace) table ``name`` in ``path``; ``argv`` defaults to this process's."""
+    return write_tables(name, title, [("", header, rows, note)], argv=argv, path=path)
+
+
+def write_tables(
+    name: str,
+    title: str,
+    tables: Sequence[tuple[str, Sequence[str], Sequence[Sequence[object]], str]],
+    *,
+    note: str = "",
+    argv: Sequence[str] | None = None,
+    path: Path = PERFORMANCE,
+) -> Path:
+    """Write (or replace) block ``name``: one machine, date and command over several
+    ``(subtitle, header, rows, note)`` tables (a subtitle becomes a #### heading), then
+    ``note``."""
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
         raise ValueError(f"a table name is lowercase letters, digits and dashes, got {name!r}")
     command = shlex.join(["python", *(sys.argv if argv is None else argv)])
     start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+    body: list[str] = []
+    for subtitle, header, rows, table_note in tables:
+        body += [f"#### {subtitle}", ""] if subtitle else []
+        body += [markdown_table(header, rows), *(["", table_note] if table_note else []), ""]
     block = "\n".join(
         [
             start,
@@ -74,7 +93,7 @@ def write_table(
             f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
             f"- command: `{command}`",
             "",
-            markdown_table(header, rows),
+            *body[:-1],
             *(["", note] if note else []),
             end,
         ]
