@@ -43,6 +43,8 @@ FLIPS = 20_000
 GRID = 2001
 #: The betting fraction's cap (Waudby-Smith & Ramdas 2024 use 1/2 or 3/4).
 CAP = 0.5
+#: The paired test's cap on its bet against a difference in [-1, 1].
+CAP_TEST = 0.75
 
 
 def row_means(values: Iterable[tuple[Sequence[object], float]]) -> dict[tuple[object, ...], float]:
@@ -345,12 +347,16 @@ def paired_scores(
 
 
 class PairedBettingTest:
-    """An anytime-valid paired test on a bounded metric: after each row's difference d in
-    [-1, 1] (candidate minus reference, scaled, positive better) a betting confidence
-    sequence for E[d] is updated; "better"/"worse" once it excludes 0, "no difference" once
-    it lies inside +-``delta``. Each conclusion is wrong with probability <= ``alpha`` under
-    any stopping rule (Ville's inequality), which a fixed-n test read after every row is not.
-    The interface of the binary test (``features.ab.paired.PairedSequentialTest``)."""
+    """An anytime-valid paired test on a bounded metric, fed one row's difference d in
+    [-1, 1] at a time (candidate minus reference, scaled, positive better).
+
+    "better"/"worse": two one-sided betting e-processes for E[d] <= 0 and E[d] >= 0, each
+    betting a growth-rate-adaptive fraction of its capital (aGRAPA, Waudby-Smith & Ramdas
+    2024) and deciding once its capital reaches 2 / alpha. "no difference": a betting
+    confidence sequence for E[d] (:class:`BettingSequence`) inside +-``delta``. By Ville's
+    inequality each conclusion is wrong with probability <= ``alpha`` under any stopping
+    rule, which a fixed-n test read after every row is not. The interface of the binary
+    test (``features.ab.paired.PairedSequentialTest``)."""
 
     def __init__(self, alpha: float = 0.05, delta: float = 0.1, max_pairs: int = 200) -> None:
         _check_alpha(alpha)
@@ -363,6 +369,9 @@ class PairedBettingTest:
         self.decision: Decision | None = None
         self.decided_at: int | None = None
         self.total = 0.0
+        self._sq = 0.0
+        self.log_better = 0.0  # log capital of the bet against E[d] <= 0
+        self.log_worse = 0.0  # and against E[d] >= 0
 
     @property
     def pairs(self) -> int:
@@ -382,14 +391,29 @@ class PairedBettingTest:
         return 2.0 * lo - 1.0, 2.0 * hi - 1.0
 
     @property
+    def e_value(self) -> float:
+        """The larger one-sided capital: evidence for a difference (>= 2 / alpha decides)."""
+        return math.exp(max(self.log_better, self.log_worse))
+
+    @property
     def reason(self) -> str:
         lo, hi = self.interval()
         mean = self.total / self.pairs if self.pairs else 0.0
-        said = f"mean difference {mean:+.3f}, anytime-valid CI [{lo:+.3f}, {hi:+.3f}]"
+        said = (
+            f"mean difference {mean:+.3f}, e-value {self.e_value:.3g} "
+            f"(decides at {2 / self.alpha:.3g}), anytime-valid CI [{lo:+.3f}, {hi:+.3f}]"
+        )
         if self.decision is None:
             return f"undecided after {self.pairs} of {self.max_pairs} pairs ({said})"
         done = f"decided after {self.decided_at} of {self.max_pairs} pairs"
         return f"{done}: {self.decision} ({said})"
+
+    def _bet(self) -> float:
+        """aGRAPA's fraction from the rows so far: mean / (variance + mean^2), capped."""
+        t = self.pairs
+        mean = self.total / (t + 1)  # shrunk towards 0 by one pseudo-row
+        second = (self._sq + 1.0) / (t + 1)  # E[d^2], with a unit pseudo-row
+        return max(-CAP_TEST, min(CAP_TEST, mean / max(second, 1e-12)))
 
     def update(self, diff: float) -> Decision | None:
         """Count one row's difference (in [-1, 1], positive: the candidate is better)."""
@@ -400,13 +424,18 @@ class PairedBettingTest:
             )
         if not -1.0 <= diff <= 1.0:
             raise ValueError(f"expected a scaled difference in [-1, 1], got {diff!r}")
+        bet = self._bet()  # predictable: from the rows before this one
+        self.log_better += math.log1p(max(bet, 0.0) * diff)
+        self.log_worse += math.log1p(-min(bet, 0.0) * -diff)
         self.sequence.update((diff + 1.0) / 2.0)
         self.total += diff
+        self._sq += diff * diff
         if self.decision is None:
+            level = math.log(2.0 / self.alpha)
             lo, hi = self.interval()
-            if lo > 0.0:
+            if self.log_better >= level:
                 self.decision = "better"
-            elif hi < 0.0:
+            elif self.log_worse >= level:
                 self.decision = "worse"
             elif -self.delta < lo and hi < self.delta:
                 self.decision = "no difference"
