@@ -338,6 +338,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--deny", default="", help="modules never to learn, comma-separated")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the owner stops us (lifeline), not Ctrl-C
+    # what requests must match: the environment we were started with, not what a preloaded
+    # import set in it (gymnasium sets PYGAME_HIDE_SUPPORT_PROMPT); a child runs in its
+    # request's environment either way
+    boot_env = dict(os.environ)
     given = set(path_entries(os.environ.get("PYTHONPATH")))
     base_path = [p for p in sys.path[1:] if os.path.abspath(p) not in given]
     for name in [*BASE_PRELOAD, *filter(None, args.preload.split(","))]:
@@ -351,7 +355,7 @@ def main(argv: list[str] | None = None) -> None:
     listener.listen(64)
     os.rename(args.socket + ".tmp", args.socket)  # a client sees the path only once we listen
     deny = frozenset(filter(None, args.deny.split(",")))
-    _Zygote(listener, dict(os.environ), base_path, deny=deny).serve()
+    _Zygote(listener, boot_env, base_path, deny=deny).serve()
     # The lifeline ended: the owner is done or died (SIGKILL runs none of its cleanup).
     folder = os.path.dirname(os.path.abspath(args.socket))
     if os.path.basename(folder).startswith(FOLDER_PREFIX):

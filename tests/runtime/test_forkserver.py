@@ -115,6 +115,19 @@ async def test_boot_failures_read_the_same_forked_or_not(fork_mode: str) -> None
 
 
 @pytest.mark.parametrize("fork_mode", ["fork"], indirect=True)
+async def test_a_variable_a_preload_sets_keeps_forks_forked(
+    fork_mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gymnasium sets PYGAME_HIDE_SUPPORT_PROMPT when imported, so the zygote's preload sets
+    it; a requester whose environment lacks it (a test removed it after its own import) is
+    still forked: the zygote compares requests with the environment it was started with.
+    (CI found every fork turned plain: 'environment differs in PYGAME_HIDE_SUPPORT_PROMPT'.)"""
+    monkeypatch.delenv("PYGAME_HIDE_SUPPORT_PROMPT", raising=False)
+    async with RobotEndpoint(CounterSim) as ep:
+        assert ep._child is not None and ep._child.forked, forkserver.last_plain
+
+
+@pytest.mark.parametrize("fork_mode", ["fork"], indirect=True)
 async def test_a_crashed_child_is_reaped_and_the_zygote_serves_on(fork_mode: str) -> None:
     async with RobotEndpoint(CounterSim, kwargs={"crash_at": 0}) as ep:
         pid = ep.pid
