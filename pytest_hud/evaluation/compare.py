@@ -9,10 +9,11 @@ import json
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_hud.evaluation.bounded import paired_scores
 from pytest_hud.evaluation.proportions import (
     fisher_exact,
     mcnemar_exact,
@@ -46,11 +47,13 @@ Outcomes = dict[tuple[Any, ...], bool]
 
 @dataclass
 class Run:
-    """One results file: per task label, its graded outcomes keyed by (seed, args, rep)."""
+    """One results file: per task label, its graded outcomes keyed by (seed, args, rep),
+    and the row (test function, task row) each episode belongs to."""
 
     label: str
     path: Path | None
     tasks: dict[str, Outcomes]
+    rows: dict[str, dict[tuple[Any, ...], tuple[Any, ...]]] = field(default_factory=dict)
 
     def counts(self, task: str) -> tuple[int, int]:
         outcomes = self.tasks.get(task, {})
@@ -69,7 +72,7 @@ class Comparison:
     diff: float | None
     diff_ci: tuple[float, float]
     p_value: float
-    test: str  # "mcnemar" (paired seeds), "fisher" or "none"
+    test: str  # "mcnemar" (paired seeds), "rows (permutation)" (repeats), "fisher" or "none"
     verdict: str  # "better", "worse", "no significant change", "missing"
 
     @property
@@ -113,6 +116,7 @@ def load_run(path: str | Path, label: str | None = None) -> Run:
 def run_from_rows(rows: Sequence[dict[str, Any]], label: str, path: Path | None = None) -> Run:
     """A run from results rows (``report.hud`` rows, e.g. the current session's)."""
     tasks: dict[str, Outcomes] = defaultdict(dict)
+    rows_of: dict[str, dict[tuple[Any, ...], tuple[Any, ...]]] = defaultdict(dict)
     for i, r in enumerate(rows):
         if r.get("error") is not None or r.get("success") is None:
             continue
@@ -124,7 +128,8 @@ def run_from_rows(rows: Sequence[dict[str, Any]], label: str, path: Path | None 
         while episode in outcomes:  # the same seeded row run twice: keep both
             episode = (*episode[:3], episode[3] + 1)
         outcomes[episode] = bool(r["success"])
-    return Run(label, path, dict(tasks))
+        rows_of[task_label(r)][episode] = (r.get("group"), r.get("key"))
+    return Run(label, path, dict(tasks), dict(rows_of))
 
 
 def _pair(base: Outcomes, new: Outcomes) -> tuple[int, ...] | None:
@@ -138,8 +143,16 @@ def _pair(base: Outcomes, new: Outcomes) -> tuple[int, ...] | None:
 
 
 def _compare(
-    task: str, base: Run, new: Run, outcomes: tuple[Outcomes, Outcomes], alpha: float
+    task: str,
+    base: Run,
+    new: Run,
+    outcomes: tuple[Outcomes, Outcomes],
+    alpha: float,
+    row_of: dict[tuple[Any, ...], tuple[Any, ...]] | None = None,
 ) -> Comparison:
+    """One task's (or the pooled) comparison: paired on seeds when both ran the same ones
+    (exact McNemar; rows as the units, a permutation test on row means, when a row ran
+    repeats), else unpaired (Fisher)."""
     bo, no = outcomes
     s1, n1, s2, n2 = sum(bo.values()), len(bo), sum(no.values()), len(no)
     if not n1 or not n2:
@@ -147,7 +160,14 @@ def _compare(
             task, base.label, new.label, s1, n1, s2, n2, None, (-1.0, 1.0), 1.0, "none", "missing"
         )
     pairs = _pair(bo, no)
-    if pairs is not None:
+    if row_of is not None and any(r[-1] is None for r in row_of.values()):
+        row_of = None  # rows written without their key: episodes stay the units
+    rows = {row_of.get(k, k) for k in bo} if row_of is not None else set(bo)
+    if pairs is not None and len(rows) < len(bo):
+        units = [(row_of.get(k, k) if row_of else k, float(bo[k]), float(no[k])) for k in bo]
+        rows_test = paired_scores(units, metric="success", alpha=alpha)
+        ci, p, test = rows_test.diff_ci, rows_test.p_value, "rows (permutation)"
+    elif pairs is not None:
         a, b, c, d = pairs
         ci, p, test = newcombe_paired(a, b, c, d), mcnemar_exact(b, c), "mcnemar"
     else:
@@ -170,12 +190,13 @@ def compare(runs: Sequence[Run], alpha: float = 0.05) -> list[Comparison]:
     for new in runs[1:]:
         for task in sorted(set(base.tasks) | set(new.tasks)):
             pair = (base.tasks.get(task, {}), new.tasks.get(task, {}))
-            out.append(_compare(task, base, new, pair, alpha))
+            out.append(_compare(task, base, new, pair, alpha, base.rows.get(task)))
         pooled = tuple(
             {(t, *k): v for t, ep in run.tasks.items() for k, v in ep.items()}
             for run in (base, new)
         )
-        out.append(_compare(OVERALL, base, new, pooled, alpha))  # type: ignore[arg-type]
+        row_of = {(t, *k): (t, *r) for t, eps in base.rows.items() for k, r in eps.items()}
+        out.append(_compare(OVERALL, base, new, pooled, alpha, row_of))  # type: ignore[arg-type]
     return out
 
 

@@ -173,3 +173,32 @@ def test_plot_takes_all_and_nothing(tmp_path: Path) -> None:
     both = [*rows("mw/none", k_of(0, 4), list(range(4))), *rows("mw/all", k_of(4, 4), [0, 1, 2, 3])]
     runs = [C.load_run(write(tmp_path / f"{i}.json", both), str(i)) for i in range(3)]
     assert write_plot(runs, tmp_path / "edge.png") == 2 * 3
+
+
+def test_repeats_of_a_row_pool_into_one_unit(tmp_path: Path) -> None:
+    """Four rows run three times each, lost by the base and won by the new run: twelve
+    discordant episodes would give McNemar p = 2/2^12, but they are four rows, and four
+    rows cannot reach p < 0.125. With one episode per row the pairs stay McNemar's."""
+
+    def repeated(ok: bool) -> list[dict[str, Any]]:
+        out = []
+        for row in range(4):
+            for rep in range(3):
+                (r,) = rows("e/t", [ok], [100 * row + rep])
+                r.update(key=f"e/t-{row}", rep=rep)
+                out.append(r)
+        return out
+
+    base = C.load_run(write(tmp_path / "base.json", repeated(False)))
+    new = C.load_run(write(tmp_path / "new.json", repeated(True)))
+    task, overall = C.compare([base, new])
+    assert task.test == overall.test == "rows (permutation)"
+    assert task.p_value == pytest.approx(2 / 2**4) and task.verdict == "no significant change"
+    assert task.diff_ci[0] <= 0.0 <= task.diff_ci[1]  # the interval agrees: 0 is kept
+    once = C.compare(
+        [
+            C.load_run(write(tmp_path / "b1.json", rows("e/t", [False] * 12, list(range(12))))),
+            C.load_run(write(tmp_path / "n1.json", rows("e/t", [True] * 12, list(range(12))))),
+        ]
+    )
+    assert once[0].test == "mcnemar" and once[0].verdict == "better"
