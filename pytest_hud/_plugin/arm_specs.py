@@ -47,10 +47,10 @@ ARM_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     (
         "--hud-ab-metric",
         "with several --hud-agent: the metric the paired verdicts, the gate and "
-        "--hud-gate=sequential's live stopping judge: success (default) or score (a grade in "
-        "[0, 1], e.g. partial credit); either way rows are the units (a row's repeats are "
-        "averaged first)",
-        {"choices": ["success", "score"]},
+        "--hud-gate=sequential's live stopping judge: success (default), score (a grade in "
+        "[0, 1], e.g. partial credit) or steps (time to success, lower better, bounded by "
+        "--hud-max-steps); rows are the units (a row's repeats are averaged first)",
+        {"choices": ["success", "score", "steps"]},
     ),
 ]
 

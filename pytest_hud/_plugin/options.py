@@ -310,6 +310,11 @@ def _validate_arms(options: HudOptions) -> None:
                 f"(reference first, candidate last), got {options.agents}"
             )
         return
+    if options.ab_metric == "steps" and not options.max_steps:
+        raise pytest.UsageError(
+            "--hud-ab-metric=steps compares time to success, which needs a bound: expected "
+            "--hud-max-steps=N (a failed episode counts as N steps), got none"
+        )
     conflicts = {
         "checkpoint": "each arm is named by its spec, or by its checkpoints/NNNNNN step",
         "compare": "the arms are compared with each other in this session",

@@ -7,6 +7,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import pytest
+
 from pytest_hud.features.ab.verdicts import agent_blocks, format_ab_table, paired_block, pairs_of
 
 ARMS = [{"arm": "A", "label": "zero"}, {"arm": "B", "label": "forward"}]
@@ -113,3 +115,28 @@ def test_without_live_stopping_the_gate_is_holm_over_tasks_and_overall() -> None
     assert worse_for_the_gate(comparison, 0.05) == ["e/b", "overall"]
     one = {"tasks": {"e/a": {"verdict": "worse", "p_value": 0.04}}, "overall": {}}
     assert worse_for_the_gate(one, 0.05) == ["e/a", "overall"]  # one task: one test
+
+
+def test_time_to_success_is_compared_lower_better_with_failures_at_the_bound() -> None:
+    """--hud-ab-metric=steps: a row's speed 1 - steps/max_steps (0 when it failed); B
+    succeeds in 10 steps where A needs 30 or fails, on eight rows: B is better."""
+    from pytest_hud.features.ab.verdicts import metric_value, paired_block
+
+    assert metric_value({"success": True, "steps": 25, "error": None}, "steps", 100) == 0.75
+    assert metric_value({"success": False, "steps": 100, "error": None}, "steps", 100) == 0.0
+    assert metric_value({"success": True, "steps": 25, "error": None}, "steps", None) is None
+    rows = []
+    for i in range(8):
+        for arm, steps, ok in (("A", 30, i % 2 == 0), ("B", 10, True)):
+            rows.append({
+                "nodeid": f"t.py::t[e/t[{i}]@{arm}]", "pair": f"t.py::t[e/t[{i}]]",
+                "arm": arm, "task": "e/t", "group": "t.py::t", "key": f"row{i}",
+                "outcome": "passed" if ok else "failed", "success": ok,
+                "steps": steps if ok else 100, "error": None,
+            })  # fmt: skip
+    arms = [{"arm": "A", "label": "slow"}, {"arm": "B", "label": "fast"}]
+    (comparison,) = paired_block(rows, arms, alpha=0.05, metric="steps", max_steps=100)
+    task = comparison["tasks"]["e/t"]
+    assert task["decided_by"] == "rows (permutation)" and task["verdict"] == "better"
+    assert task["rows_test"]["metric"] == "steps" and task["rows_test"]["diff"] > 0
+    assert task["p_value"] == pytest.approx(2 / 2**8)

@@ -297,6 +297,9 @@ def test_usage_errors(ab: pytest.Pytester, tmp_path: Path) -> None:
     glob = run(ab, f"--hud-agent=lerobot:{tmp_path}/checkpoints/*/pretrained_model")
     assert glob.ret == pytest.ExitCode.USAGE_ERROR
     assert "expected the glob to match checkpoint folders, got none" in glob.stderr.str()
+    steps = run(ab, *AB, "--hud-ab-metric=steps")
+    assert steps.ret == pytest.ExitCode.USAGE_ERROR
+    assert "needs a bound: expected --hud-max-steps=N" in steps.stderr.str()
 
 
 def test_a_sweep_glob_is_sorted_by_step_and_counts_last_once(tmp_path: Path) -> None:

@@ -61,6 +61,7 @@ class ArmsPlugin:
                 family=self.options.ab_gate,
                 metric=self.options.ab_metric,
                 repeats=self.options.group or 1,
+                max_steps=self.options.max_steps,
             )
         self._cache: tuple[tuple[int, int, int], list[Comparison]] | None = None
         self.plot: Path | None = None
@@ -207,6 +208,7 @@ class ArmsPlugin:
                 alpha=self.options.alpha,
                 sequential=seq,
                 metric=self.options.ab_metric,
+                max_steps=self.options.max_steps,
             )
             self._cache = (key, block)
         return self._cache[1]

@@ -11,7 +11,12 @@ from pytest_hud._plugin.arm_specs import Arm, split_arm, task_of_nodeid
 from pytest_hud.evaluation.bounded import PairedBettingTest
 from pytest_hud.evaluation.results import Row, task_of
 from pytest_hud.features.ab.paired import PairedSequentialTest, fixed_n_pairs
-from pytest_hud.features.ab.verdicts import SequentialState, family_alpha, graded
+from pytest_hud.features.ab.verdicts import (
+    SequentialState,
+    family_alpha,
+    graded,
+    metric_value,
+)
 
 __all__ = ["PairedStopping"]
 
@@ -33,12 +38,14 @@ class PairedStopping:
         family: bool = False,
         metric: str = "success",
         repeats: int = 1,
+        max_steps: int | None = None,
     ) -> None:
         self.arms = arms
         self.alpha = alpha
         self.family = family
         self.order = order
         self.metric = metric
+        self.max_steps = max_steps
         self.repeats = max(int(repeats), 1)
         self.by_rows = metric != "success" or self.repeats > 1
         self.tests: dict[tuple[str, str], PairedSequentialTest | PairedBettingTest] = {}
@@ -121,7 +128,8 @@ class PairedStopping:
         difference (a row none of whose pairs was scored feeds nothing)."""
         unit = (reference.get("group"), reference.get("key"))
         values = self._row_values[(letter, unit)]
-        a, b = _value(reference, self.metric), None if row is None else _value(row, self.metric)
+        a = metric_value(reference, self.metric, self.max_steps)
+        b = None if row is None else metric_value(row, self.metric, self.max_steps)
         values.append(None if a is None or b is None else (a, b))
         if len(values) < self.repeats:
             return
@@ -192,16 +200,6 @@ class PairedStopping:
 
     def saved(self) -> int:
         return sum(len(v) for v in self.skipped.values())
-
-
-def _value(row: Row, metric: str) -> float | None:
-    """A graded row's value of ``metric`` in [0, 1] (None: not graded, or no such score)."""
-    if not graded(row):
-        return None
-    if metric == "success":
-        return 1.0 if row["success"] else 0.0
-    score = row.get("score")
-    return float(score) if score is not None and 0.0 <= float(score) <= 1.0 else None
 
 
 def fixed_n(test: PairedSequentialTest | PairedBettingTest) -> int | None:

@@ -25,6 +25,7 @@ __all__ = [
     "family_alpha",
     "format_ab_table",
     "graded",
+    "metric_value",
     "paired_block",
     "pairs_of",
     "unit_pairs",
@@ -178,7 +179,7 @@ def pairs_of(
 
 
 def unit_pairs(
-    rows: Sequence[Row], reference: str, candidate: str, metric: str
+    rows: Sequence[Row], reference: str, candidate: str, metric: str, max_steps: int | None = None
 ) -> dict[str, list[tuple[tuple[object, ...], float, float]]]:
     """Per task, (row, reference's value, candidate's value) of every pair whose two rows
     were graded (and scored, for ``score``); a row (test function x task row) is the unit
@@ -193,17 +194,27 @@ def unit_pairs(
         if reference not in both or candidate not in both:
             continue
         a, b = both[reference], both[candidate]
-        va, vb = _value(a, metric), _value(b, metric)
+        va, vb = metric_value(a, metric, max_steps), metric_value(b, metric, max_steps)
         if va is not None and vb is not None:
             out[task_of(a)].append(((a.get("group"), a.get("key")), va, vb))
     return dict(out)
 
 
-def _value(row: Row, metric: str) -> float | None:
+def metric_value(row: Row, metric: str, max_steps: int | None = None) -> float | None:
+    """A graded row's value of ``metric`` in [0, 1], higher better: success as 0/1, the
+    score (None outside [0, 1]), or for ``steps`` the speed to success 1 - steps/max_steps
+    (0 when it did not succeed: time to success censored at the episode's bound)."""
+    if not graded(row):
+        return None
     if metric == "success":
-        return 1.0 if row.get("success") else 0.0
+        return 1.0 if row["success"] else 0.0
+    if metric == "steps":
+        steps = row.get("steps")
+        if not max_steps or steps is None or not row["success"]:
+            return 0.0 if max_steps else None
+        return max(0.0, 1.0 - min(int(steps), max_steps) / max_steps)
     score = row.get("score")
-    return None if score is None else float(score)
+    return float(score) if score is not None and 0.0 <= float(score) <= 1.0 else None
 
 
 def _summary(
@@ -245,6 +256,7 @@ def paired_block(
     alpha: float,
     sequential: Sequential | None = None,
     metric: str = "success",
+    max_steps: int | None = None,
 ) -> list[Comparison]:
     """The results JSON's ``paired.comparisons``: for each candidate against the reference,
     per task and overall, :class:`~pytest_hud.features.ab.paired.PairedSummary`'s fields,
@@ -257,7 +269,7 @@ def paired_block(
     for arm in arms[1:]:
         cand = str(arm["arm"])
         per_task = pairs_of(rows, reference, cand)
-        units = unit_pairs(rows, reference, cand, metric)
+        units = unit_pairs(rows, reference, cand, metric, max_steps)
         tasks: dict[str, TaskComparison] = {}
         for task, pairs in sorted(per_task.items()):
             seq = (sequential or {}).get((cand, task))
