@@ -61,6 +61,12 @@ from pytest_hud.evaluation.bounded import (  # noqa: E402
     row_means,
 )
 from pytest_hud.evaluation.mixture import crossing_probability  # noqa: E402
+from pytest_hud.evaluation.paired_sequential import (  # noqa: E402
+    BETTER,
+    NO_DIFFERENCE,
+    UNDECIDED,
+    WORSE,
+)
 from pytest_hud.evaluation.proportions import (  # noqa: E402
     mcnemar_exact,
     newcombe_paired,
@@ -79,12 +85,6 @@ from pytest_hud.features.ab.paired import (  # noqa: E402
     fixed_n_pairs,
     mcnemar_power,
     summarize_counts,
-)
-from pytest_hud.features.ab.paired_sequential import (  # noqa: E402
-    BETTER,
-    NO_DIFFERENCE,
-    UNDECIDED,
-    WORSE,
 )
 
 #: (discordance, effect 2q - 1) of the paired case; effect 0 is equal arms

@@ -9,12 +9,13 @@ import itertools
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, TypedDict
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+from pytest_hud.evaluation.paired_sequential import PairBudget, PairedDecision
 
 __all__ = [
     "BettingSequence",
@@ -33,7 +34,7 @@ __all__ = [
 
 FloatArray = NDArray[np.float64]
 Direction = Literal["higher", "lower"]
-Decision = Literal["better", "worse", "no difference"]
+Decision = PairedDecision
 
 #: Sign patterns enumerated exactly up to this many rows (2**16 patterns); Monte Carlo above.
 EXACT_ROWS = 16
@@ -262,12 +263,12 @@ def holm(pvalues: Mapping[str, float], alpha: float) -> dict[str, bool]:
     return out
 
 
-@dataclass(frozen=True)
-class PairedScores:
-    """A candidate's per-row paired differences from the reference on one metric: the mean
-    difference, its interval (the permutation test inverted), the test's p, the rows, the
-    design floor, and the verdict at ``alpha`` ("better"/"worse" by the test, "no
-    difference" when the interval lies inside +-``min_effect``, else "undecided")."""
+class PairedScores(TypedDict):
+    """A candidate's per-row paired differences from the reference on one metric
+    (:func:`paired_scores`): the means, the mean difference and its interval (the
+    permutation test inverted), the test's p, the rows and episodes, the design floor, and
+    the verdict at ``alpha`` ("better"/"worse" by the test, "no difference" when the
+    interval lies inside +-``min_effect``, else "undecided")."""
 
     metric: str
     rows: int
@@ -275,28 +276,12 @@ class PairedScores:
     reference: float | None
     candidate: float | None
     diff: float | None
-    diff_ci: tuple[float, float]
+    diff_ci: list[float]
     p_value: float
     floor: float
     alpha: float
     min_effect: float
     verdict: str
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "metric": self.metric,
-            "rows": self.rows,
-            "episodes": self.episodes,
-            "reference": self.reference,
-            "candidate": self.candidate,
-            "diff": self.diff,
-            "diff_ci": list(self.diff_ci),
-            "p_value": self.p_value,
-            "floor": self.floor,
-            "alpha": self.alpha,
-            "min_effect": self.min_effect,
-            "verdict": self.verdict,
-        }
 
 
 def paired_scores(
@@ -330,23 +315,23 @@ def paired_scores(
     elif n and -min_effect < lo and hi < min_effect:
         verdict = "no difference"
     scale = high - low
-    return PairedScores(
-        metric=metric,
-        rows=n,
-        episodes=len(pairs),
-        reference=float(low + a.mean() * scale) if n else None,
-        candidate=float(low + b.mean() * scale) if n else None,
-        diff=float(d.mean()) if n else None,
-        diff_ci=(lo, hi),
-        p_value=p,
-        floor=design_floor(n),
-        alpha=alpha,
-        min_effect=min_effect,
-        verdict=verdict,
-    )
+    return {
+        "metric": metric,
+        "rows": n,
+        "episodes": len(pairs),
+        "reference": float(low + a.mean() * scale) if n else None,
+        "candidate": float(low + b.mean() * scale) if n else None,
+        "diff": float(d.mean()) if n else None,
+        "diff_ci": [lo, hi],
+        "p_value": p,
+        "floor": design_floor(n),
+        "alpha": alpha,
+        "min_effect": min_effect,
+        "verdict": verdict,
+    }
 
 
-class PairedBettingTest:
+class PairedBettingTest(PairBudget):
     """An anytime-valid paired test on a bounded metric, fed one row's difference d in
     [-1, 1] at a time (candidate minus reference, scaled, positive better).
 
@@ -376,14 +361,6 @@ class PairedBettingTest:
     @property
     def pairs(self) -> int:
         return self.sequence.n
-
-    @property
-    def pairs_used(self) -> int:
-        return self.decided_at if self.decided_at is not None else self.pairs
-
-    @property
-    def exhausted(self) -> bool:
-        return self.decision is None and self.pairs >= self.max_pairs
 
     def interval(self) -> tuple[float, float]:
         """The confidence sequence for E[d] now."""

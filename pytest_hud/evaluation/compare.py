@@ -166,7 +166,8 @@ def _compare(
     if pairs is not None and len(rows) < len(bo):
         units = [(row_of.get(k, k) if row_of else k, float(bo[k]), float(no[k])) for k in bo]
         rows_test = paired_scores(units, metric="success", alpha=alpha)
-        ci, p, test = rows_test.diff_ci, rows_test.p_value, "rows (permutation)"
+        lo, hi = rows_test["diff_ci"]
+        ci, p, test = (lo, hi), rows_test["p_value"], "rows (permutation)"
     elif pairs is not None:
         a, b, c, d = pairs
         ci, p, test = newcombe_paired(a, b, c, d), mcnemar_exact(b, c), "mcnemar"

@@ -131,9 +131,9 @@ def mcnemar_pairs(
     """Pairs for the exact McNemar test to see a rate difference ``effect`` when the arms
     disagree on a share ``discordance`` of rows: the candidate then wins a disagreement with
     probability q = (1 + D/Q) / 2, so the effect 2q - 1 is D/Q
-    (:func:`~pytest_hud.features.ab.paired_sequential.fixed_n_pairs`). One-sided at alpha is
+    (:func:`~pytest_hud.evaluation.paired_sequential.fixed_n_pairs`). One-sided at alpha is
     the two-sided test at 2 alpha read on one side."""
-    from pytest_hud.features.ab.paired_sequential import fixed_n_pairs
+    from pytest_hud.evaluation.paired_sequential import fixed_n_pairs
 
     _check_share(effect, discordance)
     level = 2 * alpha if one_sided else alpha
@@ -338,9 +338,9 @@ def simulate_paired_sequential(
     """``sessions`` sessions of :class:`~pytest_hud.features.ab.paired.PairedSequentialTest`
     (alpha, beta, delta, at most ``horizon`` pairs): the arms disagree on a pair with
     probability ``discordance``, A wins a disagreement with probability ``share_a``;
-    ``right`` is the decision code (:data:`~pytest_hud.features.ab.paired_sequential.DECISIONS`)
+    ``right`` is the decision code (:data:`~pytest_hud.evaluation.paired_sequential.DECISIONS`)
     counted as right. Vectorised, in chunks; a fixed ``seed`` gives the same figures."""
-    from pytest_hud.features.ab.paired_sequential import DECISIONS, PairedSequentialTest
+    from pytest_hud.evaluation.paired_sequential import DECISIONS, PairedSequentialTest
 
     test = PairedSequentialTest(alpha, beta, delta, horizon)
     rng = np.random.default_rng(seed)
@@ -599,7 +599,7 @@ def _paired(s: Setting, q: float) -> list[Figure]:
 
 
 def _paired_sequential(s: Setting, q: float, fixed: int | None) -> Figure:
-    from pytest_hud.features.ab.paired_sequential import NO_DIFFERENCE, WORSE
+    from pytest_hud.evaluation.paired_sequential import NO_DIFFERENCE, WORSE
 
     a, d = s.test_alpha, s.effect
     name = "paired sequential test"

@@ -37,12 +37,12 @@ def test_repeats_of_one_row_do_not_shrink_the_interval_as_if_they_were_rows() ->
     once = [((i,), float(base[i]), float(np.clip(base[i] + effect[i], 0, 1))) for i in range(10)]
     pairs = once * 10
     clustered = paired_scores(pairs)
-    assert clustered.rows == 10 and clustered.episodes == 100
-    assert clustered.diff_ci == pytest.approx(paired_scores(once).diff_ci)
+    assert clustered["rows"] == 10 and clustered["episodes"] == 100
+    assert clustered["diff_ci"] == pytest.approx(paired_scores(once)["diff_ci"])
     as_units = paired_scores([((i,), a, b) for i, (_, a, b) in enumerate(pairs)])
-    assert as_units.rows == 100 and clustered.floor == design_floor(10) > as_units.floor
-    width = clustered.diff_ci[1] - clustered.diff_ci[0]
-    assert as_units.diff_ci[1] - as_units.diff_ci[0] < width / 2  # repeats as rows
+    assert as_units["rows"] == 100 and clustered["floor"] == design_floor(10) > as_units["floor"]
+    width = clustered["diff_ci"][1] - clustered["diff_ci"][0]
+    assert as_units["diff_ci"][1] - as_units["diff_ci"][0] < width / 2  # repeats as rows
 
 
 def test_the_permutation_test_on_binary_differences_is_exact_mcnemar() -> None:
@@ -70,7 +70,7 @@ def test_the_design_floor_says_when_no_outcome_can_be_significant() -> None:
     assert design_floor(5) == 2 / 32 > 0.05  # five rows cannot reach p < 0.05
     assert design_floor(6) < 0.05
     best = paired_scores([((i,), 0.0, 1.0) for i in range(5)])  # the candidate wins every row
-    assert best.p_value == design_floor(5) and best.verdict == "undecided"
+    assert best["p_value"] == design_floor(5) and best["verdict"] == "undecided"
 
 
 def test_holm_rejects_what_bonferroni_rejects_and_more() -> None:

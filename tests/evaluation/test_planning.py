@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom, multinomial
 
+from pytest_hud.evaluation.paired_sequential import WORSE, mcnemar_power
 from pytest_hud.evaluation.planning import (
     Setting,
     design_rows,
@@ -34,7 +35,6 @@ from pytest_hud.evaluation.planning import (
     unpaired_noninferiority_episodes,
 )
 from pytest_hud.evaluation.proportions import newcombe_paired, newcombe_unpaired
-from pytest_hud.features.ab.paired_sequential import WORSE, mcnemar_power
 
 RUNS = 4000
 

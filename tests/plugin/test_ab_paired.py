@@ -13,6 +13,7 @@ import pytest
 from scipy.stats import binomtest
 
 from pytest_hud.evaluation.mixture import crossing_probability
+from pytest_hud.evaluation.paired_sequential import BETTER, NO_DIFFERENCE, UNDECIDED, WORSE
 from pytest_hud.evaluation.proportions import mcnemar_exact
 from pytest_hud.features.ab.paired import (
     PairedSequentialTest,
@@ -22,7 +23,6 @@ from pytest_hud.features.ab.paired import (
     summarize_counts,
     summarize_pairs,
 )
-from pytest_hud.features.ab.paired_sequential import BETTER, NO_DIFFERENCE, UNDECIDED, WORSE
 
 ALPHA, BETA = 0.05, 0.2
 

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Literal, TypedDict
 
-from pytest_hud.evaluation.proportions import mcnemar_exact, newcombe_paired, wilson
-from pytest_hud.features.ab.paired_sequential import (
+from pytest_hud.evaluation.paired_sequential import (
     PairedDecision,
     PairedSequentialTest,
     fixed_n_pairs,
     mcnemar_power,
 )
+from pytest_hud.evaluation.proportions import mcnemar_exact, newcombe_paired, wilson
 
 __all__ = [
     "PairedDecision",

@@ -8,10 +8,10 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Final, Required, TypedDict, cast
 
-from pytest_hud.evaluation.bounded import holm, paired_scores
+from pytest_hud.evaluation.bounded import PairedScores, holm, paired_scores
+from pytest_hud.evaluation.paired_sequential import PairedDecision
 from pytest_hud.evaluation.results import Aggregate, Row, aggregate, stats, task_of
 from pytest_hud.features.ab.paired import PairedFields, PairedVerdict, summarize_pairs
-from pytest_hud.features.ab.paired_sequential import PairedDecision
 
 __all__ = [
     "OVERALL",
@@ -57,24 +57,9 @@ class SequentialState(TypedDict, total=False):
     fixed_n: int | None  # the pairs a fixed-n McNemar design of the same power needs
 
 
-class RowsTest(TypedDict):
-    """The comparison with rows as the units (:class:`~pytest_hud.evaluation.bounded.PairedScores`):
-    per-row mean differences of ``metric``, a sign-flip permutation test and its inverted
-    interval, the design floor. It decides whenever a row ran repeats or the metric is a
-    score; with one episode per row on success it equals the exact McNemar test."""
-
-    metric: str
-    rows: int
-    episodes: int
-    reference: float | None
-    candidate: float | None
-    diff: float | None
-    diff_ci: list[float]
-    p_value: float
-    floor: float
-    alpha: float
-    min_effect: float
-    verdict: str
+#: the comparison with rows as the units (always there; decides with repeats or a score;
+#: with one episode per row on success it equals the exact McNemar test)
+RowsTest = PairedScores
 
 
 class TaskComparison(PairedFields, total=False):
@@ -235,10 +220,10 @@ def _summary(
         rows_test = None
     summary["decided_by"] = "pairs (McNemar)"
     if rows_test is not None:
-        summary["rows_test"] = cast(RowsTest, rows_test.to_dict())
-        if metric != "success" or rows_test.rows < rows_test.episodes:
-            summary["summary_verdict"] = cast(PairedVerdict, rows_test.verdict)
-            summary["p_value"] = rows_test.p_value
+        summary["rows_test"] = rows_test
+        if metric != "success" or rows_test["rows"] < rows_test["episodes"]:
+            summary["summary_verdict"] = cast(PairedVerdict, rows_test["verdict"])
+            summary["p_value"] = rows_test["p_value"]
             summary["decided_by"] = "rows (permutation)"
     summary["verdict"] = summary["summary_verdict"]
     if seq is not None:

@@ -21,6 +21,7 @@ __all__ = [
     "NO_DIFFERENCE",
     "UNDECIDED",
     "WORSE",
+    "PairBudget",
     "PairedDecision",
     "PairedSequentialTest",
     "fixed_n_pairs",
@@ -70,7 +71,30 @@ def _futility(beta: float, delta: float, n: int) -> tuple[IntArray, IntArray]:
     return np.arange(n + 1, dtype=np.int64) - hi, hi
 
 
-class PairedSequentialTest:
+class PairBudget:
+    """What a live paired test shares: pairs seen, the sticky decision and when it came,
+    at most ``max_pairs`` pairs."""
+
+    max_pairs: int
+    decision: PairedDecision | None
+    decided_at: int | None
+
+    @property
+    def pairs(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def pairs_used(self) -> int:
+        """The pairs it took to decide (all pairs seen while undecided)."""
+        return self.decided_at if self.decided_at is not None else self.pairs
+
+    @property
+    def exhausted(self) -> bool:
+        """``max_pairs`` seen undecided: the pairs did not suffice to tell."""
+        return self.decision is None and self.pairs >= self.max_pairs
+
+
+class PairedSequentialTest(PairBudget):
     """Anytime-valid paired test of candidate B against reference A (see the module doc).
 
     ``update(a, b)`` after each pair (A succeeded, B succeeded on the same row and seed);
@@ -102,14 +126,6 @@ class PairedSequentialTest:
     def pairs(self) -> int:
         """Every pair seen, including those finished after the decision."""
         return self.both + self.a_only + self.b_only + self.neither
-
-    @property
-    def pairs_used(self) -> int:
-        return self.decided_at if self.decided_at is not None else self.pairs
-
-    @property
-    def exhausted(self) -> bool:
-        return self.decision is None and self.pairs >= self.max_pairs
 
     @property
     def reason(self) -> str:
