@@ -100,15 +100,28 @@ def test_default_ledger_sits_beside_the_results(slow: pytest.Pytester) -> None:
     assert {e["run"] for e in contents.episodes} == set(contents.runs)
 
 
+ROWS = """
+import pytest
+from line_env import reach
+
+
+@pytest.mark.hud(tasks=[reach.task(goal=0.0, seed=s) for s in range(8)])
+def test_rows(hud_result):
+    assert hud_result.success
+"""
+
+
 @pytest.mark.parametrize("agent, dropped", [("zero", False), ("my_agents:backwards", True)])
 def test_compare_plot_and_drop_gate(slow: pytest.Pytester, agent: str, dropped: bool) -> None:
+    """Eight rows (seeds of one task, pooled into it), all lost by the backwards agent: a
+    drop by 100 points, p = 2/2^8. (Eight repeats of one row would be one unit.)"""
+    slow.makepyfile(test_rows=ROWS)
     base = slow.path / "base.json"
-    run(slow, "--hud-group=8", "--hud-seed=5", f"--hud-results={base}").assert_outcomes(passed=8)
+    run(slow, "test_rows.py", f"--hud-results={base}").assert_outcomes(passed=8)
     new = slow.path / "new.json"
     result = run(
         slow,
-        "--hud-group=8",
-        "--hud-seed=5",
+        "test_rows.py",
         f"--hud-agent={agent}",
         f"--hud-results={new}",
         f"--hud-compare={base}",
