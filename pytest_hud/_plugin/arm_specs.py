@@ -46,11 +46,12 @@ ARM_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     ),
     (
         "--hud-ab-metric",
-        "with several --hud-agent: the metric the paired verdicts, the gate and "
-        "--hud-gate=sequential's live stopping judge: success (default), score (a grade in "
-        "[0, 1], e.g. partial credit) or steps (time to success, lower better, bounded by "
-        "--hud-max-steps); rows are the units (a row's repeats are averaged first)",
-        {"choices": ["success", "score", "steps"]},
+        "with several --hud-agent: the metrics the paired verdicts and the gate judge, "
+        "comma-separated, the first also --hud-gate=sequential's live stopping: success "
+        "(default), score (a grade in [0, 1], e.g. partial credit), steps (time to success, "
+        "lower better, bounded by --hud-max-steps); rows are the units (a row's repeats are "
+        "averaged first), and the gate is Holm over every task and metric",
+        {},
     ),
 ]
 

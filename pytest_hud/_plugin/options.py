@@ -212,7 +212,8 @@ class HudOptions(EvaluationOptions):
     agents: list[str] = field(default_factory=list)  # every --hud-agent; agent is the first
     ab_seed: int | None = None  # several agents: the run order's seed
     ab_gate: bool = False
-    ab_metric: str = "success"
+    ab_metric: str = "success"  # the first of ab_metrics: the live test's
+    ab_metrics: list[str] = field(default_factory=lambda: ["success"])
 
     @property
     def runtime_spec(self) -> RuntimeSpec:
@@ -234,7 +235,7 @@ class HudOptions(EvaluationOptions):
             (
                 str,
                 str,
-                ("runtime", "docker_base", "gate", "checkpoint", "record", "split", "ab_metric"),
+                ("runtime", "docker_base", "gate", "checkpoint", "record", "split"),
             ),
             (int, int, ("shared", "group", "concurrency", "max_steps", "seed")),
             (float, float, ("min_success", "timeout")),
@@ -248,6 +249,10 @@ class HudOptions(EvaluationOptions):
         o.read_evaluation(lambda name, kind: read_option(config, name, kind))
         o.report_images = read_report_images(config)
         o.warm = _warm(read_option(config, "hud_warm", str))
+        metrics = read_option(config, "hud_ab_metric", str)
+        if metrics:
+            o.ab_metrics = [m.strip() for m in metrics.split(",") if m.strip()]
+            o.ab_metric = o.ab_metrics[0] if o.ab_metrics else ""
         o.agents = [spec.text for spec in read_agents(config)]
         o.agent = o.agents[0]
         if len(o.agents) > 1:
@@ -301,8 +306,18 @@ class HudOptions(EvaluationOptions):
         _validate_arms(self)
 
 
+#: what --hud-ab-metric may name
+AB_METRICS = ("success", "score", "steps")
+
+
 def _validate_arms(options: HudOptions) -> None:
     """What several agents cannot be combined with (one usage error naming the fix)."""
+    unknown = [m for m in options.ab_metrics if m not in AB_METRICS]
+    if unknown or not options.ab_metrics or len(set(options.ab_metrics)) < len(options.ab_metrics):
+        raise pytest.UsageError(
+            f"--hud-ab-metric: expected distinct metrics among {', '.join(AB_METRICS)} "
+            f"(comma-separated), got {','.join(options.ab_metrics) or 'none'}"
+        )
     if len(options.agents) < 2:
         if options.ab_gate:
             raise pytest.UsageError(
@@ -310,7 +325,7 @@ def _validate_arms(options: HudOptions) -> None:
                 f"(reference first, candidate last), got {options.agents}"
             )
         return
-    if options.ab_metric == "steps" and not options.max_steps:
+    if "steps" in options.ab_metrics and not options.max_steps:
         raise pytest.UsageError(
             "--hud-ab-metric=steps compares time to success, which needs a bound: expected "
             "--hud-max-steps=N (a failed episode counts as N steps), got none"

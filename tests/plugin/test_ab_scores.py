@@ -53,8 +53,8 @@ def pusht(pytester: pytest.Pytester) -> pytest.Pytester:
 def test_partial_credit_reaches_the_rows_and_the_rows_test(pusht: pytest.Pytester) -> None:
     pusht.makepyfile(test_push=PUSHT_TESTS.replace("ROWS", "6"))
     out = pusht.path / "r.json"
-    agents = ["--hud-agent=zero", "--hud-agent=random:1", "--hud-ab-metric=score"]
-    result = run(pusht, *agents, "--hud-max-steps=40", f"--hud-results={out}")
+    agents = ["--hud-agent=zero", "--hud-agent=random:1", "--hud-ab-metric=score,success"]
+    result = run(pusht, *agents, "--hud-max-steps=40", "--hud-ab-gate", f"--hud-results={out}")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     doc = json.loads(out.read_text())
     scores = [r["score"] for r in doc["rollouts"]]
@@ -62,6 +62,13 @@ def test_partial_credit_reaches_the_rows_and_the_rows_test(pusht: pytest.Pyteste
     task = doc["paired"]["comparisons"][0]["tasks"]["pusht/push"]
     assert task["decided_by"] == "rows (permutation)" and task["rows_test"]["metric"] == "score"
     assert task["rows_test"]["rows"] == 6 and doc["paired"]["metric"] == "score"
+    assert doc["paired"]["metrics"] == ["score", "success"] and "success" in task["metrics"]
+    assert "paired on score, success, Holm at 0.05 over 1 tasks and overall x 2 metrics" in (
+        result.stdout.str()
+    )
+    bad = run(pusht, *agents[:2], "--hud-ab-metric=score,reward")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    assert "expected distinct metrics among success, score, steps" in bad.stderr.str()
 
 
 def test_a_score_ab_stops_live_on_pusht_coverage(pusht: pytest.Pytester) -> None:

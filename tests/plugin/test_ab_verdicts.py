@@ -140,3 +140,23 @@ def test_time_to_success_is_compared_lower_better_with_failures_at_the_bound() -
     assert task["decided_by"] == "rows (permutation)" and task["verdict"] == "better"
     assert task["rows_test"]["metric"] == "steps" and task["rows_test"]["diff"] > 0
     assert task["p_value"] == pytest.approx(2 / 2**8)
+
+
+def test_several_metrics_are_one_holm_family() -> None:
+    """--hud-ab-metric=success,score: equal success, a lower score on all eight rows: the
+    gate finds the candidate worse on the score only (2/2^8 against Holm's 0.05/2)."""
+    from pytest_hud.features.ab.verdicts import paired_block, worse_for_the_gate
+
+    rows = []
+    for i in range(8):
+        for arm, score in (("A", 0.9), ("B", 0.6)):
+            rows.append({
+                "nodeid": f"t.py::t[e/t[{i}]@{arm}]", "pair": f"t.py::t[e/t[{i}]]",
+                "arm": arm, "task": "e/t", "group": "t.py::t", "key": f"row{i}",
+                "outcome": "passed", "success": True, "score": score, "error": None,
+            })  # fmt: skip
+    arms = [{"arm": "A", "label": "ref"}, {"arm": "B", "label": "cand"}]
+    (comparison,) = paired_block(rows, arms, alpha=0.05, also=["score"])
+    task = comparison["tasks"]["e/t"]
+    assert task["verdict"] == "undecided" and task["metrics"]["score"]["verdict"] == "worse"
+    assert worse_for_the_gate(comparison, 0.05) == ["e/t [score]", "overall [score]"]

@@ -62,6 +62,7 @@ class ArmsPlugin:
                 metric=self.options.ab_metric,
                 repeats=self.options.group or 1,
                 max_steps=self.options.max_steps,
+                metrics=len(self.options.ab_metrics),
             )
         self._cache: tuple[tuple[int, int, int], list[Comparison]] | None = None
         self.plot: Path | None = None
@@ -209,6 +210,7 @@ class ArmsPlugin:
                 sequential=seq,
                 metric=self.options.ab_metric,
                 max_steps=self.options.max_steps,
+                also=self.options.ab_metrics[1:],
             )
             self._cache = (key, block)
         return self._cache[1]
@@ -234,12 +236,16 @@ class ArmsPlugin:
                 return [CoveredGate(name, False, missing.message, covers)]
         worse = worse_for_the_gate(last, self.options.alpha)
         tasks = len(last["tasks"])
+        metrics = self.options.ab_metrics
+        over = f"{tasks} tasks and overall" + (
+            f" x {len(metrics)} metrics" if len(metrics) > 1 else ""
+        )
         if self.stopping is not None:
-            level = family_alpha(self.options.alpha, tasks)
-            family = f"alpha {self.options.alpha} over {tasks} tasks and overall: {level:.3g} each"
+            level = family_alpha(self.options.alpha, tasks, len(metrics))
+            family = f"alpha {self.options.alpha} over {over}: {level:.3g} each"
         else:
-            family = f"Holm at {self.options.alpha} over {tasks} tasks and overall"
-        head = f"{name} ({cand.label} vs {ref.label}, paired on {self.options.ab_metric}, {family})"
+            family = f"Holm at {self.options.alpha} over {over}"
+        head = f"{name} ({cand.label} vs {ref.label}, paired on {', '.join(metrics)}, {family})"
         msg = f"{head}: " + (
             f"worse on {', '.join(worse)}"
             if worse
@@ -289,6 +295,7 @@ class ArmsPlugin:
                 "order_seed": self.seed,
                 "alpha": self.options.alpha,
                 "metric": self.options.ab_metric,
+                "metrics": self.options.ab_metrics,
                 "min_coverage": self.options.min_coverage,
                 "sequential": self.stopping is not None,
                 "saved": self.stopping.saved() if self.stopping is not None else 0,

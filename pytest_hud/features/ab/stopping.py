@@ -39,6 +39,7 @@ class PairedStopping:
         metric: str = "success",
         repeats: int = 1,
         max_steps: int | None = None,
+        metrics: int = 1,
     ) -> None:
         self.arms = arms
         self.alpha = alpha
@@ -46,6 +47,7 @@ class PairedStopping:
         self.order = order
         self.metric = metric
         self.max_steps = max_steps
+        self.metrics = metrics  # the gate's family counts every metric
         self.repeats = max(int(repeats), 1)
         self.by_rows = metric != "success" or self.repeats > 1
         self.tests: dict[tuple[str, str], PairedSequentialTest | PairedBettingTest] = {}
@@ -146,7 +148,7 @@ class PairedStopping:
         if not self.family:
             return self.alpha
         tasks = {self.pair_task.get(p) or task_of_nodeid(p) for p in self._pairs()}
-        return family_alpha(self.alpha, len(tasks - {None}))
+        return family_alpha(self.alpha, len(tasks - {None}), self.metrics)
 
     def _count(self, task: str) -> int:
         """The task's pairs in the session (when the rows do not say)."""

@@ -4,6 +4,7 @@ so ``-n`` pairs as a serial run does. No pytest imports.
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Final, Required, TypedDict, cast
@@ -68,6 +69,7 @@ class TaskComparison(PairedFields, total=False):
     summary_verdict: PairedVerdict  # the fixed-n summary's, before a sequential decision
     sequential: SequentialState
     rows_test: RowsTest  # rows as the units (always there; decides with repeats or scores)
+    metrics: dict[str, RowsTest]  # the other --hud-ab-metric metrics' rows tests
     decided_by: str  # "pairs (McNemar)", "rows (permutation)" or "sequential"
 
 
@@ -88,13 +90,14 @@ class AgentBlock(ArmEntry, Aggregate):
 Sequential = Mapping[tuple[str, str], SequentialState]
 
 
-def family_alpha(alpha: float, tasks: int) -> float:
-    """The level of each of a gate's tests: a candidate is judged on every task and, with
-    more than one task, overall (one task's overall is that task), so each of those tests
-    runs at ``alpha / tests`` (Bonferroni) and the chance that a candidate as good as the
-    reference fails the gate stays <= alpha."""
+def family_alpha(alpha: float, tasks: int, metrics: int = 1) -> float:
+    """The level of each of a live gate's tests: a candidate is judged on every task and,
+    with more than one task, overall (one task's overall is that task), on each metric, so
+    each of those tests runs at ``alpha / tests`` (Bonferroni: a live test's level is fixed
+    before its first pair) and the chance that a candidate as good as the reference fails
+    the gate stays <= alpha."""
     tests = tasks + 1 if tasks > 1 else 1
-    return alpha / tests
+    return alpha / (tests * max(metrics, 1))
 
 
 def worse_for_the_gate(comparison: Comparison, alpha: float) -> list[str]:
@@ -105,25 +108,35 @@ def worse_for_the_gate(comparison: Comparison, alpha: float) -> list[str]:
     and overall decides, uniformly more powerful than that split."""
     tasks = comparison["tasks"]
     family = [*sorted(tasks.items()), (OVERALL, comparison[OVERALL])]
-    live = any(
-        {"decision", "max_pairs"} & set(summary.get("sequential", {})) for _, summary in family
-    )
-    if not live:
-        # one task: overall is the same test, so the family is that one test
-        tested = family if len(tasks) > 1 else family[:1]
-        rejected = holm({name: float(summary["p_value"]) for name, summary in tested}, alpha)
-        worse = [name for name, summary in tested if rejected[name] and _worse(summary)]
-        return [*worse, OVERALL] if len(tasks) == 1 and worse else worse
-    level = family_alpha(alpha, len(tasks))
-    out = []
+    if len(tasks) == 1:
+        family = family[:1]  # one task: overall is the same test
+    # every (task, metric) is one hypothesis; the first metric's is the summary itself
+    tests: dict[str, tuple[float, bool]] = {}
+    decided: dict[str, bool] = {}
     for name, summary in family:
-        seq = summary.get("sequential")
-        if seq is not None and seq.get("decision") is not None:
-            if seq["decision"] == "worse":
-                out.append(name)
-        elif _worse(summary) and float(summary["p_value"]) < level:
-            out.append(name)
-    return out
+        seq = summary.get("sequential") or {}
+        if seq.get("decision") is not None:
+            decided[name] = seq["decision"] == "worse"
+        else:
+            tests[name] = (float(summary["p_value"]), _worse(summary))
+        for metric, other in sorted((summary.get("metrics") or {}).items()):
+            tests[f"{name} [{metric}]"] = (float(other["p_value"]), other["verdict"] == "worse")
+    live = bool(decided) or any(
+        "max_pairs" in (summary.get("sequential") or {}) for _, summary in family
+    )
+    if live:  # each test at the split its live tests were run at
+        metrics = 1 + len(comparison[OVERALL].get("metrics") or {})
+        level = family_alpha(alpha, len(tasks), metrics)
+        rejected = {name: p < level for name, (p, _) in tests.items()}
+    else:
+        rejected = holm({name: p for name, (p, _) in tests.items()}, alpha)
+    worse = [name for name, is_worse in decided.items() if is_worse]
+    worse += [name for name, (_, is_worse) in tests.items() if rejected[name] and is_worse]
+    order = {name: i for i, (name, _) in enumerate(family)}
+    worse.sort(key=lambda n: (order.get(n.split(" [")[0], 0), n))
+    if len(tasks) == 1 and worse:
+        worse += [OVERALL + w[len(family[0][0]) :] for w in worse]
+    return worse
 
 
 def _worse(summary: TaskComparison) -> bool:
@@ -234,6 +247,17 @@ def _summary(
     return summary
 
 
+def _also(
+    summary: TaskComparison,
+    metric: str,
+    units: list[tuple[tuple[object, ...], float, float]],
+    alpha: float,
+) -> None:
+    """Add another metric's rows test to a comparison (not when its values are unbounded)."""
+    with contextlib.suppress(ValueError):
+        summary.setdefault("metrics", {})[metric] = paired_scores(units, metric=metric, alpha=alpha)
+
+
 def paired_block(
     rows: Sequence[Row],
     arms: Sequence[ArmEntry],
@@ -242,13 +266,15 @@ def paired_block(
     sequential: Sequential | None = None,
     metric: str = "success",
     max_steps: int | None = None,
+    also: Sequence[str] = (),
 ) -> list[Comparison]:
     """The results JSON's ``paired.comparisons``: for each candidate against the reference,
     per task and overall, :class:`~pytest_hud.features.ab.paired.PairedSummary`'s fields,
     the rows test (``rows_test``: rows as the units, on ``metric``), the ``verdict`` (a
     decided sequential test's, else the deciding fixed-n test's, ``decided_by``) and, with
     ``--hud-gate=sequential``, the task's ``sequential`` state (``decision``,
-    ``pairs_used``, ``max_pairs``, ``reason``, ``saved``: episodes not run)."""
+    ``pairs_used``, ``max_pairs``, ``reason``, ``saved``: episodes not run); each metric of
+    ``also`` adds its rows test under ``metrics``."""
     reference = str(arms[0]["arm"])
     out: list[Comparison] = []
     for arm in arms[1:]:
@@ -262,6 +288,11 @@ def paired_block(
         everything = [p for pairs in per_task.values() for p in pairs]
         all_units = [u for task_units in units.values() for u in task_units]
         overall = _summary(everything, all_units, metric, alpha, None)
+        for other in also:
+            extra = unit_pairs(rows, reference, cand, other, max_steps)
+            for task, summary in tasks.items():
+                _also(summary, other, extra.get(task, []), alpha)
+            _also(overall, other, [u for task_units in extra.values() for u in task_units], alpha)
         saved = sum(int(s.get("saved", 0)) for (c, _), s in (sequential or {}).items() if c == cand)
         if sequential is not None:
             overall["sequential"] = {"saved": saved}
