@@ -323,6 +323,24 @@ def _summarise(
     )
 
 
+def _chunked(
+    run: Callable[[np.random.Generator, int], tuple[NDArray[Any], NDArray[Any]]],
+    sessions: int,
+    horizon: int,
+    seed: int,
+) -> tuple[NDArray[Any], NDArray[Any]]:
+    """``run(rng, m)`` (m sessions' decision codes and episodes used) over ``sessions``
+    sessions in chunks that keep the arrays small, from one seeded generator."""
+    rng = np.random.default_rng(seed)
+    codes, spent = [], []
+    chunk = max(1, _CHUNK // horizon)
+    for start in range(0, sessions, chunk):
+        code, used = run(rng, min(chunk, sessions - start))
+        codes.append(code)
+        spent.append(used)
+    return np.concatenate(codes), np.concatenate(spent)
+
+
 def simulate_paired_sequential(
     discordance: float,
     delta: float,
@@ -335,7 +353,7 @@ def simulate_paired_sequential(
     sessions: int = SESSIONS,
     seed: int = 0,
 ) -> Simulated:
-    """``sessions`` sessions of :class:`~pytest_hud.features.ab.paired.PairedSequentialTest`
+    """``sessions`` sessions of :class:`~pytest_hud.evaluation.paired_sequential.PairedSequentialTest`
     (alpha, beta, delta, at most ``horizon`` pairs): the arms disagree on a pair with
     probability ``discordance``, A wins a disagreement with probability ``share_a``;
     ``right`` is the decision code (:data:`~pytest_hud.evaluation.paired_sequential.DECISIONS`)
@@ -343,17 +361,13 @@ def simulate_paired_sequential(
     from pytest_hud.evaluation.paired_sequential import DECISIONS, PairedSequentialTest
 
     test = PairedSequentialTest(alpha, beta, delta, horizon)
-    rng = np.random.default_rng(seed)
-    codes, spent = [], []
-    chunk = max(1, _CHUNK // horizon)
-    for start in range(0, sessions, chunk):
-        m = min(chunk, sessions - start)
+
+    def one(rng: np.random.Generator, m: int) -> tuple[NDArray[Any], NDArray[Any]]:
         disc = rng.random((m, horizon)) < discordance
         a_wins = rng.random((m, horizon)) < share_a
-        code, used = test.run(~disc | a_wins, ~disc | ~a_wins)  # only disagreements count
-        codes.append(code)
-        spent.append(used)
-    code, used = np.concatenate(codes), np.concatenate(spent)
+        return test.run(~disc | a_wins, ~disc | ~a_wins)  # only disagreements count
+
+    code, used = _chunked(one, sessions, horizon, seed)
     names: dict[int, str] = {c: name or "undecided" for c, name in DECISIONS.items()}
     return _summarise(used, code, right, names, horizon)
 
@@ -374,15 +388,9 @@ def simulate_threshold_gate(
 
     gate = ThresholdGate(bar, alpha, horizon)
     want = 1 if rate > bar else -1
-    rng = np.random.default_rng(seed)
-    verdicts, spent = [], []
-    chunk = max(1, _CHUNK // horizon)
-    for start in range(0, sessions, chunk):
-        m = min(chunk, sessions - start)
-        verdict, used = gate.run(rng.random((m, horizon)) < rate)
-        verdicts.append(verdict)
-        spent.append(used)
-    verdict, used = np.concatenate(verdicts), np.concatenate(spent)
+    verdict, used = _chunked(
+        lambda rng, m: gate.run(rng.random((m, horizon)) < rate), sessions, horizon, seed
+    )
     names = {1: "above", -1: "below", 0: "undecided"}
     return _summarise(used, verdict, want, names, horizon)
 
