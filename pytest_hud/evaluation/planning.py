@@ -353,7 +353,7 @@ def simulate_paired_sequential(
     sessions: int = SESSIONS,
     seed: int = 0,
 ) -> Simulated:
-    """``sessions`` sessions of :class:`~pytest_hud.evaluation.paired_sequential.PairedSequentialTest`
+    """``sessions`` sessions of the paired sequential test (:mod:`.paired_sequential`)
     (alpha, beta, delta, at most ``horizon`` pairs): the arms disagree on a pair with
     probability ``discordance``, A wins a disagreement with probability ``share_a``;
     ``right`` is the decision code (:data:`~pytest_hud.evaluation.paired_sequential.DECISIONS`)
