@@ -34,6 +34,7 @@ __all__ = [
     "read_results",
     "results_document",
     "row_key",
+    "score_text",
     "stats",
     "uncovered",
     "units_note",
@@ -109,7 +110,7 @@ class Stats(TypedDict):
     success_rate: float | None
     wilson_95: list[float] | None  # [low, high], episodes as the units
     rate_ci: list[float] | None  # the success rate's 95% interval with rows as the units
-    rate_ci_method: str | None  # "wilson" (one episode per row) or "rows (betting)"
+    rate_ci_method: str | None  # "wilson", "wilson (rows)" (repeats agree) or "rows (betting)"
     mean_score: float | None
     score_ci: list[float] | None  # the mean score's 95% interval over rows (scores in [0, 1])
     coverage: float | None  # graded / attempted (graded plus errors)
@@ -269,6 +270,8 @@ def _rate_interval(
     means = row_means((row_key(r), 1.0 if r["success"] else 0.0) for r in graded)
     if len(means) == len(graded):
         return list(wilson_ci), "wilson"
+    if all(m in (0.0, 1.0) for m in means.values()):  # every row's repeats agreed: binomial rows
+        return list(wilson(int(sum(means.values())), len(means))), "wilson (rows)"
     return list(betting_interval(list(means.values()))), "rows (betting)"
 
 
@@ -313,6 +316,13 @@ def _num(x: float | None, fmt: str = ".2f") -> str:
     return "-" if x is None else format(x, fmt)
 
 
+def score_text(st: Stats) -> str:
+    """The mean score, and its interval over rows when the scores are bounded in [0, 1]."""
+    ci = st.get("score_ci")
+    text = _num(st["mean_score"])
+    return f"{text} [{ci[0]:.2f}-{ci[1]:.2f}]" if ci and st["mean_score"] is not None else text
+
+
 def _table_line(name: str, st: Stats) -> tuple[str, ...]:
     ci = st.get("rate_ci", st["wilson_95"])
     return (
@@ -320,7 +330,7 @@ def _table_line(name: str, st: Stats) -> tuple[str, ...]:
         str(st["episodes"]),
         _pct(st["success_rate"]),
         f"{_pct(ci[0])}-{_pct(ci[1])}" if ci else "-",
-        _num(st["mean_score"]),
+        score_text(st),
         _num(st["mean_steps"], ".1f"),
         f"{st['seconds']:.1f}s",
         str(st["errors"]),
@@ -335,7 +345,7 @@ def format_table(rows: list[Row]) -> list[str]:
     then overall: episodes, success and its 95% Wilson interval, mean score, mean steps,
     time, errors, xfailed, xpassed, skipped."""
     agg = aggregate(rows)
-    header: tuple[str, ...] = ("task", "episodes", "success", "95% CI", "score", "steps")
+    header: tuple[str, ...] = ("task", "episodes", "success", "95% CI", "score (95% CI)", "steps")
     header += ("time", "errors", "xfail", "xpass", "skip")
     lines: list[tuple[str, ...]] = [header]
     rules = {0}

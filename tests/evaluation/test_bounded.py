@@ -140,3 +140,26 @@ def test_exact_and_monte_carlo_permutations_agree() -> None:
         [abs(np.dot(s, d)) >= abs(d.sum()) - 1e-12 for s in itertools.product((1, -1), repeat=18)]
     )
     assert permutation_p(d) == pytest.approx(exact, abs=0.01)
+
+
+def test_a_success_interval_counts_rows_not_repeats() -> None:
+    """Eight rows run five times: when every row's repeats agree the interval is Wilson's
+    over the 8 rows (not the 40 episodes); when they differ, the betting interval over the
+    row means; with one episode per row, Wilson's over the episodes."""
+    from pytest_hud.evaluation.proportions import wilson
+    from pytest_hud.evaluation.results import stats
+
+    def rows(outcome: object) -> list[dict]:
+        return [
+            {"nodeid": f"t[{i}-{rep}]", "outcome": "passed", "group": "t", "key": f"r{i}",
+             "success": outcome(i, rep), "score": None, "error": None}
+            for i in range(8) for rep in range(5)
+        ]  # fmt: skip
+
+    agree = stats(rows(lambda i, rep: i < 6))
+    assert agree["rate_ci_method"] == "wilson (rows)" and agree["rate_ci"] == list(wilson(6, 8))
+    assert agree["wilson_95"] == list(wilson(30, 40))  # the episodes' interval, kept beside
+    mixed = stats(rows(lambda i, rep: (i + rep) % 3 != 0))
+    assert mixed["rate_ci_method"] == "rows (betting)"
+    once = stats([r for r in rows(lambda i, rep: i < 6) if r["nodeid"].endswith("-0]")])
+    assert once["rate_ci_method"] == "wilson" and once["rate_ci"] == list(wilson(6, 8))

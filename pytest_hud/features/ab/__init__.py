@@ -312,7 +312,10 @@ class ArmsPlugin:
             f"hud A/B: {len(self.arms)} agents ({ref.letter} reference, {cand.letter} "
             f"candidate) on {len(rows)} rollouts"
         )
-        return [title, *format_ab_table(rows, self.describe(), self.comparisons(rows))]
+        table = format_ab_table(
+            rows, self.describe(), self.comparisons(rows), self.options.ab_metrics
+        )
+        return [title, *table]
 
     @pytest.hookimpl
     def pytest_hud_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:

@@ -11,7 +11,7 @@ from typing import Final, Required, TypedDict, cast
 
 from pytest_hud.evaluation.bounded import PairedScores, holm, paired_scores
 from pytest_hud.evaluation.paired_sequential import PairedDecision
-from pytest_hud.evaluation.results import Aggregate, Row, aggregate, stats, task_of
+from pytest_hud.evaluation.results import Aggregate, Row, aggregate, score_text, stats, task_of
 from pytest_hud.features.ab.paired import PairedFields, PairedVerdict, summarize_pairs
 
 __all__ = [
@@ -328,11 +328,15 @@ def format_ab_table(
     rows: Sequence[Row],
     arms: Sequence[ArmEntry],
     comparisons: Sequence[Comparison],
+    metrics: Sequence[str] = ("success",),
 ) -> list[str]:
     """One table: per task, then overall, a line per arm (episodes, success and its 95%
-    Wilson interval) and, on each candidate's, its paired difference from the reference
-    with its interval, the discordant pairs, the exact McNemar p and the verdict."""
+    interval with rows as the units, and with ``score`` among ``metrics`` the mean score and
+    its interval) and, on each candidate's, its paired difference from the reference with
+    its interval, the discordant pairs, the deciding test's p and the verdict."""
+    scored = "score" in metrics
     header: tuple[str, ...] = ("task", "arm", "agent", "episodes", "success", "95% CI")
+    header += ("score (95% CI)",) if scored else ()
     header += ("vs ref", "diff CI")
     header += ("pairs", "ref only", "cand only", "p", "verdict")
     by_cand = {str(c["candidate"]): c for c in comparisons}
@@ -349,6 +353,7 @@ def format_ab_table(
             cells: tuple[str, ...] = (task if i == 0 else "", str(arm["arm"]), str(arm["label"]))
             cells += (str(st["episodes"]), _pct(st["success_rate"]))
             cells += (f"{_pct(ci[0])}-{_pct(ci[1])}" if ci else "-",)
+            cells += (score_text(st),) if scored else ()
             comp = by_cand.get(str(arm["arm"]))
             paired = None
             if comp is not None:
