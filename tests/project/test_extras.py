@@ -27,7 +27,10 @@ from paths import HELPERS, ROOT, VLA_EVAL_PEER
 sys.path.insert(0, str(VLA_EVAL_PEER))
 from server_proc import controller_server
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("extras")]
+#: Each step below has its own bound (INSTALL_TIMEOUT, RUN_TIMEOUT); the item's bound covers
+#: a whole install, runs and the removal of a GB venv on a busy disk (pytest-timeout's
+#: 300 s default cut a passing LeRobot item in its teardown under load).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("extras"), pytest.mark.timeout(3600)]
 
 #: a clean install resolves against the index and unpacks what it picks (GBs for torch)
 INSTALL_TIMEOUT = 1500
