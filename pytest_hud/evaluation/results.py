@@ -279,7 +279,10 @@ def _score_interval(graded: list[Row]) -> list[float] | None:
     values = [(row_key(r), float(x)) for r in graded if (x := r.get("score")) is not None]
     if not values or not all(0.0 <= v <= 1.0 for _, v in values):
         return None  # no score, or one outside [0, 1]: no bounds to build an interval on
-    return list(betting_interval(list(row_means(values).values())))
+    means = list(row_means(values).values())
+    if all(m in (0.0, 1.0) for m in means):  # a 0/1 score per row: the rate's interval
+        return list(wilson(int(sum(means)), len(means)))
+    return list(betting_interval(means))
 
 
 def task_of(row: Row) -> str:

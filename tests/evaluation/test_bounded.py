@@ -163,3 +163,5 @@ def test_a_success_interval_counts_rows_not_repeats() -> None:
     assert mixed["rate_ci_method"] == "rows (betting)"
     once = stats([r for r in rows(lambda i, rep: i < 6) if r["nodeid"].endswith("-0]")])
     assert once["rate_ci_method"] == "wilson" and once["rate_ci"] == list(wilson(6, 8))
+    binary = [{**r, "score": float(r["success"])} for r in rows(lambda i, rep: i < 6)]
+    assert stats(binary)["score_ci"] == list(wilson(6, 8))  # a 0/1 score: the same interval
