@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Literal, TypedDict
 
@@ -169,19 +169,11 @@ def _betting_unit(x: tuple[float, ...], alpha: float) -> tuple[float, float]:
     if rejects(centre):  # cannot happen for sane alpha; keep the estimate rather than fail
         return centre, centre
 
-    def end(far: float) -> float:
-        if not rejects(far):
-            return far
-        near = centre  # the capital grows away from the mean: bisect for where it crosses
-        for _ in range(50):
-            mid = (near + far) / 2.0
-            if rejects(mid):
-                far = mid
-            else:
-                near = mid
-        return near
+    # the capital grows away from the mean: each end is where it crosses the level
+    def accepts(m: float) -> bool:
+        return not rejects(m)
 
-    return end(0.0), end(1.0)
+    return _last_accepted(accepts, centre, 0.0, 50), _last_accepted(accepts, centre, 1.0, 50)
 
 
 @lru_cache(maxsize=64)
@@ -224,24 +216,30 @@ def permutation_interval(
         return low, high
     centre = float(d.mean())
 
-    def end(far: float) -> float:
-        if permutation_p(d, far) > alpha:
-            return far
-        near = centre  # p(centre) = 1 > alpha
-        for _ in range(40):
-            mid = (near + far) / 2.0
-            if permutation_p(d, mid) > alpha:
-                near = mid
-            else:
-                far = mid
-        return near
+    def accepts(shift: float) -> bool:
+        return permutation_p(d, shift) > alpha  # p(centre) = 1
 
-    lo, hi = end(low), end(high)
+    lo, hi = _last_accepted(accepts, centre, low, 40), _last_accepted(accepts, centre, high, 40)
     if low <= 0.0 <= high and permutation_p(d, 0.0) > alpha:
         # an accepted end is closed: ties at exactly 0 (zero differences) accept 0 itself,
         # which bisection approaches from inside without ever evaluating
         lo, hi = min(lo, 0.0), max(hi, 0.0)
     return lo, hi
+
+
+def _last_accepted(accepts: Callable[[float], bool], near: float, far: float, steps: int) -> float:
+    """``far`` if it is accepted, else the accepted point nearest the boundary between
+    ``near`` (accepted) and ``far`` after ``steps`` bisections: for an acceptance region
+    that is an interval around ``near``."""
+    if accepts(far):
+        return far
+    for _ in range(steps):
+        mid = (near + far) / 2.0
+        if accepts(mid):
+            near = mid
+        else:
+            far = mid
+    return near
 
 
 def design_floor(rows: int) -> float:

@@ -21,7 +21,7 @@ from pytest_hud.evaluation.proportions import (
     newcombe_unpaired,
     wilson,
 )
-from pytest_hud.evaluation.results import read_results
+from pytest_hud.evaluation.results import read_results, unit_of
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -128,7 +128,7 @@ def run_from_rows(rows: Sequence[dict[str, Any]], label: str, path: Path | None 
         while episode in outcomes:  # the same seeded row run twice: keep both
             episode = (*episode[:3], episode[3] + 1)
         outcomes[episode] = bool(r["success"])
-        rows_of[task_label(r)][episode] = (r.get("group"), r.get("key"))
+        rows_of[task_label(r)][episode] = unit_of(r)
     return Run(label, path, dict(tasks), dict(rows_of))
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "score_text",
     "stats",
     "uncovered",
+    "unit_of",
     "units_note",
 ]
 
@@ -217,7 +218,7 @@ def stats(rows: Iterable[Row]) -> Stats:
     scores = [x for r in graded if (x := r.get("score")) is not None]
     steps = [x for r in graded if (x := r.get("steps")) is not None]
     errors = sum(1 for r in rows if r.get("error") is not None)
-    rate_ci, method = _rate_interval(graded, (lo, hi))
+    rate_ci, method = _rate_interval(graded)
     return {
         "episodes": n,
         "successes": s,
@@ -239,10 +240,15 @@ def stats(rows: Iterable[Row]) -> Stats:
     }
 
 
+def unit_of(row: Mapping[str, Any]) -> tuple[object, object]:
+    """The unit of inference a row's episodes belong to: its test function and task row
+    (repeats, seeds and epochs of it share it; both arms of a pair too)."""
+    return (row.get("group"), row.get("key"))
+
+
 def row_key(row: Row) -> tuple[object, ...]:
-    """The unit of inference a row's episodes belong to: its task row and test function
-    (repeats, seeds and epochs of it share it), and its arm when several agents ran."""
-    return (row.get("group"), row.get("key"), row.get("arm"))
+    """:func:`unit_of`, and the arm when several agents ran (an arm's own aggregate)."""
+    return (*unit_of(row), row.get("arm"))
 
 
 def units_note(rows: Sequence[Row]) -> str | None:
@@ -262,27 +268,28 @@ def units_note(rows: Sequence[Row]) -> str | None:
     )
 
 
-def _rate_interval(
-    graded: list[Row], wilson_ci: tuple[float, float]
-) -> tuple[list[float] | None, str | None]:
+def _rate_interval(graded: list[Row]) -> tuple[list[float] | None, str | None]:
     if not graded:
         return None, None
-    means = row_means((row_key(r), 1.0 if r["success"] else 0.0) for r in graded)
-    if len(means) == len(graded):
-        return list(wilson_ci), "wilson"
-    if all(m in (0.0, 1.0) for m in means.values()):  # every row's repeats agreed: binomial rows
-        return list(wilson(int(sum(means.values())), len(means))), "wilson (rows)"
-    return list(betting_interval(list(means.values()))), "rows (betting)"
+    return _rows_interval([(row_key(r), 1.0 if r["success"] else 0.0) for r in graded])
 
 
 def _score_interval(graded: list[Row]) -> list[float] | None:
     values = [(row_key(r), float(x)) for r in graded if (x := r.get("score")) is not None]
     if not values or not all(0.0 <= v <= 1.0 for _, v in values):
         return None  # no score, or one outside [0, 1]: no bounds to build an interval on
+    return _rows_interval(values)[0]
+
+
+def _rows_interval(values: list[tuple[tuple[object, ...], float]]) -> tuple[list[float], str]:
+    """The 95% interval of the mean of (row, value in [0, 1]) episodes, rows as the units:
+    Wilson's over the rows when every row's mean is 0 or 1 (one episode per row, or repeats
+    that all agreed), else the betting interval over the row means; and which it was."""
     means = list(row_means(values).values())
-    if all(m in (0.0, 1.0) for m in means):  # a 0/1 score per row: the rate's interval
-        return list(wilson(int(sum(means)), len(means)))
-    return list(betting_interval(means))
+    if all(m in (0.0, 1.0) for m in means):
+        method = "wilson" if len(means) == len(values) else "wilson (rows)"
+        return list(wilson(int(sum(means)), len(means))), method
+    return list(betting_interval(means)), "rows (betting)"
 
 
 def task_of(row: Row) -> str:
@@ -405,10 +412,10 @@ def uncovered(name: str, rows: Sequence[Row], min_coverage: float) -> Gate | Non
     episodes of ``rows`` were scored (an error is attempted, not scored), else None: a rate
     over the episodes that happened to finish is no evidence about the policy."""
     errored = [r for r in rows if r.get("error") is not None]
-    coverage = stats(rows)["coverage"]
+    st = stats(rows)
+    coverage, scored = st["coverage"], st["episodes"]
     if coverage is None or coverage >= min_coverage:
         return None
-    scored = stats(rows)["episodes"]
     return Gate(
         name,
         False,

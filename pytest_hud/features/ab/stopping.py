@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 
 from pytest_hud._plugin.arm_specs import Arm, split_arm, task_of_nodeid
 from pytest_hud.evaluation.bounded import PairedBettingTest
-from pytest_hud.evaluation.results import Row, task_of
+from pytest_hud.evaluation.results import Row, task_of, unit_of
 from pytest_hud.features.ab.paired import PairedSequentialTest, fixed_n_pairs
 from pytest_hud.features.ab.verdicts import (
     SequentialState,
@@ -128,7 +128,7 @@ class PairedStopping:
     def _feed_row(self, letter: str, task: str, reference: Row, row: Row | None) -> None:
         """Keep this repeat's values; once the row's repeats all reported, feed its mean
         difference (a row none of whose pairs was scored feeds nothing)."""
-        unit = (reference.get("group"), reference.get("key"))
+        unit = unit_of(reference)
         values = self._row_values[(letter, unit)]
         a = metric_value(reference, self.metric, self.max_steps)
         b = None if row is None else metric_value(row, self.metric, self.max_steps)

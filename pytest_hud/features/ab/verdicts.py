@@ -11,7 +11,15 @@ from typing import Final, Required, TypedDict, cast
 
 from pytest_hud.evaluation.bounded import PairedScores, holm, paired_scores
 from pytest_hud.evaluation.paired_sequential import PairedDecision
-from pytest_hud.evaluation.results import Aggregate, Row, aggregate, score_text, stats, task_of
+from pytest_hud.evaluation.results import (
+    Aggregate,
+    Row,
+    aggregate,
+    score_text,
+    stats,
+    task_of,
+    unit_of,
+)
 from pytest_hud.features.ab.paired import PairedFields, PairedVerdict, summarize_pairs
 
 __all__ = [
@@ -163,17 +171,8 @@ def pairs_of(
 ) -> dict[str, list[tuple[bool, bool]]]:
     """Per task (``env/template``), the (reference succeeded, candidate succeeded) pairs
     whose two rows were both graded, sorted by pair id."""
-    by_pair: dict[str, dict[str, Row]] = defaultdict(dict)
-    for r in rows:
-        if r.get("pair") and r.get("arm") in (reference, candidate) and graded(r):
-            by_pair[str(r["pair"])][str(r["arm"])] = r
-    out: dict[str, list[tuple[bool, bool]]] = defaultdict(list)
-    for pair in sorted(by_pair):
-        both = by_pair[pair]
-        if reference in both and candidate in both:
-            a, b = both[reference], both[candidate]
-            out[task_of(a)].append((bool(a["success"]), bool(b["success"])))
-    return dict(out)
+    units = unit_pairs(rows, reference, candidate, "success")
+    return {task: [(a == 1.0, b == 1.0) for _, a, b in pairs] for task, pairs in units.items()}
 
 
 def unit_pairs(
@@ -194,7 +193,7 @@ def unit_pairs(
         a, b = both[reference], both[candidate]
         va, vb = metric_value(a, metric, max_steps), metric_value(b, metric, max_steps)
         if va is not None and vb is not None:
-            out[task_of(a)].append(((a.get("group"), a.get("key")), va, vb))
+            out[task_of(a)].append((unit_of(a), va, vb))
     return dict(out)
 
 
