@@ -18,9 +18,12 @@ processes: the issue's "1 and 2 shards against -n 1 and -n 2"). For each N in
                        episodes (--hud-shared=1): the like-for-like row
     hud cN             one pytest process, --hud-concurrency=N over one N-slot substrate
     hud -n 2 cN/2      two workers with N/2 in flight each (N >= 4)
-    hud inline ...     each of the three above with the benchmark served inline
-                       (``env.vla_eval(..., inline=True)``): in the pytest process, as
-                       vla-eval's shard holds its benchmark, reached without a socket
+                       (these rows are the default placement: the benchmark served in
+                       the env server's process, here the pytest process, as vla-eval's
+                       shard holds its benchmark, reached without a socket)
+    hud sim process ...  each of the three above with the benchmark in a sim process of
+                       its own (``env.vla_eval(..., inline=False)``, ``--hud-sim-process``:
+                       the default before, kept for isolation)
     hud native         (N=1) pytest-hud's own agent (the same controller in-process) and
                        its own sim (env.gym("CartPole-v1"), the same seeds)
 
@@ -155,14 +158,14 @@ def shard_main(url: str, shard: int, shards: int, work: Work) -> None:
 class Work:
     """What every variant runs: episodes per task, steps, the camera's size (0: none), for
     vla-eval whether its shards send raw images instead of its default PNG, and for
-    pytest-hud whether the benchmark is served inline (in the pytest process, no sim
-    process: ``env.vla_eval(..., inline=True)``)."""
+    pytest-hud whether the benchmark gets a sim process of its own (``inline=False``;
+    by default it is served in the env server's process)."""
 
     episodes: int
     max_steps: int
     camera: int = 0
     raw: bool = False
-    inline: bool = False
+    sim_process: bool = False
 
     def argv(self) -> list[str]:
         out = ["--episodes", str(self.episodes), "--max-steps", str(self.max_steps)]
@@ -233,7 +236,7 @@ def run_hud(work: Path, module: str, agent: str, workers: int, width: int, w: Wo
         VLA_EPISODES=str(w.episodes),
         VLA_MAX_STEPS=str(w.max_steps),
         VLA_CAMERA=str(w.camera or ""),
-        VLA_INLINE="1" if w.inline else "",
+        VLA_INLINE="0" if w.sim_process else "",
     )
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"test_{module}.py"]
     cmd += [f"--hud-agent={agent}", f"--hud-results={results}"]
@@ -299,7 +302,7 @@ def variants(url: str, work: Path, args: argparse.Namespace) -> list[Variant]:
     raw = Work(args.episodes, args.max_steps, args.camera, raw=True)
     agent = f"vla-eval:{url}"
 
-    inline = Work(args.episodes, args.max_steps, args.camera, inline=True)
+    apart = Work(args.episodes, args.max_steps, args.camera, sim_process=True)
 
     def hud(workers: int, width: int, how: Work = w) -> Callable[[], Run]:
         return lambda: run_hud(work, "cartpole_env", agent, workers, width, how)
@@ -311,7 +314,7 @@ def variants(url: str, work: Path, args: argparse.Namespace) -> list[Variant]:
         if args.camera:  # the images raw, as pytest-hud sends them
             go = lambda n=n: run_vla_eval(url, n, work, raw)  # noqa: E731
             out.append(Variant(f"vla-eval {n} raw", n, go, procs=n))
-        for how, tag in ((w, "hud"), (inline, "hud inline")):
+        for how, tag in ((w, "hud"), (apart, "hud sim process")):
             name = f"{tag} -n {n}" if n > 1 else f"{tag} 1 process"
             out.append(Variant(name, n, hud(n, 1, how), procs=n))
             if n > 1:
@@ -483,7 +486,8 @@ def show(
                 "1" if v.name == f"vla-eval {v.inflight}" else f"{run.wall / ref.wall:.2f}x",
             ]
         )
-    summary = ["in flight", "vla-eval wall s", "best pytest-hud", "wall s", "vs vla-eval"]
+    summary = ["in flight", "vla-eval wall s", "default, 1 process", "vs vla-eval"]
+    summary += ["default, -n N", "vs vla-eval", "best pytest-hud", "wall s", "vs vla-eval"]
     summary += ["vs vla-eval raw"] if args.camera else []
     sums: list[list[str]] = []
     for k in args.parallel:
@@ -491,8 +495,13 @@ def show(
         top = fastest_hud(runs, best, lambda v, k=k: v.inflight == k)
         if top is None:
             continue
+        row = [str(k), f"{ref.wall:.2f}"]
+        # the default placement in one process (cN, or 1 process) and in N xdist workers
+        for name in (f"hud c{k}" if k > 1 else "hud 1 process", f"hud -n {k}"):
+            got = best.get(name)
+            row += [f"{got.wall:.2f}", f"{got.wall / ref.wall:.2f}x"] if got else ["-", "-"]
         wall = best[top.name].wall
-        sums.append([str(k), f"{ref.wall:.2f}", top.name, f"{wall:.2f}", f"{wall / ref.wall:.2f}x"])
+        sums.append([*row, top.name, f"{wall:.2f}", f"{wall / ref.wall:.2f}x"])
         if args.camera:
             sums[-1].append(f"{wall / best[f'vla-eval {k} raw'].wall:.2f}x")
     procs = equal_processes(runs, best)
@@ -516,7 +525,9 @@ def show(
             "model server process's CPU time over the run per episode step, which both "
             "harnesses wait for. Best-of-N pytest-hud "
             "per in-flight count: "
-            + "; ".join(f"{r[0]} in flight: {r[2]} {r[4]}" for r in sums)
+            + "; ".join(f"{r[0]} in flight: {r[6]} {r[8]}" for r in sums)
+            + ". The default placement in one process: "
+            + "; ".join(f"{r[0]} in flight: {r[3]}" for r in sums)
             + ". At equal processes (vla-eval's P shards against pytest-hud in at most P "
             "processes, each harness keeping as many episodes in flight as it can): "
             + "; ".join(f"{r[0]}: {r[3]} {r[4]} s vs {r[1]} {r[2]} s, {r[5]}" for r in procs)

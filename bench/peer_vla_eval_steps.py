@@ -12,9 +12,11 @@ From the floor up:
     hud bare       N bare loops in one process, each stepping its own benchmark right
                    there and asking the server through pytest-hud's VlaEvalSession: the
                    floor of any client (no robot wire, no agent stack)
-    hud inline     N rollouts of pytest-hud's VlaEvalAgent in one process, the benchmark
-                   served inline (env.vla_eval(..., inline=True)): same process, no socket
-    hud agent      the same with the benchmark in a sim process of its own (N slots) and
+    hud default    N rollouts of pytest-hud's VlaEvalAgent in one process, the benchmark
+                   served in the env server's process (the default placement; here this
+                   process): no sim process, no socket between agent and benchmark
+    hud sim process  the same with the benchmark in a sim process of its own (N slots,
+                   ``inline=False``, ``--hud-sim-process``) and
                    the real openpi/0 WebSocket between them
     hud by hand    those processes and sockets driven by the smallest loop that can be
                    written over them (RobotClient.step + VlaEvalSession.act, nothing else)
@@ -205,7 +207,7 @@ async def minimal_loop(cap: dict[str, Any], token: str, url: str) -> int:
     return steps
 
 
-VARIANTS = ("vla-eval", "hud bare", "hud inline", "hud agent", "hud by hand")
+VARIANTS = ("vla-eval", "hud bare", "hud default", "hud sim process", "hud by hand")
 
 
 async def measure(name: str, url: str, server: int, n: int, steps: int) -> Row:
@@ -213,7 +215,7 @@ async def measure(name: str, url: str, server: int, n: int, steps: int) -> Row:
         return await vla_eval(url, server, n, steps)
     if name == "hud bare":
         return await bare(url, server, n, steps)
-    return await hud(url, server, n, steps, name == "hud by hand", name == "hud inline")
+    return await hud(url, server, n, steps, name == "hud by hand", name == "hud default")
 
 
 async def main(args: argparse.Namespace) -> None:

@@ -43,6 +43,7 @@ FEATURES: tuple[str, ...] = (
     "preflight",
     "realtime",
     "robots",
+    "sim_process",
 )
 
 _REGISTERED = pytest.StashKey[list[str]]()

@@ -28,6 +28,7 @@ __all__ = [
     "describe_exit",
     "environ_snapshot",
     "serve_until_stopped",
+    "set_env",
 ]
 
 
@@ -55,6 +56,22 @@ def environ_snapshot() -> dict[str, str]:
         with contextlib.suppress(KeyError):
             return dict(os.environ)
     return dict(os.environ)  # pragma: no cover
+
+
+def set_env(name: str, value: str) -> Callable[[], None]:
+    """Set ``name`` for the children this process starts from now on; returns the call that
+    gives the variable back (an in-process session, ``evaluate()`` or pytester, restores
+    it at its end)."""
+    before = os.environ.get(name)
+
+    def restore() -> None:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+    os.environ[name] = value
+    return restore
 
 
 def child_env(**extra: str) -> dict[str, str]:

@@ -10,7 +10,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pytest_hud.robot.sim.endpoint import RobotEndpoint
+from pytest_hud.robot.sim.endpoint import RobotEndpoint, serve_inline
 from pytest_hud.runtime.errors import EnvError, TaskError
 from pytest_hud.runtime.task import Task, declare
 
@@ -151,7 +151,7 @@ class Environment:
         start_timeout: float = 300.0,
         step_slots_alone: bool | None = None,
         vectorization_mode: str = "sync",
-        inline: bool = False,
+        inline: bool | None = None,
         score_key: str | None = None,
     ) -> RobotEndpoint:
         """Serve a gym-style env as this environment's robot capability; returns its endpoint.
@@ -164,8 +164,10 @@ class Environment:
         the default where the env allows it, ``False`` keeps the lockstep barrier).
         ``vectorization_mode="async"``: the ``num_envs`` copies step each in its own
         worker process (gymnasium's AsyncVectorEnv), on every core at once.
-        ``inline=True``: the env steps in the env server's process instead of a sim process
-        of its own (see :class:`RobotEndpoint`)."""
+        ``inline``: where the env steps. Left open (None), in the env server's process, on
+        its loop, unless the session asks for sim processes (``--hud-sim-process``);
+        ``False``: a sim process of its own (a sim that may crash or hang); ``True``:
+        inline whatever the session asks (see :class:`RobotEndpoint`)."""
         from pytest_hud.robot.sim.gym import GymBridge, gym_target
         from pytest_hud.robot.sim.vector import check_mode
 
@@ -187,7 +189,7 @@ class Environment:
         if vectorization_mode != "sync":
             kwargs["vectorization_mode"] = check_mode(vectorization_mode, step_slots_alone is True)
         endpoint = RobotEndpoint(
-            GymBridge, kwargs=kwargs, start_timeout=start_timeout, inline=inline
+            GymBridge, kwargs=kwargs, start_timeout=start_timeout, inline=serve_inline(inline)
         )
         self.add_capability(endpoint, name)
         return endpoint
@@ -206,12 +208,16 @@ class Environment:
         num_envs: int = 1,
         prompt: str | None = None,
         start_timeout: float = 300.0,
+        inline: bool | None = False,
         **config: Any,
     ) -> RobotEndpoint:
         """Serve LeRobot's own ``env_type`` env (``"pusht"``, ``"aloha"``, ``"metaworld"``,
         ...; ``config``: its EnvConfig's fields, e.g. ``task=``) built by LeRobot's
         ``make_env`` with its env processors, as lerobot-eval sees it (the ``lerobot`` sim
-        kind: LeRobot's interop makes it)."""
+        kind: LeRobot's interop makes it). It keeps a sim process by default: these envs
+        render through a GL context (EGL, OSMesa) and run LeRobot's processors on torch,
+        which a process of its own keeps out of the env server's (``inline`` as in
+        :meth:`gym`)."""
         make_lerobot_env = sim_kind("lerobot")
         return self.gym(
             make_lerobot_env,
@@ -220,6 +226,7 @@ class Environment:
             prompt=prompt,
             make_kwargs={"env_type": env_type, **config},
             start_timeout=start_timeout,
+            inline=inline,
         )
 
     def lerobot_robot(

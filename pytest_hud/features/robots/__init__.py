@@ -11,7 +11,6 @@ who may override it. One robot is one slot: an attended session runs one episode
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import time
 from collections import deque
@@ -39,6 +38,7 @@ from pytest_hud.features.robots.operator import (
     check_verdict,
 )
 from pytest_hud.plumbing.loader import load_object
+from pytest_hud.plumbing.process import set_env
 from pytest_hud.robot.agent.timed import STOP
 from pytest_hud.runtime.provider import Provider
 from pytest_hud.runtime.rollout import Agent, RolloutResult, rollout
@@ -489,16 +489,6 @@ def _apply(result: RolloutResult, score: float, source: str, notes: str) -> None
         result.grade["notes"] = notes
 
 
-def _restore_env(name: str, value: str | None) -> Callable[[], None]:
-    def restore() -> None:
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-
-    return restore
-
-
 def enable(session: HudSession) -> object | None:
     config = session.config
     robot = read_option(config, "hud_robot", str)
@@ -509,10 +499,7 @@ def enable(session: HudSession) -> object | None:
             parse_robot_spec(robot)
         except RobotSpecError as exc:
             raise pytest.UsageError(str(exc)) from None
-        # env servers started from here on serve it; an in-process session (evaluate(),
-        # pytester) gives the variable back at its end
-        config.add_cleanup(_restore_env(ROBOT_ENV, os.environ.get(ROBOT_ENV)))
-        os.environ[ROBOT_ENV] = robot
+        config.add_cleanup(set_env(ROBOT_ENV, robot))  # env servers started from here on
     spec = read_option(config, "hud_operator", str)
     grader_ref = read_option(config, "hud_grader", str)
     budget_text = read_option(config, "hud_budget", str)

@@ -17,6 +17,7 @@ from pytest_hud.interop.vla_eval.codec import (
     unpack_message,
 )
 from pytest_hud.robot.agent.errors import RemoteModelError
+from pytest_hud.robot.wire.deadline import Watchdog
 from pytest_hud.robot.wire.errors import ConnectError, ConnectTimeout, TransportClosed
 from pytest_hud.robot.wire.transport import Transport, connect
 
@@ -61,6 +62,7 @@ class VlaEvalSession:
         self.server_info: dict[str, Any] = {}
         self.reconnects = 0
         self._ws: Transport | None = None
+        self._watchdog = Watchdog()  # one timer per connection, not one per reply
         self._seq = 0
         self._episode: dict[str, object] | None = None
 
@@ -124,11 +126,13 @@ class VlaEvalSession:
         )
 
     def _drop(self) -> None:
+        self._watchdog.close()
         ws, self._ws = self._ws, None
         if ws is not None:
             ws.abort()
 
     async def close(self) -> None:
+        self._watchdog.close()
         ws, self._ws = self._ws, None
         if ws is not None:
             with contextlib.suppress(Exception):
@@ -145,8 +149,7 @@ class VlaEvalSession:
     async def _recv(self) -> Message:
         assert self._ws is not None
         try:
-            async with asyncio.timeout(self.timeout):
-                frame = await self._ws.recv()
+            frame = await self._watchdog.wait(self._ws.recv(), self.timeout)
         except TimeoutError:
             self._drop()
             raise VlaEvalError(

@@ -37,6 +37,7 @@ from pytest_hud.robot.wire.codec import (
     release_memory,
     ws_options,
 )
+from pytest_hud.robot.wire.deadline import Watchdog
 
 __all__ = ["ANNOUNCE", "BridgeError", "RobotBridge"]
 
@@ -215,6 +216,7 @@ class RobotBridge(SlotBarrier):
 
     async def _serve_connection(self, ws: AgentConnection) -> None:
         slot: _Slot | None = None
+        idle: Watchdog | None = None
         self._open += 1
         try:
             await ws.send(self._metadata_frame())
@@ -254,13 +256,13 @@ class RobotBridge(SlotBarrier):
             slot.ws, slot.state, slot.action = ws, SlotState.LIVE, None
             await self._send_row(slot, await self._sim(self.get_observation))
             await self._maybe_step()
+            idle = Watchdog()  # one timer for the connection, not one per action
             while True:
                 if self.idle_timeout is None:
                     frame = await ws.recv()
                 else:
                     try:
-                        async with asyncio.timeout(self.idle_timeout):
-                            frame = await ws.recv()
+                        frame = await idle.wait(ws.recv(), self.idle_timeout)
                     except TimeoutError:
                         raise BridgeError(
                             f"no action within {self.idle_timeout} s; the slot is released"
@@ -280,6 +282,8 @@ class RobotBridge(SlotBarrier):
         except Exception:
             await _send_error(ws, format_exc())
         finally:
+            if idle is not None:
+                idle.close()
             self._open -= 1
             if slot is not None and slot.ws is ws:
                 slot.ws = None

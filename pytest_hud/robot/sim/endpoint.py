@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -23,7 +24,23 @@ from pytest_hud.robot.sim.program import build_bridge, encode_spec
 from pytest_hud.robot.wire import inproc
 from pytest_hud.robot.wire.codec import PROTOCOL
 
-__all__ = ["RobotEndpoint", "SimError", "track_claims"]
+__all__ = ["SIM_PROCESS_ENV", "RobotEndpoint", "SimError", "serve_inline", "track_claims"]
+
+#: Set to ``1`` (``--hud-sim-process``): every sim whose placement was left to the session
+#: gets a process of its own again (isolation from the env server's process).
+SIM_PROCESS_ENV = "PYTEST_HUD_SIM_PROCESS"
+
+
+def serve_inline(inline: bool | None) -> bool:
+    """Where a capability's sim runs when its env module left it open (``inline=None``): in
+    the env server's process, unless ``$PYTEST_HUD_SIM_PROCESS`` asks for a process of its
+    own. The runtimes that put the env server in a process of its own (subprocess, docker,
+    the clouds) isolate it from pytest either way; in the local runtime an inline sim shares
+    the pytest process (a segfault or a stuck step is the session's)."""
+    if inline is not None:
+        return inline
+    return os.environ.get(SIM_PROCESS_ENV, "") not in ("1", "true", "yes")
+
 
 #: Slots claimed in the current session: (endpoint, token) pairs not yet graded. The env
 #: server sets this around a template's steps so a dropped session can free its slots.

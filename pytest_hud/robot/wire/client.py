@@ -12,6 +12,7 @@ import numpy as np
 
 from pytest_hud.robot.contract import Contract, Spaces
 from pytest_hud.robot.wire.codec import pack, unpack
+from pytest_hud.robot.wire.deadline import Watchdog
 from pytest_hud.robot.wire.errors import ConnectError, RobotError, TransportClosed, WireError
 from pytest_hud.robot.wire.inproc import InprocTransport
 from pytest_hud.robot.wire.transport import Transport, connect
@@ -37,12 +38,7 @@ class RobotClient:
         self._pending = first
         self.timeout = timeout
         self.url = ""
-        # One watchdog per connection instead of a timeout context per receive: each
-        # wait only stamps its deadline; the timer re-arms itself at most once per timeout.
-        self._deadline: float | None = None
-        self._waiter: asyncio.Task[object] | None = None
-        self._watchdog: asyncio.TimerHandle | None = None
-        self._expired = False
+        self._watchdog = Watchdog()  # one timer per connection, not one per receive
 
     @classmethod
     async def connect(
@@ -123,36 +119,15 @@ class RobotClient:
         return out
 
     async def _recv_watched(self, timeout: float | None) -> Any:
+        receive = _recv(self._ws, None, "an observation")
         if timeout is None:
-            return await _recv(self._ws, None, "an observation")
-        loop = asyncio.get_running_loop()
-        self._deadline = loop.time() + timeout
-        self._waiter = asyncio.current_task()
-        if self._watchdog is None:
-            self._watchdog = loop.call_at(self._deadline, self._check_deadline)
+            return await receive
         try:
-            return await _recv(self._ws, None, "an observation")
-        except asyncio.CancelledError:
-            if self._expired and self._waiter is not None and self._waiter.uncancel() == 0:
-                self._expired = False
-                raise RobotError(
-                    f"timed out after {timeout} s waiting for an observation from the bridge"
-                ) from None
-            raise
-        finally:
-            self._deadline = None
-            self._waiter = None
-
-    def _check_deadline(self) -> None:
-        self._watchdog = None
-        if self._deadline is None or self._waiter is None:
-            return
-        loop = asyncio.get_running_loop()
-        if loop.time() >= self._deadline:
-            self._expired = True
-            self._waiter.cancel()
-        else:
-            self._watchdog = loop.call_at(self._deadline, self._check_deadline)
+            return await self._watchdog.wait(receive, timeout)
+        except TimeoutError:
+            raise RobotError(
+                f"timed out after {timeout} s waiting for an observation from the bridge"
+            ) from None
 
     async def send_action(self, action: object) -> None:
         """Send one action (shape ``[A]``) under openpi's ``actions`` key."""
@@ -177,9 +152,7 @@ class RobotClient:
             raise RobotError(f"bridge closed the connection: {exc}") from None
 
     async def close(self) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
+        self._watchdog.close()
         with contextlib.suppress(Exception):
             await self._ws.close()
 

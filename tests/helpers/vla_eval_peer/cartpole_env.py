@@ -3,7 +3,8 @@
 ``$VLA_EPISODES`` episodes per task of ``$VLA_MAX_STEPS`` steps over ``$VLA_NUM_ENVS``
 slots; ``VLA_CAMERA=1`` adds the benchmark's tiny camera (``VLA_CAMERA=N``: N x N
 frames), ``VLA_ASYNC=1`` serves the same episodes through vla-eval's async ``Benchmark``
-API (cartpole_async.py), ``VLA_INLINE=1`` serves it inline (no sim process).
+API (cartpole_async.py); ``VLA_INLINE=1`` serves it inline (no sim process), ``VLA_INLINE=0``
+in a sim process of its own, unset: where the session puts it (the default placement).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ if os.environ.get("VLA_ASYNC") == "1":
     BENCHMARK = AsyncCartPoleBenchmark
 
 env = Environment("vla-cartpole")
-INLINE = os.environ.get("VLA_INLINE") == "1"
+INLINE = {"1": True, "0": False}.get(os.environ.get("VLA_INLINE", ""))
 sim = env.vla_eval(BENCHMARK, max_steps=MAX_STEPS, num_envs=NUM_ENVS, inline=INLINE, **PARAMS)
 
 
