@@ -163,3 +163,61 @@ async def test_an_inline_agent_gets_each_observation_as_its_own_read_only_copy()
     for a, b in zip(seen["inline"], seen["socket"], strict=True):
         np.testing.assert_array_equal(a, b)
         assert a.dtype == b.dtype and not a.flags.writeable and not b.flags.writeable
+
+
+class StepTasks(CounterSim):
+    """Records the asyncio task each step ran in."""
+
+    def step(self, actions: np.ndarray) -> None:
+        self.step_tasks = [*getattr(self, "step_tasks", []), asyncio.current_task()]
+        super().step(actions)
+
+
+async def test_an_inline_agents_action_is_stepped_in_the_agents_own_task() -> None:
+    """No hand-off to the connection's task and back: the step runs where the action was
+    sent (``InprocServerEnd.direct``), the same episode either way."""
+    async with RobotEndpoint(StepTasks, kwargs={"length": 4}, inline=True) as ep:
+        run = await ep.reset()
+        agent = asyncio.create_task(drive(ep.url, run["token"]))
+        assert await agent == (InprocTransport, 4)
+        bridge = ep._bridge
+        assert isinstance(bridge, StepTasks) and bridge.step_tasks == [agent] * 4
+        assert (await ep.result(run["token"]))["total_reward"] == 4.0
+
+
+class Idle(CounterSim):
+    idle_timeout = 3.0
+
+
+async def test_an_inline_agent_keeps_its_slot_while_it_acts_and_loses_it_when_silent() -> None:
+    """Actions handled in the agent's task still feed the bridge's idle timeout."""
+    async with RobotEndpoint(Idle, kwargs={"length": 100}, inline=True) as ep:
+        run = await ep.reset()
+        async with await RobotClient.connect(ep.url, token=run["token"]) as client:
+            obs = await client.get_observation()
+            for _ in range(20):  # about 4 s of steps, each gap far inside the 3 s timeout
+                await asyncio.sleep(0.2)
+                obs = await client.step([1.0, 0.0])
+            assert not obs["terminated"] and float(obs["data"]["observation/state"][0]) == 20
+            with pytest.raises(RobotError, match=r"no action within 3.0 s"):
+                await client.get_observation(timeout=120)
+
+
+async def test_an_inline_agent_beside_a_socket_agent_is_queued_like_a_frame() -> None:
+    """A vectorized inline sim with one agent in-process and one over the WebSocket: the
+    in-process agent's actions take the connection's task (a socket send may suspend)."""
+    async with RobotEndpoint(StepTasks, kwargs={"num_envs": 2, "length": 5}, inline=True) as ep:
+        near, far = await ep.reset(), await ep.reset()
+        seen: list[tuple[type, int]] = []
+        thread = threading.Thread(
+            target=lambda: seen.append(asyncio.run(drive(ep.url, far["token"])))
+        )
+        thread.start()
+        agent = asyncio.create_task(drive(ep.url, near["token"]))
+        here = await agent
+        while thread.is_alive():  # this loop serves the bridge meanwhile
+            await asyncio.sleep(0.01)
+        thread.join()
+        bridge = ep._bridge
+        assert here == (InprocTransport, 5) and seen == [(FrameTransport, 5)]
+        assert isinstance(bridge, StepTasks) and agent not in bridge.step_tasks

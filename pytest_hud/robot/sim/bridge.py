@@ -38,6 +38,7 @@ from pytest_hud.robot.wire.codec import (
     ws_options,
 )
 from pytest_hud.robot.wire.deadline import Watchdog
+from pytest_hud.robot.wire.inproc import InprocServerEnd
 
 __all__ = ["ANNOUNCE", "BridgeError", "RobotBridge"]
 
@@ -254,9 +255,11 @@ class RobotBridge(SlotBarrier):
                     f"that slot's episode is over ({reason}); reset() for a new token"
                 )
             slot.ws, slot.state, slot.action = ws, SlotState.LIVE, None
+            idle = Watchdog()  # one timer for the connection, not one per action
+            if isinstance(ws, InprocServerEnd):  # an inline agent: actions in its own task
+                ws.direct = functools.partial(self._direct_action, ws, slot, idle)
             await self._send_row(slot, await self._sim(self.get_observation))
             await self._maybe_step()
-            idle = Watchdog()  # one timer for the connection, not one per action
             while True:
                 if self.idle_timeout is None:
                     frame = await ws.recv()
@@ -267,14 +270,7 @@ class RobotBridge(SlotBarrier):
                         raise BridgeError(
                             f"no action within {self.idle_timeout} s; the slot is released"
                         ) from None
-                action = decode_action(frame, self.action_size)
-                if slot.state is not SlotState.LIVE:
-                    raise BridgeError(
-                        f"action after the episode ended ({slot.reason}); stop when "
-                        "terminated is true"
-                    )
-                slot.action = action
-                await self._maybe_step()
+                await self._on_action(slot, frame)
         except websockets.ConnectionClosed:
             pass
         except BridgeError as exc:
@@ -282,6 +278,8 @@ class RobotBridge(SlotBarrier):
         except Exception:
             await _send_error(ws, format_exc())
         finally:
+            if isinstance(ws, InprocServerEnd):
+                ws.direct = None
             if idle is not None:
                 idle.close()
             self._open -= 1
@@ -294,6 +292,38 @@ class RobotBridge(SlotBarrier):
                         await self._sim(self.halt, slot.index)
                 await self._maybe_step()
             release_memory()
+
+    async def _on_action(self, slot: _Slot, frame: object) -> None:
+        """One action frame of ``slot``'s agent: step once every participant is ready."""
+        action = decode_action(frame, self.action_size)
+        if slot.state is not SlotState.LIVE:
+            raise BridgeError(
+                f"action after the episode ended ({slot.reason}); stop when terminated is true"
+            )
+        slot.action = action
+        await self._maybe_step()
+
+    async def _direct_action(
+        self, ws: InprocServerEnd, slot: _Slot, idle: Watchdog, message: object
+    ) -> None:
+        """An inline agent's action, handled in the agent's own task: no hand-off to the
+        connection's task and back (two turns of the loop a step). Only where nothing in
+        a step can suspend, so the agent's cancellation cannot cut a step in half: no sim
+        thread and every connection in-process; otherwise it is queued as a frame."""
+        if self._executor is not None or not all(
+            s.ws is None or type(s.ws) is InprocServerEnd for s in self._slots
+        ):
+            ws.inbox.put_nowait(message)
+            return
+        if self.idle_timeout is not None:
+            idle.extend(self.idle_timeout)
+        try:
+            await self._on_action(slot, message)
+        except Exception as exc:  # as the connection's loop does: an error frame, then close
+            ws.direct = None
+            text = f"robot env error: {exc}" if isinstance(exc, BridgeError) else format_exc()
+            await _send_error(ws, text)
+            await ws.close()
 
     # -- the control side (driven by a RobotEndpoint) ----------------------------
     async def claim(self, **task_args: Any) -> dict[str, Any]:

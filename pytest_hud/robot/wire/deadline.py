@@ -45,6 +45,12 @@ class Watchdog:
             self._deadline = None
             self._waiter = None
 
+    def extend(self, timeout: float) -> None:
+        """Move the current wait's deadline to ``timeout`` from now (activity elsewhere
+        counts as the awaited event's: an inline agent's action handled in its task)."""
+        if self._waiter is not None:
+            self._deadline = asyncio.get_running_loop().time() + timeout
+
     def _check(self) -> None:
         self._timer = None
         if self._deadline is None or self._waiter is None:

@@ -1,7 +1,8 @@
 """An in-process connection: two queues in place of a socket, for an agent that dials a bridge
 served on its own event loop (an inline sim). Frames pass as over a WebSocket, without the
 syscalls, the framing and the second process's wake-up on every step; a message sent with
-``send_message`` passes as the decoded value itself (:func:`~.codec.carry`), without the codec.
+``send_message`` passes as the decoded value itself (:func:`~.codec.carry`), without the codec,
+and to a handler the receiving side registered (``direct``) it is handed in the sender's task.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ class _End:
         self.inbox: asyncio.Queue[Any] = asyncio.Queue()
         self.peer: _End | None = None
         self.closed = False
+        #: Set by the peer's handler: a message sent here is handled by that call in the
+        #: sender's task instead of queued for the handler's own (one loop turn less).
+        self.direct: Callable[[object], Awaitable[None]] | None = None
 
     def _gone(self) -> Exception:
         """What this end raises once the connection is closed (as its real counterpart does)."""
@@ -54,10 +58,15 @@ class _End:
         self._post(data)
 
     async def send_message(self, message: dict[str, Any]) -> None:
-        """Pass ``message`` as the peer would decode it from ``pack(message)``."""
+        """Pass ``message`` as the peer would decode it from ``pack(message)``: to the
+        peer's ``direct`` handler if it set one, else into its inbox."""
         if self.closed:
             raise self._gone()
-        self._post(carry(message))
+        peer = self.peer
+        if peer is not None and peer.direct is not None and not peer.closed:
+            await peer.direct(carry(message))
+        else:
+            self._post(carry(message))
 
     async def recv(self) -> Any:  # Any, so this end also fits the Transport protocol
         """The next frame (bytes or str) or message (the dict a peer passed with
