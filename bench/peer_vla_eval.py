@@ -538,6 +538,7 @@ def show(
                 f"{name} {wall:.2f} s" for name, wall in starts
             )
         name = "peer-vla-eval" + ("-inflight" if args.batch == "inflight" else "")
+        name += "-nowindow" if args.wait == 0 else ""
         name += f"-camera{args.camera}" if args.camera else ""
         write_table(
             name,

@@ -268,6 +268,56 @@ async def main(args: argparse.Namespace) -> None:
         )
 
 
+#: Where a profiled step's own time goes: the first bucket whose words a frame's file holds.
+BUCKETS = (
+    ("agent stack (RobotAgent, adapter, vla-eval model)", ("robot/agent/", "vla_eval/agent")),
+    ("bridge + slot barrier", ("robot/sim/", "vla_eval/bridge")),
+    ("codecs (openpi/0 carry, vla-eval msgpack)", ("codec.py", "msgpack")),
+    ("transports (WebSocket client, in-process pair, watchdog)", ("robot/wire/",)),
+    ("vla-eval session", ("vla_eval/session",)),
+    ("the benchmark and its env (same in both harnesses)", ("cartpole", "gymnasium")),
+    ("socket and poll syscalls", ("'send'", "'recv", "'poll'", "'sendall'")),
+    ("the event loop (asyncio, selectors)", ("asyncio", "selectors")),
+)
+
+
+async def profile(url: str, server: int, steps: int) -> None:
+    """One episode of the default variant (1 in flight) under cProfile: each bucket's
+    share of the profiled self time, scaled to the client CPU per step measured without
+    the profiler in the same run (cProfile inflates Python calls more than C calls, so
+    the split is a guide and the total is the measured one). The profile's clock is the
+    process's CPU time, so waiting for the server counts nowhere."""
+    import cProfile
+    import pstats
+
+    plain = await hud(url, server, 1, steps, by_hand=False, inline=True)
+    prof = cProfile.Profile(time.process_time)  # CPU time: a blocked poll costs nothing
+    prof.enable()
+    await hud(url, server, 1, steps, by_hand=False, inline=True)
+    prof.disable()
+
+    def bucket(path: str, func: str) -> str:
+        where = f"{path} {func}"
+        return next((b for b, words in BUCKETS if any(w in where for w in words)), "other")
+
+    own: dict[str, float] = {}
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    for (path, _, func), (_, _, self_s, _, callers) in stats.items():
+        name = bucket(path, func)
+        if path == "~" and name == "other" and callers:  # a C call: its callers' bucket
+            spent = sum(c[2] for c in callers.values()) or 1.0
+            for (cpath, _, cfunc), c in callers.items():
+                cname = bucket(cpath, cfunc)
+                own[cname] = own.get(cname, 0.0) + self_s * c[2] / spent
+            continue
+        own[name] = own.get(name, 0.0) + self_s
+    total = sum(own.values())
+    print(f"client CPU {plain['client'] * 1e3:.0f} us a step (measured); split by profile:")
+    for name, _ in (*BUCKETS, ("other", ())):
+        share = own.get(name, 0.0) / total
+        print(f"  {share * plain['client'] * 1e3:6.1f} us  {100 * share:4.1f}%  {name}")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--inflight", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4])
@@ -282,4 +332,18 @@ if __name__ == "__main__":
         help=f"comma-separated, vla-eval first (default: {','.join(VARIANTS)})",
     )
     parser.add_argument("--report", action="store_true", help="write docs/performance.md")
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument(
+        "--profile", action="store_true", help="where the default variant's client CPU goes"
+    )
+    args = parser.parse_args()
+    if args.profile:
+
+        async def profiled() -> None:
+            from server_proc import controller_server
+
+            with controller_server("--batch", "1", "--wait", "0") as (port, proc):
+                await profile(f"ws://127.0.0.1:{port}", proc.pid, args.steps)
+
+        asyncio.run(profiled())
+    else:
+        asyncio.run(main(args))

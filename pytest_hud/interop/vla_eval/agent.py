@@ -97,7 +97,7 @@ class VlaEvalModel(Model):
 
     async def ainfer(self, row: dict[str, Any]) -> np.ndarray:
         session = await self.session()
-        actions = np.array(await session.act(row), dtype=np.float32)
+        actions = np.asarray(await session.act(row), dtype=np.float32)  # decoded once, no copy
         if actions.ndim == 1:
             actions = actions[None]
         if actions.ndim != 2 or actions.shape[0] < 1:
