@@ -53,9 +53,11 @@ def test_an_interrupted_session_leaves_no_process(
 ) -> None:
     (tmp_path / "hang_env.py").write_text(HANG_ENV.read_text())
     (tmp_path / "conftest.py").write_text("import hang_env  # noqa: F401\n")
-    flag = "--hud-runtime=local"
+    # local: sims in processes of their own (forked by each worker's zygote), the
+    # placement with the most to leak; the default serves them in the worker itself
+    flags = ["--hud-runtime=local", "--hud-sim-process"]
     if runtime == "docker":
-        flag = f"--hud-runtime=docker:{request.getfixturevalue('hang_image')}"
+        flags = [f"--hud-runtime=docker:{request.getfixturevalue('hang_image')}"]
     rows = "".join(f'{{"env": "hang", "id": "wait", "args": {{"n": {n}}}}}\n' for n in range(4))
     (tmp_path / "rows.jsonl").write_text(rows)
     token = uuid.uuid4().hex
@@ -74,7 +76,7 @@ def test_an_interrupted_session_leaves_no_process(
             "-n",
             "2",
             "--hud-agent=zero",
-            flag,
+            *flags,
             "--hud-timeout=900",
         ],
         cwd=tmp_path,
