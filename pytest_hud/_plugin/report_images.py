@@ -10,13 +10,14 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from pytest_hud._plugin.option_table import OptionTable
+
 __all__ = ["REPORT_OPTIONS", "Figure", "figures_html", "read_report_images"]
 
-REPORT_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
+REPORT_OPTIONS: OptionTable = [
     (
         "--hud-report-image",
         "an image (PNG, GIF, JPEG or SVG) to show and link in the html report's summary, "

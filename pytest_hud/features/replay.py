@@ -15,6 +15,7 @@ import pytest
 from pytest_hud._plugin.cases import HudCase, readable_id
 from pytest_hud._plugin.errors import ModuleColumnError
 from pytest_hud._plugin.module_rows import check_module_columns
+from pytest_hud._plugin.options import OptionTable
 from pytest_hud._plugin.report_images import Figure
 from pytest_hud.errors import HudError
 from pytest_hud.evaluation import replay as judge
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["OPTIONS", "ReplayMismatch", "ReplayPlugin", "ReplaySettings", "enable", "read_replay"]
 
-OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
+OPTIONS: OptionTable = [
     (
         "--hud-replay",
         "golden replay of a LeRobot v3 dataset recorded with --hud-record: one item per "

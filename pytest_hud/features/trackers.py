@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_hud._plugin.options import read_option
+from pytest_hud._plugin.options import OptionTable, read_option
 from pytest_hud.robot.agent.registry import AgentSpec
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = ["OPTIONS", "TrackerPlugin", "enable", "read_trackers"]
 
-OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
+OPTIONS: OptionTable = [
     (
         "--hud-log",
         "log the session's figures (success with intervals per task, score, steps, "
