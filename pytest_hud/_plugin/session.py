@@ -191,7 +191,7 @@ class HudSession:
         except ExpectError as exc:
             raise pytest.UsageError(str(exc)) from None
 
-    def _load_baseline(self) -> dict[str, Any] | None:
+    def _load_baseline(self) -> rep.ResultsDocument | None:
         if self.options.baseline is None:
             return None
         try:

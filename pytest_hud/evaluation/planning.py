@@ -892,17 +892,21 @@ def _from_results(path: str) -> tuple[float | None, float | None, str | None]:
         doc = read_results(path)
     except ValueError as exc:
         raise ValueError(f"{exc}; fix: a file written by --hud-results, or --rate P") from None
-    rate = (doc.get("overall") or {}).get("success_rate")
+    overall = doc.get("overall")
+    rate = overall.get("success_rate") if overall else None
     if rate is not None and not isinstance(rate, int | float):
         raise ValueError(f"{path}: overall.success_rate: expected a number, got {rate!r}")
-    comparisons = (doc.get("paired") or {}).get("comparisons") or []
+    paired = doc.get("paired")
+    comparisons = (paired.get("comparisons") if paired else None) or []
     if not comparisons:
         return rate, None, None
-    last = comparisons[-1]
-    overall = last.get("overall") if isinstance(last, dict) else None
+    last = comparisons[-1] if isinstance(comparisons, list) else None
+    if not isinstance(last, dict):
+        last = {}
+    counts = last.get("overall")
     try:
-        disagree = int(overall["a_only"]) + int(overall["b_only"])  # type: ignore[index]
-        n_pairs = int(overall["n_pairs"])  # type: ignore[index]
+        disagree = int(counts["a_only"]) + int(counts["b_only"])  # type: ignore[index]
+        n_pairs = int(counts["n_pairs"])  # type: ignore[index]
     except (TypeError, KeyError, ValueError):
         raise ValueError(
             f"{path}: paired.comparisons[-1].overall: expected a_only, b_only and n_pairs "

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -51,7 +51,7 @@ class ComparePlugin:
         except ValueError as exc:
             self.error = str(exc)
             return [rep.Gate("compare", False, f"compare: {exc}")]
-        new = cmp.run_from_rows([dict(r) for r in rows], self.label)
+        new = cmp.run_from_rows(list(rows), self.label)
         if new.label == base.label:
             new.label = f"{new.label} (this run)"
         self.comparisons = cmp.compare([base, new], alpha=self.options.alpha)
@@ -76,7 +76,7 @@ class ComparePlugin:
         return [rep.Gate("compare", not dropped, msg)]
 
     @pytest.hookimpl
-    def pytest_hud_results_meta(self) -> dict[str, Any]:
+    def pytest_hud_results_meta(self) -> dict[str, object]:
         return {
             "compare": {
                 "base": str(self.base_path),

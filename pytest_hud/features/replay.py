@@ -312,7 +312,7 @@ class ReplayPlugin:
         return sorted(found, key=lambda b: b["episode"])
 
     @pytest.hookimpl
-    def pytest_hud_results_meta(self) -> dict[str, Any]:
+    def pytest_hud_results_meta(self) -> dict[str, object]:
         blocks = self.blocks()
         policy = [b for b in blocks if b["policy"] is not None]
         return {

@@ -15,6 +15,7 @@ import pytest
 
 from pytest_hud._plugin.options import HudOptions
 from pytest_hud.evaluation import results as rep
+from pytest_hud.evaluation.results import ResultsDocument
 from pytest_hud.evaluation.sequential import BaselineGate, ThresholdGate, Verdict
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ class SequentialPlugin:
         config: pytest.Config,
         options: HudOptions,
         order: Callable[[], list[str]],
-        baseline: dict[str, Any] | None,
+        baseline: ResultsDocument | None,
         cache: Path,
     ) -> None:
         self.config = config
@@ -62,7 +63,7 @@ class SequentialPlugin:
         self.order = order
         self.cache = cache
         self.tasks: dict[str, _Task] = {}
-        self.base_outcomes: dict[tuple[Any, Any], bool] = {}
+        self.base_outcomes: dict[tuple[object, object], bool] = {}
         for r in (baseline or {}).get("rollouts") or []:
             if r.get("error") is None and r.get("success") is not None:
                 self.base_outcomes[(r.get("key"), r.get("seed"))] = bool(r["success"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -15,6 +15,7 @@ from pytest_hud.robot.agent.registry import AgentSpec
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
+    from pytest_hud.evaluation.results import ResultsDocument
 
 __all__ = ["OPTIONS", "TrackerPlugin", "enable", "read_trackers"]
 
@@ -70,7 +71,7 @@ class TrackerPlugin:
         self.logged: list[str] = []
         self.problems: list[str] = []
 
-    def pytest_hud_results(self, config: pytest.Config, document: dict[str, Any]) -> None:
+    def pytest_hud_results(self, config: pytest.Config, document: ResultsDocument) -> None:
         from pytest_hud.trackers import TrackerWarning, figures_of, log_figures
 
         shared = config.getoption("hud_log_run", None) or config.getini("hud_log_run")

@@ -269,7 +269,7 @@ class ArmsPlugin:
             from pytest_hud.evaluation.compare import run_from_rows, write_plot
 
             runs = [
-                run_from_rows([dict(r) for r in rows if r.get("arm") == a.letter], a.label)
+                run_from_rows([r for r in rows if r.get("arm") == a.letter], a.label)
                 for a in self.arms
             ]
             path = self._plot_path()
@@ -285,7 +285,7 @@ class ArmsPlugin:
         return [Figure(self.plot, "success per task vs training step (Wilson 95%)")]
 
     @pytest.hookimpl
-    def pytest_hud_results_meta(self) -> dict[str, Any]:
+    def pytest_hud_results_meta(self) -> dict[str, object]:
         rows = list(self.session.rows.values())
         return {
             "agents": agent_blocks(rows, self.describe(hashes=True)),
