@@ -10,7 +10,7 @@ import os
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -20,6 +20,10 @@ from pytest_hud.runtime.rollout import RolloutResult
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
+    from pytest_hud.robot.agent.agent import EpisodeObserver, ObserverFactory
+    from pytest_hud.robot.contract import Spaces
+    from pytest_hud.robot.record.writer import DatasetWriter
+    from pytest_hud.runtime.control import Run
 
 __all__ = ["KEY", "RecordingPlugin", "enable", "parts_dir", "record_root"]
 
@@ -56,7 +60,7 @@ class RecordingPlugin:
     def __init__(self, session: HudSession, root: Path) -> None:
         self.session = session
         self.root = root
-        self.writers: dict[str, Any] = {}
+        self.writers: dict[str, DatasetWriter] = {}
         self.dataset: str | None = None  # what was written, for the summary and the JSON
         self.from_workers: list[str] = []  # the workers' recording errors
 
@@ -74,10 +78,10 @@ class RecordingPlugin:
 
     # -- recording -------------------------------------------------------------------------
     @pytest.hookimpl
-    def pytest_hud_episode_observers(self) -> list[Any]:
+    def pytest_hud_episode_observers(self) -> list[ObserverFactory]:
         return [self._record_observer]
 
-    def _record_observer(self, run: Any, spaces: Any) -> object:
+    def _record_observer(self, run: Run, spaces: Spaces) -> EpisodeObserver:
         env = run.task.env
         writer = self.writers.get(env)
         if writer is None:

@@ -146,7 +146,7 @@ class ReplayPlugin:
 
     # -- collection and the rollout's agent ----------------------------------------------------
     @pytest.hookimpl
-    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> Any:
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> ReplayFile | None:
         if file_path.resolve() != self.info.resolve():
             return None
         root, base = self.dataset.root, Path(str(self.session.config.rootpath))

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,6 +19,7 @@ from pytest_hud.evaluation.results import ResultsDocument
 from pytest_hud.evaluation.sequential import BaselineGate, ThresholdGate, Verdict
 
 if TYPE_CHECKING:
+    from pytest_hud._plugin.internals import HudSequentialScheduling
     from pytest_hud._plugin.session import HudSession
 
 __all__ = ["SequentialPlugin", "enable", "task_of"]
@@ -132,7 +133,9 @@ class SequentialPlugin:
             self.tasks[task_of(report.nodeid)].skipped.append(report.nodeid)
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: object) -> Any:
+    def pytest_xdist_make_scheduler(
+        self, config: pytest.Config, log: object
+    ) -> HudSequentialScheduling | None:
         """With ``--dist load``: decided tasks' items are dropped before they are sent."""
         from pytest_hud._plugin.internals import dropping_scheduler
 

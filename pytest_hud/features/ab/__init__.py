@@ -8,13 +8,19 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_hud._plugin.arm_specs import HANDED_AGENTS, HANDED_SEED, Arm, split_arm
 from pytest_hud._plugin.cases import HudCase
-from pytest_hud._plugin.internals import OUR_FIXTURES, hand_to_workers, uses_fixture_from
+from pytest_hud._plugin.internals import (
+    OUR_FIXTURES,
+    HudSequentialScheduling,
+    WorkerNode,
+    hand_to_workers,
+    uses_fixture_from,
+)
 from pytest_hud._plugin.report_images import Figure
 from pytest_hud._plugin.state import BLINDED, CASE
 from pytest_hud.evaluation import provenance
@@ -34,6 +40,7 @@ from pytest_hud.runtime.backends import DEFAULT
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
+    from pytest_hud.runtime.rollout import Agent
 
 __all__ = ["ArmsPlugin", "enable"]
 
@@ -101,7 +108,7 @@ class ArmsPlugin:
         return lines
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
+    def pytest_configure_node(self, node: WorkerNode) -> None:
         hand_to_workers(node, HANDED_AGENTS, list(self.options.agents))
         hand_to_workers(node, HANDED_SEED, self.seed)
 
@@ -149,7 +156,7 @@ class ArmsPlugin:
 
     # -- running -----------------------------------------------------------------------------
     @pytest.hookimpl
-    def pytest_hud_case_agent(self, case: HudCase) -> Any | None:
+    def pytest_hud_case_agent(self, case: HudCase) -> Agent | None:
         if case.arm is None:
             return None
         return self.session.load_agent(case.arm.spec)
@@ -185,7 +192,9 @@ class ArmsPlugin:
             self.stopping.reported_item(report.nodeid, self.session.rows.get(report.nodeid))
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: object) -> Any:
+    def pytest_xdist_make_scheduler(
+        self, config: pytest.Config, log: object
+    ) -> HudSequentialScheduling | None:
         """With ``--dist load``: a decided task's items are dropped before they are sent."""
         stopping = self.stopping
         if stopping is None:
