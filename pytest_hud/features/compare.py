@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_hud._plugin.options import HudOptions
-from pytest_hud._plugin.report_images import Figure
+from pytest_hud._plugin.report_images import Figure, figure_path
 from pytest_hud.evaluation import compare as cmp
 from pytest_hud.evaluation import results as rep
 
@@ -35,14 +35,6 @@ class ComparePlugin:
         self.error: str | None = None
         self.bars: int | None = None
 
-    def _plot_path(self) -> Path:
-        if self.options.results is not None:
-            return self.options.results.with_suffix(".compare.png")
-        html = getattr(self.config.option, "htmlpath", None)
-        if html:
-            return Path(html).with_suffix(".compare.png")
-        return self.artifacts / "compare.png"
-
     @pytest.hookimpl
     def pytest_hud_gates(self, rows: list[rep.Row]) -> list[rep.Gate]:
         """Compare, write the plot, and the drop gate when ``--hud-compare-fail`` asks."""
@@ -58,7 +50,7 @@ class ComparePlugin:
         try:
             from pytest_hud.evaluation.compare import write_plot
 
-            path = self._plot_path()
+            path = figure_path(self.config, self.options.results, self.artifacts, "compare")
             self.bars = write_plot([base, new], path)
             self.plot = path
         except Exception as exc:  # matplotlib missing or the file cannot be written

@@ -21,7 +21,7 @@ from pytest_hud._plugin.internals import (
     hand_to_workers,
     uses_fixture_from,
 )
-from pytest_hud._plugin.report_images import Figure
+from pytest_hud._plugin.report_images import Figure, figure_path
 from pytest_hud._plugin.state import BLINDED, CASE
 from pytest_hud.evaluation import provenance
 from pytest_hud.evaluation.results import Row, uncovered
@@ -165,7 +165,7 @@ class ArmsPlugin:
     def pytest_hud_skip_case(self, case: HudCase) -> str | None:
         if self.stopping is None or case.arm is None:
             return None
-        return self.stopping.skip_reason(_task(case))
+        return self.stopping.decisions.reason(_task(case))
 
     @pytest.hookimpl
     def pytest_hud_row(self, item: pytest.Item, row: Row) -> None:
@@ -186,8 +186,7 @@ class ArmsPlugin:
         """Where rows are collected: feed the paired sequential tests, count skips."""
         if self.stopping is None or self.session.is_worker:
             return
-        if report.when == "setup" and report.skipped:
-            self.stopping.skipped_item(report.nodeid, report.longrepr)
+        self.stopping.decisions.reported(report)
         if report.when == "teardown":
             self.stopping.reported_item(report.nodeid, self.session.rows.get(report.nodeid))
 
@@ -196,14 +195,7 @@ class ArmsPlugin:
         self, config: pytest.Config, log: object
     ) -> HudSequentialScheduling | None:
         """With ``--dist load``: a decided task's items are dropped before they are sent."""
-        stopping = self.stopping
-        if stopping is None:
-            return None
-        from pytest_hud._plugin.internals import dropping_scheduler
-
-        return dropping_scheduler(
-            config, log, lambda nodeid: stopping.skip_reason(stopping.task_of_item(nodeid))
-        )
+        return None if self.stopping is None else self.stopping.decisions.scheduler(config, log)
 
     # -- verdicts and reports ------------------------------------------------------------
     def comparisons(self, rows: list[Row]) -> list[Comparison]:
@@ -262,14 +254,6 @@ class ArmsPlugin:
         )
         return [CoveredGate(name, not worse, msg, covers)]
 
-    def _plot_path(self) -> Path:
-        if self.options.results is not None:
-            return self.options.results.with_suffix(".sweep.png")
-        html = getattr(self.config.option, "htmlpath", None)
-        if html:
-            return Path(html).with_suffix(".sweep.png")
-        return self.session.artifacts / "sweep.png"
-
     def _write_plot(self, rows: list[Row]) -> None:
         """A sweep (every arm a checkpoint step): success per task vs training step."""
         if any(str(a.step) != a.label for a in self.arms):
@@ -281,7 +265,7 @@ class ArmsPlugin:
                 run_from_rows([r for r in rows if r.get("arm") == a.letter], a.label)
                 for a in self.arms
             ]
-            path = self._plot_path()
+            path = figure_path(self.config, self.options.results, self.session.artifacts, "sweep")
             write_plot(runs, path)
             self.plot = path
         except Exception as exc:  # matplotlib missing or the file cannot be written
@@ -334,11 +318,10 @@ class ArmsPlugin:
             tr.write_line(f"hud arm {entry['arm']}: {entry['spec']}{role}")
         tr.write_line(f"hud A/B run order: --hud-ab-seed={self.seed}")
         if self.stopping is not None:
-            total = sum(len(v) for v in self.stopping.skipped.values())
-            tr.write_line(f"hud paired sequential: {total} episodes saved")
-            for task, reason in sorted(self.stopping.decided.items()):
-                saved = len(self.stopping.skipped.get(task, []))
-                tr.write_line(f"  {task}: {reason}; {saved} episodes saved")
+            decisions = self.stopping.decisions
+            tr.write_line(f"hud paired sequential: {decisions.saved()} episodes saved")
+            for task, reason in sorted(decisions.reasons.items()):
+                tr.write_line(f"  {task}: {reason}; {decisions.saved(task)} episodes saved")
         if self.plot is not None:
             tr.write_line(f"hud sweep plot: {self.plot}")
         if self.plot_error is not None:

@@ -8,6 +8,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 
 from pytest_hud._plugin.arm_specs import Arm, split_arm, task_of_nodeid
+from pytest_hud._plugin.decided import DecidedTasks
 from pytest_hud.evaluation.bounded import PairedBettingTest
 from pytest_hud.evaluation.results import Row, task_of, unit_of
 from pytest_hud.features.ab.paired import PairedSequentialTest, fixed_n_pairs
@@ -55,8 +56,8 @@ class PairedStopping:
         self._row_values: dict[tuple[str, tuple[object, ...]], list[tuple[float, float] | None]] = (
             defaultdict(list)
         )
-        self.decided: dict[str, str] = {}  # task -> the skip reason of its remaining pairs
-        self.skipped: dict[str, list[str]] = defaultdict(list)  # task -> items not run
+        #: a task is decided once every candidate's test on it decided
+        self.decisions = DecidedTasks(self.task_of_item)
         self.pair_task: dict[str, str] = {}  # pair id -> task, learned from rows
         self.reported: dict[str, dict[str, Row | None]] = defaultdict(dict)
         self._sequence: list[str] | None = None
@@ -155,7 +156,7 @@ class PairedStopping:
         return sum(1 for p in self._pairs() if self.pair_task.get(p) == task)
 
     def _decide(self, task: str) -> None:
-        if task in self.decided:
+        if self.decisions.reason(task) is not None:
             return
         tests = [(a, self.tests.get((a.letter, task))) for a in self.arms[1:]]
         if any(t is None or t.decision is None for _, t in tests):
@@ -165,7 +166,7 @@ class PairedStopping:
             for a, t in tests
             if t
         ]
-        self.decided[task] = "paired sequential: " + "; ".join(reasons)
+        self.decisions.decide(task, "paired sequential: " + "; ".join(reasons))
 
     # -- skipping --------------------------------------------------------------------------
     def task_of_item(self, nodeid: str) -> str | None:
@@ -173,16 +174,6 @@ class PairedStopping:
         if found is None:
             return None
         return self.pair_task.get(found[0]) or task_of_nodeid(nodeid)
-
-    def skip_reason(self, task: str | None) -> str | None:
-        return None if task is None else self.decided.get(task)
-
-    def skipped_item(self, nodeid: str, longrepr: object) -> None:
-        """A setup skip was reported: count it as saved when it was a decided task's."""
-        task = self.task_of_item(nodeid)
-        reason = self.skip_reason(task)
-        if task is not None and reason is not None and reason in str(longrepr):
-            self.skipped[task].append(nodeid)
 
     # -- results ---------------------------------------------------------------------------
     def state(self) -> dict[tuple[str, str], SequentialState]:
@@ -195,13 +186,13 @@ class PairedStopping:
                 "pairs_used": test.pairs_used,
                 "max_pairs": test.max_pairs,
                 "reason": test.reason,
-                "saved": len(self.skipped.get(task, [])),
+                "saved": self.decisions.saved(task),
                 "fixed_n": fixed_n(test),
             }
         return out
 
     def saved(self) -> int:
-        return sum(len(v) for v in self.skipped.values())
+        return self.decisions.saved()
 
 
 def fixed_n(test: PairedSequentialTest | PairedBettingTest) -> int | None:
