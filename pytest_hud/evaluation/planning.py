@@ -17,6 +17,8 @@ from typing import Any, Literal, NoReturn
 import numpy as np
 from numpy.typing import NDArray
 
+from pytest_hud.plumbing.cli import from_args
+
 __all__ = [
     "DISCORDANCES",
     "Figure",
@@ -961,19 +963,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.one_sided
             else "two-sided"
         )
-        setting = Setting(
+        setting = from_args(
+            Setting,
+            args,
             rate=float(rate),
-            effect=args.effect,
-            alpha=args.alpha,
-            power=args.power,
-            tasks=args.tasks,
-            repeats=args.repeats,
-            icc=args.icc,
             discordance=discordance,
             mode=mode,
-            sessions=args.sessions,
-            seed=args.seed,
-            horizon=args.horizon,
             rate_from="--rate" if args.rate is not None else str(args.results),
             discordance_from=found,
         )
