@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping
+from dataclasses import KW_ONLY, dataclass
 
 from pytest_hud._plugin.arm_specs import Arm, split_arm, task_of_nodeid
 from pytest_hud._plugin.decided import DecidedTasks
@@ -22,35 +23,29 @@ from pytest_hud.features.ab.verdicts import (
 __all__ = ["PairedStopping"]
 
 
+@dataclass(eq=False, repr=False)
 class PairedStopping:
     """The paired sequential tests of a session, fed where rows are collected.
 
     ``order`` gives the session's node ids in run order (the pairs' feeding order). On
     success with one episode per row each pair feeds the binary test; with ``repeats`` or
     on a score a row's mean difference feeds a betting test once all its repeats reported
-    (rows are the units)."""
+    (rows are the units). ``family``: the tests split the gate's level over the tasks and
+    ``metrics`` (every metric the gate counts)."""
 
-    def __init__(
-        self,
-        arms: list[Arm],
-        alpha: float,
-        order: Callable[[], list[str]],
-        *,
-        family: bool = False,
-        metric: str = "success",
-        repeats: int = 1,
-        max_steps: int | None = None,
-        metrics: int = 1,
-    ) -> None:
-        self.arms = arms
-        self.alpha = alpha
-        self.family = family
-        self.order = order
-        self.metric = metric
-        self.max_steps = max_steps
-        self.metrics = metrics  # the gate's family counts every metric
-        self.repeats = max(int(repeats), 1)
-        self.by_rows = metric != "success" or self.repeats > 1
+    arms: list[Arm]
+    alpha: float
+    order: Callable[[], list[str]]
+    _: KW_ONLY
+    family: bool = False
+    metric: str = "success"
+    repeats: int = 1
+    max_steps: int | None = None
+    metrics: int = 1
+
+    def __post_init__(self) -> None:
+        self.repeats = max(int(self.repeats), 1)
+        self.by_rows = self.metric != "success" or self.repeats > 1
         self.tests: dict[tuple[str, str], PairedSequentialTest | PairedBettingTest] = {}
         # (candidate, row) -> per repeat (reference value, candidate value) or None (not graded)
         self._row_values: dict[tuple[str, tuple[object, ...]], list[tuple[float, float] | None]] = (
