@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn, TypedDict, Unpack
 
 import numpy as np
 from numpy.typing import NDArray
@@ -480,10 +480,66 @@ class Figure:
     note: str = ""
 
 
-def _figure(s: Setting, design: str, method: str, unit: str, n: float | None, **kw: Any) -> Figure:
+class _Measures(TypedDict, total=False):
+    """What a :class:`Figure` may say beside its number of units (its rows and episodes
+    follow from the number)."""
+
+    discordance: float | None
+    power: float | None
+    power_se: float | None
+    mean_se: float | None
+    horizon: int | None
+    note: str
+
+
+def _figure(
+    s: Setting, design: str, method: str, unit: str, n: float | None, **kw: Unpack[_Measures]
+) -> Figure:
     rows = design_rows(n, s.repeats, s.icc) if n is not None else None
     episodes = rows * s.repeats if rows is not None else None
     return Figure(design, method, unit, n, rows, episodes, **kw)
+
+
+def _sequential(
+    s: Setting,
+    design: str,
+    method: str,
+    unit: str,
+    horizon: int | None,
+    simulate: Callable[[int], Simulated],
+    note: Callable[[Simulated, int], str],
+    *,
+    unsimulated: str | None = None,
+    discordance: float | None = None,
+) -> Figure:
+    """A sequential test's figure: its mean ``unit`` over ``simulate(horizon)``'s sessions
+    of at most ``horizon``, with the power and the standard errors, and ``note(sim,
+    horizon)``; a horizon too long to simulate (or none) gives no number and says why
+    (``unsimulated``: the method named then, if not ``method``)."""
+    if horizon is None or horizon > MAX_HORIZON:
+        return _figure(
+            s,
+            design,
+            unsimulated or method,
+            unit,
+            None,
+            discordance=discordance,
+            note=_too_long(horizon),
+        )
+    sim = simulate(horizon)
+    return _figure(
+        s,
+        design,
+        method,
+        unit,
+        round(sim.mean, 1),
+        discordance=discordance,
+        power=sim.power,
+        power_se=sim.power_se,
+        mean_se=sim.mean_se,
+        horizon=horizon,
+        note=note(sim, horizon),
+    )
 
 
 def _horizon(s: Setting, fixed: int | None) -> int | None:
@@ -624,56 +680,44 @@ def _paired_sequential(s: Setting, q: float, fixed: int | None) -> Figure:
             note=f"n/a: its effect 2q-1 = D/Q = {d / q:.3g} must be below 1: the arms must "
             f"disagree on more than {d:g} of the rows",
         )
-    horizon = _horizon(s, fixed)
-    if horizon is None or horizon > MAX_HORIZON:
-        return _figure(
-            s,
-            name,
-            "PairedSequentialTest",
-            "mean pairs",
-            None,
-            discordance=q,
-            note=_too_long(horizon),
-        )
     if s.mode == "non-inferiority":  # equal arms; "no difference" errs at most beta = alpha
-        sim = simulate_paired_sequential(
-            q,
-            d / q,
-            0.5,
-            alpha=a,
-            beta=a,
-            horizon=horizon,
-            right=NO_DIFFERENCE,
-            sessions=s.sessions,
-            seed=s.seed,
-        )
+        share, alpha, beta, right = 0.5, a, a, NO_DIFFERENCE
         what = f"equal arms: 'no difference' (rules out 2q-1 >= {d / q:.3g}) at beta {a:g}"
     else:
-        sim = simulate_paired_sequential(
+        share, alpha, beta, right = (1 + d / q) / 2, 2 * a if s.one_sided else a, 1 - s.power, WORSE
+        what = f"B worse by {d:g}: 'worse', delta = D/Q = {d / q:.3g}, beta {1 - s.power:.3g}"
+
+    def simulate(horizon: int) -> Simulated:
+        return simulate_paired_sequential(
             q,
             d / q,
-            (1 + d / q) / 2,
-            alpha=2 * a if s.one_sided else a,
-            beta=1 - s.power,
+            share,
+            alpha=alpha,
+            beta=beta,
             horizon=horizon,
-            right=WORSE,
+            right=right,
             sessions=s.sessions,
             seed=s.seed,
         )
-        what = f"B worse by {d:g}: 'worse', delta = D/Q = {d / q:.3g}, beta {1 - s.power:.3g}"
-    return _figure(
+
+    def note(sim: Simulated, horizon: int) -> str:
+        return (
+            f"{sim.sessions} simulated sessions of at most {horizon} pairs, seed {s.seed}; "
+            f"median {sim.median:.0f}; {_shares(sim)}"
+        )
+
+    horizon = _horizon(s, fixed)
+    method = "PairedSequentialTest"
+    return _sequential(
         s,
         name,
-        f"PairedSequentialTest, {what}",
+        f"{method}, {what}",
         "mean pairs",
-        round(sim.mean, 1),
+        horizon,
+        simulate,
+        note,
+        unsimulated=method,
         discordance=q,
-        power=sim.power,
-        power_se=sim.power_se,
-        mean_se=sim.mean_se,
-        horizon=horizon,
-        note=f"{sim.sessions} simulated sessions of at most {horizon} pairs, seed {s.seed}; "
-        f"median {sim.median:.0f}; {_shares(sim)}",
     )
 
 
@@ -697,41 +741,24 @@ def _threshold(s: Setting) -> Figure:
         fixed = fixed_n_for_power(bar, gate_alpha, true, s.power, n_limit=MAX_HORIZON)
     except ValueError:
         fixed = None
-    horizon = _horizon(s, fixed)
-    if horizon is None or horizon > MAX_HORIZON:
-        return _figure(
-            s,
-            name,
-            f"ThresholdGate, {what}",
-            "mean episodes",
-            None,
-            note=_too_long(horizon),
-        )
-    sim = simulate_threshold_gate(
-        bar, true, alpha=gate_alpha, horizon=horizon, sessions=s.sessions, seed=s.seed
-    )
     fixed_note = f"the fixed-n exact binomial test needs {fixed}" if fixed else ""
-    return _figure(
-        s,
-        name,
-        f"ThresholdGate, {what}",
-        "mean episodes",
-        round(sim.mean, 1),
-        power=sim.power,
-        power_se=sim.power_se,
-        mean_se=sim.mean_se,
-        horizon=horizon,
-        note="; ".join(
-            x
-            for x in (
-                f"{sim.sessions} simulated runs of at most {horizon} episodes, seed {s.seed}",
-                f"median {sim.median:.0f}",
-                _shares(sim),
-                fixed_note,
-            )
-            if x
-        ),
-    )
+
+    def simulate(horizon: int) -> Simulated:
+        return simulate_threshold_gate(
+            bar, true, alpha=gate_alpha, horizon=horizon, sessions=s.sessions, seed=s.seed
+        )
+
+    def note(sim: Simulated, horizon: int) -> str:
+        parts = (
+            f"{sim.sessions} simulated runs of at most {horizon} episodes, seed {s.seed}",
+            f"median {sim.median:.0f}",
+            _shares(sim),
+            fixed_note,
+        )
+        return "; ".join(x for x in parts if x)
+
+    horizon = _horizon(s, fixed)
+    return _sequential(s, name, f"ThresholdGate, {what}", "mean episodes", horizon, simulate, note)
 
 
 def plan(s: Setting) -> dict[str, Any]:
