@@ -5,6 +5,7 @@ open loop (guide: docs/guides/why.md).
 from __future__ import annotations
 
 import types
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,8 @@ from pytest_hud.runtime.task import Task
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
+    from pytest_hud.robot.agent.agent import RobotAgent
+    from pytest_hud.robot.contract import Spaces
     from pytest_hud.robot.record.reader import EpisodeInfo, Frames
 
 __all__ = ["OPTIONS", "ReplayMismatch", "ReplayPlugin", "ReplaySettings", "enable", "read_replay"]
@@ -175,7 +178,7 @@ class ReplayPlugin:
             self._frames[episode.index] = self.dataset.frames(episode)
         return episode, self._frames[episode.index]
 
-    def replay_agent(self, case: HudCase) -> Any:
+    def replay_agent(self, case: HudCase) -> RobotAgent:
         from pytest_hud.robot.record.replay import replay_agent
 
         episode, frames = self.frames(case)
@@ -274,7 +277,11 @@ class ReplayPlugin:
         return judge.compare_policy(predicted, recorded, units, names, probes=probes, tol=self.tol)
 
     def _open_loop(
-        self, agent: Any, spaces: Any, observations: list[Any], prompt: str
+        self,
+        agent: RobotAgent,
+        spaces: Spaces,
+        observations: Sequence[dict[str, np.ndarray]],
+        prompt: str,
     ) -> np.ndarray:
         from pytest_hud.robot.agent.open_loop import open_loop
 
@@ -299,7 +306,9 @@ class ReplayPlugin:
             row["replay"] = block  # type: ignore[typeddict-unknown-key]
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         if call.excinfo is not None and isinstance(call.excinfo.value, ReplayMismatch):
             report.longrepr = f"{item.nodeid}: {call.excinfo.value}"
@@ -381,7 +390,7 @@ class ReplayPlugin:
 _BLOCK = pytest.StashKey[dict[str, Any]]()
 
 
-def _span(spaces: Any) -> np.ndarray | None:
+def _span(spaces: Spaces) -> np.ndarray | None:
     """The action's declared range (contract stats max - min), if the contract has one."""
     stats = spaces.action_feature.stats or {}
     if "min" not in stats or "max" not in stats:
@@ -440,12 +449,14 @@ class ReplayFile(pytest.Module):
         cases, ids = plugin.cases, plugin.ids
 
         @pytest.fixture(name="hud_agent")
-        def replay_actions(hud_task: HudCase) -> Any:
+        def replay_actions(hud_task: HudCase) -> RobotAgent:
             """This episode's recorded actions as the rollout's agent."""
             return plugin.replay_agent(hud_task)
 
         @pytest.mark.parametrize("hud_task", cases, ids=ids)
-        def test_replay(hud_result: Any, hud_task: HudCase, request: pytest.FixtureRequest) -> None:
+        def test_replay(
+            hud_result: RolloutResult, hud_task: HudCase, request: pytest.FixtureRequest
+        ) -> None:
             """Passes when the env reproduces the episode and the policy (if given)
             matches its actions."""
             __tracebackhide__ = True
