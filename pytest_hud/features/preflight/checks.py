@@ -8,7 +8,7 @@ import copy
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -28,13 +28,10 @@ from pytest_hud.robot.compat import (
 )
 from pytest_hud.robot.contract import Contract, Spaces
 from pytest_hud.runtime.contracts import contract_of, declared_robots, run_apart
+from pytest_hud.runtime.control import Run
 from pytest_hud.runtime.provider import Provider
 from pytest_hud.runtime.rollout import rollout
 from pytest_hud.runtime.task import Task
-
-if TYPE_CHECKING:
-    from pytest_hud.runtime.control import Run
-    from pytest_hud.runtime.environment import Environment
 
 __all__ = ["PROBE_STEPS", "PROBE_TIMEOUT", "Subject", "check_agent", "first_rows", "subjects"]
 
@@ -66,8 +63,10 @@ def first_rows(tasks: Iterable[Task]) -> list[Subject]:
 def subjects(tasks: Iterable[Task] = ()) -> list[Subject]:
     """``tasks``' envs (their first rows), then every other robot env the imported modules
     declare (a row it declared, else its contract alone)."""
+    from pytest_hud.runtime.modules import declared_environments
+
     found = {s.env: s for s in first_rows(tasks)}
-    declared = {env.name: env for env, _ in _declared()}
+    declared = {env.name: env for env, _ in declared_environments()}
     for label in declared_robots():
         name = label.split(".", 1)[0]
         if name not in found:
@@ -75,12 +74,6 @@ def subjects(tasks: Iterable[Task] = ()) -> list[Subject]:
             rows = list(env.tasks) if env is not None else []
             found[name] = Subject(name, rows[0] if rows else None)
     return list(found.values())
-
-
-def _declared() -> list[tuple[Environment, str | None]]:
-    from pytest_hud.runtime.modules import declared_environments
-
-    return declared_environments()
 
 
 @dataclass
