@@ -559,35 +559,30 @@ def _too_long(horizon: int | None) -> str:
 
 def _unpaired(s: Setting) -> list[Figure]:
     a, d = s.test_alpha, s.effect
+
+    def figure(method: str, n: float, power: float | None = None) -> Figure:
+        return _figure(s, "unpaired, fixed n", method, "episodes per arm", n, power=power)
+
     if s.mode == "non-inferiority":
         exact = newcombe_unpaired_episodes(s.rate, d, a, s.power)
         level = 1 - 2 * a
         return [
-            _figure(
-                s,
-                "unpaired, fixed n",
+            figure(
                 f"exact: Newcombe's interval ({level:.0%}) for B - A above -{d:g}, both "
                 f"rates {s.rate:.1%}",
-                "episodes per arm",
                 exact,
                 power=newcombe_unpaired_power(exact, s.rate, d, a),
             ),
-            _figure(
-                s,
-                "unpaired, fixed n",
+            figure(
                 "normal approximation (z_a + z_b)^2 2pq / D^2 (Blackwelder 1982)",
-                "episodes per arm",
                 unpaired_noninferiority_episodes(s.rate, d, a, s.power),
             ),
         ]
     side = "one-sided" if s.one_sided else "two-sided"
     return [
-        _figure(
-            s,
-            "unpaired, fixed n",
+        figure(
             f"pooled two-proportion z-test, {side}, {s.rate:.1%} vs {s.rate - d:.1%} "
             "(Fleiss, Levin & Paik 2003)",
-            "episodes per arm",
             unpaired_episodes(s.rate, d, a, s.power, one_sided=s.one_sided),
         )
     ]
@@ -597,67 +592,52 @@ def _paired(s: Setting, q: float) -> list[Figure]:
     """The fixed-n paired figures at discordance ``q``, then the sequential test's."""
     a, d = s.test_alpha, s.effect
     drop = 0.0 if s.mode == "non-inferiority" else d
+
+    def figure(
+        method: str, n: float | None, *, power: float | None = None, note: str = ""
+    ) -> Figure:
+        return _figure(
+            s, "paired, fixed n", method, "pairs", n, discordance=q, power=power, note=note
+        )
+
     if d > q and s.mode != "non-inferiority":
         note = (
             f"n/a: a difference of {d:g} needs the arms to disagree on at least {d:g} of the rows"
         )
-        return [
-            _figure(s, "paired, fixed n", "exact McNemar", "pairs", None, discordance=q, note=note)
-        ]
+        return [figure("exact McNemar", None, note=note)]
     try:
         _cells(s.rate, q, drop)
     except ValueError as exc:
-        return [_figure(s, "paired, fixed n", "-", "pairs", None, discordance=q, note=str(exc))]
+        return [figure("-", None, note=str(exc))]
     out: list[Figure] = []
     if s.mode == "non-inferiority":
         try:
             fixed: int | None = newcombe_paired_pairs(s.rate, q, d, a, s.power)
         except ValueError as exc:
-            return [_figure(s, "paired, fixed n", "-", "pairs", None, discordance=q, note=str(exc))]
+            return [figure("-", None, note=str(exc))]
         level = 1 - 2 * a
         out.append(
-            _figure(
-                s,
-                "paired, fixed n",
+            figure(
                 f"exact: Newcombe's paired interval ({level:.0%}) for B - A above -{d:g}",
-                "pairs",
                 fixed,
-                discordance=q,
                 power=newcombe_paired_power(int(fixed or 0), s.rate, q, d, a),
             )
         )
         out.append(
-            _figure(
-                s,
-                "paired, fixed n",
+            figure(
                 "normal approximation (z_a + z_b)^2 Q / D^2",
-                "pairs",
                 paired_noninferiority_pairs(q, d, a, s.power),
-                discordance=q,
             )
         )
     else:
         fixed = mcnemar_pairs(q, d, a, s.power, one_sided=s.one_sided)
         side = "one-sided" if s.one_sided else "two-sided"
-        out.append(
-            _figure(
-                s,
-                "paired, fixed n",
-                f"exact McNemar, {side}, effect 2q-1 = D/Q = {d / q:.3g}",
-                "pairs",
-                fixed,
-                discordance=q,
-            )
-        )
+        out.append(figure(f"exact McNemar, {side}, effect 2q-1 = D/Q = {d / q:.3g}", fixed))
         if s.one_sided:
             out.append(
-                _figure(
-                    s,
-                    "paired, fixed n",
+                figure(
                     "normal approximation (Connor 1987), one-sided",
-                    "pairs",
                     connor_pairs(q, d, a, s.power),
-                    discordance=q,
                 )
             )
     out.append(_paired_sequential(s, q, fixed))
