@@ -526,7 +526,7 @@ def live_check(
     for s in range(len(xa)):
         gate = PairedStopping(arms, a.alpha, lambda: ids)
         for i in range(n):
-            if gate.skip_reason("so101/reach") is not None:
+            if gate.decisions.reason("so101/reach") is not None:
                 break  # decided: the plugin skips the task's remaining pairs
             for x, outcome in (("A", xa[s, i]), ("B", xb[s, i])):
                 row = {

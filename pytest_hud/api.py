@@ -11,12 +11,14 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 from pytest_hud._plugin.module_rows import check_module_columns
 from pytest_hud.errors import HudError
+from pytest_hud.evaluation.document import ResultsDocument
 from pytest_hud.forkserver import client as forkserver
 from pytest_hud.runtime.backends import DEFAULT
 from pytest_hud.runtime.modules import declared_environments
@@ -98,7 +100,7 @@ class Results:
     overall: TaskResult
     per_task: dict[str, TaskResult]
     gates: dict[str, bool]
-    document: dict[str, Any] = field(repr=False)
+    document: ResultsDocument = field(repr=False)
     path: Path | None = None
 
     @property
@@ -127,11 +129,11 @@ class _HeldAgent:
     def __init__(self, spec: str, agent: object) -> None:
         self.spec, self.agent = spec, agent
 
-    def pytest_hud_agent(self, config: pytest.Config, spec: str) -> Any | None:
+    def pytest_hud_agent(self, config: pytest.Config, spec: str) -> object | None:
         return self.agent if spec == self.spec else None
 
 
-def _restore_imports(modules: dict[str, Any], path: list[str], tmp: str) -> None:
+def _restore_imports(modules: dict[str, ModuleType], path: list[str], tmp: str) -> None:
     """Undo what the session's collection did to the import system: a ``conftest`` (or
     test module) it imported under a name the caller had is put back, its own conftests
     and generated modules are dropped, and ``sys.path`` is the caller's again."""

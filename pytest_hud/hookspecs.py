@@ -6,15 +6,15 @@ Episode hooks run where rollouts run; row hooks where rows are collected (the co
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.cases import HudCase
     from pytest_hud._plugin.report_images import Figure
-    from pytest_hud.evaluation.results import Gate, Row
+    from pytest_hud.evaluation.results import Gate, ResultsDocument, Row
     from pytest_hud.evaluation.verdict import CoveredGate
     from pytest_hud.robot.agent.agent import ObserverFactory
     from pytest_hud.robot.agent.timed import Timing
@@ -101,12 +101,12 @@ def pytest_hud_gates(config: pytest.Config, rows: list[Row]) -> Sequence[Gate | 
 
 
 @pytest.hookspec()
-def pytest_hud_results_meta(config: pytest.Config) -> dict[str, Any]:
+def pytest_hud_results_meta(config: pytest.Config) -> Mapping[str, object]:
     """Top-level fields to add to the results JSON (asked after the gates)."""
 
 
 @pytest.hookspec()
-def pytest_hud_results(config: pytest.Config, document: dict[str, Any]) -> None:
+def pytest_hud_results(config: pytest.Config, document: ResultsDocument) -> None:
     """The session's finished results document (written to ``--hud-results`` if given)."""
 
 

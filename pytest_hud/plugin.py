@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -81,14 +82,18 @@ class HudHooks:
         self.reporter = Reporter(session)
 
     # -- collection ---------------------------------------------------------------------
-    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> Any:
+    def pytest_collect_file(
+        self, file_path: Path, parent: pytest.Collector
+    ) -> pytest.Collector | None:
         return self.collector.collect_file(file_path, parent)
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         self.collector.generate_tests(metafunc)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> Any:
+    def pytest_collection_modifyitems(
+        self, items: list[pytest.Item]
+    ) -> Generator[None, None, None]:
         self.collector.collection_modifyitems(items)
         result = yield
         if self.session.is_worker:  # after xdist's own renaming, which pytest 9.2 lost

@@ -9,11 +9,11 @@ import os
 import random
 import re
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
 from pytest_hud._plugin.internals import from_controller
+from pytest_hud._plugin.option_table import OptionTable
 from pytest_hud.robot.agent.registry import AgentSpec, checkpoint_step
 
 __all__ = [
@@ -29,7 +29,7 @@ __all__ = [
     "task_of_nodeid",
 ]
 
-ARM_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
+ARM_OPTIONS: OptionTable = [
     (
         "--hud-ab-seed",
         "with several --hud-agent: the seed of the shuffled, interleaved run order of the "

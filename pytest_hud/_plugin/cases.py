@@ -9,9 +9,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytest_hud._plugin.arm_specs import Arm
+from pytest_hud.plumbing.jsonvalue import JSONValue
 from pytest_hud.runtime.errors import TaskError
 from pytest_hud.runtime.task import Task, Taskset
 
@@ -47,7 +47,7 @@ class HudCase:
         return base if self.arm is None else f"{base}@{self.arm.letter}"
 
     @property
-    def seed(self) -> Any:
+    def seed(self) -> JSONValue:
         return self.task.args.get("seed")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -45,7 +45,7 @@ class Collector:
         where = self.config.invocation_params.dir
         self._ledger = None if ledger is None else (Path(where) / ledger).resolve()
 
-    def collect_file(self, file_path: Path, parent: pytest.Collector) -> Any:
+    def collect_file(self, file_path: Path, parent: pytest.Collector) -> TaskFile | None:
         if is_task_file(file_path) and file_path.resolve() != self._ledger:
             return TaskFile.from_parent(parent, path=file_path)
         return None

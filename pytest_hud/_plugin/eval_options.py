@@ -4,16 +4,16 @@ feature's flags live with the feature)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from pytest_hud._plugin.option_table import OptionTable, read_option
+
 __all__ = ["EVALUATION_OPTIONS", "EvaluationOptions"]
 
-EVALUATION_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
+EVALUATION_OPTIONS: OptionTable = [
     (
         "--hud-alpha",
         "error level of --hud-gate=sequential decisions and --hud-compare verdicts (default 0.05)",
@@ -59,15 +59,15 @@ class EvaluationOptions:
     compare: Path | None = None
     compare_fail: float | None = None
 
-    def read_evaluation(self, get: Callable[[str, Any], Any]) -> None:
+    def read_evaluation(self, config: pytest.Config) -> None:
         for name, kind in [("alpha", float), ("min_coverage", float), ("compare_fail", float)]:
-            value = get(f"hud_{name}", kind)
+            value = read_option(config, f"hud_{name}", kind)
             if value is not None:
                 setattr(self, name, value)
         for name in ("ledger", "resume", "compare"):
-            value = get(f"hud_{name}", str)
-            if value is not None:
-                setattr(self, name, Path(value))
+            path = read_option(config, f"hud_{name}", str)
+            if path is not None:
+                setattr(self, name, Path(path))
         results = getattr(self, "results", None)
         if self.ledger is None and results is not None:
             self.ledger = results.with_suffix(".ledger.jsonl")

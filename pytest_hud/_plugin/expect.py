@@ -8,7 +8,7 @@ import fnmatch
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 from pytest_hud._plugin.errors import ExpectError
 
@@ -87,7 +87,7 @@ def _names(env: str, slug: str, task_id: str) -> tuple[str, str]:
     return f"{env}/{slug}", f"{env}/{task_id}"
 
 
-def _yaml() -> Any:
+def _yaml() -> ModuleType:
     """PyYAML, declared as the ``yaml`` extra; TOML needs nothing (tomllib)."""
     try:
         import yaml

@@ -4,11 +4,11 @@ the xdist controller lacks), so ``-n`` gives the same gates and exit code.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from pytest_hud.evaluation import results as rep
 from pytest_hud.evaluation.baseline import mismatches
-from pytest_hud.evaluation.results import Row
+from pytest_hud.evaluation.results import ResultsDocument, Row
 from pytest_hud.evaluation.verdict import CoveredGate
 
 __all__ = ["marker_thresholds", "session_gates"]
@@ -33,8 +33,8 @@ def session_gates(
     *,
     min_success: float | None,
     mode: str,
-    baseline: dict[str, Any] | None,
-    meta: dict[str, Any],
+    baseline: ResultsDocument | None,
+    meta: Mapping[str, object],
     baseline_strict: bool = False,
     min_coverage: float = 0.0,
 ) -> list[CoveredGate]:
@@ -76,8 +76,8 @@ def _gates(
     rows: list[Row],
     min_success: float | None,
     mode: str,
-    baseline: dict[str, Any] | None,
-    meta: dict[str, Any],
+    baseline: ResultsDocument | None,
+    meta: Mapping[str, object],
     baseline_strict: bool,
 ) -> list[CoveredGate]:
     how = "raw" if mode == "none" else mode
@@ -92,7 +92,7 @@ def _gates(
             continue
         gates.append(_covered(group, rep.threshold_gate(group, mine, threshold, how), mine))
     if baseline is not None:
-        differs = mismatches(baseline, meta, [dict(r) for r in rows])
+        differs = mismatches(baseline, meta, rows)
         base_tasks = set(baseline.get("per_task") or {})
         for gate in rep.baseline_gates(rows, baseline, differs=differs):
             task = gate.name.removeprefix("baseline ")

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import html
 from collections import defaultdict
-from typing import Any
+from collections.abc import Sequence
 
 from pytest_hud.evaluation import results as rep
-from pytest_hud.evaluation.results import Row
+from pytest_hud.evaluation.results import Gate, Row
 
 __all__ = ["STYLE", "per_task", "success_plot_svg", "summary_html", "task_name"]
 
@@ -138,7 +138,7 @@ def _table(rows: list[Row]) -> str:
     )
 
 
-def _gates(gates: list[Any]) -> str:
+def _gates(gates: Sequence[Gate]) -> str:
     return "".join(
         f'<p class="hud-gate {"pass" if g.passed else "fail"}">'
         f"{'PASSED' if g.passed else 'FAILED'} {html.escape(g.message)}</p>"
@@ -193,7 +193,7 @@ def success_plot_svg(rows: list[Row]) -> str:
     return "".join(parts)
 
 
-def summary_html(title: str, rows: list[Row], gates: list[Any], gallery: str) -> str:
+def summary_html(title: str, rows: list[Row], gates: Sequence[Gate], gallery: str) -> str:
     """The whole hud block for pytest-html's summary ``prefix``."""
     return (
         f'{STYLE}{SCRIPT}<div class="hud-summary"><h2>hud: {html.escape(title)}</h2>'

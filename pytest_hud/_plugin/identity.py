@@ -5,12 +5,12 @@ commands), computed once for the ledger, resume and results.
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import pytest
 
 from pytest_hud._plugin.options import HudOptions
 from pytest_hud.evaluation import provenance
+from pytest_hud.evaluation.provenance import Provenance
 from pytest_hud.runtime.backends import DEFAULT
 
 __all__ = ["RunIdentity"]
@@ -26,7 +26,7 @@ class RunIdentity:
         self._hash: str | None = None
         self._hashed = False
         #: the run's provenance (controller, with --hud-ledger or --hud-results), else None
-        self.provenance: dict[str, Any] | None = None
+        self.provenance: Provenance | None = None
 
     @property
     def label(self) -> str:
@@ -49,7 +49,7 @@ class RunIdentity:
                 self._hash = None
         return self._hash
 
-    def collect(self) -> dict[str, Any]:
+    def collect(self) -> Provenance:
         """The run's provenance (packages, host, git, checkpoint, command), kept."""
         image = self.options.runtime_spec.image
         out = provenance.collect(

@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import TypeAlias
 
-__all__ = ["restore_sigterm", "sigterm_interrupts"]
+__all__ = ["SignalHandler", "restore_sigterm", "sigterm_interrupts"]
+
+#: what ``signal.signal`` takes and ``signal.getsignal`` gives back
+SignalHandler: TypeAlias = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"received {signal.Signals(signum).name}")
 
 
-def sigterm_interrupts() -> Any:
+def sigterm_interrupts() -> SignalHandler:
     """Make SIGTERM raise KeyboardInterrupt (main thread, default handler only); returns
     what to give :func:`restore_sigterm` (None when nothing changed)."""
     if threading.current_thread() is not threading.main_thread():
@@ -27,7 +31,7 @@ def sigterm_interrupts() -> Any:
     return signal.SIG_DFL
 
 
-def restore_sigterm(previous: Any) -> None:
+def restore_sigterm(previous: SignalHandler) -> None:
     if previous is None or threading.current_thread() is not threading.main_thread():
         return
     if signal.getsignal(signal.SIGTERM) is _interrupt:

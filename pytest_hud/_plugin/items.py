@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import types
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from pytest_hud.runtime.rollout import RolloutResult
 
 __all__ = ["TaskFile", "is_task_file"]
 
@@ -27,7 +30,7 @@ class TaskFile(pytest.Module):
         module.__file__ = str(self.path)
 
         @pytest.mark.hud(tasks=str(self.path))
-        def test_episode(hud_result: Any) -> None:
+        def test_episode(hud_result: RolloutResult) -> None:
             """Passes when the episode succeeds."""
             __tracebackhide__ = True
             if not hud_result.success:

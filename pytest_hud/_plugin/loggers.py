@@ -11,7 +11,8 @@ registry hands out views of a copy taken in one step, so a walk never sees it ch
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from _collections_abc import dict_items, dict_keys, dict_values
@@ -39,7 +40,7 @@ class SnapshotRegistry(dict[str, _Entry]):
         return dict.copy(self).items()
 
 
-def _lock() -> Any:
+def _lock() -> AbstractContextManager[object]:
     return logging._lock  # type: ignore[attr-defined]  # the lock getLogger takes
 
 

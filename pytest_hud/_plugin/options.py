@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import pytest
 
 from pytest_hud._plugin.arm_specs import ARM_OPTIONS, read_ab_seed, read_agents
 from pytest_hud._plugin.eval_options import EVALUATION_OPTIONS, EvaluationOptions
+from pytest_hud._plugin.option_table import OptionTable, read_option
 from pytest_hud._plugin.report_images import REPORT_OPTIONS, read_report_images
 from pytest_hud.runtime.backends import BACKENDS, DEFAULT, RuntimeSpec, forms, parse
 from pytest_hud.runtime.errors import PlacementError
 
 __all__ = ["HudOptions", "OptionTable", "add_options", "addoption", "read_flag", "read_option"]
 
-#: (flag, help, kwargs) per option; its dest and ini name are the flag's (``--hud-x-y``: hud_x_y).
-OptionTable = list[tuple[str, str, dict[str, Any]]]
+T = TypeVar("T")
 
 #: The core's options; each feature declares its own (``OPTIONS`` in its module).
 _OPTIONS: OptionTable = [
@@ -150,22 +151,6 @@ def addoption(parser: pytest.Parser) -> None:
     add_options(parser, _OPTIONS)
 
 
-def read_option(config: pytest.Config, name: str, kind: Any = str) -> Any:
-    """Option ``name`` (a dest, ``hud_x_y``) from the command line, else its ini, as ``kind``;
-    None where neither is set."""
-    value = config.getoption(name)
-    if value is None:
-        raw = config.getini(name)
-        if raw in (None, "", []):
-            return None
-        try:
-            value = kind(raw)
-        except ValueError:
-            msg = f"ini option {name} = {raw!r} is not a valid {kind.__name__}"
-            raise pytest.UsageError(msg) from None
-    return value
-
-
 def read_flag(config: pytest.Config, name: str) -> bool:
     """A yes/no option ``name`` (a dest, ``hud_x_y``): given on the command line, else its
     ini (true/false, yes/no, 1/0: pytest refuses anything else), else False."""
@@ -227,26 +212,20 @@ class HudOptions(EvaluationOptions):
     def from_config(cls, config: pytest.Config) -> HudOptions:
         o = cls()
 
-        def as_path(value: str) -> Path:
-            return Path(value)
-
-        # (how a value is read, how it is stored, the options read that way)
-        readers: list[tuple[Any, Any, tuple[str, ...]]] = [
-            (
-                str,
-                str,
-                ("runtime", "docker_base", "gate", "checkpoint", "record", "split"),
-            ),
-            (int, int, ("shared", "group", "concurrency", "max_steps", "seed")),
-            (float, float, ("min_success", "timeout")),
-            (str, as_path, ("results", "baseline", "expect")),
-        ]
-        for kind, store, names in readers:
+        def store(
+            names: tuple[str, ...], kind: Callable[[str], T], as_: Callable[[T], object]
+        ) -> None:
+            """Each option of ``names`` that is set: read as ``kind``, stored ``as_``."""
             for name in names:
                 value = read_option(config, f"hud_{name}", kind)
                 if value is not None:
-                    setattr(o, name, store(value))
-        o.read_evaluation(lambda name, kind: read_option(config, name, kind))
+                    setattr(o, name, as_(value))
+
+        store(("runtime", "docker_base", "gate", "checkpoint", "record", "split"), str, str)
+        store(("shared", "group", "concurrency", "max_steps", "seed"), int, int)
+        store(("min_success", "timeout"), float, float)
+        store(("results", "baseline", "expect"), str, Path)
+        o.read_evaluation(config)
         o.report_images = read_report_images(config)
         o.warm = _warm(read_option(config, "hud_warm", str))
         metrics = read_option(config, "hud_ab_metric", str)

@@ -10,13 +10,14 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-__all__ = ["REPORT_OPTIONS", "Figure", "figures_html", "read_report_images"]
+from pytest_hud._plugin.option_table import OptionTable
 
-REPORT_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
+__all__ = ["REPORT_OPTIONS", "Figure", "figure_path", "figures_html", "read_report_images"]
+
+REPORT_OPTIONS: OptionTable = [
     (
         "--hud-report-image",
         "an image (PNG, GIF, JPEG or SVG) to show and link in the html report's summary, "
@@ -57,6 +58,18 @@ def _mime(path: Path) -> str | None:
     if text.startswith("<svg") or (text.startswith("<?xml") and "<svg" in text):
         return "image/svg+xml"
     return None
+
+
+def figure_path(config: pytest.Config, results: Path | None, artifacts: Path, name: str) -> Path:
+    """Where the session writes its figure ``name`` (the A/B sweep, the comparison): beside
+    the results JSON (``<results>.<name>.png``), else beside the html report, else in the
+    session's ``artifacts`` folder, so it is found next to what the run produced."""
+    if results is not None:
+        return results.with_suffix(f".{name}.png")
+    html = getattr(config.option, "htmlpath", None)
+    if html:
+        return Path(html).with_suffix(f".{name}.png")
+    return artifacts / f"{name}.png"
 
 
 def read_report_images(config: pytest.Config) -> list[Path]:

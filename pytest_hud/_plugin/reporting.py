@@ -5,6 +5,7 @@ exit status; features extend each through hooks.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
@@ -185,9 +186,7 @@ class Reporter:
             meta.update(extra)
         hud.gates = [rep.Gate(g.name, g.passed, g.message) for g in covered]
         report_only = self.options.gate == "none"
-        hud.verdict = decide(
-            [dict(r) for r in rows], covered, hud.other_failures, report_only=report_only
-        )
+        hud.verdict = decide(list(rows), covered, hud.other_failures, report_only=report_only)
         stopped = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop)
         doc = rep.results_document(
             rows,
@@ -209,7 +208,7 @@ class Reporter:
         failed = hud.verdict.failed or bool(hud.failures)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED if failed else pytest.ExitCode.OK
 
-    def _covered_gates(self, rows: list[rep.Row], meta: dict[str, Any]) -> list[CoveredGate]:
+    def _covered_gates(self, rows: list[rep.Row], meta: Mapping[str, object]) -> list[CoveredGate]:
         return session_gates(
             rows,
             min_success=self.options.min_success,

@@ -4,10 +4,10 @@ template is refused before any item runs instead of erroring every item.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
 
 from pytest_hud.runtime.backends import parse
+from pytest_hud.runtime.environment import Environment
 from pytest_hud.runtime.errors import TaskError
 from pytest_hud.runtime.modules import declared_environments, environments_in, load_module
 from pytest_hud.runtime.task import Task
@@ -15,7 +15,7 @@ from pytest_hud.runtime.task import Task
 __all__ = ["check_rows"]
 
 
-def _module_envs(module: str) -> dict[str, object] | None:
+def _module_envs(module: str) -> dict[str, Environment] | None:
     try:
         loaded = load_module(module)
     except Exception:  # not importable here (e.g. only inside an image): the runtime decides
@@ -23,7 +23,7 @@ def _module_envs(module: str) -> dict[str, object] | None:
     return {env.name: env for env in environments_in(loaded)}
 
 
-def _check(row: Task, envs: dict[str, Any], where: str) -> None:
+def _check(row: Task, envs: Mapping[str, Environment], where: str) -> None:
     env = envs.get(row.env)
     if env is None:
         known = ", ".join(sorted(envs)) or "none"

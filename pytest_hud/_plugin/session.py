@@ -8,7 +8,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -25,6 +25,7 @@ from pytest_hud._plugin.internals import (
     is_worker,
     terminal_writer,
 )
+from pytest_hud._plugin.interrupts import SignalHandler
 from pytest_hud._plugin.options import HudOptions
 from pytest_hud._plugin.state import RESULT
 from pytest_hud.evaluation import results as rep
@@ -111,7 +112,7 @@ class HudSession:
         self.order: list[str] = []  # the session's items, in test order
         #: why the session fails beside its gates (a dataset that could not be written)
         self.failures: list[str] = []
-        self.sigterm: Any = None  # the SIGTERM handler to restore at unconfigure
+        self.sigterm: SignalHandler = None  # the SIGTERM handler to restore at unconfigure
         if not self.is_worker and (options.ledger is not None or options.results is not None):
             self.identity.collect()
 
@@ -191,7 +192,7 @@ class HudSession:
         except ExpectError as exc:
             raise pytest.UsageError(str(exc)) from None
 
-    def _load_baseline(self) -> dict[str, Any] | None:
+    def _load_baseline(self) -> rep.ResultsDocument | None:
         if self.options.baseline is None:
             return None
         try:

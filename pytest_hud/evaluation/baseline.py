@@ -5,8 +5,10 @@ smallest drop this run could detect, since few episodes pass almost anything.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from statistics import NormalDist
-from typing import Any
+
+from pytest_hud.evaluation.document import ItemCounts, ResultsDocument, Row
 
 __all__ = [
     "detectable_drop",
@@ -84,16 +86,16 @@ def power_note(p0: float | None, n_base: int, n_now: int, rows: int, alpha: floa
     return note
 
 
-def incomplete_reason(doc: dict[str, Any]) -> str | None:
+def incomplete_reason(doc: ResultsDocument) -> str | None:
     """Why a results document is not a whole run (None when it is, or predates the flag)."""
     if doc.get("complete", True) is not False:
         return None
-    items = doc.get("items") or {}
+    items: ItemCounts | dict[str, int] = doc.get("items") or {}
     how = "was interrupted" if doc.get("interrupted") else "stopped early"
     return f"it {how}: {items.get('run', '?')} of {items.get('collected', '?')} items ran"
 
 
-def _seeds(rows: list[dict[str, Any]]) -> dict[str, list[object]]:
+def _seeds(rows: Sequence[Row]) -> dict[str, list[object]]:
     out: dict[str, list[object]] = {}
     for r in rows:
         task = r.get("task") or f"{r.get('env')}/{r.get('task_id')}"  # older files: no "task"
@@ -102,7 +104,7 @@ def _seeds(rows: list[dict[str, Any]]) -> dict[str, list[object]]:
 
 
 def mismatches(
-    baseline: dict[str, Any], meta: dict[str, Any], rows: list[dict[str, Any]]
+    baseline: ResultsDocument, meta: Mapping[str, object], rows: Sequence[Row]
 ) -> list[str]:
     """How the baseline's run differs from this one: agent/checkpoint, env set, group
     size, base seed, the seeds of the tasks both ran. Empty when they match."""

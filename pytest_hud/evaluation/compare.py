@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_hud.evaluation.bounded import paired_scores
 from pytest_hud.evaluation.proportions import (
@@ -21,7 +21,7 @@ from pytest_hud.evaluation.proportions import (
     newcombe_unpaired,
     wilson,
 )
-from pytest_hud.evaluation.results import read_results, unit_of
+from pytest_hud.evaluation.results import Row, read_results, unit_of
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -42,7 +42,9 @@ __all__ = [
 
 OVERALL = "overall"
 #: one task's graded episodes of one run: (seed, rep, group, occurrence) -> success
-Outcomes = dict[tuple[Any, ...], bool]
+Outcomes = dict[tuple[object, ...], bool]
+#: one task's episodes of one run: episode key -> its row (test function, task row)
+RowsOf = dict[tuple[object, ...], tuple[object, ...]]
 
 
 @dataclass
@@ -53,7 +55,7 @@ class Run:
     label: str
     path: Path | None
     tasks: dict[str, Outcomes]
-    rows: dict[str, dict[tuple[Any, ...], tuple[Any, ...]]] = field(default_factory=dict)
+    rows: dict[str, RowsOf] = field(default_factory=dict)
 
     def counts(self, task: str) -> tuple[int, int]:
         outcomes = self.tasks.get(task, {})
@@ -84,7 +86,7 @@ class Comparison:
         return self.new_successes / self.new_n if self.new_n else None
 
 
-def task_label(row: dict[str, Any]) -> str:
+def task_label(row: Row) -> str:
     """``env/template`` plus its non-seed args (``env/template[k=v]``): rows differing
     only in seed pool into one task, other args stay separate tasks."""
     args = {k: v for k, v in (row.get("args") or {}).items() if k != "seed"}
@@ -113,10 +115,10 @@ def load_run(path: str | Path, label: str | None = None) -> Run:
     return run_from_rows(rows, label or path.stem, path)
 
 
-def run_from_rows(rows: Sequence[dict[str, Any]], label: str, path: Path | None = None) -> Run:
+def run_from_rows(rows: Sequence[Row], label: str, path: Path | None = None) -> Run:
     """A run from results rows (``report.hud`` rows, e.g. the current session's)."""
     tasks: dict[str, Outcomes] = defaultdict(dict)
-    rows_of: dict[str, dict[tuple[Any, ...], tuple[Any, ...]]] = defaultdict(dict)
+    rows_of: dict[str, RowsOf] = defaultdict(dict)
     for i, r in enumerate(rows):
         if r.get("error") is not None or r.get("success") is None:
             continue
@@ -124,9 +126,10 @@ def run_from_rows(rows: Sequence[dict[str, Any]], label: str, path: Path | None 
         if r.get("seed") is None:  # cannot be paired with another run's episode
             outcomes[("unseeded", i)] = bool(r["success"])
             continue
-        episode: tuple[Any, ...] = (r.get("seed"), r.get("rep"), r.get("group"), 0)
-        while episode in outcomes:  # the same seeded row run twice: keep both
-            episode = (*episode[:3], episode[3] + 1)
+        seen = 0
+        while (r.get("seed"), r.get("rep"), r.get("group"), seen) in outcomes:
+            seen += 1  # the same seeded row run twice: keep both
+        episode = (r.get("seed"), r.get("rep"), r.get("group"), seen)
         outcomes[episode] = bool(r["success"])
         rows_of[task_label(r)][episode] = unit_of(r)
     return Run(label, path, dict(tasks), dict(rows_of))
@@ -148,7 +151,7 @@ def _compare(
     new: Run,
     outcomes: tuple[Outcomes, Outcomes],
     alpha: float,
-    row_of: dict[tuple[Any, ...], tuple[Any, ...]] | None = None,
+    row_of: RowsOf | None = None,
 ) -> Comparison:
     """One task's (or the pooled) comparison: paired on seeds when both ran the same ones
     (exact McNemar; rows as the units, a permutation test on row means, when a row ran

@@ -15,20 +15,24 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Literal, Required, TypedDict, cast
 
 from pytest_hud.errors import HudError
-from pytest_hud.evaluation.results import RowError, check_row
+from pytest_hud.evaluation.provenance import CheckpointRef, Provenance
+from pytest_hud.evaluation.results import ResultsDocument, Row, RowError, check_row
+from pytest_hud.plumbing.jsonvalue import JSONValue
 
 __all__ = [
+    "EpisodeRecord",
     "Ledger",
     "LedgerContents",
     "LedgerError",
     "LedgerWriteError",
     "ResumeIndex",
+    "RunRecord",
     "TornLine",
     "episode_record",
     "key",
@@ -40,7 +44,28 @@ __all__ = [
 ]
 
 VERSION = 1
-Key = tuple[Any, ...]
+#: an episode's identity (:func:`key`): JSON scalars, compared and hashed, never read
+Key = tuple[object, ...]
+
+
+class RunRecord(TypedDict):
+    """A ledger's run line: the session's provenance, once, before its episodes."""
+
+    kind: Literal["run"]
+    v: int
+    run: str  # the id its episodes refer to
+    started: float
+    provenance: Provenance | dict[str, JSONValue]  # {} where the session collected none
+
+
+class EpisodeRecord(Row, total=False):
+    """A ledger's episode line: a results row with the run it belongs to."""
+
+    kind: Required[Literal["episode"]]
+    v: Required[int]
+    run: Required[str]
+    finished: Required[float]
+    checkpoint: Required[CheckpointRef | None]
 
 
 class LedgerError(HudError, ValueError):
@@ -62,21 +87,22 @@ class TornLine:
 
 @dataclass
 class LedgerContents:
-    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    episodes: list[dict[str, Any]] = field(default_factory=list)
+    runs: dict[str, RunRecord] = field(default_factory=dict)
+    episodes: list[EpisodeRecord] = field(default_factory=list)
     torn: TornLine | None = None
 
 
-def key(record: dict[str, Any]) -> Key:
+def key(record: Mapping[str, object]) -> Key:
     """What makes two records the same episode, for resume and merge: the task
-    (``env/slug``), seed, repeat, agent and checkpoint content hash."""
-    ckpt = record.get("checkpoint") or {}
+    (``env/slug``), seed, repeat, agent and checkpoint content hash. ``record`` is an
+    episode record, or a probe with those fields alone."""
+    ckpt = record.get("checkpoint")
     return (
         record.get("key"),
         record.get("seed"),
         record.get("rep"),
         record.get("agent"),
-        ckpt.get("hash"),
+        ckpt.get("hash") if isinstance(ckpt, Mapping) else None,
     )
 
 
@@ -84,7 +110,7 @@ def key(record: dict[str, Any]) -> Key:
 EPISODE_OUTCOMES = ("passed", "failed", "xfailed", "xpassed")
 
 
-def is_episode(record: dict[str, Any]) -> bool:
+def is_episode(record: EpisodeRecord) -> bool:
     """Whether a record is a graded episode (pass or fail), not an infrastructure error."""
     return record.get("outcome") in EPISODE_OUTCOMES and not record.get("error")
 
@@ -94,7 +120,7 @@ class ResumeIndex:
     """What ``--hud-resume`` keeps: the graded episode of each key (the latest line wins),
     and the keys whose records are only errors or skips, which run again."""
 
-    episodes: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    episodes: dict[Key, EpisodeRecord] = field(default_factory=dict)
     rerun: set[Key] = field(default_factory=set)
 
 
@@ -111,14 +137,14 @@ def resume_index(contents: LedgerContents) -> ResumeIndex:
 
 
 def episode_record(
-    row: dict[str, Any],
+    row: Row,
     *,
     run: str,
     checkpoint: str | None = None,
     checkpoint_hash: str | None = None,
-) -> dict[str, Any]:
+) -> EpisodeRecord:
     """A ledger episode from a plugin results row (``report.hud``)."""
-    ckpt = (
+    ckpt: CheckpointRef | None = (
         None
         if checkpoint is None and checkpoint_hash is None
         else {"path": checkpoint, "hash": checkpoint_hash}
@@ -133,7 +159,9 @@ def episode_record(
     }
 
 
-def _parse(raw: bytes, number: int, path: Path) -> dict[str, object]:
+def _parse(raw: bytes, number: int, path: Path) -> RunRecord | EpisodeRecord:
+    """One line's record; what is checked (the kind, the run id, an episode's row fields)
+    is what makes it one: the rest is read as written."""
     try:
         rec = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -148,12 +176,13 @@ def _parse(raw: bytes, number: int, path: Path) -> dict[str, object]:
         )
     if not isinstance(rec.get("run"), str):
         raise LedgerError(f"{path} line {number}: field 'run': expected a string")
-    if rec["kind"] == "episode":
-        try:
-            check_row(rec, f"{path} line {number}")
-        except RowError as exc:
-            raise LedgerError(str(exc)) from None
-    return rec
+    if rec["kind"] == "run":
+        return cast(RunRecord, rec)
+    try:
+        check_row(rec, f"{path} line {number}")
+    except RowError as exc:
+        raise LedgerError(str(exc)) from None
+    return cast(EpisodeRecord, rec)
 
 
 def read(path: str | Path) -> LedgerContents:
@@ -168,7 +197,7 @@ def read(path: str | Path) -> LedgerContents:
         if raw.strip():
             rec = _parse(raw, number, path)
             if rec["kind"] == "run":
-                out.runs[str(rec["run"])] = rec
+                out.runs[rec["run"]] = rec
             else:
                 out.episodes.append(rec)
         offset += len(raw) + 1
@@ -201,7 +230,7 @@ class Ledger:
                 os.close(dfd)
         self._lock = threading.Lock()
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: RunRecord | EpisodeRecord) -> None:
         """Write one record as one line and fsync it before returning."""
         if record.get("kind") not in ("run", "episode"):
             raise LedgerError(f"expected a record with kind run or episode, got {record!r:.80}")
@@ -226,7 +255,9 @@ class Ledger:
                 ) from None
             self.records += 1
 
-    def begin_run(self, provenance: dict[str, Any], run: str | None = None) -> str:
+    def begin_run(
+        self, provenance: Provenance | dict[str, JSONValue], run: str | None = None
+    ) -> str:
         """Record the session's provenance once; returns the run id episodes refer to."""
         run = run or uuid.uuid4().hex[:12]
         self.append(
@@ -261,11 +292,11 @@ def merge(ledgers: Iterable[LedgerContents | str | Path], prefer: str = "last") 
     if prefer not in ("first", "last"):
         raise ValueError(f"prefer: expected 'first' or 'last', got {prefer!r}")
     out = LedgerContents()
-    chosen: dict[Key, dict[str, object]] = {}
+    chosen: dict[Key, EpisodeRecord] = {}
     for item in ledgers:
         contents = item if isinstance(item, LedgerContents) else read(item)
-        for run, rec in contents.runs.items():
-            out.runs.setdefault(run, rec)
+        for run, run_rec in contents.runs.items():
+            out.runs.setdefault(run, run_rec)
         for rec in contents.episodes:
             k = key(rec)
             if prefer == "last" or k not in chosen:
@@ -274,11 +305,14 @@ def merge(ledgers: Iterable[LedgerContents | str | Path], prefer: str = "last") 
     return out
 
 
-def results(contents: LedgerContents) -> dict[str, Any]:
+def results(contents: LedgerContents) -> ResultsDocument:
     """The results-JSON document (``--hud-results`` shape) of a ledger's episodes."""
     from pytest_hud.evaluation.results import results_document
 
-    rows = [{k: v for k, v in r.items() if k not in ("kind", "v")} for r in contents.episodes]
+    # each record less its kind and version: a row (with the run it belongs to)
+    rows = [
+        cast(Row, {k: v for k, v in r.items() if k not in ("kind", "v")}) for r in contents.episodes
+    ]
     agents = sorted({str(r.get("agent")) for r in rows})
     meta = {
         "agent": agents[0] if len(agents) == 1 else agents,

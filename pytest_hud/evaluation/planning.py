@@ -12,10 +12,12 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn, TypedDict, Unpack
 
 import numpy as np
 from numpy.typing import NDArray
+
+from pytest_hud.plumbing.cli import from_args
 
 __all__ = [
     "DISCORDANCES",
@@ -478,10 +480,66 @@ class Figure:
     note: str = ""
 
 
-def _figure(s: Setting, design: str, method: str, unit: str, n: float | None, **kw: Any) -> Figure:
+class _Measures(TypedDict, total=False):
+    """What a :class:`Figure` may say beside its number of units (its rows and episodes
+    follow from the number)."""
+
+    discordance: float | None
+    power: float | None
+    power_se: float | None
+    mean_se: float | None
+    horizon: int | None
+    note: str
+
+
+def _figure(
+    s: Setting, design: str, method: str, unit: str, n: float | None, **kw: Unpack[_Measures]
+) -> Figure:
     rows = design_rows(n, s.repeats, s.icc) if n is not None else None
     episodes = rows * s.repeats if rows is not None else None
     return Figure(design, method, unit, n, rows, episodes, **kw)
+
+
+def _sequential(
+    s: Setting,
+    design: str,
+    method: str,
+    unit: str,
+    horizon: int | None,
+    simulate: Callable[[int], Simulated],
+    note: Callable[[Simulated, int], str],
+    *,
+    unsimulated: str | None = None,
+    discordance: float | None = None,
+) -> Figure:
+    """A sequential test's figure: its mean ``unit`` over ``simulate(horizon)``'s sessions
+    of at most ``horizon``, with the power and the standard errors, and ``note(sim,
+    horizon)``; a horizon too long to simulate (or none) gives no number and says why
+    (``unsimulated``: the method named then, if not ``method``)."""
+    if horizon is None or horizon > MAX_HORIZON:
+        return _figure(
+            s,
+            design,
+            unsimulated or method,
+            unit,
+            None,
+            discordance=discordance,
+            note=_too_long(horizon),
+        )
+    sim = simulate(horizon)
+    return _figure(
+        s,
+        design,
+        method,
+        unit,
+        round(sim.mean, 1),
+        discordance=discordance,
+        power=sim.power,
+        power_se=sim.power_se,
+        mean_se=sim.mean_se,
+        horizon=horizon,
+        note=note(sim, horizon),
+    )
 
 
 def _horizon(s: Setting, fixed: int | None) -> int | None:
@@ -501,35 +559,30 @@ def _too_long(horizon: int | None) -> str:
 
 def _unpaired(s: Setting) -> list[Figure]:
     a, d = s.test_alpha, s.effect
+
+    def figure(method: str, n: float, power: float | None = None) -> Figure:
+        return _figure(s, "unpaired, fixed n", method, "episodes per arm", n, power=power)
+
     if s.mode == "non-inferiority":
         exact = newcombe_unpaired_episodes(s.rate, d, a, s.power)
         level = 1 - 2 * a
         return [
-            _figure(
-                s,
-                "unpaired, fixed n",
+            figure(
                 f"exact: Newcombe's interval ({level:.0%}) for B - A above -{d:g}, both "
                 f"rates {s.rate:.1%}",
-                "episodes per arm",
                 exact,
                 power=newcombe_unpaired_power(exact, s.rate, d, a),
             ),
-            _figure(
-                s,
-                "unpaired, fixed n",
+            figure(
                 "normal approximation (z_a + z_b)^2 2pq / D^2 (Blackwelder 1982)",
-                "episodes per arm",
                 unpaired_noninferiority_episodes(s.rate, d, a, s.power),
             ),
         ]
     side = "one-sided" if s.one_sided else "two-sided"
     return [
-        _figure(
-            s,
-            "unpaired, fixed n",
+        figure(
             f"pooled two-proportion z-test, {side}, {s.rate:.1%} vs {s.rate - d:.1%} "
             "(Fleiss, Levin & Paik 2003)",
-            "episodes per arm",
             unpaired_episodes(s.rate, d, a, s.power, one_sided=s.one_sided),
         )
     ]
@@ -539,67 +592,52 @@ def _paired(s: Setting, q: float) -> list[Figure]:
     """The fixed-n paired figures at discordance ``q``, then the sequential test's."""
     a, d = s.test_alpha, s.effect
     drop = 0.0 if s.mode == "non-inferiority" else d
+
+    def figure(
+        method: str, n: float | None, *, power: float | None = None, note: str = ""
+    ) -> Figure:
+        return _figure(
+            s, "paired, fixed n", method, "pairs", n, discordance=q, power=power, note=note
+        )
+
     if d > q and s.mode != "non-inferiority":
         note = (
             f"n/a: a difference of {d:g} needs the arms to disagree on at least {d:g} of the rows"
         )
-        return [
-            _figure(s, "paired, fixed n", "exact McNemar", "pairs", None, discordance=q, note=note)
-        ]
+        return [figure("exact McNemar", None, note=note)]
     try:
         _cells(s.rate, q, drop)
     except ValueError as exc:
-        return [_figure(s, "paired, fixed n", "-", "pairs", None, discordance=q, note=str(exc))]
+        return [figure("-", None, note=str(exc))]
     out: list[Figure] = []
     if s.mode == "non-inferiority":
         try:
             fixed: int | None = newcombe_paired_pairs(s.rate, q, d, a, s.power)
         except ValueError as exc:
-            return [_figure(s, "paired, fixed n", "-", "pairs", None, discordance=q, note=str(exc))]
+            return [figure("-", None, note=str(exc))]
         level = 1 - 2 * a
         out.append(
-            _figure(
-                s,
-                "paired, fixed n",
+            figure(
                 f"exact: Newcombe's paired interval ({level:.0%}) for B - A above -{d:g}",
-                "pairs",
                 fixed,
-                discordance=q,
                 power=newcombe_paired_power(int(fixed or 0), s.rate, q, d, a),
             )
         )
         out.append(
-            _figure(
-                s,
-                "paired, fixed n",
+            figure(
                 "normal approximation (z_a + z_b)^2 Q / D^2",
-                "pairs",
                 paired_noninferiority_pairs(q, d, a, s.power),
-                discordance=q,
             )
         )
     else:
         fixed = mcnemar_pairs(q, d, a, s.power, one_sided=s.one_sided)
         side = "one-sided" if s.one_sided else "two-sided"
-        out.append(
-            _figure(
-                s,
-                "paired, fixed n",
-                f"exact McNemar, {side}, effect 2q-1 = D/Q = {d / q:.3g}",
-                "pairs",
-                fixed,
-                discordance=q,
-            )
-        )
+        out.append(figure(f"exact McNemar, {side}, effect 2q-1 = D/Q = {d / q:.3g}", fixed))
         if s.one_sided:
             out.append(
-                _figure(
-                    s,
-                    "paired, fixed n",
+                figure(
                     "normal approximation (Connor 1987), one-sided",
-                    "pairs",
                     connor_pairs(q, d, a, s.power),
-                    discordance=q,
                 )
             )
     out.append(_paired_sequential(s, q, fixed))
@@ -622,56 +660,44 @@ def _paired_sequential(s: Setting, q: float, fixed: int | None) -> Figure:
             note=f"n/a: its effect 2q-1 = D/Q = {d / q:.3g} must be below 1: the arms must "
             f"disagree on more than {d:g} of the rows",
         )
-    horizon = _horizon(s, fixed)
-    if horizon is None or horizon > MAX_HORIZON:
-        return _figure(
-            s,
-            name,
-            "PairedSequentialTest",
-            "mean pairs",
-            None,
-            discordance=q,
-            note=_too_long(horizon),
-        )
     if s.mode == "non-inferiority":  # equal arms; "no difference" errs at most beta = alpha
-        sim = simulate_paired_sequential(
-            q,
-            d / q,
-            0.5,
-            alpha=a,
-            beta=a,
-            horizon=horizon,
-            right=NO_DIFFERENCE,
-            sessions=s.sessions,
-            seed=s.seed,
-        )
+        share, alpha, beta, right = 0.5, a, a, NO_DIFFERENCE
         what = f"equal arms: 'no difference' (rules out 2q-1 >= {d / q:.3g}) at beta {a:g}"
     else:
-        sim = simulate_paired_sequential(
+        share, alpha, beta, right = (1 + d / q) / 2, 2 * a if s.one_sided else a, 1 - s.power, WORSE
+        what = f"B worse by {d:g}: 'worse', delta = D/Q = {d / q:.3g}, beta {1 - s.power:.3g}"
+
+    def simulate(horizon: int) -> Simulated:
+        return simulate_paired_sequential(
             q,
             d / q,
-            (1 + d / q) / 2,
-            alpha=2 * a if s.one_sided else a,
-            beta=1 - s.power,
+            share,
+            alpha=alpha,
+            beta=beta,
             horizon=horizon,
-            right=WORSE,
+            right=right,
             sessions=s.sessions,
             seed=s.seed,
         )
-        what = f"B worse by {d:g}: 'worse', delta = D/Q = {d / q:.3g}, beta {1 - s.power:.3g}"
-    return _figure(
+
+    def note(sim: Simulated, horizon: int) -> str:
+        return (
+            f"{sim.sessions} simulated sessions of at most {horizon} pairs, seed {s.seed}; "
+            f"median {sim.median:.0f}; {_shares(sim)}"
+        )
+
+    horizon = _horizon(s, fixed)
+    method = "PairedSequentialTest"
+    return _sequential(
         s,
         name,
-        f"PairedSequentialTest, {what}",
+        f"{method}, {what}",
         "mean pairs",
-        round(sim.mean, 1),
+        horizon,
+        simulate,
+        note,
+        unsimulated=method,
         discordance=q,
-        power=sim.power,
-        power_se=sim.power_se,
-        mean_se=sim.mean_se,
-        horizon=horizon,
-        note=f"{sim.sessions} simulated sessions of at most {horizon} pairs, seed {s.seed}; "
-        f"median {sim.median:.0f}; {_shares(sim)}",
     )
 
 
@@ -695,41 +721,24 @@ def _threshold(s: Setting) -> Figure:
         fixed = fixed_n_for_power(bar, gate_alpha, true, s.power, n_limit=MAX_HORIZON)
     except ValueError:
         fixed = None
-    horizon = _horizon(s, fixed)
-    if horizon is None or horizon > MAX_HORIZON:
-        return _figure(
-            s,
-            name,
-            f"ThresholdGate, {what}",
-            "mean episodes",
-            None,
-            note=_too_long(horizon),
-        )
-    sim = simulate_threshold_gate(
-        bar, true, alpha=gate_alpha, horizon=horizon, sessions=s.sessions, seed=s.seed
-    )
     fixed_note = f"the fixed-n exact binomial test needs {fixed}" if fixed else ""
-    return _figure(
-        s,
-        name,
-        f"ThresholdGate, {what}",
-        "mean episodes",
-        round(sim.mean, 1),
-        power=sim.power,
-        power_se=sim.power_se,
-        mean_se=sim.mean_se,
-        horizon=horizon,
-        note="; ".join(
-            x
-            for x in (
-                f"{sim.sessions} simulated runs of at most {horizon} episodes, seed {s.seed}",
-                f"median {sim.median:.0f}",
-                _shares(sim),
-                fixed_note,
-            )
-            if x
-        ),
-    )
+
+    def simulate(horizon: int) -> Simulated:
+        return simulate_threshold_gate(
+            bar, true, alpha=gate_alpha, horizon=horizon, sessions=s.sessions, seed=s.seed
+        )
+
+    def note(sim: Simulated, horizon: int) -> str:
+        parts = (
+            f"{sim.sessions} simulated runs of at most {horizon} episodes, seed {s.seed}",
+            f"median {sim.median:.0f}",
+            _shares(sim),
+            fixed_note,
+        )
+        return "; ".join(x for x in parts if x)
+
+    horizon = _horizon(s, fixed)
+    return _sequential(s, name, f"ThresholdGate, {what}", "mean episodes", horizon, simulate, note)
 
 
 def plan(s: Setting) -> dict[str, Any]:
@@ -892,17 +901,21 @@ def _from_results(path: str) -> tuple[float | None, float | None, str | None]:
         doc = read_results(path)
     except ValueError as exc:
         raise ValueError(f"{exc}; fix: a file written by --hud-results, or --rate P") from None
-    rate = (doc.get("overall") or {}).get("success_rate")
+    overall = doc.get("overall")
+    rate = overall.get("success_rate") if overall else None
     if rate is not None and not isinstance(rate, int | float):
         raise ValueError(f"{path}: overall.success_rate: expected a number, got {rate!r}")
-    comparisons = (doc.get("paired") or {}).get("comparisons") or []
+    paired = doc.get("paired")
+    comparisons = (paired.get("comparisons") if paired else None) or []
     if not comparisons:
         return rate, None, None
-    last = comparisons[-1]
-    overall = last.get("overall") if isinstance(last, dict) else None
+    last = comparisons[-1] if isinstance(comparisons, list) else None
+    if not isinstance(last, dict):
+        last = {}
+    counts = last.get("overall")
     try:
-        disagree = int(overall["a_only"]) + int(overall["b_only"])  # type: ignore[index]
-        n_pairs = int(overall["n_pairs"])  # type: ignore[index]
+        disagree = int(counts["a_only"]) + int(counts["b_only"])  # type: ignore[index]
+        n_pairs = int(counts["n_pairs"])  # type: ignore[index]
     except (TypeError, KeyError, ValueError):
         raise ValueError(
             f"{path}: paired.comparisons[-1].overall: expected a_only, b_only and n_pairs "
@@ -957,19 +970,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.one_sided
             else "two-sided"
         )
-        setting = Setting(
+        setting = from_args(
+            Setting,
+            args,
             rate=float(rate),
-            effect=args.effect,
-            alpha=args.alpha,
-            power=args.power,
-            tasks=args.tasks,
-            repeats=args.repeats,
-            icc=args.icc,
             discordance=discordance,
             mode=mode,
-            sessions=args.sessions,
-            seed=args.seed,
-            horizon=args.horizon,
             rate_from="--rate" if args.rate is not None else str(args.results),
             discordance_from=found,
         )

@@ -14,10 +14,15 @@ import sys
 from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Required, TypedDict
 
 __all__ = [
     "CORE_PACKAGES",
+    "CheckpointRef",
+    "GitRevision",
+    "Host",
+    "ImageRef",
+    "Provenance",
     "checkpoint_hash",
     "collect",
     "docker_image_digest",
@@ -34,6 +39,50 @@ _CHUNK = 1 << 20
 _FILE_HASHES: dict[tuple[str, int, int], str] = {}
 
 
+class GitRevision(TypedDict):
+    commit: str
+    dirty: bool | None  # None: git did not say
+
+
+class Host(TypedDict):
+    hostname: str
+    platform: str
+    machine: str
+    python: str
+    implementation: str
+    cpus: int | None
+
+
+class CheckpointRef(TypedDict):
+    """A checkpoint as provenance and ledgers name it: where it was and its content hash."""
+
+    path: str | None
+    hash: str | None
+
+
+class ImageRef(TypedDict):
+    name: str
+    digest: str | None
+
+
+class Provenance(TypedDict, total=False):
+    """A run's provenance (:func:`collect`), JSON-able: the ledger's run record and the
+    results JSON carry it. The plugin adds the agent (and a paired session's arms and
+    their order's seed) and the Python version."""
+
+    packages: Required[dict[str, str | None]]
+    git: Required[GitRevision | None]
+    host: Required[Host]
+    checkpoint: Required[CheckpointRef | None]
+    image: Required[ImageRef | None]
+    seed: Required[int | None]
+    command: Required[str | None]
+    agent: str
+    agents: list[str]
+    ab_seed: int | None
+    python: str
+
+
 def package_versions(extra: Iterable[str] = ()) -> dict[str, str | None]:
     """Installed versions of pytest-hud's core packages and ``extra`` (e.g. the env's
     packages); ``None`` for one that is not installed."""
@@ -46,7 +95,7 @@ def package_versions(extra: Iterable[str] = ()) -> dict[str, str | None]:
     return out
 
 
-def git_revision(folder: str | Path, timeout: float = 5.0) -> dict[str, Any] | None:
+def git_revision(folder: str | Path, timeout: float = 5.0) -> GitRevision | None:
     """``{"commit": sha, "dirty": bool}`` for the repository holding ``folder``; ``None``
     outside git, without git, or when git does not answer within ``timeout`` s."""
 
@@ -70,7 +119,7 @@ def git_revision(folder: str | Path, timeout: float = 5.0) -> dict[str, Any] | N
     return {"commit": head.strip(), "dirty": None if status is None else bool(status.strip())}
 
 
-def host() -> dict[str, Any]:
+def host() -> Host:
     return {
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
@@ -175,7 +224,7 @@ def collect(
     image: str | None = None,
     seed: int | None = None,
     command: Sequence[str] | None = None,
-) -> dict[str, Any]:
+) -> Provenance:
     """The run's provenance, JSON-able: computed once per session on the controller."""
     return {
         "packages": package_versions(env_packages),

@@ -12,18 +12,30 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Required, TypedDict, cast
+from typing import Any, Literal, cast
 
 from pytest_hud.errors import HudError
 from pytest_hud.evaluation.baseline import incomplete_reason, power_note
 from pytest_hud.evaluation.bounded import betting_interval, design_floor, row_means
+from pytest_hud.evaluation.document import (
+    Aggregate,
+    GateRecord,
+    ItemCounts,
+    Outcome,
+    ResultsDocument,
+    Row,
+    Stats,
+)
 from pytest_hud.evaluation.proportions import two_proportion_drop, wilson
 from pytest_hud.evaluation.verdict import names_of
 
 __all__ = [
     "Aggregate",
     "Gate",
+    "GateRecord",
+    "ItemCounts",
     "Outcome",
+    "ResultsDocument",
     "Row",
     "RowError",
     "Stats",
@@ -44,95 +56,6 @@ __all__ = [
 #: outcomes whose rows count toward success rates and gates
 GRADED = ("passed", "failed")
 
-Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
-
-
-class Row(TypedDict, total=False):
-    """One item's (or one wrapped episode's) results row: ``report.hud``, the results
-    JSON's ``rollouts``, a ledger episode. Plain JSON-able values, so it crosses xdist;
-    only ``nodeid`` and ``outcome`` are always there."""
-
-    nodeid: Required[str]
-    outcome: Required[str]  # an Outcome
-    label: str
-    group: str
-    key: str | None
-    task: str
-    env: str | None
-    task_id: str | None
-    slug: str | None
-    args: dict[str, Any]
-    rep: int
-    seed: int | float | str | bool | None  # a JSON scalar: it keys pairings and resumes
-    agent: str
-    min_success: float | None
-    strict: bool
-    # the rollout's result (RolloutResult.report_fields)
-    score: float | None
-    success: bool | None
-    total_reward: float | None
-    steps: int | None
-    terminated: bool | None
-    truncated: bool | None
-    cut_by_max_steps: bool | None
-    duration: float
-    prompt: str | None
-    error: str | None
-    error_type: str | None
-    phase: str | None
-    infer_s: float | None
-    env_s: float | None
-    policy_busy: float | None
-    timing: dict[str, Any] | None  # a timed loop's counters (--hud-realtime, --hud-latency)
-    stopped: str | None  # who ended the episode early ("operator")
-    grade_source: str | None  # who graded: "detector", "operator", "grader", ...
-    notes: str | None  # the operator's notes
-    video: str | None
-    dataset: dict[str, Any] | None
-    # added by the plugin and its features
-    arm: str  # several --hud-agent: the arm's letter (``agent`` is its name)
-    arm_code: str  # a blinded session: the code the operator saw the arm under
-    pair: str  # several --hud-agent: the node id without the arm's tag (one per row x repeat)
-    task_pairs: int  # several --hud-agent: the pairs of this row's task in the session
-    repro: str
-    bar: float | None  # --hud-gate=sequential: the task's bar
-    resumed: bool  # read back from --hud-resume's ledger
-    wrapped: bool  # an episode a test drove through wrap(env)
-    worker: str  # a crashed xdist worker's row: which worker
-    exitcode: int | None
-
-
-class Stats(TypedDict):
-    """The counts and rates of a set of rows (:func:`stats`): the results JSON's ``overall``
-    and each entry of its ``per_env``, ``per_task`` and ``per_group``."""
-
-    episodes: int  # graded: no error and a success verdict
-    successes: int
-    success_rate: float | None
-    wilson_95: list[float] | None  # [low, high], episodes as the units
-    rate_ci: list[float] | None  # the success rate's 95% interval with rows as the units
-    rate_ci_method: str | None  # "wilson", "wilson (rows)" (repeats agree) or "rows (betting)"
-    mean_score: float | None
-    score_ci: list[float] | None  # the mean score's 95% interval over rows (scores in [0, 1])
-    coverage: float | None  # graded / attempted (graded plus errors)
-    mean_steps: float | None
-    seconds: float
-    errors: int
-    expected_failures: int
-    xfailed: int
-    xpassed: int
-    skipped: int
-    rows: int  # distinct (key, group): the rows behind the repeats
-
-
-class Aggregate(TypedDict):
-    """:func:`stats` overall and per env, task (``env/template``) and test function."""
-
-    overall: Stats
-    per_env: dict[str, Stats]
-    per_task: dict[str, Stats]
-    per_group: dict[str, Stats]
-
 
 class RowError(HudError, ValueError):
     """A results row read from a file (a ledger, a results JSON) whose field has the wrong
@@ -142,8 +65,6 @@ class RowError(HudError, ValueError):
 def _fits(value: object, hint: object) -> bool:
     """Whether a JSON value fits a :class:`Row` field's annotation."""
     origin = typing.get_origin(hint)
-    if hint is Any:
-        return True
     if origin is typing.Union or origin is types.UnionType:
         return any(_fits(value, arg) for arg in typing.get_args(hint))
     if origin is Literal:
@@ -158,14 +79,14 @@ def _fits(value: object, hint: object) -> bool:
         return isinstance(value, int | float) and not isinstance(value, bool)
     if hint is str:
         return isinstance(value, str)
-    if hint is dict or origin is dict:
+    if hint is dict or origin is dict or typing.is_typeddict(hint):
         return isinstance(value, dict)
     if hint is list or origin is list:
         return isinstance(value, list)
     return True  # an annotation the rows do not use: nothing to check
 
 
-def _expected(hint: Any) -> str:
+def _expected(hint: object) -> str:
     if typing.get_origin(hint) is Literal:
         return " or ".join(repr(a) for a in typing.get_args(hint))
     args = (
@@ -173,8 +94,11 @@ def _expected(hint: Any) -> str:
     )
     if args:
         return " or ".join(_expected(a) for a in args)
-    names = {type(None): "null", bool: "true/false", int: "an integer", float: "a number",
-             str: "a string", dict: "an object", list: "a list"}  # fmt: skip
+    names: dict[object, str] = {type(None): "null", bool: "true/false", int: "an integer",
+                                float: "a number", str: "a string", dict: "an object",
+                                list: "a list"}  # fmt: skip
+    if typing.is_typeddict(hint):
+        return names[dict]
     return names.get(hint, names.get(typing.get_origin(hint), str(hint)))
 
 
@@ -428,7 +352,7 @@ def uncovered(name: str, rows: Sequence[Row], min_coverage: float) -> Gate | Non
 
 def baseline_gates(
     rows: list[Row],
-    baseline: dict[str, Any],
+    baseline: ResultsDocument,
     alpha: float = 0.05,
     differs: list[str] | None = None,
 ) -> list[Gate]:
@@ -440,7 +364,9 @@ def baseline_gates(
     graded = gate_rows(rows)
     now = aggregate(graded)
     base_tasks = baseline.get("per_task") or {}
-    pairs = [("overall", baseline.get("overall") or {}, now["overall"])]
+    pairs: list[tuple[str, Stats | dict[str, int], Stats]] = [
+        ("overall", baseline.get("overall") or {}, now["overall"])
+    ]
     pairs += [(k, base_tasks[k], v) for k, v in sorted(now["per_task"].items()) if k in base_tasks]
     caveat = f" (baseline differs: {'; '.join(differs)})" if differs else ""
     for name, b, c in pairs:
@@ -462,33 +388,40 @@ def _distinct_rows(rows: list[Row]) -> int:
 
 
 def results_document(
-    rows: Sequence[Row] | Sequence[dict[str, Any]],
+    rows: Sequence[Row],
     *,
-    meta: dict[str, Any],
+    meta: Mapping[str, object],
     gates: list[Gate],
     collected: int | None = None,
     run: int | None = None,
     interrupted: bool = False,
-) -> dict[str, Any]:
+) -> ResultsDocument:
     """The results JSON. ``complete`` is False when the run was interrupted (Ctrl-C,
-    ``-x``) or fewer items ran than were collected; such a file is no baseline."""
-    rows = cast(list[Row], list(rows))  # a ledger's rows are plain dicts read back
+    ``-x``) or fewer items ran than were collected; such a file is no baseline. ``meta``'s
+    fields (the plugin's and its features') stand between ``created`` and ``complete``."""
+    rows = list(rows)
     ran = len(rows) if run is None else run
     complete = not interrupted and (collected is None or ran >= collected)
-    return {
-        "version": 2,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        **meta,
-        "complete": complete,
-        "interrupted": interrupted,
-        "items": {"collected": collected, "run": ran},
-        **aggregate(rows),
-        "gates": [g.__dict__ for g in gates],
-        "rollouts": rows,
-    }
+    gate_records: list[GateRecord] = [
+        {"name": g.name, "passed": g.passed, "message": g.message} for g in gates
+    ]
+    return cast(
+        ResultsDocument,
+        {
+            "version": 2,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            **meta,
+            "complete": complete,
+            "interrupted": interrupted,
+            "items": {"collected": collected, "run": ran},
+            **aggregate(rows),
+            "gates": gate_records,
+            "rollouts": rows,
+        },
+    )
 
 
-def read_results(path: str | Path, what: str = "a results JSON") -> dict[str, Any]:
+def read_results(path: str | Path, what: str = "a results JSON") -> ResultsDocument:
     """A ``--hud-results`` file, every row and every per-task count of the right type, else
     one ValueError (a :class:`RowError` for a row) naming the file and the field."""
     path = Path(path)
@@ -513,10 +446,10 @@ def read_results(path: str | Path, what: str = "a results JSON") -> dict[str, An
                 raise RowError(
                     f"{path}: per_task[{task!r}].{name}: expected a count, got {_shown(value)}"
                 )
-    return data
+    return cast(ResultsDocument, data)
 
 
-def load_baseline(path: Path, force: bool = False) -> dict[str, Any]:
+def load_baseline(path: Path, force: bool = False) -> ResultsDocument:
     """A results JSON to compare with; an incomplete (interrupted) run is refused unless
     ``force``."""
     try:

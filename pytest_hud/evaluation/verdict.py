@@ -4,9 +4,10 @@ failures always fail the session. Pure, so controller and xdist runs decide alik
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+
+from pytest_hud.evaluation.document import Row
 
 __all__ = ["CoveredGate", "Verdict", "decide", "episode_failures", "names_of"]
 
@@ -27,19 +28,19 @@ class Verdict:
     lines: list[tuple[bool, str]]  # (good?, text), one per gate plus the ungated/errors
 
 
-def episode_failures(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def episode_failures(rows: Iterable[Row]) -> list[Row]:
     """Rows whose item FAILED on the policy (graded, not an error, not an XPASS)."""
     return [r for r in rows if r.get("outcome") == "failed" and r.get("error") is None]
 
 
-def names_of(rows: Sequence[Mapping[str, Any]], limit: int = 3) -> str:
+def names_of(rows: Sequence[Row], limit: int = 3) -> str:
     """The first ``limit`` rows' labels (else node ids), and how many more."""
     shown = ", ".join(str(r.get("label") or r.get("nodeid")) for r in rows[:limit])
     return shown + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
 
 
 def decide(
-    rows: list[dict[str, Any]],
+    rows: list[Row],
     gates: list[CoveredGate],
     other_failures: int,
     *,

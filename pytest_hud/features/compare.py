@@ -5,12 +5,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_hud._plugin.options import HudOptions
-from pytest_hud._plugin.report_images import Figure
+from pytest_hud._plugin.report_images import Figure, figure_path
 from pytest_hud.evaluation import compare as cmp
 from pytest_hud.evaluation import results as rep
 
@@ -35,14 +35,6 @@ class ComparePlugin:
         self.error: str | None = None
         self.bars: int | None = None
 
-    def _plot_path(self) -> Path:
-        if self.options.results is not None:
-            return self.options.results.with_suffix(".compare.png")
-        html = getattr(self.config.option, "htmlpath", None)
-        if html:
-            return Path(html).with_suffix(".compare.png")
-        return self.artifacts / "compare.png"
-
     @pytest.hookimpl
     def pytest_hud_gates(self, rows: list[rep.Row]) -> list[rep.Gate]:
         """Compare, write the plot, and the drop gate when ``--hud-compare-fail`` asks."""
@@ -51,14 +43,14 @@ class ComparePlugin:
         except ValueError as exc:
             self.error = str(exc)
             return [rep.Gate("compare", False, f"compare: {exc}")]
-        new = cmp.run_from_rows([dict(r) for r in rows], self.label)
+        new = cmp.run_from_rows(list(rows), self.label)
         if new.label == base.label:
             new.label = f"{new.label} (this run)"
         self.comparisons = cmp.compare([base, new], alpha=self.options.alpha)
         try:
             from pytest_hud.evaluation.compare import write_plot
 
-            path = self._plot_path()
+            path = figure_path(self.config, self.options.results, self.artifacts, "compare")
             self.bars = write_plot([base, new], path)
             self.plot = path
         except Exception as exc:  # matplotlib missing or the file cannot be written
@@ -76,7 +68,7 @@ class ComparePlugin:
         return [rep.Gate("compare", not dropped, msg)]
 
     @pytest.hookimpl
-    def pytest_hud_results_meta(self) -> dict[str, Any]:
+    def pytest_hud_results_meta(self) -> dict[str, object]:
         return {
             "compare": {
                 "base": str(self.base_path),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import inspect
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +20,13 @@ from pytest_hud.runtime.rollout import RolloutResult
 from pytest_hud.runtime.task import Task
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from pytest_hud._plugin.session import HudSession
+    from pytest_hud.robot.agent.agent import EpisodeObserver
+    from pytest_hud.robot.contract import Spaces
+    from pytest_hud.robot.record.writer import DatasetWriter
+    from pytest_hud.runtime.control import Run
 
 __all__ = ["OPTIONS", "DelegatePlugin", "Delegation", "PartRecorder", "enable"]
 
@@ -42,7 +48,7 @@ class PartRecorder:
     def __init__(self, parts: dict[str, str]) -> None:
         self.parts = parts
 
-    def __call__(self, run: Any, spaces: Any) -> Any:
+    def __call__(self, run: Run, spaces: Spaces) -> EpisodeObserver:
         from pytest_hud.robot.record.writer import DatasetWriter
 
         root = Path(self.parts[run.task.env]) / f"ray-{uuid.uuid4().hex[:12]}"
@@ -51,14 +57,16 @@ class PartRecorder:
 
 
 class _FinalizingRecorder:
-    def __init__(self, writer: Any, inner: Any) -> None:
+    """``inner``, the episode's recorder, whose part ``writer`` finalizes at its end."""
+
+    def __init__(self, writer: DatasetWriter, inner: EpisodeObserver) -> None:
         self.writer = writer
         self.inner = inner
 
-    def step(self, data: object, action: object) -> None:
+    def step(self, data: dict[str, object], action: np.ndarray) -> None:
         self.inner.step(data, action)
 
-    def end(self, ok: bool) -> dict[str, Any]:
+    def end(self, ok: bool) -> dict[str, object]:
         out = dict(self.inner.end(ok) or {})
         self.writer.finalize()
         return out
@@ -154,7 +162,7 @@ class DelegatePlugin:
     @pytest.hookimpl
     def pytest_hud_run_rollout(
         self, task: Task, agent: object, provider: Provider, index: int, timeout: float | None
-    ) -> Any:
+    ) -> Awaitable[RolloutResult]:
         return self.delegation(task, agent, provider, index=index, timeout=timeout)
 
 

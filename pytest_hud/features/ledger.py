@@ -5,7 +5,7 @@ report arrives; resumed rows are not written twice.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -49,7 +49,7 @@ class LedgerPlugin:
         if row.get("resumed") and self.same:
             return
         record = ledger_mod.episode_record(
-            dict(row),
+            row,
             run=self.run_id,
             checkpoint=self.identity.checkpoint_path(),
             checkpoint_hash=self.identity.checkpoint_hash(),
@@ -64,7 +64,7 @@ class LedgerPlugin:
             self.unrecorded += 1
 
     @pytest.hookimpl
-    def pytest_hud_results_meta(self) -> dict[str, Any]:
+    def pytest_hud_results_meta(self) -> dict[str, object]:
         return {"ledger": str(self.path)}
 
     @pytest.hookimpl

@@ -8,8 +8,9 @@ import importlib.util
 import json
 import os
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,6 +20,10 @@ from pytest_hud.runtime.rollout import RolloutResult
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
+    from pytest_hud.robot.agent.agent import EpisodeObserver, ObserverFactory
+    from pytest_hud.robot.contract import Spaces
+    from pytest_hud.robot.record.writer import DatasetWriter
+    from pytest_hud.runtime.control import Run
 
 __all__ = ["KEY", "RecordingPlugin", "enable", "parts_dir", "record_root"]
 
@@ -55,7 +60,7 @@ class RecordingPlugin:
     def __init__(self, session: HudSession, root: Path) -> None:
         self.session = session
         self.root = root
-        self.writers: dict[str, Any] = {}
+        self.writers: dict[str, DatasetWriter] = {}
         self.dataset: str | None = None  # what was written, for the summary and the JSON
         self.from_workers: list[str] = []  # the workers' recording errors
 
@@ -73,10 +78,10 @@ class RecordingPlugin:
 
     # -- recording -------------------------------------------------------------------------
     @pytest.hookimpl
-    def pytest_hud_episode_observers(self) -> list[Any]:
+    def pytest_hud_episode_observers(self) -> list[ObserverFactory]:
         return [self._record_observer]
 
-    def _record_observer(self, run: Any, spaces: Any) -> object:
+    def _record_observer(self, run: Run, spaces: Spaces) -> EpisodeObserver:
         env = run.task.env
         writer = self.writers.get(env)
         if writer is None:
@@ -155,8 +160,8 @@ class RecordingPlugin:
         order = {nid: i for i, nid in enumerate(self.session.order)}
         first: dict[str, int] = {}
         for row in rows:  # parts in the order of each worker's first test
-            ds = row.get("dataset") or {}
-            if ds.get("episode_index") is not None:
+            ds = row.get("dataset")
+            if ds and ds.get("episode_index") is not None:
                 pos = order.get(row["nodeid"], len(order))
                 first[ds["root"]] = min(first.get(ds["root"], pos), pos)
         parts = sorted(
@@ -186,15 +191,16 @@ class RecordingPlugin:
                     "runs again"
                 ) from exc
         for row in rows:  # point every row at its episode in the merged dataset
-            ds = row.get("dataset") or {}
-            if ds.get("root") in offsets and ds.get("episode_index") is not None:
+            ds = row.get("dataset")
+            index = ds.get("episode_index") if ds else None
+            if ds and ds.get("root") in offsets and index is not None:
                 ds["part"], ds["root"] = ds["root"], str(final)
-                ds["episode_index"] = offsets[ds["part"]] + int(ds["episode_index"])
+                ds["episode_index"] = offsets[ds["part"]] + int(index)
         shutil.rmtree(parts_folder, ignore_errors=True)
 
     # -- reporting -------------------------------------------------------------------------
     @pytest.hookimpl
-    def pytest_hud_results_meta(self) -> dict[str, Any]:
+    def pytest_hud_results_meta(self) -> dict[str, object]:
         return {"dataset": self.dataset}
 
     @pytest.hookimpl
@@ -203,13 +209,14 @@ class RecordingPlugin:
             terminalreporter.write_line(f"hud dataset: {self.dataset}")
 
 
-def _point_rows_at_what_is_there(rows: Any, env: str) -> None:
+def _point_rows_at_what_is_there(rows: Iterable[Row], env: str) -> None:
     """Rows whose episode is beyond its dataset's last whole one (a disk that filled
     while it was written) point at none, saying so."""
     totals: dict[str, int] = {}
     for row in rows:
-        ds = row.get("dataset") or {}
-        if row.get("env") != env or ds.get("episode_index") is None:
+        ds = row.get("dataset")
+        index = ds.get("episode_index") if ds else None
+        if row.get("env") != env or not ds or index is None:
             continue
         root = str(ds.get("root"))
         if root not in totals:
@@ -218,7 +225,7 @@ def _point_rows_at_what_is_there(rows: Any, env: str) -> None:
                 totals[root] = int(json.loads(info.read_text()).get("total_episodes") or 0)
             except (OSError, ValueError):
                 totals[root] = 0
-        if int(ds["episode_index"]) >= totals[root]:
+        if int(index) >= totals[root]:
             ds["episode_index"] = None
             ds["discarded"] = NOT_RECORDED
 

@@ -5,6 +5,7 @@ open loop (guide: docs/guides/why.md).
 from __future__ import annotations
 
 import types
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,7 @@ import pytest
 from pytest_hud._plugin.cases import HudCase, readable_id
 from pytest_hud._plugin.errors import ModuleColumnError
 from pytest_hud._plugin.module_rows import check_module_columns
+from pytest_hud._plugin.options import OptionTable
 from pytest_hud._plugin.report_images import Figure
 from pytest_hud.errors import HudError
 from pytest_hud.evaluation import replay as judge
@@ -25,11 +27,13 @@ from pytest_hud.runtime.task import Task
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
+    from pytest_hud.robot.agent.agent import RobotAgent
+    from pytest_hud.robot.contract import Spaces
     from pytest_hud.robot.record.reader import EpisodeInfo, Frames
 
 __all__ = ["OPTIONS", "ReplayMismatch", "ReplayPlugin", "ReplaySettings", "enable", "read_replay"]
 
-OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
+OPTIONS: OptionTable = [
     (
         "--hud-replay",
         "golden replay of a LeRobot v3 dataset recorded with --hud-record: one item per "
@@ -145,7 +149,7 @@ class ReplayPlugin:
 
     # -- collection and the rollout's agent ----------------------------------------------------
     @pytest.hookimpl
-    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> Any:
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> ReplayFile | None:
         if file_path.resolve() != self.info.resolve():
             return None
         root, base = self.dataset.root, Path(str(self.session.config.rootpath))
@@ -174,7 +178,7 @@ class ReplayPlugin:
             self._frames[episode.index] = self.dataset.frames(episode)
         return episode, self._frames[episode.index]
 
-    def replay_agent(self, case: HudCase) -> Any:
+    def replay_agent(self, case: HudCase) -> RobotAgent:
         from pytest_hud.robot.record.replay import replay_agent
 
         episode, frames = self.frames(case)
@@ -273,7 +277,11 @@ class ReplayPlugin:
         return judge.compare_policy(predicted, recorded, units, names, probes=probes, tol=self.tol)
 
     def _open_loop(
-        self, agent: Any, spaces: Any, observations: list[Any], prompt: str
+        self,
+        agent: RobotAgent,
+        spaces: Spaces,
+        observations: Sequence[dict[str, np.ndarray]],
+        prompt: str,
     ) -> np.ndarray:
         from pytest_hud.robot.agent.open_loop import open_loop
 
@@ -298,7 +306,9 @@ class ReplayPlugin:
             row["replay"] = block  # type: ignore[typeddict-unknown-key]
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         if call.excinfo is not None and isinstance(call.excinfo.value, ReplayMismatch):
             report.longrepr = f"{item.nodeid}: {call.excinfo.value}"
@@ -311,7 +321,7 @@ class ReplayPlugin:
         return sorted(found, key=lambda b: b["episode"])
 
     @pytest.hookimpl
-    def pytest_hud_results_meta(self) -> dict[str, Any]:
+    def pytest_hud_results_meta(self) -> dict[str, object]:
         blocks = self.blocks()
         policy = [b for b in blocks if b["policy"] is not None]
         return {
@@ -380,7 +390,7 @@ class ReplayPlugin:
 _BLOCK = pytest.StashKey[dict[str, Any]]()
 
 
-def _span(spaces: Any) -> np.ndarray | None:
+def _span(spaces: Spaces) -> np.ndarray | None:
     """The action's declared range (contract stats max - min), if the contract has one."""
     stats = spaces.action_feature.stats or {}
     if "min" not in stats or "max" not in stats:
@@ -439,12 +449,14 @@ class ReplayFile(pytest.Module):
         cases, ids = plugin.cases, plugin.ids
 
         @pytest.fixture(name="hud_agent")
-        def replay_actions(hud_task: HudCase) -> Any:
+        def replay_actions(hud_task: HudCase) -> RobotAgent:
             """This episode's recorded actions as the rollout's agent."""
             return plugin.replay_agent(hud_task)
 
         @pytest.mark.parametrize("hud_task", cases, ids=ids)
-        def test_replay(hud_result: Any, hud_task: HudCase, request: pytest.FixtureRequest) -> None:
+        def test_replay(
+            hud_result: RolloutResult, hud_task: HudCase, request: pytest.FixtureRequest
+        ) -> None:
             """Passes when the env reproduces the episode and the policy (if given)
             matches its actions."""
             __tracebackhide__ = True

@@ -37,7 +37,7 @@ class ResumePlugin:
         index = ledger_mod.resume_index(contents)
         self.episodes = index.episodes  # errors are not episodes: they run again
         self.reruns = len(index.rerun)
-        self.resumed: dict[str, dict[str, Any]] = {}  # node id -> its ledger record
+        self.resumed: dict[str, ledger_mod.EpisodeRecord] = {}  # node id -> its ledger record
 
     @pytest.hookimpl
     def pytest_hud_skip_case(self, nodeid: str, case: HudCase) -> str | None:

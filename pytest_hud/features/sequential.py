@@ -7,17 +7,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_hud._plugin.decided import DecidedTasks
 from pytest_hud._plugin.options import HudOptions
 from pytest_hud.evaluation import results as rep
+from pytest_hud.evaluation.results import ResultsDocument
 from pytest_hud.evaluation.sequential import BaselineGate, ThresholdGate, Verdict
 
 if TYPE_CHECKING:
+    from pytest_hud._plugin.internals import HudSequentialScheduling
     from pytest_hud._plugin.session import HudSession
 
 __all__ = ["SequentialPlugin", "enable", "task_of"]
@@ -37,8 +40,6 @@ class _Task:
     threshold: ThresholdGate | None = None
     baseline: BaselineGate | None = None
     label: str = ""
-    decided: str | None = None  # the skip reason once every gate decided
-    skipped: list[str] = field(default_factory=list)
 
     def gates(self) -> list[ThresholdGate | BaselineGate]:
         return [g for g in (self.threshold, self.baseline) if g is not None]
@@ -54,7 +55,7 @@ class SequentialPlugin:
         config: pytest.Config,
         options: HudOptions,
         order: Callable[[], list[str]],
-        baseline: dict[str, Any] | None,
+        baseline: ResultsDocument | None,
         cache: Path,
     ) -> None:
         self.config = config
@@ -62,7 +63,9 @@ class SequentialPlugin:
         self.order = order
         self.cache = cache
         self.tasks: dict[str, _Task] = {}
-        self.base_outcomes: dict[tuple[Any, Any], bool] = {}
+        #: a task is decided once every gate of it decided
+        self.decisions = DecidedTasks(task_of)
+        self.base_outcomes: dict[tuple[object, object], bool] = {}
         for r in (baseline or {}).get("rollouts") or []:
             if r.get("error") is None and r.get("success") is not None:
                 self.base_outcomes[(r.get("key"), r.get("seed"))] = bool(r["success"])
@@ -108,34 +111,26 @@ class SequentialPlugin:
                 base = self.base_outcomes.get((row.get("key"), row.get("seed")))
                 if base is not None:
                     gate.update(base, success)
-        if state.decided is None and all(g.decision.decided for g in state.gates()):
-            state.decided = state.gates()[0].decision.reason
-
-    def decided(self, nodeid: str) -> str | None:
-        """The skip reason when this item's task is decided, else None."""
-        state = self.tasks.get(task_of(nodeid))
-        return None if state is None else state.decided
+        task = task_of(str(row["nodeid"]))
+        if self.decisions.reason(task) is None and all(g.decision.decided for g in state.gates()):
+            self.decisions.decide(task, state.gates()[0].decision.reason)
 
     # -- skipping --------------------------------------------------------------------------
     @pytest.hookimpl
     def pytest_hud_skip_case(self, nodeid: str) -> str | None:
-        return self.decided(nodeid)
+        return self.decisions.item_reason(nodeid)
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Count a decided task's repeats skipped (here, or by the xdist scheduler)."""
-        if report.when != "setup" or not report.skipped:
-            return
-        reason = self.decided(report.nodeid)
-        if reason is not None and reason in str(report.longrepr):
-            self.tasks[task_of(report.nodeid)].skipped.append(report.nodeid)
+        self.decisions.reported(report)
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: object) -> Any:
+    def pytest_xdist_make_scheduler(
+        self, config: pytest.Config, log: object
+    ) -> HudSequentialScheduling | None:
         """With ``--dist load``: decided tasks' items are dropped before they are sent."""
-        from pytest_hud._plugin.internals import dropping_scheduler
-
-        return dropping_scheduler(config, log, self.decided)
+        return self.decisions.scheduler(config, log)
 
     # -- verdicts --------------------------------------------------------------------------
     @pytest.hookimpl
@@ -143,7 +138,8 @@ class SequentialPlugin:
         """One gate per task and kind: decided verdicts, else the rate at exhaustion."""
         gates = []
         for task, state in sorted(self.tasks.items()):
-            skipped = f", {len(state.skipped)} repeats skipped" if state.skipped else ""
+            saved = self.decisions.saved(task)
+            skipped = f", {saved} repeats skipped" if saved else ""
             if state.threshold is not None:
                 d, bar = state.threshold.decision, state.threshold.bar
                 if d.decided:

@@ -6,19 +6,20 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_hud._plugin.options import read_option
+from pytest_hud._plugin.options import OptionTable, read_option
 from pytest_hud.robot.agent.registry import AgentSpec
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
+    from pytest_hud.evaluation.results import ResultsDocument
 
 __all__ = ["OPTIONS", "TrackerPlugin", "enable", "read_trackers"]
 
-OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
+OPTIONS: OptionTable = [
     (
         "--hud-log",
         "log the session's figures (success with intervals per task, score, steps, "
@@ -70,7 +71,7 @@ class TrackerPlugin:
         self.logged: list[str] = []
         self.problems: list[str] = []
 
-    def pytest_hud_results(self, config: pytest.Config, document: dict[str, Any]) -> None:
+    def pytest_hud_results(self, config: pytest.Config, document: ResultsDocument) -> None:
         from pytest_hud.trackers import TrackerWarning, figures_of, log_figures
 
         shared = config.getoption("hud_log_run", None) or config.getini("hud_log_run")

@@ -10,11 +10,20 @@ import re
 from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
 from pytest_hud.errors import HudError
+
+if TYPE_CHECKING:
+    import torch
+    from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+    from lerobot.policies.pretrained import PreTrainedPolicy
+
+    #: what LeRobot's ``make_env`` builds for a task: a synchronous or asynchronous vector env
+    VectorEnv: TypeAlias = SyncVectorEnv | AsyncVectorEnv
 
 __all__ = [
     "SUPPORTED",
@@ -105,14 +114,14 @@ def finalize_is_final() -> bool:
     return lerobot_version() >= _WRITER_SPLIT
 
 
-def open_for_append(dataset_cls: Any, repo_id: str, root: Path) -> Any:
+def open_for_append(dataset_cls: type[LeRobotDataset], repo_id: str, root: Path) -> LeRobotDataset:
     """The dataset at ``root`` opened for more episodes."""
     if lerobot_version() >= _WRITER_SPLIT:
         return dataset_cls.resume(repo_id, root=root)
     return dataset_cls(repo_id, root=root)
 
 
-def prepare_save(ds: Any, frame: Mapping[str, np.ndarray]) -> None:
+def prepare_save(ds: LeRobotDataset, frame: Mapping[str, np.ndarray]) -> None:
     """Before ``save_episode``: up to 0.5, hand the buffered one-element numeric features of
     ``frame``'s layout to lerobot as 0-d values (``episode_buffer`` is 0.4's public buffer
     of the open episode there; add_frame validated them as ``(1,)``)."""
@@ -124,7 +133,7 @@ def prepare_save(ds: Any, frame: Mapping[str, np.ndarray]) -> None:
             buffer[key] = [np.asarray(v).reshape(()) for v in buffer[key]]
 
 
-def new_rollout_options() -> dict[str, Any]:
+def new_rollout_options() -> dict[str, bool]:
     """The reset options lerobot-eval's rollout passes at the start of every rollout
     (``{NEW_ROLLOUT_OPTION: True}`` from 0.6.1; none before)."""
     if lerobot_version() < _SEEDED_ROLLOUTS:
@@ -146,20 +155,22 @@ def no_env_eval_flag() -> str:
 
 
 # -- episode length: the attribute lerobot-eval's rollout reads ----------------------------
-def episode_limit(vec: Any) -> int:
+def episode_limit(vec: VectorEnv) -> int:
     """The episode length lerobot-eval's rollout gives ``vec``'s episodes (its copies'
     ``_max_episode_steps``, read through the vector env's public ``call``)."""
     return int(vec.call("_max_episode_steps")[0])
 
 
-def cap_episodes(vec: Any, steps: int) -> None:
+def cap_episodes(vec: VectorEnv, steps: int) -> None:
     """Episodes of ``vec`` end after ``steps`` under lerobot-eval's rollout and
     :class:`.envs.LeRobotVectorEnv` alike (set through the vector env's ``set_attr``)."""
     vec.set_attr("_max_episode_steps", int(steps))
 
 
 # -- history policies ----------------------------------------------------------------------
-def predict_from_history(policy: Any, history: list[dict[str, Any]]) -> Any:
+def predict_from_history(
+    policy: PreTrainedPolicy, history: list[dict[str, torch.Tensor]]
+) -> torch.Tensor:
     """The chunk ``select_action`` would predict with ``history`` (preprocessed batches,
     oldest first) as the policy's last observations, leaving the policy reset.
 
@@ -183,7 +194,7 @@ def predict_from_history(policy: Any, history: list[dict[str, Any]]) -> Any:
             return policy.predict_action_chunk(batch)
         from lerobot.policies.utils import populate_queues
 
-        obs: dict[str, Any] = {}
+        obs: dict[str, torch.Tensor] = {}
         for step in history:
             obs = {k: v for k, v in step.items() if k != "action"}
             if image_keys and "observation.images" in policy._queues:

@@ -7,17 +7,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
-from typing import Any
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 
 from pytest_hud.runtime.control import ControlClient
 from pytest_hud.runtime.errors import ControlError
+from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.task import Task
 
 __all__ = ["Seats", "Substrate", "substrate_capacity"]
 
 
-async def substrate_capacity(runtime: object, task: Task, timeout: float = 30.0) -> int | None:
+async def substrate_capacity(
+    runtime: Runtime | str, task: Task, timeout: float = 30.0
+) -> int | None:
     """The sessions of ``task.env`` the substrate serves at once (None: no bound known,
     e.g. an env without a robot endpoint, or a server that does not report it)."""
     control = await ControlClient.connect(runtime, timeout=timeout)
@@ -38,9 +40,10 @@ class Substrate:
         self.sized = False  # whether the limit came from the substrate's capacity
         self.seated = 0
         self.boot_lock = asyncio.Lock()
-        self.runtime: Any = None
+        self.runtime: Runtime | None = None
         self.stack: AsyncExitStack | None = None
-        self.provisioned: Any = None  # the provider's context manager (may know death())
+        #: the provider's context manager (may know ``death()``)
+        self.provisioned: AbstractAsyncContextManager[Runtime] | None = None
         self.leases = 0
         self.booted_at = 0.0
         self.recycle = False

@@ -82,7 +82,7 @@ class ControlClient:
         self._port_map = port_map
 
     @classmethod
-    async def connect(cls, runtime: Any, *, timeout: float = 30.0) -> ControlClient:
+    async def connect(cls, runtime: Runtime | str, *, timeout: float = 30.0) -> ControlClient:
         """Dial a Runtime (or a ``tcp://`` url string), proving the secret its params or
         url carry (``?token=``), else this session's (servers it started hold that)."""
         url = runtime if isinstance(runtime, str) else runtime.url

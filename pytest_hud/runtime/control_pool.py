@@ -7,9 +7,9 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator
-from typing import Any
 
 from pytest_hud.runtime.control import ControlClient
+from pytest_hud.runtime.provider import Runtime
 
 __all__ = ["ControlPool", "current_pool", "use_pool"]
 
@@ -28,12 +28,12 @@ class ControlPool:
         self.reused = 0
 
     @staticmethod
-    def _key(runtime: Any) -> tuple[str, str]:
+    def _key(runtime: Runtime | str) -> tuple[str, str]:
         if isinstance(runtime, str):
             return runtime, ""
         return str(runtime.url), repr(sorted((runtime.params or {}).items()))
 
-    async def acquire(self, runtime: object, *, timeout: float = 30.0) -> ControlClient:
+    async def acquire(self, runtime: Runtime | str, *, timeout: float = 30.0) -> ControlClient:
         """An idle open connection to ``runtime``, else a new one."""
         idle = self._idle.get(self._key(runtime))
         while idle:
@@ -44,7 +44,7 @@ class ControlPool:
             await client.close()
         return await ControlClient.connect(runtime, timeout=timeout)
 
-    async def release(self, runtime: object, client: ControlClient) -> None:
+    async def release(self, runtime: Runtime | str, client: ControlClient) -> None:
         """Keep a connection whose sessions all ended; close it if the pool is full."""
         idle = self._idle.setdefault(self._key(runtime), [])
         if client.closed or len(idle) >= self.per_runtime:

@@ -5,11 +5,11 @@ file whose template made it, else the latest imported declaration of its env.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from contextlib import AbstractAsyncContextManager
 
 from pytest_hud.runtime.errors import PlacementError
 from pytest_hud.runtime.modules import declared_environments
-from pytest_hud.runtime.provider import Provider
+from pytest_hud.runtime.provider import Provider, Runtime
 from pytest_hud.runtime.task import Task
 
 __all__ = ["by_declaration", "declaring_file", "undeclared"]
@@ -30,12 +30,14 @@ def declaring_file(task: Task) -> str | None:
     return None
 
 
-def by_declaration(factory: Callable[[str], Any], missing: Callable[[Task], Exception]) -> Provider:
+def by_declaration(
+    factory: Callable[[str], Provider], missing: Callable[[Task], Exception]
+) -> Provider:
     """A provider that serves each row with ``factory(file)`` for its declaring file (one
     per file); ``missing(task)`` is raised for a row nothing declares."""
-    cache: dict[str, object] = {}
+    cache: dict[str, Provider] = {}
 
-    def pick(task: Task) -> Any:
+    def pick(task: Task) -> Provider:
         """The provider serving ``task`` (picklable when ``factory``'s is: a delegated
         rollout ships it to a process that has not seen this one's declarations)."""
         path = declaring_file(task)
@@ -45,7 +47,7 @@ def by_declaration(factory: Callable[[str], Any], missing: Callable[[Task], Exce
             cache[path] = factory(path)
         return cache[path]
 
-    def route(task: Task) -> Any:
+    def route(task: Task) -> AbstractAsyncContextManager[Runtime]:
         return pick(task)(task)
 
     route.pick = pick  # type: ignore[attr-defined]

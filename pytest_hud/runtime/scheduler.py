@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterable
-from typing import Any
 
 from pytest_hud.runtime.errors import PlacementError
 from pytest_hud.runtime.placement import resolve_placement
@@ -41,7 +40,7 @@ async def run(
             f"got {agent!r}; fix: for a --hud-agent spec, pass "
             "pytest_hud.robot.agent.registry.load_agent(spec)"
         )
-    taskset: Any = tasks if isinstance(tasks, Taskset) else list(tasks)
+    taskset: Taskset | list[Task] = tasks if isinstance(tasks, Taskset) else list(tasks)
     provider = resolve_placement(taskset, runtime)
     items = [(task, i) for task in taskset for i in range(group)]
     limit = asyncio.Semaphore(max_concurrent or len(items) or 1)

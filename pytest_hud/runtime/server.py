@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import itertools
 import json
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import AsyncGenerator, Iterable
+from typing import Any, Literal
 
 from pytest_hud.plumbing.auth import server_secret
 from pytest_hud.plumbing.rpc import Connection, serve_rpc
@@ -26,7 +27,9 @@ ANNOUNCE = "PYTEST_HUD_SERVER"
 
 
 class _Session:
-    def __init__(self, sid: str, env: Environment, template_id: str, gen: Any) -> None:
+    def __init__(
+        self, sid: str, env: Environment, template_id: str, gen: AsyncGenerator[object, None]
+    ) -> None:
         self.id = sid
         self.env = env
         self.template_id = template_id
@@ -34,7 +37,7 @@ class _Session:
         self.claims: list[tuple[RobotEndpoint, str]] = []
         self.lock = asyncio.Lock()
 
-    async def step(self) -> Any:
+    async def step(self) -> object:
         """Advance the template to its next yield, recording the robot slots it claims."""
         token = track_claims(self.claims)
         try:
@@ -49,7 +52,8 @@ class _Session:
         await release_claims(self.claims)
 
 
-_SESSION = object()  # EnvServer's default secret: the session's (None under --no-auth)
+class _Default(enum.Enum):
+    SESSION = "session"  # EnvServer's default secret: the session's (None under --no-auth)
 
 
 class EnvServer:
@@ -65,7 +69,7 @@ class EnvServer:
         *,
         sim_host: str = "127.0.0.1",
         sim_ports: Iterable[int] = (),
-        secret: Any = _SESSION,
+        secret: str | Literal[_Default.SESSION] | None = _Default.SESSION,
     ) -> None:
         self.envs: dict[str, Environment] = {}
         for env in envs:
@@ -74,7 +78,7 @@ class EnvServer:
             self.envs[env.name] = env
         self._sim_host = sim_host
         self._sim_ports = list(sim_ports)
-        self.secret: str | None = server_secret() if secret is _SESSION else secret
+        self.secret = server_secret() if secret is _Default.SESSION else secret
         self._server: asyncio.Server | None = None
         self._ids = itertools.count(1)
         self._sessions: dict[str, _Session] = {}

@@ -118,7 +118,7 @@ class Shared:
                 stack = AsyncExitStack()
                 provisioned = self.provider(task)
                 try:
-                    runtime: object = await stack.enter_async_context(provisioned)
+                    runtime = await stack.enter_async_context(provisioned)
                 except BaseException:
                     await stack.aclose()
                     raise

@@ -66,7 +66,7 @@ def output_tail(text: str, lines: int = TAIL_LINES) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:]) or "(no output)"
 
 
-async def bounded(call: Awaitable[Any], timeout: float) -> None:
+async def bounded(call: Awaitable[object], timeout: float) -> None:
     """Await one best-effort teardown call for at most ``timeout`` s; never raises (the
     substrate is going away, and its own error, if any, is the one to report)."""
     with contextlib.suppress(Exception):

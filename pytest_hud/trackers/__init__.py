@@ -10,9 +10,12 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pytest_hud.errors import HudError
+
+if TYPE_CHECKING:
+    from pytest_hud.evaluation.document import ResultsDocument, Row, Stats
 
 __all__ = [
     "TRACKERS",
@@ -80,7 +83,9 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-/]+", "_", text).strip("_") or "task"
 
 
-def _stats(prefix: str, st: Mapping[str, Any], out: dict[str, float]) -> None:
+def _stats(prefix: str, st: Stats | None, out: dict[str, float]) -> None:
+    if not st:
+        return
     for key in ("success_rate", "mean_score", "mean_steps", "episodes", "errors", "coverage"):
         value = st.get(key)
         if isinstance(value, int | float):
@@ -93,19 +98,19 @@ def _stats(prefix: str, st: Mapping[str, Any], out: dict[str, float]) -> None:
         out[f"{prefix}/score_lo"], out[f"{prefix}/score_hi"] = map(float, score)
 
 
-def figures_of(doc: Mapping[str, Any], step: int | None = None, media: int = 2) -> Figures:
+def figures_of(doc: ResultsDocument, step: int | None = None, media: int = 2) -> Figures:
     """A results document's figures: overall and per-task success and score with their
     bounds (rows as the units), steps, errors, coverage, each gate (1 passed, 0 failed),
     ``media`` episode videos per task (failures first) and the provenance (agent,
     checkpoint hash, image digest)."""
     out = Figures(step=step)
-    _stats("hud", doc.get("overall") or {}, out.scalars)
+    _stats("hud", doc.get("overall"), out.scalars)
     for task, st in sorted((doc.get("per_task") or {}).items()):
         _stats(f"hud/task/{_slug(task)}", st, out.scalars)
     for gate in doc.get("gates") or []:
         out.scalars[f"hud/gate/{_slug(str(gate.get('name')))}"] = 1.0 if gate.get("passed") else 0.0
     picked: dict[str, int] = {}
-    rollouts: Sequence[Mapping[str, Any]] = doc.get("rollouts") or []
+    rollouts: Sequence[Row] = doc.get("rollouts") or []
     for row in sorted(rollouts, key=lambda r: bool(r.get("success"))):  # failures first
         video, task = row.get("video"), str(row.get("task") or row.get("key") or "task")
         if not video or not Path(video).is_file() or picked.get(task, 0) >= media:
@@ -117,15 +122,16 @@ def figures_of(doc: Mapping[str, Any], step: int | None = None, media: int = 2) 
     agent = doc.get("agent")
     if agent is not None:
         out.config["hud.agent"] = str(agent)
-    ckpt = prov.get("checkpoint") or {}
-    if ckpt.get("hash"):
+    ckpt = prov.get("checkpoint")
+    if isinstance(ckpt, Mapping) and ckpt.get("hash"):
         out.config["hud.checkpoint_hash"] = str(ckpt["hash"])
-    image = prov.get("image") or {}
-    if image.get("digest"):
+    image = prov.get("image")
+    if isinstance(image, Mapping) and image.get("digest"):
         out.config["hud.image_digest"] = str(image["digest"])
     for key in ("runtime", "seed"):
-        if doc.get(key) is not None:
-            out.config[f"hud.{key}"] = str(doc[key])
+        value = doc.get(key)
+        if value is not None:
+            out.config[f"hud.{key}"] = str(value)
     return out
 
 

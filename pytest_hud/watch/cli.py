@@ -17,6 +17,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from pytest_hud.plumbing.cli import from_args
 from pytest_hud.watch.checkpoints import (
     DEFAULT_PATTERN,
     DEFAULT_REQUIRE,
@@ -136,20 +137,14 @@ def parse(argv: Sequence[str]) -> Watch:
     run = ns.run.resolve()
     require = tuple(ns.require) if ns.require else (
         DEFAULT_REQUIRE if ns.pattern == DEFAULT_PATTERN else ())  # fmt: skip
-    return Watch(
+    return from_args(
+        Watch,
+        ns,
         run=run,
         pytest_args=pytest_args,
         out=(ns.out or run / "hud-watch").resolve(),
         pattern=pattern,
         require=require,
-        agent=ns.agent,
-        poll=ns.poll,
-        until_step=ns.until_step,
-        final_step=ns.final_step,
-        idle_timeout=ns.idle_timeout,
-        eval_timeout=ns.eval_timeout,
-        nice=ns.nice,
-        grace=ns.grace,
         log_run=_log_run_name(run),
     )
 

@@ -8,14 +8,20 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_hud._plugin.arm_specs import HANDED_AGENTS, HANDED_SEED, Arm, split_arm
 from pytest_hud._plugin.cases import HudCase
-from pytest_hud._plugin.internals import OUR_FIXTURES, hand_to_workers, uses_fixture_from
-from pytest_hud._plugin.report_images import Figure
+from pytest_hud._plugin.internals import (
+    OUR_FIXTURES,
+    HudSequentialScheduling,
+    WorkerNode,
+    hand_to_workers,
+    uses_fixture_from,
+)
+from pytest_hud._plugin.report_images import Figure, figure_path
 from pytest_hud._plugin.state import BLINDED, CASE
 from pytest_hud.evaluation import provenance
 from pytest_hud.evaluation.results import Row, uncovered
@@ -34,6 +40,7 @@ from pytest_hud.runtime.backends import DEFAULT
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
+    from pytest_hud.runtime.rollout import Agent
 
 __all__ = ["ArmsPlugin", "enable"]
 
@@ -101,7 +108,7 @@ class ArmsPlugin:
         return lines
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
+    def pytest_configure_node(self, node: WorkerNode) -> None:
         hand_to_workers(node, HANDED_AGENTS, list(self.options.agents))
         hand_to_workers(node, HANDED_SEED, self.seed)
 
@@ -149,7 +156,7 @@ class ArmsPlugin:
 
     # -- running -----------------------------------------------------------------------------
     @pytest.hookimpl
-    def pytest_hud_case_agent(self, case: HudCase) -> Any | None:
+    def pytest_hud_case_agent(self, case: HudCase) -> Agent | None:
         if case.arm is None:
             return None
         return self.session.load_agent(case.arm.spec)
@@ -158,7 +165,7 @@ class ArmsPlugin:
     def pytest_hud_skip_case(self, case: HudCase) -> str | None:
         if self.stopping is None or case.arm is None:
             return None
-        return self.stopping.skip_reason(_task(case))
+        return self.stopping.decisions.reason(_task(case))
 
     @pytest.hookimpl
     def pytest_hud_row(self, item: pytest.Item, row: Row) -> None:
@@ -179,22 +186,16 @@ class ArmsPlugin:
         """Where rows are collected: feed the paired sequential tests, count skips."""
         if self.stopping is None or self.session.is_worker:
             return
-        if report.when == "setup" and report.skipped:
-            self.stopping.skipped_item(report.nodeid, report.longrepr)
+        self.stopping.decisions.reported(report)
         if report.when == "teardown":
             self.stopping.reported_item(report.nodeid, self.session.rows.get(report.nodeid))
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: object) -> Any:
+    def pytest_xdist_make_scheduler(
+        self, config: pytest.Config, log: object
+    ) -> HudSequentialScheduling | None:
         """With ``--dist load``: a decided task's items are dropped before they are sent."""
-        stopping = self.stopping
-        if stopping is None:
-            return None
-        from pytest_hud._plugin.internals import dropping_scheduler
-
-        return dropping_scheduler(
-            config, log, lambda nodeid: stopping.skip_reason(stopping.task_of_item(nodeid))
-        )
+        return None if self.stopping is None else self.stopping.decisions.scheduler(config, log)
 
     # -- verdicts and reports ------------------------------------------------------------
     def comparisons(self, rows: list[Row]) -> list[Comparison]:
@@ -253,14 +254,6 @@ class ArmsPlugin:
         )
         return [CoveredGate(name, not worse, msg, covers)]
 
-    def _plot_path(self) -> Path:
-        if self.options.results is not None:
-            return self.options.results.with_suffix(".sweep.png")
-        html = getattr(self.config.option, "htmlpath", None)
-        if html:
-            return Path(html).with_suffix(".sweep.png")
-        return self.session.artifacts / "sweep.png"
-
     def _write_plot(self, rows: list[Row]) -> None:
         """A sweep (every arm a checkpoint step): success per task vs training step."""
         if any(str(a.step) != a.label for a in self.arms):
@@ -269,10 +262,10 @@ class ArmsPlugin:
             from pytest_hud.evaluation.compare import run_from_rows, write_plot
 
             runs = [
-                run_from_rows([dict(r) for r in rows if r.get("arm") == a.letter], a.label)
+                run_from_rows([r for r in rows if r.get("arm") == a.letter], a.label)
                 for a in self.arms
             ]
-            path = self._plot_path()
+            path = figure_path(self.config, self.options.results, self.session.artifacts, "sweep")
             write_plot(runs, path)
             self.plot = path
         except Exception as exc:  # matplotlib missing or the file cannot be written
@@ -285,7 +278,7 @@ class ArmsPlugin:
         return [Figure(self.plot, "success per task vs training step (Wilson 95%)")]
 
     @pytest.hookimpl
-    def pytest_hud_results_meta(self) -> dict[str, Any]:
+    def pytest_hud_results_meta(self) -> dict[str, object]:
         rows = list(self.session.rows.values())
         return {
             "agents": agent_blocks(rows, self.describe(hashes=True)),
@@ -325,11 +318,10 @@ class ArmsPlugin:
             tr.write_line(f"hud arm {entry['arm']}: {entry['spec']}{role}")
         tr.write_line(f"hud A/B run order: --hud-ab-seed={self.seed}")
         if self.stopping is not None:
-            total = sum(len(v) for v in self.stopping.skipped.values())
-            tr.write_line(f"hud paired sequential: {total} episodes saved")
-            for task, reason in sorted(self.stopping.decided.items()):
-                saved = len(self.stopping.skipped.get(task, []))
-                tr.write_line(f"  {task}: {reason}; {saved} episodes saved")
+            decisions = self.stopping.decisions
+            tr.write_line(f"hud paired sequential: {decisions.saved()} episodes saved")
+            for task, reason in sorted(decisions.reasons.items()):
+                tr.write_line(f"  {task}: {reason}; {decisions.saved(task)} episodes saved")
         if self.plot is not None:
             tr.write_line(f"hud sweep plot: {self.plot}")
         if self.plot_error is not None:

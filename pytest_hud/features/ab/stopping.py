@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping
+from dataclasses import KW_ONLY, dataclass
 
 from pytest_hud._plugin.arm_specs import Arm, split_arm, task_of_nodeid
+from pytest_hud._plugin.decided import DecidedTasks
 from pytest_hud.evaluation.bounded import PairedBettingTest
 from pytest_hud.evaluation.results import Row, task_of, unit_of
 from pytest_hud.features.ab.paired import PairedSequentialTest, fixed_n_pairs
@@ -21,42 +23,36 @@ from pytest_hud.features.ab.verdicts import (
 __all__ = ["PairedStopping"]
 
 
+@dataclass(eq=False, repr=False)
 class PairedStopping:
     """The paired sequential tests of a session, fed where rows are collected.
 
     ``order`` gives the session's node ids in run order (the pairs' feeding order). On
     success with one episode per row each pair feeds the binary test; with ``repeats`` or
     on a score a row's mean difference feeds a betting test once all its repeats reported
-    (rows are the units)."""
+    (rows are the units). ``family``: the tests split the gate's level over the tasks and
+    ``metrics`` (every metric the gate counts)."""
 
-    def __init__(
-        self,
-        arms: list[Arm],
-        alpha: float,
-        order: Callable[[], list[str]],
-        *,
-        family: bool = False,
-        metric: str = "success",
-        repeats: int = 1,
-        max_steps: int | None = None,
-        metrics: int = 1,
-    ) -> None:
-        self.arms = arms
-        self.alpha = alpha
-        self.family = family
-        self.order = order
-        self.metric = metric
-        self.max_steps = max_steps
-        self.metrics = metrics  # the gate's family counts every metric
-        self.repeats = max(int(repeats), 1)
-        self.by_rows = metric != "success" or self.repeats > 1
+    arms: list[Arm]
+    alpha: float
+    order: Callable[[], list[str]]
+    _: KW_ONLY
+    family: bool = False
+    metric: str = "success"
+    repeats: int = 1
+    max_steps: int | None = None
+    metrics: int = 1
+
+    def __post_init__(self) -> None:
+        self.repeats = max(int(self.repeats), 1)
+        self.by_rows = self.metric != "success" or self.repeats > 1
         self.tests: dict[tuple[str, str], PairedSequentialTest | PairedBettingTest] = {}
         # (candidate, row) -> per repeat (reference value, candidate value) or None (not graded)
         self._row_values: dict[tuple[str, tuple[object, ...]], list[tuple[float, float] | None]] = (
             defaultdict(list)
         )
-        self.decided: dict[str, str] = {}  # task -> the skip reason of its remaining pairs
-        self.skipped: dict[str, list[str]] = defaultdict(list)  # task -> items not run
+        #: a task is decided once every candidate's test on it decided
+        self.decisions = DecidedTasks(self.task_of_item)
         self.pair_task: dict[str, str] = {}  # pair id -> task, learned from rows
         self.reported: dict[str, dict[str, Row | None]] = defaultdict(dict)
         self._sequence: list[str] | None = None
@@ -155,7 +151,7 @@ class PairedStopping:
         return sum(1 for p in self._pairs() if self.pair_task.get(p) == task)
 
     def _decide(self, task: str) -> None:
-        if task in self.decided:
+        if self.decisions.reason(task) is not None:
             return
         tests = [(a, self.tests.get((a.letter, task))) for a in self.arms[1:]]
         if any(t is None or t.decision is None for _, t in tests):
@@ -165,7 +161,7 @@ class PairedStopping:
             for a, t in tests
             if t
         ]
-        self.decided[task] = "paired sequential: " + "; ".join(reasons)
+        self.decisions.decide(task, "paired sequential: " + "; ".join(reasons))
 
     # -- skipping --------------------------------------------------------------------------
     def task_of_item(self, nodeid: str) -> str | None:
@@ -173,16 +169,6 @@ class PairedStopping:
         if found is None:
             return None
         return self.pair_task.get(found[0]) or task_of_nodeid(nodeid)
-
-    def skip_reason(self, task: str | None) -> str | None:
-        return None if task is None else self.decided.get(task)
-
-    def skipped_item(self, nodeid: str, longrepr: object) -> None:
-        """A setup skip was reported: count it as saved when it was a decided task's."""
-        task = self.task_of_item(nodeid)
-        reason = self.skip_reason(task)
-        if task is not None and reason is not None and reason in str(longrepr):
-            self.skipped[task].append(nodeid)
 
     # -- results ---------------------------------------------------------------------------
     def state(self) -> dict[tuple[str, str], SequentialState]:
@@ -195,13 +181,13 @@ class PairedStopping:
                 "pairs_used": test.pairs_used,
                 "max_pairs": test.max_pairs,
                 "reason": test.reason,
-                "saved": len(self.skipped.get(task, [])),
+                "saved": self.decisions.saved(task),
                 "fixed_n": fixed_n(test),
             }
         return out
 
     def saved(self) -> int:
-        return sum(len(v) for v in self.skipped.values())
+        return self.decisions.saved()
 
 
 def fixed_n(test: PairedSequentialTest | PairedBettingTest) -> int | None:

@@ -6,9 +6,11 @@ usage errors (exit 4), soft ones a warning table.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
+
+from pytest_hud._plugin.option_table import OptionTable
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
@@ -20,7 +22,7 @@ __all__ = ["MODES", "OPTIONS", "PreflightPlugin", "enable", "read_preflight"]
 
 MODES = ("off", "warn", "strict")
 
-OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
+OPTIONS: OptionTable = [
     (
         "--hud-preflight",
         "before any item, set each agent's policy (a LeRobot checkpoint's features and "

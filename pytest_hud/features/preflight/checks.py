@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from pytest_hud.robot.agent.agent import RobotAgent, RunSettings
 from pytest_hud.robot.agent.expects import declares, policy_spec
@@ -27,6 +28,7 @@ from pytest_hud.robot.compat import (
 )
 from pytest_hud.robot.contract import Contract, Spaces
 from pytest_hud.runtime.contracts import contract_of, declared_robots, run_apart
+from pytest_hud.runtime.control import Run
 from pytest_hud.runtime.provider import Provider
 from pytest_hud.runtime.rollout import rollout
 from pytest_hud.runtime.task import Task
@@ -61,8 +63,10 @@ def first_rows(tasks: Iterable[Task]) -> list[Subject]:
 def subjects(tasks: Iterable[Task] = ()) -> list[Subject]:
     """``tasks``' envs (their first rows), then every other robot env the imported modules
     declare (a row it declared, else its contract alone)."""
+    from pytest_hud.runtime.modules import declared_environments
+
     found = {s.env: s for s in first_rows(tasks)}
-    declared = {env.name: env for env, _ in _declared()}
+    declared = {env.name: env for env, _ in declared_environments()}
     for label in declared_robots():
         name = label.split(".", 1)[0]
         if name not in found:
@@ -72,12 +76,6 @@ def subjects(tasks: Iterable[Task] = ()) -> list[Subject]:
     return list(found.values())
 
 
-def _declared() -> list[Any]:
-    from pytest_hud.runtime.modules import declared_environments
-
-    return declared_environments()
-
-
 @dataclass
 class _Recorder:
     """The probe episode's observations and executed actions (an EpisodeObserver)."""
@@ -85,11 +83,11 @@ class _Recorder:
     frames: list[dict[str, np.ndarray]] = field(default_factory=list)
     actions: list[np.ndarray] = field(default_factory=list)
 
-    def step(self, data: dict[str, Any], action: np.ndarray) -> None:
+    def step(self, data: dict[str, ArrayLike], action: np.ndarray) -> None:
         self.frames.append({k: np.array(v) for k, v in data.items() if np.ndim(v) <= 1})
         self.actions.append(np.array(action, np.float64))
 
-    def end(self, ok: bool) -> dict[str, Any]:
+    def end(self, ok: bool) -> dict[str, object]:
         return {}
 
 
@@ -134,7 +132,7 @@ class _Probe:
             return Table(_title(self.label, self.env))
         return compare(self.spec, contract, self.env)
 
-    async def __call__(self, run: Any) -> dict[str, Any]:
+    async def __call__(self, run: Run) -> dict[str, object]:
         """The probe episode's agent: the static rows, then (if nothing is missing) the
         agent itself for the first steps."""
         robot = run.robot
@@ -229,7 +227,7 @@ async def _probe(
 
 
 def check_agent(
-    agent: Any,
+    agent: object,
     label: str,
     envs: list[Subject],
     provider: Provider,
@@ -238,8 +236,8 @@ def check_agent(
     timeout: float = PROBE_TIMEOUT,
 ) -> list[Table]:
     """One table per env for ``agent`` (an agent whose policy declares nothing: none)."""
-    if not declares(agent) and not _is_vla_eval(agent):
-        return []
+    if not isinstance(agent, RobotAgent) or not (declares(agent) or _is_vla_eval(agent)):
+        return []  # declares and vla-eval's agents are RobotAgents
 
     async def main() -> list[Table]:
         return [await _probe(agent, label, s, provider, max_steps, timeout) for s in envs]

@@ -8,13 +8,18 @@ import dataclasses
 import importlib
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
 from pytest_hud.errors import HudError
 from pytest_hud.robot import lerobot_version as compat
+
+if TYPE_CHECKING:
+    from lerobot.envs.configs import EnvConfig
+
+    from pytest_hud.robot.lerobot_version import VectorEnv
 
 __all__ = [
     "NEEDS",
@@ -57,7 +62,7 @@ class LeRobotEnvError(HudError, ValueError):
     """A LeRobot env that cannot be built: unknown type or field, or a missing package."""
 
 
-def make_config(env_type: str, **fields: Any) -> Any:
+def make_config(env_type: str, **fields: object) -> EnvConfig:
     """The ``EnvConfig`` LeRobot registers as ``env_type``, with ``fields`` set."""
     os.environ.setdefault("MUJOCO_GL", "egl")  # MuJoCo envs render headless on the CPU
     from lerobot.envs.configs import EnvConfig
@@ -85,7 +90,9 @@ def make_config(env_type: str, **fields: Any) -> Any:
     return _forwarding(config, forward)
 
 
-def _forwarding(config: Any, extra: Mapping[str, Any], package: str | None = None) -> Any:
+def _forwarding(
+    config: EnvConfig, extra: Mapping[str, object], package: str | None = None
+) -> EnvConfig:
     """``config`` whose ``gym_kwargs`` also carry ``extra`` (its type name unchanged);
     ``package``: the gym env comes from the module of that name, which registers it under
     its ``NAMESPACE`` with the same id."""
@@ -119,7 +126,7 @@ def _forwarding(config: Any, extra: Mapping[str, Any], package: str | None = Non
 
 def make_vector_env(
     env_type: str, num_envs: int = 1, *, use_async_envs: bool = False, **fields: Any
-) -> tuple[Any, Any]:
+) -> tuple[EnvConfig, VectorEnv]:
     """``(config, vector env)``: LeRobot's ``env_type`` config with ``fields`` and its one
     task's vector env of ``num_envs`` copies, built by LeRobot's ``make_env`` (the plugin's
     sim and the lerobot-eval reference build it here alike). An ``episode_length`` given
@@ -169,7 +176,13 @@ class LeRobotVectorEnv(gym.vector.VectorEnv):
     """LeRobot's vector env as lerobot-eval's rollout drives it (see the module doc)."""
 
     def __init__(
-        self, env: Any, preprocessor: Any, postprocessor: Any, *, fps: float, env_type: str = ""
+        self,
+        env: VectorEnv,
+        preprocessor: Any,
+        postprocessor: Any,
+        *,
+        fps: float,
+        env_type: str = "",
     ) -> None:
         from lerobot.envs.utils import preprocess_observation
 
@@ -198,7 +211,7 @@ class LeRobotVectorEnv(gym.vector.VectorEnv):
                 continue
         return [""] * self.num_envs
 
-    def _observation(self, raw: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def _observation(self, raw: Mapping[str, object]) -> dict[str, np.ndarray]:
         obs = self._preprocess_observation(dict(raw))
         if self._pre is not None:
             obs["task"] = self._tasks()
@@ -213,7 +226,12 @@ class LeRobotVectorEnv(gym.vector.VectorEnv):
             out[key.replace(".", "/")] = arr
         return out
 
-    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> Any:
+    def reset(
+        self,
+        *,
+        seed: int | list[int | None] | None = None,  # a list: a seed (or none) per copy
+        options: dict[str, Any] | None = None,
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         options = dict(options or {})
         mask = options.get("reset_mask")
         try:  # some envs (vlabench, robotwin) import their package at the first reset
@@ -225,7 +243,9 @@ class LeRobotVectorEnv(gym.vector.VectorEnv):
         self._steps[np.asarray(mask, bool) if mask is not None else slice(None)] = 0
         return self._observation(obs), info
 
-    def step(self, actions: Any) -> Any:
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, object]]:
         if self._post is not None:
             import torch
 
@@ -235,15 +255,15 @@ class LeRobotVectorEnv(gym.vector.VectorEnv):
         truncated = np.asarray(truncated, bool) | (self._steps >= self.max_episode_steps)
         return self._observation(obs), reward, terminated, truncated, _success_info(info)
 
-    def close(self, **kwargs: Any) -> None:
+    def close(self, **kwargs: object) -> None:
         self.env.close()
 
 
-def _steps(pipeline: Any) -> bool:
+def _steps(pipeline: object) -> bool:
     return bool(getattr(pipeline, "steps", None))
 
 
-def _success_info(info: Mapping[str, Any]) -> dict[str, Any]:
+def _success_info(info: Mapping[str, object]) -> dict[str, object]:
     """``is_success`` per copy as lerobot-eval's rollout reads it: from ``final_info`` when
     some copy ended (and was reset in the same step), else from the step's own info."""
     final = info.get("final_info")

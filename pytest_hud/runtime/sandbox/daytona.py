@@ -13,17 +13,16 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from pytest_hud.plumbing.auth import auth_env
 from pytest_hud.plumbing.process import Child, child_env
 from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.ports import free_port, port_taken
 from pytest_hud.runtime.provider import Runtime
+from pytest_hud.runtime.sandbox.base import SandboxRuntime, import_sdk
 from pytest_hud.runtime.substrate import (
     CONTROL_PORT,
     PingedSubstrate,
     bounded,
     serve_argv,
-    serve_ports,
     setting,
 )
 from pytest_hud.runtime.task import Task, memory_mib
@@ -36,15 +35,10 @@ SESSION = "pytest-hud"
 _IO_TIMEOUT = 30.0  # bound on one SDK call made while tearing down or reading logs
 
 
-def _import_daytona() -> ModuleType:
-    try:
-        import daytona
-    except ImportError as exc:
-        raise ImportError(
-            "DaytonaRuntime needs the Daytona SDK: pip install daytona (its own venv if its "
-            "pins clash with yours)"
-        ) from exc
-    return daytona
+_MISSING = (
+    "DaytonaRuntime needs the Daytona SDK: pip install daytona (its own venv if its pins clash "
+    "with yours)"
+)
 
 
 #: how many times a tunnel that lost a local port to another process is re-opened
@@ -162,7 +156,7 @@ class _DaytonaSubstrate(PingedSubstrate):
         await bounded(sandbox.delete(), _IO_TIMEOUT)
 
 
-class DaytonaRuntime:
+class DaytonaRuntime(SandboxRuntime):
     """Serve an env module in a fresh Daytona sandbox per acquisition (see the module docs).
 
     ``image`` is a registry tag or a ``daytona.Image``. A row's ``runtime_config``
@@ -172,9 +166,6 @@ class DaytonaRuntime:
     and friends from the environment); ``ssh`` is the ssh client's argv prefix;
     ``daytona`` injects the SDK module.
     """
-
-    #: a sandbox boots in seconds: the plugin boots the next rows' ahead (runtime/warm.py)
-    warm_ahead = True
 
     def __init__(
         self,
@@ -191,20 +182,13 @@ class DaytonaRuntime:
         ssh: str | Sequence[str] = "ssh",
         daytona: ModuleType | Any = None,
     ) -> None:
-        self.daytona = daytona if daytona is not None else _import_daytona()
-        self.image = image
-        self.module = module
-        self.cpu, self.gpu, self.memory = cpu, gpu, memory
-        memory_mib(memory)  # fail early on a malformed value
-        self.timeout = timeout
-        self.boot_timeout = boot_timeout
-        self.ports = serve_ports(sim_ports)
+        self.daytona = daytona if daytona is not None else import_sdk("daytona", _MISSING)
+        super().__init__(image, module, memory, timeout, boot_timeout, sim_ports)
+        self.module: str = module  # Daytona runs a module: the image CMD is not used
+        self.cpu, self.gpu = cpu, gpu
         self.config = config
         self.ssh = [ssh] if isinstance(ssh, str) else list(ssh)
         self._client: object = None
-
-    def __repr__(self) -> str:
-        return f"DaytonaRuntime({self.image!r}, module={self.module!r})"
 
     def __call__(self, task: Task, /) -> _DaytonaSubstrate:
         return _DaytonaSubstrate(self, task)
@@ -231,7 +215,7 @@ class DaytonaRuntime:
 
     def create_params(self, task: Task) -> Any:
         """``CreateSandboxFromImageParams`` for ``task`` (its runtime_config wins)."""
-        sdk, cfg = self.daytona, task.runtime_config
+        sdk = self.daytona
         cpu, gpu = setting(task, "cpu", self.cpu), setting(task, "gpu", self.gpu)
         mib = memory_mib(setting(task, "memory", self.memory))
         resources = None
@@ -243,7 +227,7 @@ class DaytonaRuntime:
             )
         return sdk.CreateSandboxFromImageParams(
             image=setting(task, "image", self.image),
-            env_vars={**(dict(cfg.env) if cfg is not None and cfg.env else {}), **auth_env()},
+            env_vars=self.server_env(task),
             labels={"pytest-hud": task.env},
             resources=resources,
             ephemeral=True,

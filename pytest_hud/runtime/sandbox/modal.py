@@ -10,15 +10,14 @@ import math
 from types import ModuleType
 from typing import Any
 
-from pytest_hud.plumbing.auth import auth_env
 from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.provider import Runtime
+from pytest_hud.runtime.sandbox.base import SandboxRuntime, import_sdk
 from pytest_hud.runtime.substrate import (
     CONTROL_PORT,
     PingedSubstrate,
     bounded,
     serve_argv,
-    serve_ports,
     setting,
 )
 from pytest_hud.runtime.task import Task, memory_mib
@@ -26,16 +25,7 @@ from pytest_hud.runtime.task import Task, memory_mib
 __all__ = ["ModalRuntime"]
 
 _IO_TIMEOUT = 10.0  # bound on terminate and on reading a sandbox's output
-
-
-def _import_modal() -> ModuleType:
-    try:
-        import modal
-    except ImportError as exc:
-        raise ImportError(
-            "ModalRuntime needs the Modal SDK: pip install 'pytest-hud[modal]'"
-        ) from exc
-    return modal
+_MISSING = "ModalRuntime needs the Modal SDK: pip install 'pytest-hud[modal]'"
 
 
 class _ModalSubstrate(PingedSubstrate):
@@ -110,7 +100,7 @@ class _ModalSubstrate(PingedSubstrate):
             await bounded(self.sandbox.terminate.aio(), _IO_TIMEOUT)
 
 
-class ModalRuntime:
+class ModalRuntime(SandboxRuntime):
     """Serve an env module in a fresh Modal sandbox per acquisition (see the module docs).
 
     ``image`` is a ``modal.Image`` or a registry tag. A row's ``runtime_config``
@@ -118,9 +108,6 @@ class ModalRuntime:
     constructor's values; ``memory`` is MiB or a string like ``"4Gi"``; ``timeout``
     is the sandbox's lifetime in seconds. ``modal`` injects the SDK module.
     """
-
-    #: a sandbox boots in seconds: the plugin boots the next rows' ahead (runtime/warm.py)
-    warm_ahead = True
 
     def __init__(
         self,
@@ -137,23 +124,14 @@ class ModalRuntime:
         secrets: list[Any] | None = None,
         modal: ModuleType | Any = None,
     ) -> None:
-        self.modal = modal if modal is not None else _import_modal()
-        self.image = image
-        self.module = module
+        self.modal = modal if modal is not None else import_sdk("modal", _MISSING)
+        super().__init__(image, module, memory, timeout, boot_timeout, sim_ports)
         self.app_name = app_name
         self.gpu = gpu
         self.cpu = cpu
-        self.memory = memory
-        memory_mib(memory)  # fail early on a malformed value
-        self.timeout = timeout
-        self.boot_timeout = boot_timeout
-        self.ports = serve_ports(sim_ports)
         self.secrets = list(secrets or [])
         self._app: object = None
         self._images: dict[str, object] = {}
-
-    def __repr__(self) -> str:
-        return f"ModalRuntime({self.image!r}, module={self.module!r})"
 
     def __call__(self, task: Task, /) -> _ModalSubstrate:
         return _ModalSubstrate(self, task)
@@ -178,7 +156,6 @@ class ModalRuntime:
 
     def sandbox_kwargs(self, task: Task) -> dict[str, Any]:
         """Sandbox.create's keyword arguments for ``task`` (its runtime_config wins)."""
-        cfg = task.runtime_config
         timeout = setting(task, "timeout", self.timeout)
         kwargs: dict[str, object] = {
             "image": self.resolve_image(setting(task, "image", self.image)),
@@ -195,6 +172,5 @@ class ModalRuntime:
             kwargs["memory"] = memory
         if self.secrets:
             kwargs["secrets"] = list(self.secrets)
-        # the session's secret: the env server behind the public tunnel serves this session only
-        kwargs["env"] = {**(dict(cfg.env) if cfg is not None and cfg.env else {}), **auth_env()}
+        kwargs["env"] = self.server_env(task)
         return kwargs
