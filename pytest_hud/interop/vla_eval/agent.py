@@ -8,11 +8,16 @@ import asyncio
 import logging
 import time
 import weakref
-from typing import Any
+from typing import Any, Unpack, cast
 
 import numpy as np
 
-from pytest_hud.interop.vla_eval.session import VlaEvalError, VlaEvalSession, normalize_url
+from pytest_hud.interop.vla_eval.session import (
+    SessionOptions,
+    VlaEvalError,
+    VlaEvalSession,
+    normalize_url,
+)
 from pytest_hud.interop.vla_eval.specs import SPECS_KEY, camera_names, check_specs
 from pytest_hud.robot.agent.adapter import Adapter
 from pytest_hud.robot.agent.agent import EpisodeReport, RobotAgent, RunSettings
@@ -30,22 +35,9 @@ class VlaEvalModel(Model):
 
     batchable = False  # one request per connection: batching happens in the server
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        timeout: float = 60.0,
-        connect_timeout: float = 10.0,
-        retries: int = 3,
-        backoff: float = 0.5,
-    ) -> None:
+    def __init__(self, url: str, **options: Unpack[SessionOptions]) -> None:
         self.url = normalize_url(url)
-        self.options: dict[str, Any] = {
-            "timeout": timeout,
-            "connect_timeout": connect_timeout,
-            "retries": retries,
-            "backoff": backoff,
-        }
+        self.options = options
         self.server_info: dict[str, Any] = {}
         self._sessions: weakref.WeakKeyDictionary[asyncio.Task[object], VlaEvalSession] = (
             weakref.WeakKeyDictionary()
@@ -181,8 +173,8 @@ class VlaEvalAgent(RobotAgent):
     model: VlaEvalModel
 
     def __init__(self, url: str, *, name: str | None = None, **kwargs: Any) -> None:
-        options = {k: kwargs.pop(k) for k in list(kwargs) if k in _SESSION_OPTIONS}
-        model = VlaEvalModel(url, **options)
+        options = {k: kwargs.pop(k) for k in list(kwargs) if k in SessionOptions.__annotations__}
+        model = VlaEvalModel(url, **cast(SessionOptions, options))
         super().__init__(model, VlaEvalAdapter(), name=name or f"vla-eval:{model.url}", **kwargs)
 
     async def run_episode(
@@ -215,6 +207,3 @@ class VlaEvalAgent(RobotAgent):
             payload = {"metrics": metrics, "steps": steps, "elapsed_sec": time.monotonic() - start}
             await session.end_episode(payload)
             await self.model.close_session()
-
-
-_SESSION_OPTIONS = ("timeout", "connect_timeout", "retries", "backoff")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from pytest_hud.interop.vla_eval.codec import (
     Message,
@@ -21,7 +21,7 @@ from pytest_hud.robot.wire.deadline import Watchdog
 from pytest_hud.robot.wire.errors import ConnectError, ConnectTimeout, TransportClosed
 from pytest_hud.robot.wire.transport import Transport, connect
 
-__all__ = ["VlaEvalError", "VlaEvalSession", "normalize_url"]
+__all__ = ["SessionOptions", "VlaEvalError", "VlaEvalSession", "normalize_url"]
 
 log = logging.getLogger("pytest_hud.vla_eval")
 
@@ -42,23 +42,25 @@ def normalize_url(spec: str) -> str:
     return url
 
 
+class SessionOptions(TypedDict, total=False):
+    """A connection's bounds: ``timeout`` for each reply (60 s), ``connect_timeout`` (10 s),
+    ``retries`` of a dropped connection (3) with ``backoff`` doubling from 0.5 s."""
+
+    timeout: float
+    connect_timeout: float
+    retries: int
+    backoff: float
+
+
 class VlaEvalSession:
     """Speak vla-eval protocol 1 to the server at ``url`` on one connection."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        timeout: float = 60.0,
-        connect_timeout: float = 10.0,
-        retries: int = 3,
-        backoff: float = 0.5,
-    ) -> None:
+    def __init__(self, url: str, **options: Unpack[SessionOptions]) -> None:
         self.url = url
-        self.timeout = timeout
-        self.connect_timeout = connect_timeout
-        self.retries = retries
-        self.backoff = backoff
+        self.timeout = options.get("timeout", 60.0)
+        self.connect_timeout = options.get("connect_timeout", 10.0)
+        self.retries = options.get("retries", 3)
+        self.backoff = options.get("backoff", 0.5)
         self.server_info: dict[str, Any] = {}
         self.reconnects = 0
         self._ws: Transport | None = None

@@ -11,7 +11,7 @@ import os
 import threading
 import time
 from concurrent.futures import Executor
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 
@@ -22,6 +22,16 @@ from pytest_hud.robot.agent.split import Split
 from pytest_hud.robot.contract import Spaces
 
 __all__ = ["BatchedAgent", "BatchedModel"]
+
+
+class BatchOptions(TypedDict, total=False):
+    """BatchedModel's options, which BatchedAgent passes on (see BatchedModel)."""
+
+    max_wait_s: float
+    batch_size: int | None
+    split_from: int
+    pace: bool
+    split: str
 
 
 class BatchedModel(Model):
@@ -264,26 +274,10 @@ class BatchedAgent(RobotAgent):
     is the batched one (the copy shares the agent's observers list and settings).
     """
 
-    def __init__(
-        self,
-        agent: RobotAgent,
-        *,
-        max_wait_s: float = 0.05,
-        batch_size: int | None = None,
-        split_from: int = 8,
-        pace: bool = True,
-        split: str = "auto",
-    ) -> None:
+    def __init__(self, agent: RobotAgent, **options: Unpack[BatchOptions]) -> None:
         model = agent.model
         if not isinstance(model, BatchedModel):
-            model = BatchedModel(
-                model,
-                max_wait_s=max_wait_s,
-                batch_size=batch_size,
-                split_from=split_from,
-                pace=pace,
-                split=split,
-            )
+            model = BatchedModel(model, **options)
         super().__init__(model, name=agent.name)
         self.agent = copy.copy(agent)
         self.agent.model = model
