@@ -344,6 +344,10 @@ def startup(url: str, work: Path, reps: int) -> list[tuple[str, float]]:
         "pytest-hud: 1 process, 2 episodes x 1 step": lambda: (
             run_hud(work, "cartpole_env", agent, 1, 1, tiny).wall
         ),
+        # what -n 2 costs before any step: xdist's controller and two workers starting
+        "pytest-hud: -n 2, 2 episodes x 1 step": lambda: (
+            run_hud(work, "cartpole_env", agent, 2, 1, tiny).wall
+        ),
     }
     best: dict[str, float] = {}
     for rep in range(reps + 1):
