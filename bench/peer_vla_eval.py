@@ -227,6 +227,12 @@ def run_vla_eval(url: str, shards: int, work: Path, w: Work) -> Run:
     return run
 
 
+#: pytest with what a user's install has: the plugins only this project's dev extra brings
+#: (hypothesis imports itself at every run's end, about 0.1 s here) are not loaded.
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+PYTEST += ["-p", "no:hypothesispytest", "-p", "no:timeout"]
+
+
 def run_hud(work: Path, module: str, agent: str, workers: int, width: int, w: Work) -> Run:
     results = work / f"results-{module}-{workers}-{width}.json"
     results.unlink(missing_ok=True)
@@ -238,7 +244,7 @@ def run_hud(work: Path, module: str, agent: str, workers: int, width: int, w: Wo
         VLA_CAMERA=str(w.camera or ""),
         VLA_INLINE="0" if w.sim_process else "",
     )
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"test_{module}.py"]
+    cmd = [*PYTEST, f"test_{module}.py"]
     cmd += [f"--hud-agent={agent}", f"--hud-results={results}"]
     cmd += [f"--hud-max-steps={w.max_steps}"]
     if workers > 1:
@@ -264,7 +270,7 @@ def run_hud(work: Path, module: str, agent: str, workers: int, width: int, w: Wo
 
 def collect_only(work: Path, agent: str) -> float:
     env = child_env(work, VLA_NUM_ENVS="1", VLA_EPISODES="1", VLA_MAX_STEPS="1")
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only"]
+    cmd = [*PYTEST, "--collect-only"]
     cmd += ["test_cartpole_env.py", f"--hud-agent={agent}"]
     t0 = time.perf_counter()
     subprocess.run(cmd, cwd=work, env=env, capture_output=True, check=True, timeout=600)

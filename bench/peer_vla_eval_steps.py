@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import subprocess
 import sys
@@ -80,10 +81,16 @@ Row = dict[str, float]  # "wall" and CPU per tick by process, in ms
 
 
 async def vla_eval(url: str, server: int, n: int, steps: int) -> Row:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HELPERS), str(ROOT)])}
+    return await shards(SHARD, url, server, n, steps)
+
+
+async def shards(script: str, url: str, server: int, n: int, steps: int) -> Row:
+    """N processes running ``script`` (one episode each), started together once all are up."""
+    path = os.pathsep.join([str(HELPERS), str(ROOT / "bench"), str(ROOT)])
+    env = {**os.environ, "PYTHONPATH": path}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", SHARD, url, str(steps)],
+            [sys.executable, "-c", script, url, str(steps)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -109,8 +116,36 @@ async def vla_eval(url: str, server: int, n: int, steps: int) -> Row:
     return {"wall": 1e3 * wall / ticks, "client": 1e3 * shards / ticks, "server": 1e3 * srv / ticks}
 
 
-async def bare(url: str, server: int, n: int, steps: int) -> Row:
-    """N bare loops in this process: the benchmark stepped here, VlaEvalSession asking."""
+BARE = """
+import asyncio, sys, time
+from peer_vla_eval_steps import bare
+
+async def main(url, steps):
+    print("ready", flush=True)
+    sys.stdin.readline()
+    cpu = time.process_time()
+    row = await bare(url, 0, 1, steps)
+    print(int(row["ticks"]), time.process_time() - cpu, flush=True)
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+"""
+
+
+async def bare_procs(url: str, server: int, n: int, steps: int) -> Row:
+    """N bare loops, each in a process of its own (as vla-eval's shards are)."""
+    return await shards(BARE, url, server, n, steps)
+
+
+def spin(seconds: float) -> None:
+    """Busy-wait: a client that takes ``seconds`` longer to answer, without sleeping."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+async def bare(url: str, server: int, n: int, steps: int, delay: float = 0.0) -> Row:
+    """N bare loops in this process: the benchmark stepped here, VlaEvalSession asking;
+    ``delay`` seconds of busy work added before each answer (the server-timing floor)."""
     import numpy as np
     from cartpole_bench import CartPoleBenchmark
 
@@ -123,6 +158,8 @@ async def bare(url: str, server: int, n: int, steps: int) -> Row:
         await session.start_episode(TASK)
         for _ in range(steps):
             action = await session.act(bench.make_obs(raw, TASK))
+            if delay:
+                spin(delay)
             result = bench.step({"actions": np.asarray(action)})
             raw, done = result.obs, done + 1
             if result.done:
@@ -133,15 +170,17 @@ async def bare(url: str, server: int, n: int, steps: int) -> Row:
     sessions = [VlaEvalSession(url) for _ in range(n)]
     for session in sessions:
         await session.open()
+    server_cpu = (lambda: cpu_seconds(server)) if server else (lambda: 0.0)
     try:
-        me, srv, t0 = cpu_seconds(os.getpid()), cpu_seconds(server), time.perf_counter()
+        me, srv, t0 = cpu_seconds(os.getpid()), server_cpu(), time.perf_counter()
         ticks = (await asyncio.gather(*(loop(s) for s in sessions)))[0]
         wall = time.perf_counter() - t0
-        me, srv = cpu_seconds(os.getpid()) - me, cpu_seconds(server) - srv
+        me, srv = cpu_seconds(os.getpid()) - me, server_cpu() - srv
     finally:
         for session in sessions:
             await session.close()
-    return {"wall": 1e3 * wall / ticks, "client": 1e3 * me / ticks, "server": 1e3 * srv / ticks}
+    per = 1e3 / ticks
+    return {"wall": wall * per, "client": me * per, "server": srv * per, "ticks": ticks}
 
 
 async def hud(url: str, server: int, n: int, steps: int, by_hand: bool, inline: bool) -> Row:
@@ -218,6 +257,29 @@ async def measure(name: str, url: str, server: int, n: int, steps: int) -> Row:
     return await hud(url, server, n, steps, name == "hud by hand", name == "hud default")
 
 
+def report(args: argparse.Namespace, name: str, title: str, *table: Any, note: str) -> None:
+    """With ``--report``, the table into docs/performance.md under ``name``."""
+    if args.report:
+        from _report import write_table
+
+        write_table(name, title, *table, note=note)
+
+
+async def best_of(
+    names: list[str], reps: int, run: Callable[[str], Awaitable[Row]]
+) -> dict[str, Row]:
+    """Each variant's row with the least wall over ``reps`` rounds, the order rotated each
+    round so that no variant always runs first."""
+    best: dict[str, Row] = {}
+    for rep in range(reps):
+        k = rep % len(names)
+        for name in names[k:] + names[:k]:
+            row = await run(name)
+            if name not in best or row["wall"] < best[name]["wall"]:
+                best[name] = row
+    return best
+
+
 async def main(args: argparse.Namespace) -> None:
     from server_proc import controller_server
 
@@ -228,14 +290,9 @@ async def main(args: argparse.Namespace) -> None:
         batch = str(args.batch or n)
         with controller_server("--batch", batch, "--wait", str(args.wait)) as (port, proc):
             url = f"ws://127.0.0.1:{port}"
-            best: dict[str, Row] = {}
-            names = args.variants
-            for rep in range(args.reps):
-                k = rep % len(names)  # rotate the order: no variant always runs first
-                for name in names[k:] + names[:k]:
-                    row = await measure(name, url, proc.pid, n, args.steps)
-                    if name not in best or row["wall"] < best[name]["wall"]:
-                        best[name] = row
+            names = list(args.variants)
+            go = functools.partial(measure, url=url, server=proc.pid, n=n, steps=args.steps)
+            best = await best_of(names, args.reps, go)
             ref = best["vla-eval"]["wall"]
             for name in names:
                 row = best[name]
@@ -243,29 +300,94 @@ async def main(args: argparse.Namespace) -> None:
                 parts = [f"{who} {row['client']:.3f}"]
                 parts += [f"sim {row['sim']:.3f}"] if "sim" in row else []
                 parts += [f"server {row['server']:.3f}"]
-                total = sum(v for k, v in row.items() if k != "wall")
+                total = sum(v for k, v in row.items() if k not in ("wall", "ticks"))
                 ratio = "1" if name == "vla-eval" else f"{row['wall'] / ref:.2f}x"
                 cpu = ", ".join(parts) + f" (sum {total:.3f})"
                 rows.append([str(n), name, f"{row['wall']:.3f}", ratio, cpu])
                 print("  ".join(rows[-1]), flush=True)
-    if args.report:
-        from _report import write_table
+    report(
+        args,
+        "vla-eval-steps",
+        "Where a step's time goes, state only: vla-eval's loop against pytest-hud's, "
+        "from the bare client up (bench/peer_vla_eval_steps.py)",
+        header,
+        rows,
+        note=(
+            f"One CartPole episode of {args.steps} steps per episode in flight, no pytest, "
+            "no start-up; server: the scripted controller behind vla-eval's "
+            f"PredictModelServer (max_batch_size {args.batch or 'the number in flight'}, "
+            f"window {args.wait * 1e3:g} ms). hud bare: the benchmark stepped in the "
+            "client's process, so its CPU is in the client's. Best of "
+            f"{args.reps} interleaved reps."
+        ),
+    )
 
-        write_table(
-            "vla-eval-steps",
-            "Where a step's time goes, state only: vla-eval's loop against pytest-hud's, "
-            "from the bare client up (bench/peer_vla_eval_steps.py)",
-            header,
-            rows,
-            note=(
-                f"One CartPole episode of {args.steps} steps per episode in flight, no pytest, "
-                "no start-up; server: the scripted controller behind vla-eval's "
-                f"PredictModelServer (max_batch_size {args.batch or 'the number in flight'}, "
-                f"window {args.wait * 1e3:g} ms). hud bare: the benchmark stepped in the "
-                "client's process, so its CPU is in the client's. Best of "
-                f"{args.reps} interleaved reps."
-            ),
-        )
+
+async def floor_run(
+    name: str, runs: dict[str, tuple[str, float]], url: str, pid: int, n: int, steps: int
+) -> Row:
+    how, delay = runs[name]
+    if how == "vla-eval":
+        return await vla_eval(url, pid, n, steps)
+    if how == "procs":
+        return await bare_procs(url, pid, n, steps)
+    return await bare(url, pid, n, steps, delay)
+
+
+async def floor(args: argparse.Namespace) -> None:
+    """What the server costs a step, by how its clients answer: at one in flight a bare
+    client answering at once or after a busy delay; at N in flight N bare loops in one
+    process or in N processes, beside vla-eval's N shards. The server's CPU over the wall
+    is how busy it is: near 1, no client can make the tick shorter than the server's CPU."""
+    from server_proc import controller_server
+
+    header = ["in flight", "client", "wall ms/tick", "vs vla-eval", "client CPU ms/tick"]
+    header += ["server CPU ms/tick", "server CPU ms/step", "server busy"]
+    rows: list[list[str]] = []
+    print("  ".join(header))
+    for n in args.inflight:
+        # name -> (how, answer delay in s)
+        runs: dict[str, tuple[str, float]] = {"vla-eval": ("vla-eval", 0.0)}
+        if n == 1:
+            for us in (0, 25, 50, 100, 200):
+                runs["hud bare" + (f", answers {us} us later" if us else "")] = ("bare", us * 1e-6)
+        else:
+            runs["hud bare, one process"] = ("bare", 0.0)
+            runs[f"hud bare, {n} processes"] = ("procs", 0.0)
+        with controller_server("--batch", str(n), "--wait", str(args.wait)) as (port, proc):
+            url, names = f"ws://127.0.0.1:{port}", list(runs)
+
+            go = functools.partial(
+                floor_run, runs=runs, url=url, pid=proc.pid, n=n, steps=args.steps
+            )
+            best = await best_of(names, args.reps, go)
+        ref = best["vla-eval"]["wall"]
+        for name in names:
+            row = best[name]
+            ratio = "1" if name == "vla-eval" else f"{row['wall'] / ref:.2f}x"
+            rows.append([
+                str(n), name, f"{row['wall']:.3f}", ratio, f"{row['client']:.3f}",
+                f"{row['server']:.3f}", f"{row['server'] / n:.3f}",
+                f"{row['server'] / row['wall']:.0%}",
+            ])  # fmt: skip
+            print("  ".join(rows[-1]), flush=True)
+    report(
+        args,
+        "vla-eval-server-floor",
+        "What vla-eval's server costs a step, by how its clients answer "
+        "(bench/peer_vla_eval_steps.py --floor)",
+        header,
+        rows,
+        note=(
+            f"One CartPole episode of {args.steps} steps per episode in flight against "
+            "vla-eval's PredictModelServer (scripted controller, max_batch_size the number "
+            f"in flight, window {args.wait * 1e3:g} ms); hud bare: pytest-hud's "
+            "VlaEvalSession and the benchmark in one loop, nothing else; 'answers N us "
+            "later': N microseconds of busy work before each answer. server busy: the "
+            "server's CPU over the wall. Best of "
+            f"{args.reps} interleaved reps (by wall)."
+        ),
+    )
 
 
 #: Where a profiled step's own time goes: the first bucket whose words a frame's file holds.
@@ -281,7 +403,7 @@ BUCKETS = (
 )
 
 
-async def profile(url: str, server: int, steps: int) -> None:
+async def profile(url: str, server: int, steps: int, top: int = 0) -> None:
     """One episode of the default variant (1 in flight) under cProfile: each bucket's
     share of the profiled self time, scaled to the client CPU per step measured without
     the profiler in the same run (cProfile inflates Python calls more than C calls, so
@@ -316,6 +438,14 @@ async def profile(url: str, server: int, steps: int) -> None:
     for name, _ in (*BUCKETS, ("other", ())):
         share = own.get(name, 0.0) / total
         print(f"  {share * plain['client'] * 1e3:6.1f} us  {100 * share:4.1f}%  {name}")
+    if top:  # the functions behind the buckets, by self time a step (profiled, unscaled)
+        print(f"top {top} functions by self time, us a step under the profiler:")
+        rows = sorted(stats.items(), key=lambda kv: -kv[1][2])[:top]
+        for (path, line, func), (_, calls, self_s, cum_s, _) in rows:
+            where = f"{Path(path).name}:{line}" if path != "~" else "~"
+            per = 1e6 / steps
+            rate = f"{self_s * per:6.1f} self {cum_s * per:7.1f} cum {calls / steps:5.1f}/step"
+            print(f"  {rate}  {where} {func}")
 
 
 if __name__ == "__main__":
@@ -335,6 +465,10 @@ if __name__ == "__main__":
     parser.add_argument(
         "--profile", action="store_true", help="where the default variant's client CPU goes"
     )
+    parser.add_argument("--top", type=int, default=0, help="with --profile: list N functions")
+    parser.add_argument(
+        "--floor", action="store_true", help="the server's cost a step by how clients answer"
+    )
     args = parser.parse_args()
     if args.profile:
 
@@ -342,8 +476,10 @@ if __name__ == "__main__":
             from server_proc import controller_server
 
             with controller_server("--batch", "1", "--wait", "0") as (port, proc):
-                await profile(f"ws://127.0.0.1:{port}", proc.pid, args.steps)
+                await profile(f"ws://127.0.0.1:{port}", proc.pid, args.steps, args.top)
 
         asyncio.run(profiled())
+    elif args.floor:
+        asyncio.run(floor(args))
     else:
         asyncio.run(main(args))

@@ -365,6 +365,39 @@ def test_the_bridge_offloads_an_async_benchmark_and_not_a_step_benchmark() -> No
     assert not VlaEvalBridge(CartPoleBenchmark).offload
 
 
+def test_the_bridge_steps_a_step_benchmark_directly_unless_it_overrides_the_async_api() -> None:
+    """A StepBenchmark's async methods only wrap step/check_done/make_obs, so the bridge calls
+    those; a subclass that overrides apply_action (or is_done, get_observation) is called
+    through its own method. The same episode either way."""
+    from cartpole_bench import CartPoleBenchmark
+
+    from pytest_hud.interop.vla_eval.bridge import VlaEvalBridge
+
+    class Counted(CartPoleBenchmark):
+        applied = 0
+
+        async def apply_action(self, action: dict[str, Any]) -> None:
+            type(self).applied += 1
+            await super().apply_action(action)
+
+    seen = {}
+    for kind in (CartPoleBenchmark, Counted):
+        bridge = VlaEvalBridge(kind, params={"goals": (1e9,)}, max_steps=50)
+        bridge.reset(task={"name": "goal0", "goal": 1e9, "episode_idx": 7})
+        states = []
+        for push in (1.0, 0.0, 1.0, 1.0):
+            bridge.step(np.array([[push]], np.float32))
+            data, done, reward = bridge.get_observation()
+            states.append((data["states"][0].copy(), bool(done[0]), float(reward[0])))
+        seen[kind.__name__] = states
+        bridge.close()
+    assert Counted.applied == 4
+    for (a, da, ra), (b, db, rb) in zip(seen["CartPoleBenchmark"], seen["Counted"], strict=True):
+        np.testing.assert_array_equal(a, b)
+        assert (da, ra) == (db, rb)
+    assert len({s.tobytes() for s, _, _ in seen["Counted"]}) == 4  # the pole moved each step
+
+
 @pytest.mark.parametrize("agent", ["native", "vla-eval"])
 def test_an_async_benchmark_gives_the_rows_of_its_step_benchmark(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, agent: str

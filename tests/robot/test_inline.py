@@ -118,8 +118,17 @@ async def test_the_in_process_pair_ends_like_a_websocket() -> None:
         assert await client.recv() == b"hello"
         await client.send(np.arange(3).tobytes())
         assert await client.recv() == np.arange(3).tobytes()
+        assert client.take() is None  # nothing queued: no wait, no frame
+        await client.send(b"queued")
+        await asyncio.sleep(0)  # the echo runs; its frame is queued, not awaited
+        for _ in range(100):
+            if (frame := client.take()) is not None:
+                break
+            await asyncio.sleep(0)
+        assert frame == b"queued"
         await client.close()
         await asyncio.wait_for(done.wait(), 30)
+        assert client.take() is None  # the close marker stays for recv() to raise
         with pytest.raises(TransportClosed):
             await client.recv()
         with pytest.raises(TransportClosed):
@@ -221,3 +230,24 @@ async def test_an_inline_agent_beside_a_socket_agent_is_queued_like_a_frame() ->
         bridge = ep._bridge
         assert here == (InprocTransport, 5) and seen == [(FrameTransport, 5)]
         assert isinstance(bridge, StepTasks) and agent not in bridge.step_tasks
+
+
+class InPlace(CounterSim):
+    """Clips its actions in place, as some sims do: the rows it is handed must be its own."""
+
+    def step(self, actions: np.ndarray) -> None:
+        np.clip(actions, -1.0, 1.0, out=actions)
+        super().step(actions)
+
+
+@pytest.mark.parametrize("inline", [False, True])
+async def test_a_sim_may_write_into_the_actions_it_is_handed(inline: bool) -> None:
+    """A decoded frame's arrays and an inline agent's carried ones are read-only; the one-slot
+    fast path still hands the sim a writable copy, as the barrier's rows always were."""
+    async with RobotEndpoint(InPlace, kwargs={"length": 3}, inline=inline) as ep:
+        run = await ep.reset()
+        assert await drive(ep.url, run["token"]) == (
+            InprocTransport if inline else FrameTransport,
+            3,
+        )
+        assert (await ep.result(run["token"]))["total_reward"] == 3.0

@@ -8,6 +8,8 @@ import asyncio
 import base64
 import contextlib
 import hashlib
+import os
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import numpy as np
@@ -429,3 +431,27 @@ async def test_random_bytes_after_the_handshake_end_in_a_clean_close(seed: int) 
                     msg = await t.recv()
                     assert isinstance(msg, bytes | memoryview | str)
         await t.close()
+
+
+def test_masking_keys_differ_frame_to_frame_and_a_forked_child_draws_its_own() -> None:
+    """Keys come from a pool of os.urandom: each frame its own, and a child process after
+    fork() never repeats its parent's next keys (the pool is dropped in the child)."""
+    from pytest_hud.robot.wire.frames import _client_frame
+
+    def key(frame: bytes) -> bytes:
+        return frame[2:6]  # a small frame: 2 header bytes, then the key
+
+    keys = [key(_client_frame(0x2, b"x")) for _ in range(3000)]  # across a pool refill
+    assert len(set(keys)) > 2990  # 32-bit keys: a repeat among 3,000 is rare, not many
+    read, write = os.pipe()
+    with warnings.catch_warnings():  # 3.12 warns on fork() beside threads; the child only writes
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # the child: its next key, then out at once
+        os.write(write, key(_client_frame(0x2, b"x")))
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 4)
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert len(child) == 4 and child != key(_client_frame(0x2, b"x"))

@@ -88,7 +88,9 @@ class VlaEvalModel(Model):
         )
 
     async def ainfer(self, row: dict[str, Any]) -> np.ndarray:
-        session = await self.session()
+        task = episode_task()  # the open connection without a coroutine, after the first
+        found = self._sessions.get(task) if task is not None else None
+        session = found if found is not None else await self.session()
         actions = np.asarray(await session.act(row), dtype=np.float32)  # decoded once, no copy
         if actions.ndim == 1:
             actions = actions[None]

@@ -61,6 +61,11 @@ def flatten(obs: Mapping[str, object], prefix: str = "") -> dict[str, np.ndarray
     out: dict[str, np.ndarray] = {}
     for key, value in obs.items():
         name = f"{prefix}/{key}" if prefix else str(key)
+        if type(value) is np.ndarray and value.dtype == np.float32:  # the common state
+            out[name] = value.reshape(-1) if value.ndim != 1 else value
+            continue
+        if type(value) is str:
+            continue
         if isinstance(value, Mapping):
             out.update(flatten(value, name))
             continue
@@ -87,6 +92,16 @@ class _Episode:
     terminated: bool = False
     truncated: bool = False
     metrics: dict[str, Any] | None = None
+    #: StepBenchmark's own apply_action/is_done/get_observation, none overridden: the
+    #: bridge calls the sync methods they wrap (step, check_done, make_obs) directly.
+    plain: bool = False
+
+    def __post_init__(self) -> None:
+        kind = type(self.bench)
+        self.plain = all(
+            getattr(getattr(kind, name, None), "__qualname__", "") == f"StepBenchmark.{name}"
+            for name in ("apply_action", "is_done", "get_observation")
+        ) and all(callable(getattr(kind, m, None)) for m in ("step", "check_done", "make_obs"))
 
 
 class VlaEvalBridge(RobotBridge):
@@ -226,19 +241,27 @@ class VlaEvalBridge(RobotBridge):
         ep = self._eps[index]
         if ep.done:
             return
-        self._call(ep.bench.apply_action({"actions": np.asarray(action, np.float32)}))
-        # a StepBenchmark keeps its step's StepResult (its reward) as _last_result
-        last = getattr(ep.bench, "_last_result", None)
+        bench = ep.bench
+        payload = {"actions": np.asarray(action, np.float32)}
+        if ep.plain:  # what StepBenchmark's own async methods do, without three coroutines
+            last = bench._last_result = bench.step(payload)
+            finished = bool(bench.check_done(last))
+        else:
+            self._call(bench.apply_action(payload))
+            # a StepBenchmark keeps its step's StepResult (its reward) as _last_result
+            last = getattr(bench, "_last_result", None)
+            finished = bool(self._call(bench.is_done()))
         reward = float(getattr(last, "reward", 0.0) or 0.0)
-        finished = bool(self._call(ep.bench.is_done()))
         ep.steps += 1
         ep.reward = reward
         ep.total += reward
         if finished or ep.steps >= (self.max_steps or 300):
             ep.done, ep.terminated, ep.truncated = True, finished, not finished
             ep.metrics = self._metrics(ep)
+        elif ep.plain:
+            self._observe(index, bench.make_obs(last.obs, bench._task))
         else:
-            self._observe(index, self._call(ep.bench.get_observation()))
+            self._observe(index, self._call(bench.get_observation()))
 
     def _metrics(self, ep: _Episode) -> dict[str, object]:
         return dict(self._call(ep.bench.get_result()) or {})

@@ -36,6 +36,7 @@ class SlotBarrier(SimHooks):
     _slots: list[_Slot]
     _stepping: bool
     _watchdog: asyncio.TimerHandle | None
+    _executor: object | None  # the sim thread's executor, None when the sim runs on the loop
 
     if TYPE_CHECKING:
 
@@ -57,11 +58,12 @@ class SlotBarrier(SimHooks):
         msg, done = slot_row(batch, slot.index, self.num_envs)
         if done and slot.state is SlotState.LIVE:
             slot.state, slot.reason = SlotState.DONE, "terminated"
+        if type(ws) is InprocServerEnd:  # an inline agent: the message itself, queued
+            if not ws.closed:
+                ws.post_message(msg)
+            return
         with contextlib.suppress(ConnectionClosed):  # not websockets.X: a lazy import per step
-            if isinstance(ws, InprocServerEnd):  # an inline agent: the message itself
-                await ws.send_message(msg)
-            else:
-                await send_chunks(ws, pack_chunks(msg))
+            await send_chunks(ws, pack_chunks(msg))
 
     async def _maybe_step(self) -> None:
         """Step while every participant is ready; re-entrant calls return at once."""
@@ -70,12 +72,18 @@ class SlotBarrier(SimHooks):
         self._stepping = True
         try:
             while True:
-                parts = [s for s in self._slots if s.participant]
-                ready = [s for s in parts if s.ready]
+                parts, ready = 0, []
+                for s in self._slots:  # one pass: this runs every step
+                    if s.state is SlotState.LIVE:
+                        parts += 1
+                        if s.action is not None:
+                            ready.append(s)
+                    elif s.state is SlotState.CLAIMED:
+                        parts += 1
                 if not ready:
                     self._disarm()
                     return
-                if len(ready) < len(parts) and not self._alone():
+                if len(ready) < parts and not self._alone():
                     self._arm()
                     return
                 await self._step(ready)
@@ -121,12 +129,13 @@ class SlotBarrier(SimHooks):
                 rows = np.stack([s.action for s in acting if s.action is not None])
                 for s in acting:
                     s.action = None
-                await self._sim(self.step_slots, [s.index for s in acting], rows)
+                indices: list[int] | None = [s.index for s in acting]
             else:
-                await self._sim(self.step, self._barrier_rows())
-            batch = await self._sim(self.get_observation)
-            if batch is None:
-                raise BridgeError("get_observation() returned None after a step")
+                rows, indices = self._barrier_rows(), None
+            if self._executor is None:  # the sim runs here: no hop through a coroutine
+                batch = self._advance(indices, rows)
+            else:
+                batch = await self._sim(self._advance, indices, rows)
         except Exception:
             tb = format_exc()
             for s in self._slots:
@@ -136,8 +145,23 @@ class SlotBarrier(SimHooks):
         for s in acting:
             await self._send_row(s, batch)
 
+    def _advance(self, indices: list[int] | None, rows: np.ndarray) -> tuple[Any, ...]:
+        """One step of the sim (those slots, or all of them) and the observation after it:
+        on the sim thread if there is one, in one hop."""
+        if indices is None:
+            self.step(rows)
+        else:
+            self.step_slots(indices, rows)
+        batch = self.get_observation()
+        if batch is None:
+            raise BridgeError("get_observation() returned None after a step")
+        return batch
+
     def _barrier_rows(self) -> np.ndarray:
         """Every slot's row for a barrier step: its action, or ``hold_action()`` if idle."""
+        if self.num_envs == 1 and (only := self._slots[0]).action is not None:
+            row, only.action = only.action.reshape(1, -1), None
+            return row if row.flags.writeable else row.copy()  # the sim may write to it
         acted = next((s.action for s in self._slots if s.action is not None), None)
         rows = np.empty((self.num_envs, len(acted) if acted is not None else 1), np.float32)
         hold = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from typing import Any
 
 import numpy as np
@@ -35,14 +36,16 @@ def decode_frame(frame: Any) -> Any:
 
 def decode_action(frame: object, size: int | None) -> np.ndarray:
     """One ``{"actions": [A]}`` frame as a flat float32 action of the contract's size."""
-    msg = decode_frame(frame)
+    msg = frame if type(frame) is dict else decode_frame(frame)
     if not isinstance(msg, dict) or "actions" not in msg:
         raise BridgeError(f'expected {{"actions": array}}, got {_describe(msg)}')
-    try:
-        action = np.asarray(msg["actions"], dtype=np.float32)
-    except (TypeError, ValueError) as exc:
-        raise BridgeError(f"actions must be numeric: {exc}") from None
-    flat = action.reshape(-1)
+    action = msg["actions"]
+    if type(action) is not np.ndarray or action.dtype != np.float32:
+        try:
+            action = np.asarray(action, dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise BridgeError(f"actions must be numeric: {exc}") from None
+    flat = action if action.ndim == 1 else action.reshape(-1)
     if action.ndim > 2 or (action.ndim == 2 and action.shape[0] != 1):
         raise BridgeError(
             f"got an action of shape {action.shape}; this bridge steps one action per "
@@ -53,7 +56,7 @@ def decode_action(frame: object, size: int | None) -> np.ndarray:
             f"action has {flat.size} values, the contract's action space has {size}; "
             f"send shape [{size}]"
         )
-    if not np.isfinite(flat).all():
+    if not (math.isfinite(flat[0]) if flat.size == 1 else np.isfinite(flat).all()):
         raise BridgeError("action contains NaN or inf")
     return flat
 
@@ -64,12 +67,13 @@ def slot_row(batch: tuple[Any, ...], i: int, n: int) -> tuple[dict[str, Any], bo
     data, terminated = batch[0], batch[1]
     msg: dict[str, object] = {}
     for key, value in data.items():
-        arr = np.asarray(value)
+        arr = value if type(value) is np.ndarray else np.asarray(value)
         msg[key] = arr[i] if arr.ndim >= 1 and arr.shape[0] == n else arr
-    done = bool(np.asarray(terminated).reshape(-1)[i if n > 1 else 0])
+    at = i if n > 1 else 0
+    done = bool(np.ravel(terminated)[at])
     msg["terminated"] = done
     if len(batch) > 2 and batch[2] is not None:
-        msg["reward"] = float(np.asarray(batch[2]).reshape(-1)[i if n > 1 else 0])
+        msg["reward"] = float(np.ravel(batch[2])[at])
     return msg, done
 
 

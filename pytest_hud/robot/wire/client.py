@@ -104,10 +104,14 @@ class RobotClient:
     # -- the loop ------------------------------------------------------------------
     async def get_observation(self, timeout: float | None = None) -> dict[str, Any]:
         """The next observation: ``{"data": {name: array}, "terminated": bool, "reward"?}``."""
+        msg: Any
         if self._pending is not None:
             msg, self._pending = self._pending, None
-        else:
-            msg = await self._recv_watched(timeout or self.timeout)
+        else:  # an inline sim's observation is usually queued already: no wait to bound
+            ws = self._ws
+            msg = ws.take() if type(ws) is InprocTransport else None
+            if msg is None:
+                msg = await self._recv_watched(timeout or self.timeout)
         if not isinstance(msg, dict):
             raise RobotError(f"bridge sent a {type(msg).__name__} where an observation was due")
         data = dict(msg)
@@ -139,7 +143,7 @@ class RobotClient:
 
     async def step(self, action: object) -> dict[str, Any]:
         """Send one action and wait for the observation it produced."""
-        await self.send_action(action)
+        await self._send({"actions": np.asarray(action, dtype=np.float32)})
         return await self.get_observation()
 
     async def _send(self, msg: dict[str, Any]) -> None:

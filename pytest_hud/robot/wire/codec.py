@@ -213,11 +213,26 @@ def carry(obj: object) -> Any:
     sender may reuse its buffer), tuples become lists, and a value the wire refuses raises
     the same WireError.
     """
-    if isinstance(obj, np.ndarray):
-        _check_dtype(obj.dtype)
-        out = obj.copy()
-        out.flags.writeable = False
+    kind = type(obj)
+    if kind is dict:  # the common message: a flat map of arrays and scalars, one pass
+        assert isinstance(obj, dict)
+        out = {}
+        for key, value in obj.items():
+            vkind = type(value)
+            if vkind is np.ndarray:
+                out[key] = _carry_array(value)
+            elif vkind in _SCALARS:
+                out[key] = value
+            else:
+                out[key] = carry(value)
         return out
+    if kind is np.ndarray:
+        assert isinstance(obj, np.ndarray)
+        return _carry_array(obj)
+    if kind in _SCALARS:
+        return obj
+    if isinstance(obj, np.ndarray):
+        return _carry_array(obj)
     if isinstance(obj, dict):
         return {key: carry(value) for key, value in obj.items()}
     if isinstance(obj, list | tuple):
@@ -228,6 +243,18 @@ def carry(obj: object) -> Any:
         _check_dtype(obj.dtype)
         return obj
     raise WireError(f"cannot encode {type(obj).__name__} over openpi/0 (no pickling)")
+
+
+_SCALARS = frozenset({str, bytes, bool, int, float, type(None)})
+
+
+def _carry_array(obj: np.ndarray) -> np.ndarray:
+    dtype = obj.dtype
+    if dtype.kind not in _ALLOWED_KINDS or dtype.fields is not None:
+        _check_dtype(dtype)
+    out = obj.copy()
+    out.flags.writeable = False
+    return out
 
 
 #: What a peer may send before it is known (a claim), and the floor of every cap.

@@ -68,6 +68,28 @@ class _End:
         else:
             self._post(carry(message))
 
+    def post_message(self, message: dict[str, Any]) -> None:
+        """:meth:`send_message` for a peer with no ``direct`` handler, without a coroutine:
+        the message is queued for the peer's next receive."""
+        if self.closed:
+            raise self._gone()
+        peer = self.peer
+        if peer is not None and peer.direct is not None and not peer.closed:
+            raise RuntimeError("the peer handles messages in the sender's task: send_message")
+        self._post(carry(message))
+
+    def take(self) -> Any:
+        """The next queued frame or message without waiting; None when nothing is queued
+        or the connection is closing (then :meth:`recv` says so)."""
+        inbox = self.inbox
+        if inbox.empty():
+            return None
+        frame = inbox.get_nowait()
+        if frame is _CLOSED:  # the last thing a peer sends: queued again, recv() raises it
+            inbox.put_nowait(frame)
+            return None
+        return frame
+
     async def recv(self) -> Any:  # Any, so this end also fits the Transport protocol
         """The next frame (bytes or str) or message (the dict a peer passed with
         ``send_message``); raises once either side closed (the close marker stays queued,
