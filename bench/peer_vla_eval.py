@@ -379,6 +379,9 @@ def main() -> None:
     )
     parser.add_argument("--only", help="run only the hud variants matching this regex")
     parser.add_argument("--no-startup", action="store_true")
+    parser.add_argument(
+        "--pin", action="store_true", help="the server on CPU 0, every harness on the others"
+    )
     parser.add_argument("--report", action="store_true", help="write docs/performance.md")
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--shard", help=argparse.SUPPRESS)
@@ -390,7 +393,7 @@ def main() -> None:
         return shard_main(args.url, shard, shards, work)
 
     from peer_vla_eval_steps import cpu_seconds
-    from server_proc import controller_server
+    from server_proc import controller_server, pin_apart
 
     work = Path(tempfile.mkdtemp(prefix="peer-vla-eval-"))
     (work / "native_env.py").write_text(NATIVE_ENV)
@@ -404,6 +407,8 @@ def main() -> None:
     if args.camera:  # a policy that reads the camera (its spec names it), not the state
         serve += ("--camera", "top")
     with controller_server(*serve) as (port, proc):
+        if args.pin:
+            print(pin_apart(proc), file=sys.stderr, flush=True)
         url = f"ws://127.0.0.1:{port}"
         starts = [] if args.no_startup or args.camera else startup(url, work, args.reps)
         runs = variants(url, work, args)
@@ -550,6 +555,12 @@ def show(
         name = "peer-vla-eval" + ("-inflight" if args.batch == "inflight" else "")
         name += "-nowindow" if args.wait == 0 else ""
         name += f"-camera{args.camera}" if args.camera else ""
+        if args.pin:
+            name += "-pinned"
+            note += (
+                " Pinned (--pin): the server's threads on CPU 0, every harness process "
+                "(vla-eval's shards, pytest and its workers) on the other."
+            )
         write_table(
             name,
             f"pytest-hud vs vla-eval at equal parallelism (bench/peer_vla_eval.py, {server})",

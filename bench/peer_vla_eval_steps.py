@@ -117,15 +117,15 @@ async def shards(script: str, url: str, server: int, n: int, steps: int) -> Row:
 
 
 BARE = """
-import asyncio, sys, time
+import asyncio, sys
 from peer_vla_eval_steps import bare
+import cartpole_bench, pytest_hud.interop.vla_eval.session  # imported before the clock starts
 
 async def main(url, steps):
     print("ready", flush=True)
     sys.stdin.readline()
-    cpu = time.process_time()
-    row = await bare(url, 0, 1, steps)
-    print(int(row["ticks"]), time.process_time() - cpu, flush=True)
+    row = await bare(url, 0, 1, steps)  # its CPU from the first step on, as a shard's
+    print(int(row["ticks"]), row["client"] * row["ticks"] / 1e3, flush=True)
 
 asyncio.run(main(sys.argv[1], int(sys.argv[2])))
 """
@@ -258,10 +258,14 @@ async def measure(name: str, url: str, server: int, n: int, steps: int) -> Row:
 
 
 def report(args: argparse.Namespace, name: str, title: str, *table: Any, note: str) -> None:
-    """With ``--report``, the table into docs/performance.md under ``name``."""
+    """With ``--report``, the table into docs/performance.md under ``name`` (``-pinned``
+    with ``--pin``: the two settings are two tables)."""
     if args.report:
         from _report import write_table
 
+        if args.pin:
+            name, title = f"{name}-pinned", f"{title}, the server on a CPU of its own"
+            note += " Pinned (--pin): the server's threads on CPU 0, the clients on the other."
         write_table(name, title, *table, note=note)
 
 
@@ -281,7 +285,7 @@ async def best_of(
 
 
 async def main(args: argparse.Namespace) -> None:
-    from server_proc import controller_server
+    from server_proc import controller_server, pin_apart
 
     header = ["in flight", "variant", "wall ms/tick", "vs vla-eval", "CPU ms/tick by process"]
     rows: list[list[str]] = []
@@ -289,6 +293,8 @@ async def main(args: argparse.Namespace) -> None:
     for n in args.inflight:
         batch = str(args.batch or n)
         with controller_server("--batch", batch, "--wait", str(args.wait)) as (port, proc):
+            if args.pin:
+                print(pin_apart(proc), flush=True)
             url = f"ws://127.0.0.1:{port}"
             names = list(args.variants)
             go = functools.partial(measure, url=url, server=proc.pid, n=n, steps=args.steps)
@@ -339,7 +345,7 @@ async def floor(args: argparse.Namespace) -> None:
     client answering at once or after a busy delay; at N in flight N bare loops in one
     process or in N processes, beside vla-eval's N shards. The server's CPU over the wall
     is how busy it is: near 1, no client can make the tick shorter than the server's CPU."""
-    from server_proc import controller_server
+    from server_proc import controller_server, pin_apart
 
     header = ["in flight", "client", "wall ms/tick", "vs vla-eval", "client CPU ms/tick"]
     header += ["server CPU ms/tick", "server CPU ms/step", "server busy"]
@@ -355,6 +361,8 @@ async def floor(args: argparse.Namespace) -> None:
             runs["hud bare, one process"] = ("bare", 0.0)
             runs[f"hud bare, {n} processes"] = ("procs", 0.0)
         with controller_server("--batch", str(n), "--wait", str(args.wait)) as (port, proc):
+            if args.pin:
+                print(pin_apart(proc), flush=True)
             url, names = f"ws://127.0.0.1:{port}", list(runs)
 
             go = functools.partial(
@@ -466,6 +474,9 @@ if __name__ == "__main__":
         "--profile", action="store_true", help="where the default variant's client CPU goes"
     )
     parser.add_argument("--top", type=int, default=0, help="with --profile: list N functions")
+    parser.add_argument(
+        "--pin", action="store_true", help="the server on CPU 0, the clients on the others"
+    )
     parser.add_argument(
         "--floor", action="store_true", help="the server's cost a step by how clients answer"
     )

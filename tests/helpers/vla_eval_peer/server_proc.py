@@ -68,3 +68,18 @@ def server_stats(proc: subprocess.Popen[str], path: Path, timeout: float = 30.0)
         except (FileNotFoundError, json.JSONDecodeError):  # not (fully) written yet
             time.sleep(0.05)
     raise TimeoutError(f"the controller server wrote no stats to {path} within {timeout} s")
+
+
+def pin_apart(proc: subprocess.Popen[str]) -> str:
+    """The server's threads on the first CPU, this process (and every child it starts
+    from now on) on the others: a model server with a core of its own, as a GPU server on
+    its own machine has. On a small VM a server whose threads wake each other across
+    idle vCPUs pays for each wake-up, and how often depends on when its clients answer;
+    pinned, its cost a step no longer does. Returns a line that says so."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise RuntimeError(f"pinning the server apart needs 2 CPUs, this process has {cpus}")
+    for task in Path(f"/proc/{proc.pid}/task").iterdir():  # later threads inherit the mask
+        os.sched_setaffinity(int(task.name), {cpus[0]})
+    os.sched_setaffinity(0, set(cpus[1:]))
+    return f"the server pinned to CPU {cpus[0]}, the harness to CPU {','.join(map(str, cpus[1:]))}"
