@@ -76,9 +76,9 @@ def pin_apart(proc: subprocess.Popen[str]) -> str:
     its own machine has. On a small VM a server whose threads wake each other across
     idle vCPUs pays for each wake-up, and how often depends on when its clients answer;
     pinned, its cost a step no longer does. Returns a line that says so."""
-    cpus = sorted(os.sched_getaffinity(0))
+    cpus = list(range(os.cpu_count() or 1))  # all of them: this process may be pinned already
     if len(cpus) < 2:
-        raise RuntimeError(f"pinning the server apart needs 2 CPUs, this process has {cpus}")
+        raise RuntimeError(f"pinning the server apart needs 2 CPUs, this machine has {cpus}")
     for task in Path(f"/proc/{proc.pid}/task").iterdir():  # later threads inherit the mask
         os.sched_setaffinity(int(task.name), {cpus[0]})
     os.sched_setaffinity(0, set(cpus[1:]))
