@@ -243,7 +243,7 @@ class InPlace(CounterSim):
 @pytest.mark.parametrize("inline", [False, True])
 async def test_a_sim_may_write_into_the_actions_it_is_handed(inline: bool) -> None:
     """A decoded frame's arrays and an inline agent's carried ones are read-only; the one-slot
-    fast path still hands the sim a writable copy, as the barrier's rows always were."""
+    barrier still hands the sim writable rows of its own."""
     async with RobotEndpoint(InPlace, kwargs={"length": 3}, inline=inline) as ep:
         run = await ep.reset()
         assert await drive(ep.url, run["token"]) == (

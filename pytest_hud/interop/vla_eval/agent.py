@@ -46,14 +46,19 @@ class VlaEvalModel(Model):
     def __repr__(self) -> str:
         return f"<VlaEvalModel {self.url}>"
 
+    def _open_session(self) -> VlaEvalSession | None:
+        """The calling task's connection if it is already open."""
+        task = episode_task()
+        return self._sessions.get(task) if task is not None else None
+
     async def session(self) -> VlaEvalSession:
         """The calling task's connection (opened, HELLO exchanged, on first use)."""
+        found = self._open_session()
+        if found is not None:
+            return found
         task = episode_task()
         if task is None:
             raise VlaEvalError("VlaEvalModel must be used from an asyncio task")
-        found = self._sessions.get(task)
-        if found is not None:
-            return found
         session = VlaEvalSession(self.url, **self.options)
         self.server_info = await session.open()
         self._sessions[task] = session
@@ -88,9 +93,7 @@ class VlaEvalModel(Model):
         )
 
     async def ainfer(self, row: dict[str, Any]) -> np.ndarray:
-        task = episode_task()  # the open connection without a coroutine, after the first
-        found = self._sessions.get(task) if task is not None else None
-        session = found if found is not None else await self.session()
+        session = self._open_session() or await self.session()  # no coroutine once open
         actions = np.asarray(await session.act(row), dtype=np.float32)  # decoded once, no copy
         if actions.ndim == 1:
             actions = actions[None]

@@ -58,12 +58,11 @@ class SlotBarrier(SimHooks):
         msg, done = slot_row(batch, slot.index, self.num_envs)
         if done and slot.state is SlotState.LIVE:
             slot.state, slot.reason = SlotState.DONE, "terminated"
-        if type(ws) is InprocServerEnd:  # an inline agent: the message itself, queued
-            if not ws.closed:
-                ws.post_message(msg)
-            return
         with contextlib.suppress(ConnectionClosed):  # not websockets.X: a lazy import per step
-            await send_chunks(ws, pack_chunks(msg))
+            if type(ws) is InprocServerEnd:  # an inline agent: the message itself, queued
+                ws.post_message(msg)
+            else:
+                await send_chunks(ws, pack_chunks(msg))
 
     async def _maybe_step(self) -> None:
         """Step while every participant is ready; re-entrant calls return at once."""
@@ -74,12 +73,10 @@ class SlotBarrier(SimHooks):
             while True:
                 parts, ready = 0, []
                 for s in self._slots:  # one pass: this runs every step
-                    if s.state is SlotState.LIVE:
+                    if s.participant:
                         parts += 1
-                        if s.action is not None:
+                        if s.ready:
                             ready.append(s)
-                    elif s.state is SlotState.CLAIMED:
-                        parts += 1
                 if not ready:
                     self._disarm()
                     return
@@ -159,9 +156,6 @@ class SlotBarrier(SimHooks):
 
     def _barrier_rows(self) -> np.ndarray:
         """Every slot's row for a barrier step: its action, or ``hold_action()`` if idle."""
-        if self.num_envs == 1 and (only := self._slots[0]).action is not None:
-            row, only.action = only.action.reshape(1, -1), None
-            return row if row.flags.writeable else row.copy()  # the sim may write to it
         acted = next((s.action for s in self._slots if s.action is not None), None)
         rows = np.empty((self.num_envs, len(acted) if acted is not None else 1), np.float32)
         hold = None

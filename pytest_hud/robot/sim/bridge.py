@@ -98,7 +98,6 @@ class RobotBridge(SlotBarrier):
         self._port = 0
         self._key: str | None = None  # what an agent's url must carry (auth)
         self._open = 0  # agent connections being served
-        self._sockets = 0  # of which over a socket (not an inline agent's in-process pair)
 
     @property
     def action_size(self) -> int | None:
@@ -220,8 +219,6 @@ class RobotBridge(SlotBarrier):
         slot: _Slot | None = None
         idle: Watchdog | None = None
         self._open += 1
-        socket = type(ws) is not InprocServerEnd
-        self._sockets += socket
         try:
             await ws.send(self._metadata_frame())
             try:
@@ -286,7 +283,6 @@ class RobotBridge(SlotBarrier):
             if idle is not None:
                 idle.close()
             self._open -= 1
-            self._sockets -= socket
             if slot is not None and slot.ws is ws:
                 slot.ws = None
                 slot.action = None
@@ -314,7 +310,9 @@ class RobotBridge(SlotBarrier):
         connection's task and back (two turns of the loop a step). Only where nothing in
         a step can suspend, so the agent's cancellation cannot cut a step in half: no sim
         thread and every connection in-process; otherwise it is queued as a frame."""
-        if self._executor is not None or self._sockets:
+        if self._executor is not None or not all(
+            s.ws is None or type(s.ws) is InprocServerEnd for s in self._slots
+        ):
             ws.inbox.put_nowait(message)
             return
         if self.idle_timeout is not None:

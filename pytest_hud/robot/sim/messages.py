@@ -21,13 +21,13 @@ __all__ = ["decode_action", "decode_frame", "slot_row"]
 
 def decode_frame(frame: Any) -> Any:
     """A msgpack binary frame decoded; a text frame or bad msgpack is a BridgeError."""
+    if isinstance(frame, dict):  # passed by an in-process agent, already decoded
+        return frame
     if isinstance(frame, str):
         raise BridgeError(
             f"got a text frame ({frame[:80]!r}); text frames are errors on openpi/0, "
             "send msgpack binary frames"
         )
-    if isinstance(frame, dict):  # passed by an in-process agent, already decoded
-        return frame
     try:
         return unpack(frame)
     except WireError as exc:
@@ -36,7 +36,7 @@ def decode_frame(frame: Any) -> Any:
 
 def decode_action(frame: object, size: int | None) -> np.ndarray:
     """One ``{"actions": [A]}`` frame as a flat float32 action of the contract's size."""
-    msg = frame if type(frame) is dict else decode_frame(frame)
+    msg = decode_frame(frame)
     if not isinstance(msg, dict) or "actions" not in msg:
         raise BridgeError(f'expected {{"actions": array}}, got {_describe(msg)}')
     action = msg["actions"]

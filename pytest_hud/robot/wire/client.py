@@ -143,7 +143,7 @@ class RobotClient:
 
     async def step(self, action: object) -> dict[str, Any]:
         """Send one action and wait for the observation it produced."""
-        await self._send({"actions": np.asarray(action, dtype=np.float32)})
+        await self.send_action(action)
         return await self.get_observation()
 
     async def _send(self, msg: dict[str, Any]) -> None:

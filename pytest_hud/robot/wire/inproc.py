@@ -60,22 +60,17 @@ class _End:
     async def send_message(self, message: dict[str, Any]) -> None:
         """Pass ``message`` as the peer would decode it from ``pack(message)``: to the
         peer's ``direct`` handler if it set one, else into its inbox."""
-        if self.closed:
-            raise self._gone()
         peer = self.peer
-        if peer is not None and peer.direct is not None and not peer.closed:
+        if not self.closed and peer is not None and peer.direct is not None and not peer.closed:
             await peer.direct(carry(message))
         else:
-            self._post(carry(message))
+            self.post_message(message)
 
     def post_message(self, message: dict[str, Any]) -> None:
-        """:meth:`send_message` for a peer with no ``direct`` handler, without a coroutine:
-        the message is queued for the peer's next receive."""
+        """Queue ``message`` (carried) for the peer's next receive, without a coroutine and
+        past any ``direct`` handler (which is only a shortcut for the same message)."""
         if self.closed:
             raise self._gone()
-        peer = self.peer
-        if peer is not None and peer.direct is not None and not peer.closed:
-            raise RuntimeError("the peer handles messages in the sender's task: send_message")
         self._post(carry(message))
 
     def take(self) -> Any:
