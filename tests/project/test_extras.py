@@ -68,6 +68,9 @@ def clean_env(home: Path, **extra: str) -> dict[str, str]:
         "HOME": str(home),
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "PIP_NO_INPUT": "1",
+        # no wheel cache in the home: it would hold a second copy of torch's GBs until the
+        # test ends, and nothing else installs from it
+        "PIP_NO_CACHE_DIR": "1",
         **extra,
     }
 
@@ -113,11 +116,13 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def venv(tmp_path: Path) -> Iterator[Path]:
-    """Where a test's clean venv goes, removed after it (a LeRobot stack is GBs: pytest keeps
-    its last sessions' folders, and CI's disk has room for one at a time)."""
+    """Where a test's clean venv goes, removed after it with the test's home (a LeRobot stack
+    is GBs: pytest keeps its last sessions' folders, and CI's disk has room for one at a
+    time; a CI run once ran out of it with a finished test's folders still there)."""
     folder = tmp_path / "venv"
     yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+    for done in (folder, tmp_path / "home"):
+        shutil.rmtree(done, ignore_errors=True)
 
 
 def venv_with(wheel: Path, folder: Path, extras: str, version: str | None = None) -> Path:
