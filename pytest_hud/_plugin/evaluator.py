@@ -250,8 +250,15 @@ class Evaluator:
         self.hook.pytest_hud_episode_result(config=self.config, result=result)
         return result
 
+    async def _close_agents(self) -> None:
+        """Let each agent release what it kept between rollouts (a model server's
+        connections), on the loop they were opened on."""
+        closers = [getattr(given, "aclose", None) for given, _ in self._agents.values()]
+        await asyncio.gather(*(c() for c in closers if callable(c)), return_exceptions=True)
+
     def close(self) -> None:
-        """Cancel rollouts nobody asked for, leave Shared scopes, stop the loop."""
+        """Cancel rollouts nobody asked for, release what agents keep, leave Shared scopes,
+        stop the loop."""
         for fut in self.futures.values():
             fut.cancel()
         for prime in self._primes:
@@ -261,6 +268,8 @@ class Evaluator:
             return
         with contextlib.suppress(Exception):
             self._loop.run(self._pool.drain(), timeout=30)  # before the servers stop
+        with contextlib.suppress(Exception):
+            self._loop.run(self._close_agents(), timeout=30)
         with contextlib.suppress(Exception):
             self._loop.run(self._stack.aclose(), timeout=120)
         self._loop.close()

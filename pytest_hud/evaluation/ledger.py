@@ -206,6 +206,22 @@ def read(path: str | Path) -> LedgerContents:
     return out
 
 
+def _check_tail(path: Path) -> TornLine | None:
+    """The torn last line of the ledger at ``path``, if any, after checking its last whole
+    record: an append needs only the end of the file, so opening one stays as fast for a
+    history of years as for a new file (:func:`read` checks every line), and a file that is
+    not a ledger is still refused before anything is cut off it."""
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1  # the whole lines end here
+    body = data[:end].rstrip()
+    if body:
+        start = body.rfind(b"\n") + 1
+        _parse(body[start:], body.count(b"\n", 0, start) + 1, path)
+    if end == len(data):
+        return None
+    return TornLine(data.count(b"\n", 0, end) + 1, end, len(data) - end)
+
+
 class Ledger:
     """Append-only writer. Opening a ledger whose last line is torn cuts that line off
     (``self.torn`` says what was cut), so the next record starts on a line of its own."""
@@ -214,10 +230,9 @@ class Ledger:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         created = not self.path.exists()
-        contents = read(self.path) if not created else LedgerContents()
-        self.torn: TornLine | None = contents.torn
-        #: whole records in the file (those found at open plus those appended since)
-        self.records = len(contents.runs) + len(contents.episodes)
+        self.torn: TornLine | None = None if created else _check_tail(self.path)
+        #: records appended through this writer
+        self.records = 0
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if self.torn is not None:
             os.ftruncate(self._fd, self.torn.offset)

@@ -4,6 +4,7 @@ terminal table, the results JSON and the gates.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import types
@@ -109,7 +110,7 @@ def check_row(row: object, where: str) -> Row:
     a hand-made row may leave out what its reader does not need."""
     if not isinstance(row, Mapping):
         raise RowError(f"{where}: expected a results row (a JSON object), got {_shown(row)}")
-    hints = typing.get_type_hints(Row)
+    hints = _row_hints()
     if "outcome" in row and row["outcome"] not in typing.get_args(Outcome):
         raise RowError(
             f"{where}: field 'outcome': expected {_expected(Outcome)}, got {_shown(row['outcome'])}"
@@ -122,6 +123,12 @@ def check_row(row: object, where: str) -> Row:
                 "fix: this file was not written by pytest-hud, or was edited: restore it"
             )
     return cast(Row, row)
+
+
+@functools.cache
+def _row_hints() -> dict[str, object]:
+    """:class:`Row`'s fields and their types (resolved once: a ledger checks every line)."""
+    return typing.get_type_hints(Row)
 
 
 def _shown(value: object) -> str:

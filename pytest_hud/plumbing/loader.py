@@ -4,20 +4,41 @@ remembered (:data:`PATH_MODULES`) so a sim process can load them the same way.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import itertools
 import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PATH_MODULES", "load_module", "load_object", "load_path", "names_a_file"]
+__all__ = [
+    "PATH_MODULES",
+    "load_module",
+    "load_object",
+    "load_path",
+    "names_a_file",
+    "registered",
+]
 
 _FRESH = itertools.count(1)
 
 #: Modules imported from a file path under a name sys.path cannot resolve; a sim
 #: process loads these files under the same names before unpickling its spec.
 PATH_MODULES: dict[str, str] = {}
+
+
+def registered(group: str) -> dict[str, metadata.EntryPoint]:
+    """The entry points of ``group`` the installed distributions declare, by name. Read once
+    per group and ``sys.path``: each scan reads every distribution's metadata, and a session
+    asks for the agent and sim kinds several times."""
+    return _registered(group, tuple(sys.path))
+
+
+@functools.lru_cache(maxsize=8)
+def _registered(group: str, path: tuple[str, ...]) -> dict[str, metadata.EntryPoint]:
+    return {ep.name: ep for ep in metadata.entry_points(group=group)}
 
 
 def load_path(path: str | Path, name: str | None = None) -> Any:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from pytest_hud.plumbing.loader import registered
 from pytest_hud.robot.sim.endpoint import RobotEndpoint, serve_inline
 from pytest_hud.runtime.errors import EnvError, TaskError
 from pytest_hud.runtime.task import Task, declare
@@ -23,7 +23,7 @@ SIM_KINDS = "pytest_hud.sims"
 
 def sim_kind(name: str) -> Callable[..., Any]:
     """The factory registered for sim kind ``name``; EnvError naming the fix if none is."""
-    found = {ep.name: ep for ep in metadata.entry_points(group=SIM_KINDS)}
+    found = registered(SIM_KINDS)
     if name not in found:
         raise EnvError(
             f"no {name!r} sim kind is registered: expected an entry point {name!r} in group "

@@ -133,6 +133,37 @@ def test_a_bad_line_in_the_middle_is_an_error_not_a_torn_tail(tmp_path: Path) ->
         L.read(path)
 
 
+def test_opening_checks_the_last_record_only_and_refuses_a_file_that_is_no_ledger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An append needs the end of the file: opening a long history parses one line, so the
+    ledger beside every run's results does not slow each start as it grows; a file that is
+    not a ledger (a results JSON given by mistake) is refused and left as it was."""
+    path = tmp_path / "l.jsonl"
+    with L.Ledger(path) as led:
+        run = led.begin_run({})
+        for s in range(200):
+            led.append(L.episode_record(row("cheap/balance", s), run=run))
+    with path.open("ab") as f:
+        f.write(b'{"kind":"episode","se')  # a writer killed mid-line
+    parsed: list[int] = []
+    real = L._parse
+    monkeypatch.setattr(L, "_parse", lambda raw, n, p: (parsed.append(n), real(raw, n, p))[1])
+    with L.Ledger(path) as led:
+        assert parsed == [201]  # the run line, 200 episodes: the last whole one only
+        assert led.torn is not None and led.torn.line == 202
+        led.append(L.episode_record(row("cheap/balance", 200), run=run))
+    monkeypatch.undo()
+    assert [e["seed"] for e in L.read(path).episodes] == list(range(201))
+
+    results = tmp_path / "results.json"
+    text = json.dumps({"rollouts": [row("cheap/balance", 0)]}, indent=2)
+    results.write_text(text)  # no newline at the end: its last line looks torn
+    with pytest.raises(L.LedgerError, match=r"line \d+: expected one JSON object per line"):
+        L.Ledger(results)
+    assert results.read_text() == text
+
+
 def _ledger(path: Path, run: str, rows: list[dict[str, Any]]) -> Path:
     with L.Ledger(path) as led:
         led.begin_run({"shard": run}, run=run)

@@ -146,14 +146,20 @@ def test_spec_check_names_both_sides_and_tables_conventions() -> None:
 # -- both directions in pytest runs ----------------------------------------------------
 @pytest.mark.parametrize("workers", [None, "2"], ids=["n0", "n2"])
 def test_a_vla_eval_server_passes_the_same_rows_as_the_native_agent(
-    suite: pytest.Pytester, workers: str | None
+    suite: pytest.Pytester, workers: str | None, tmp_path: Path
 ) -> None:
-    from server_proc import controller_server
+    """... over one connection per process, kept between its episodes as a vla-eval shard
+    keeps its one."""
+    from server_proc import controller_server, server_stats
 
     extra = ("-n", workers) if workers else ()
     native, want = run(suite, "cartpole_agents:balance", *extra)
-    with controller_server("--batch", "4") as (port, _):
+    stats = tmp_path / "stats.json"
+    with controller_server("--batch", "4", "--stats", str(stats)) as (port, proc):
         remote, got = run(suite, f"vla-eval:ws://127.0.0.1:{port}", *extra)
+        seen = server_stats(proc, stats)
+    # 4 episodes, one connection per process, and the preflight's episode on a loop of its own
+    assert seen["connections"] == int(workers or 1) + 1, seen
     assert len(want) == 4, native.stdout.str()
     assert outcomes(got) == outcomes(want), remote.stdout.str()
     assert {r["success"] for r in got.values()} == {True, False}  # goal0 passes, goal1 fails
@@ -260,6 +266,48 @@ def test_a_server_back_within_the_backoff_resumes_the_episode(suite: pytest.Pyte
     assert outcomes(got) == outcomes(want), result.stdout.str()
 
 
+def test_a_kept_connection_the_server_dropped_between_episodes_is_replaced() -> None:
+    """A connection kept between episodes carries the next one; if its server went away in
+    between (here: restarted on the same port), the next episode opens a new connection and
+    runs there, and its report counts the reconnect."""
+    import asyncio
+
+    from server_proc import controller_server
+
+    from pytest_hud.interop.vla_eval.agent import VlaEvalModel
+    from pytest_hud.interop.vla_eval.session import VlaEvalSession
+
+    port = free_port()
+    obs = {"states": [0.0, 0.0, 0.05, 0.0], "task_description": "balance the pole"}
+
+    async def episode(model: VlaEvalModel) -> tuple[Any, int, VlaEvalSession]:
+        async def one() -> tuple[Any, int, VlaEvalSession]:
+            session = await model.session()
+            await session.start_episode({"name": "goal0"})
+            actions = await session.act(obs)
+            await session.end_episode({"metrics": {}, "steps": 1})
+            await model.close_session()
+            return np.asarray(actions), session.reconnects, session
+
+        return await asyncio.create_task(one())  # a task of its own, as each rollout is
+
+    async def main() -> None:
+        model = VlaEvalModel(f"ws://127.0.0.1:{port}", retries=6, backoff=0.5)
+        try:
+            with controller_server("--port", str(port)):
+                first, again = await episode(model), await episode(model)
+            assert again[2] is first[2] and first[1] == again[1] == 0  # kept, not reopened
+            with controller_server("--port", str(port)):
+                after = await episode(model)
+            assert after[2] is first[2] and after[1] == 1  # the kept session, redialled
+            assert np.array_equal(after[0], first[0]) and np.array_equal(again[0], first[0])
+        finally:
+            await model.aclose()
+        assert not model._idle and not model._sessions
+
+    asyncio.run(main())
+
+
 # -- rollouts in flight together, cameras and chunks, async benchmarks -----------------
 def test_rollouts_in_flight_together_each_have_a_connection_and_match_serial(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
@@ -281,6 +329,7 @@ def test_rollouts_in_flight_together_each_have_a_connection_and_match_serial(
         seen = server_stats(proc, stats)
     assert len(serial) == 4 and outcomes(got) == outcomes(serial), result.stdout.str()
     assert seen["sessions"] == 2, seen  # two connections' observations in one predict_batch
+    assert seen["connections"] == 3, seen  # each slot's kept for its second episode; preflight
     assert seen["widths"].get("2", 0) >= 50, seen  # most ticks of the 2 x 2 rows: batched
 
 

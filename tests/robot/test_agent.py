@@ -22,6 +22,7 @@ from pytest_hud.robot import (
     load_agent,
 )
 from pytest_hud.robot.agent.adapter import AdapterError
+from pytest_hud.robot.agent.registry import available_agents
 from pytest_hud.robot.contract import Contract
 from pytest_hud.runtime import LocalRuntime
 
@@ -201,6 +202,37 @@ def test_registry_builtins_and_unknown_names(tmp_path: Path) -> None:
     assert load_agent(f"{factory}:plain").__name__ == "plain"
     with pytest.raises(AgentSpecError, match="cannot load agent"):
         load_agent(f"{factory}:missing")
+
+
+def test_registered_agents_are_read_once_per_sys_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The registry reads the installed entry points once (a scan reads every distribution's
+    metadata), yet a distribution that appears on sys.path later is found, as pip's would
+    be in a new process."""
+    from importlib import metadata
+
+    scans: list[str] = []
+    real = metadata.entry_points
+    monkeypatch.setattr(
+        metadata, "entry_points", lambda **kw: (scans.append(kw["group"]), real(**kw))[1]
+    )
+    monkeypatch.syspath_prepend(str(tmp_path / "empty"))  # a sys.path no earlier test cached
+    for _ in range(3):
+        assert "probe-zero" not in available_agents()
+    assert scans == ["pytest_hud.agents"]
+    dist = tmp_path / "probe_agents-0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: probe-agents\n")
+    (dist / "entry_points.txt").write_text("[pytest_hud.agents]\nprobe-zero = probe_agents:make\n")
+    (tmp_path / "probe_agents.py").write_text(
+        "from pytest_hud.robot import RobotAgent, ZeroModel\n"
+        "def make():\n    return RobotAgent(ZeroModel())\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert "probe-zero" in available_agents()
+    assert isinstance(load_agent("probe-zero"), RobotAgent)
+    assert scans == ["pytest_hud.agents"] * 2
 
 
 def test_adapters_map_by_contract() -> None:

@@ -240,7 +240,10 @@ def check_agent(
         return []  # declares and vla-eval's agents are RobotAgents
 
     async def main() -> list[Table]:
-        return [await _probe(agent, label, s, provider, max_steps, timeout) for s in envs]
+        try:
+            return [await _probe(agent, label, s, provider, max_steps, timeout) for s in envs]
+        finally:
+            await agent.aclose()  # what it kept lives on this loop, which ends here
 
     return run_apart(main(), timeout=timeout * max(len(envs), 1) + 60)
 

@@ -1,5 +1,7 @@
 """A vla-eval model server as the agent: ``--hud-agent=vla-eval:ws://HOST:PORT``. One connection
-per rollout, so a batching server sees concurrent rollouts together.
+per rollout in flight, so a batching server sees concurrent rollouts together; a connection
+whose episode ended in step with the server is kept for the next rollout, as a vla-eval shard
+keeps its one.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ log = logging.getLogger("pytest_hud.vla_eval")
 
 
 class VlaEvalModel(Model):
-    """Infer through the vla-eval model server at ``url``, one connection per task."""
+    """Infer through the vla-eval model server at ``url``, one connection per task, kept
+    between its episodes."""
 
     batchable = False  # one request per connection: batching happens in the server
 
@@ -40,6 +43,12 @@ class VlaEvalModel(Model):
         self.options = options
         self.server_info: dict[str, Any] = {}
         self._sessions: weakref.WeakKeyDictionary[asyncio.Task[object], VlaEvalSession] = (
+            weakref.WeakKeyDictionary()
+        )
+        #: connections whose episode ended in step with the server, for the next episodes
+        #: on the same loop (a connection serves only the loop it was opened on): never
+        #: more than the episodes that were once in flight together
+        self._idle: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[VlaEvalSession]] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -52,15 +61,19 @@ class VlaEvalModel(Model):
         return self._sessions.get(task) if task is not None else None
 
     async def session(self) -> VlaEvalSession:
-        """The calling task's connection (opened, HELLO exchanged, on first use)."""
+        """The calling task's connection: a kept one, else opened (HELLO exchanged)."""
         found = self._open_session()
         if found is not None:
             return found
         task = episode_task()
         if task is None:
             raise VlaEvalError("VlaEvalModel must be used from an asyncio task")
-        session = VlaEvalSession(self.url, **self.options)
-        self.server_info = await session.open()
+        kept = self._idle.get(asyncio.get_running_loop())
+        if kept:
+            session = kept.pop()
+        else:
+            session = VlaEvalSession(self.url, **self.options)
+            self.server_info = await session.open()
         self._sessions[task] = session
         task.add_done_callback(self._task_done)
         return session
@@ -71,11 +84,25 @@ class VlaEvalModel(Model):
             session._drop()
 
     async def close_session(self) -> None:
-        """Close the calling task's connection now (its episode is over)."""
+        """The calling task's episode is over: its connection is kept for the next episode
+        if it is in step with the server (no reply outstanding), else closed."""
         task = episode_task()
         session = self._sessions.pop(task, None) if task is not None else None
-        if session is not None:
+        if session is None:
+            return
+        if session.reusable:
+            self._idle.setdefault(asyncio.get_running_loop(), []).append(session)
+        else:
             await session.close()
+
+    async def aclose(self) -> None:
+        """Close every connection of the running loop, kept or in use (the end of a
+        session, or of a preflight's loop); the model stays usable."""
+        loop = asyncio.get_running_loop()
+        sessions = self._idle.pop(loop, [])
+        for task in [t for t in self._sessions if t.get_loop() is loop]:
+            sessions.append(self._sessions.pop(task))
+        await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
 
     async def probe(self) -> dict[str, Any]:
         """Connect, exchange HELLO and hang up: the server's HELLO payload."""

@@ -67,6 +67,7 @@ class VlaEvalSession:
         self._watchdog = Watchdog()  # one timer per connection, not one per reply
         self._seq = 0
         self._episode: dict[str, object] | None = None
+        self._pending = False  # an observation sent, its reply not read (a cancelled act)
 
     # -- connection --------------------------------------------------------------
     async def open(self) -> dict[str, Any]:
@@ -99,11 +100,18 @@ class VlaEvalSession:
         self.server_info = dict(reply.payload)
         return self.server_info
 
-    async def _reopen(self, why: str) -> None:
-        """Redial with backoff; restart the current episode on the new connection."""
+    @property
+    def reusable(self) -> bool:
+        """Whether the next episode may run on this connection: open, its episode ended,
+        no reply outstanding."""
+        return self._ws is not None and self._episode is None and not self._pending
+
+    async def _reopen(self, why: str, *, at_once: bool = False) -> None:
+        """Redial with backoff (``at_once``: the first attempt without); restart the current
+        episode on the new connection."""
         self._drop()
         for attempt in range(1, self.retries + 1):
-            wait = self.backoff * 2 ** (attempt - 1)
+            wait = 0.0 if at_once and attempt == 1 else self.backoff * 2 ** (attempt - 1)
             log.warning(
                 "vla-eval server %s: %s; reconnect %d/%d in %.1f s",
                 self.url,
@@ -169,21 +177,26 @@ class VlaEvalSession:
         return await self._recv()
 
     async def start_episode(self, task: dict[str, Any]) -> None:
+        """Begin an episode; a kept connection the server closed since the last episode is
+        replaced at once (nothing of an episode was lost with it)."""
         self._episode = {"task": task}
+        self.reconnects = 0
         try:
             await self._send("episode_start", self._episode)
         except TransportClosed as exc:
-            await self._reopen(f"connection lost ({exc})")
+            await self._reopen(f"connection lost ({exc})", at_once=True)
 
     async def act(self, observation: dict[str, Any]) -> Any:
         """Send one observation; the server's ``actions`` (one action or a chunk)."""
         frame_payload = observation
         while True:
+            self._pending = True
             try:
                 reply = await self._request("observation", frame_payload)
                 break
             except TransportClosed as exc:
                 await self._reopen(f"connection lost ({exc})")
+        self._pending = False
         if reply.type == "error":
             raise VlaEvalError(f"the vla-eval server at {self.url} failed: {reply.payload}")
         if reply.type != "action" or "actions" not in reply.payload:
@@ -195,5 +208,7 @@ class VlaEvalSession:
 
     async def end_episode(self, result: dict[str, Any]) -> None:
         self._episode = None
-        with contextlib.suppress(TransportClosed):
+        try:
             await self._send("episode_end", result)
+        except TransportClosed:
+            self._drop()  # nothing to keep for the next episode

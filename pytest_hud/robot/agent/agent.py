@@ -130,6 +130,12 @@ class RobotAgent:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} model={type(self.model).__name__}>"
 
+    async def aclose(self) -> None:
+        """Release what the model keeps between episodes (:meth:`Model.aclose`)."""
+        model = getattr(self, "model", None)
+        if model is not None:
+            await model.aclose()
+
     async def __call__(self, run: Any, settings: RunSettings | None = None) -> dict[str, Any]:
         """The Agent protocol of the scheduler: drive one started Run."""
         kwargs: dict[str, Any] = {} if settings is None else {"settings": settings}

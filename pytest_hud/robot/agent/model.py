@@ -105,6 +105,10 @@ class Model:
         executor (a :class:`~pytest_hud.plumbing.threads.DaemonExecutor`: exit never waits)."""
         return None
 
+    async def aclose(self) -> None:
+        """Release what the model keeps between episodes (a server's connections); the
+        session calls it once, at its end, on the loop its episodes ran on."""
+
     async def ainfer(self, row: dict[str, Any]) -> np.ndarray:
         """One row in, one ``[T, A]`` chunk out; the forward runs off the event loop."""
         out = await run_infer(self, stack_rows([row]))

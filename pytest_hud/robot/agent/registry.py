@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
+from pytest_hud.plumbing.loader import registered
 from pytest_hud.robot.agent.errors import AgentSpecError
 
 if TYPE_CHECKING:  # the agent stack loads with the first agent built, not with the plugin
@@ -154,8 +155,8 @@ BUILTINS: dict[str, Callable[[str | None], RobotAgent]] = {
 }
 
 
-def _entry_points() -> dict[str, Any]:
-    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+def _entry_points() -> dict[str, metadata.EntryPoint]:
+    return registered(ENTRY_POINT_GROUP)
 
 
 def _kind(name: str) -> AgentKind | None:

@@ -3,8 +3,9 @@ of its own: ``python controller_server.py [--port P] [--batch N] [--action-dims 
 
 Binds 127.0.0.1 (a free port unless ``--port``) and prints ``PORT <n>``. On SIGUSR1 (and
 SIGTERM) it writes to ``--stats`` (JSON) what it saw since the last dump: ``widths`` (batch
-width -> batches), ``sessions`` (the most connections one batch served) and
-``observations``. ``--action-dims`` declares a wrong action size (a mismatched server);
+width -> batches), ``sessions`` (the most connections one batch served), ``connections``
+(how many sent observations) and ``observations``. ``--action-dims`` declares a wrong
+action size (a mismatched server);
 ``--die-after K`` exits abruptly at the K-th observation (a server that dies mid-run);
 ``--push-format`` declares another action convention. ``--camera NAME`` makes a
 camera-only policy: its observation spec is one image named NAME (no state) and it
@@ -53,11 +54,13 @@ class BalanceServer(PredictModelServer):
         self.seen = 0
         self.widths: Counter[int] = Counter()  # since the last dump, as is sessions
         self.sessions = 0
+        self.connections: set[str] = set()  # every connection that sent an observation
 
     def _tick(self, ctxs: list[SessionContext]) -> None:
         self.seen += len(ctxs)
         self.widths[len(ctxs)] += 1
         self.sessions = max(self.sessions, len({c.session_id for c in ctxs}))
+        self.connections.update(c.session_id for c in ctxs)  # one id per connection
         if self.die_after and self.seen >= self.die_after:
             os._exit(3)
 
@@ -104,10 +107,16 @@ async def main(args: argparse.Namespace) -> None:
         if args.stats:
             widths = {str(k): v for k, v in server.widths.items()}
             observations = sum(k * v for k, v in server.widths.items())
-            stats = {"widths": widths, "sessions": server.sessions, "observations": observations}
+            stats = {
+                "widths": widths,
+                "sessions": server.sessions,
+                "connections": len(server.connections),
+                "observations": observations,
+            }
             Path(args.stats).write_text(json.dumps(stats))
         server.widths.clear()
         server.sessions = 0
+        server.connections.clear()
 
     def stop(*_: Any) -> None:
         dump()

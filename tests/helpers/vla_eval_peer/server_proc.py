@@ -58,7 +58,8 @@ def controller_server(
 
 def server_stats(proc: subprocess.Popen[str], path: Path, timeout: float = 30.0) -> dict[str, Any]:
     """What the server started with ``--stats PATH`` saw since the last call (it dumps on
-    SIGUSR1): ``widths`` (batch width -> batches), ``sessions``, ``observations``."""
+    SIGUSR1): ``widths`` (batch width -> batches), ``sessions``, ``connections``,
+    ``observations``."""
     path.unlink(missing_ok=True)
     proc.send_signal(signal.SIGUSR1)
     deadline = time.monotonic() + timeout
