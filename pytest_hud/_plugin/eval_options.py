@@ -27,7 +27,7 @@ EVALUATION_OPTIONS: OptionTable = [
     ),
     (
         "--hud-ledger",
-        "append every finished rollout (fsync'd) to this JSONL episode ledger, with the "
+        "append every finished rollout (fsync'd behind) to this JSONL episode ledger, with the "
         "run's provenance (default: <results>.ledger.jsonl beside --hud-results)",
         {},
     ),

@@ -1,8 +1,10 @@
-"""The episode ledger: one JSON line per finished rollout, durable the moment it is written.
+"""The episode ledger: one JSON line per finished rollout, in the file when it is appended.
 
-Each record is one ``write`` of a whole line on an ``O_APPEND`` file, then ``fsync``: after
-a SIGKILL the file holds whole lines and at most one torn last line, which :func:`read`
-reports and :class:`Ledger` cuts off before appending again."""
+Each record is one ``write`` of a whole line on an ``O_APPEND`` file: after a SIGKILL the
+file holds whole lines and at most one torn last line, which :func:`read` reports and
+:class:`Ledger` cuts off before appending again. A thread of the ledger's own calls ``fsync``
+behind the appends (one for all the records written since its last), so a power cut loses
+at most that window and no rollout waits on the disk; ``sync`` and ``close`` wait for it."""
 
 from __future__ import annotations
 
@@ -243,10 +245,15 @@ class Ledger:
                 os.fsync(dfd)
             finally:
                 os.close(dfd)
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
+        self._written = 0  # records in the file (the page cache)
+        self._synced = 0  # of those, the ones fsync'd
+        self._sync_error: OSError | None = None
+        self._syncer: threading.Thread | None = None
+        self._closing = False
 
     def append(self, record: RunRecord | EpisodeRecord) -> None:
-        """Write one record as one line and fsync it before returning."""
+        """Write one record as one line (fsync'd behind, by the ledger's thread)."""
         if record.get("kind") not in ("run", "episode"):
             raise LedgerError(f"expected a record with kind run or episode, got {record!r:.80}")
         line = (json.dumps(record, default=str, separators=(",", ":")) + "\n").encode()
@@ -255,20 +262,65 @@ class Ledger:
                 raise LedgerError(f"{self.path}: ledger is closed")
             size = os.fstat(self._fd).st_size
             try:
+                if self._sync_error is not None:  # the disk refused an earlier record
+                    raise self._sync_error
                 if os.write(self._fd, line) != len(line):  # a full disk writes a part
                     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-                os.fsync(self._fd)
             except OSError as exc:
                 with contextlib.suppress(OSError):  # shrinking needs no free space
                     os.ftruncate(self._fd, size)
                     os.fsync(self._fd)
-                raise LedgerWriteError(
-                    f"{self.path}: could not append a {record['kind']} record "
-                    f"({exc.strerror or exc}); the ledger is intact up to its last complete "
-                    f"line ({size} bytes); fix: free space on that filesystem, then "
-                    f"--hud-resume={self.path} runs only the episodes it lacks"
-                ) from None
+                raise self._write_error(record["kind"], exc, size) from None
             self.records += 1
+            self._written += 1
+            if self._syncer is None:
+                self._syncer = threading.Thread(
+                    target=self._sync_behind, name="pytest-hud-ledger-sync", daemon=True
+                )
+                self._syncer.start()
+            self._lock.notify_all()
+
+    def _write_error(self, kind: str, exc: OSError, size: int) -> LedgerWriteError:
+        return LedgerWriteError(
+            f"{self.path}: could not append a {kind} record ({exc.strerror or exc}); the "
+            f"ledger is intact up to its last complete line ({size} bytes); fix: free space "
+            f"on that filesystem, then --hud-resume={self.path} runs only the episodes it lacks"
+        )
+
+    def _sync_behind(self) -> None:
+        """The ledger's thread: one fsync for every record written since the last, until
+        closed with nothing left to sync."""
+        with self._lock:
+            while True:
+                self._lock.wait_for(lambda: self._synced < self._written or self._closing)
+                if self._synced == self._written:
+                    return
+                target, fd = self._written, self._fd
+                self._lock.release()
+                try:
+                    os.fsync(fd)
+                    error = None
+                except OSError as exc:
+                    error = exc
+                finally:
+                    self._lock.acquire()
+                if error is not None and self._sync_error is None:
+                    self._sync_error = error
+                self._synced = target
+                self._lock.notify_all()
+
+    def sync(self, timeout: float = 120.0) -> None:
+        """Wait until every record appended so far is on disk; LedgerWriteError if the disk
+        refused one, or took longer than ``timeout`` seconds."""
+        with self._lock:
+            if not self._lock.wait_for(lambda: self._synced >= self._written, timeout):
+                raise LedgerWriteError(
+                    f"{self.path}: the disk did not confirm the ledger's last records within "
+                    f"{timeout:g} s; fix: check that filesystem (a hung network mount?)"
+                )
+            if self._sync_error is not None:
+                size = os.fstat(self._fd).st_size if self._fd >= 0 else 0
+                raise self._write_error("episode", self._sync_error, size)
 
     def begin_run(
         self, provenance: Provenance | dict[str, JSONValue], run: str | None = None
@@ -287,6 +339,12 @@ class Ledger:
         return run
 
     def close(self) -> None:
+        """Sync what is left (bounded) and close; appending afterwards is an error."""
+        with self._lock:
+            self._closing = True
+            self._lock.notify_all()
+        if self._syncer is not None:
+            self._syncer.join(120.0)
         with self._lock:
             if self._fd >= 0:
                 os.close(self._fd)

@@ -1,5 +1,6 @@
-"""``--hud-ledger=PATH``: one fsync'd line per reported row, written on the controller as each
-report arrives; resumed rows are not written twice.
+"""``--hud-ledger=PATH``: one line per reported row, written on the controller as each report
+arrives and fsync'd behind it; resumed rows are not written twice. The results wait until
+the disk has every line.
 """
 
 from __future__ import annotations
@@ -73,10 +74,14 @@ class LedgerPlugin:
 
     @pytest.hookimpl
     def pytest_hud_results(self) -> None:
+        if self.broken is None:
+            try:
+                self.ledger.sync()  # every line on disk before the run's results say so
+            except ledger_mod.LedgerWriteError as exc:
+                self.broken = str(exc)
         if self.broken is not None:
-            self.failures.append(
-                f"hud ledger: {self.broken}; {self.unrecorded} finished rollout(s) are not in it"
-            )
+            lost = f"; {self.unrecorded} finished rollout(s) are not in it" * bool(self.unrecorded)
+            self.failures.append(f"hud ledger: {self.broken}{lost}")
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self) -> None:

@@ -30,24 +30,36 @@ def row(task: str, seed: int, rep: int = 0, success: bool = True, **extra: Any) 
             "duration": 0.5, "error": None, **extra}  # fmt: skip
 
 
-def test_append_then_read_round_trips_and_fsyncs_each_record(
+def test_append_then_read_round_trips_and_fsyncs_behind_the_appends(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    synced: list[int] = []
+    """A record is in the file when append returns; the ledger's own thread fsyncs behind
+    (never the appending thread), and sync() returns once every record is on disk."""
+    import threading
+
+    synced: list[tuple[int, str]] = []
     real = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    monkeypatch.setattr(
+        os, "fsync", lambda fd: (synced.append((fd, threading.current_thread().name)), real(fd))[1]
+    )
     path = tmp_path / "deep" / "ledger.jsonl"
     with L.Ledger(path) as led:
         run = led.begin_run({"host": {"hostname": "h"}})
-        before = len(synced)
+        opened = len(synced)  # the new name's directory, on this thread
         for s in range(3):
             led.append(L.episode_record(row("cheap/balance", s), run=run, checkpoint="c",
                                         checkpoint_hash="sha256:ab"))  # fmt: skip
-            assert len(synced) == before + s + 1  # durable before append returns
+            assert len(path.read_bytes().splitlines()) == s + 2  # in the file at once
+        led.sync()
+        behind = synced[opened:]
+        assert behind and all(name == "pytest-hud-ledger-sync" for _, name in behind), synced
+        assert len(behind) <= 4  # one fsync may cover several records
+        led.append(L.episode_record(row("cheap/balance", 3), run=run))
+    assert len(synced) > opened + len(behind)  # close synced the last one
     got = L.read(path)
     assert got.torn is None
     assert list(got.runs) == [run] and got.runs[run]["provenance"]["host"]["hostname"] == "h"
-    assert [e["seed"] for e in got.episodes] == [0, 1, 2]
+    assert [e["seed"] for e in got.episodes] == [0, 1, 2, 3]
     assert L.key(got.episodes[1]) == ("cheap/balance", 1, 0, "zero", "sha256:ab")
     with pytest.raises(L.LedgerError, match="kind run or episode"):
         L.Ledger(path).append({"seed": 1})
@@ -131,6 +143,31 @@ def test_a_bad_line_in_the_middle_is_an_error_not_a_torn_tail(tmp_path: Path) ->
     path.write_text('{"kind":"run","run":"r"}\nnot json\n{"kind":"run","run":"s"}\n')
     with pytest.raises(L.LedgerError, match="line 2: expected one JSON object"):
         L.read(path)
+
+
+def test_a_record_the_disk_does_not_confirm_fails_sync_and_the_next_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An fsync error on the ledger's thread is not lost: sync() raises it, and so does the
+    next append, naming the file and the fix."""
+    import errno
+
+    path = tmp_path / "l.jsonl"
+    with L.Ledger(path) as led:
+        run = led.begin_run({})
+        led.sync()
+
+        def refuse(fd: int) -> None:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+        monkeypatch.setattr(os, "fsync", refuse)
+        led.append(L.episode_record(row("cheap/balance", 0), run=run))
+        with pytest.raises(L.LedgerWriteError, match=r"l\.jsonl.*Input/output error.*fix:"):
+            led.sync()
+        with pytest.raises(L.LedgerWriteError, match="could not append an? episode record"):
+            led.append(L.episode_record(row("cheap/balance", 1), run=run))
+        monkeypatch.undo()
+    assert [e["seed"] for e in L.read(path).episodes] == [0]  # written, only not confirmed
 
 
 def test_opening_checks_the_last_record_only_and_refuses_a_file_that_is_no_ledger(
