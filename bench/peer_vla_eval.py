@@ -340,7 +340,7 @@ def startup(url: str, work: Path, reps: int) -> list[tuple[str, float]]:
     """Best-of-``reps`` walls of the start-up pieces (the first, cache-warming run dropped),
     state only: with ``--camera`` the bench skips them (``main``)."""
     agent = f"vla-eval:{url}"
-    tiny = Work(1, 1)
+    tiny, items = Work(1, 1), Work(ITEMS // 2, 1)
     pieces: dict[str, Callable[[], float]] = {
         "vla-eval: Python + vla-eval + benchmark imports": lambda: vla_eval_import(work),
         "vla-eval: 1 shard, 2 episodes x 1 step": lambda: run_vla_eval(url, 1, work, tiny).wall,
@@ -354,6 +354,13 @@ def startup(url: str, work: Path, reps: int) -> list[tuple[str, float]]:
         "pytest-hud: -n 2, 2 episodes x 1 step": lambda: (
             run_hud(work, "cartpole_env", agent, 2, 1, tiny).wall
         ),
+        # what each episode costs beyond its steps: a test item, against a shard's episode
+        f"vla-eval: 1 shard, {ITEMS} episodes x 1 step": lambda: (
+            run_vla_eval(url, 1, work, items).wall
+        ),
+        f"pytest-hud: 1 process, {ITEMS} episodes x 1 step": lambda: (
+            run_hud(work, "cartpole_env", agent, 1, 1, items).wall
+        ),
     }
     best: dict[str, float] = {}
     for rep in range(reps + 1):
@@ -361,7 +368,15 @@ def startup(url: str, work: Path, reps: int) -> list[tuple[str, float]]:
             wall = go()
             if rep:
                 best[name] = min(best.get(name, float("inf")), wall)
+    for who, unit in (("vla-eval", "1 shard"), ("pytest-hud", "1 process")):
+        many = best[f"{who}: {unit}, {ITEMS} episodes x 1 step"]
+        few = best[f"{who}: {unit}, 2 episodes x 1 step"]
+        best[f"{who}: ms per one-step episode beyond 2 (not s)"] = 1e3 * (many - few) / (ITEMS - 2)
     return list(best.items())
+
+
+#: one-step episodes in the start-up table's per-episode rows (two tasks)
+ITEMS = 200
 
 
 def main() -> None:
