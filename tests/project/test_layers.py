@@ -2,7 +2,7 @@
 
     plugin.py                           the hooks: wires the core and the features (only it
                                         lists them: features.FEATURES)
-    features/                           one module a feature (may import the core below)
+    features/                           one module or folder a feature (may import the core)
     fixtures/, _plugin/                 the pytest core: never imports a feature
     evaluation/                         results, gates, ledger, comparison: pure functions of rows
     runtime/docker/ | ray/ | sandbox/   the backends: each imports the runtime core, never another
@@ -13,8 +13,8 @@
                                         agent side includes the Ray policy replicas)
     robot/record/                       recording (agent-side observers)
     robot/wire/, robot/contract.py      the wire and the contract
-    loader, process, threads, rpc,      the shared bottom (cluster: joining Ray, for the
-    errors, stats, cluster              runtime and the agent side's replicas alike)
+    plumbing/, forkserver/, errors.py   the shared bottom (plumbing/cluster.py: joining Ray,
+                                        for the runtime and the agent side's replicas alike)
 
 Every import counts, including those inside functions (a lazy import is still a
 dependency); only ``if TYPE_CHECKING:`` blocks are left out. Also: no cycle between
@@ -145,15 +145,7 @@ def layer_of(module: str) -> int:
 PLUGIN = ("pytest_hud.plugin", "pytest_hud._plugin", "pytest_hud.fixtures", "pytest_hud.features")
 CORE = ("pytest_hud._plugin", "pytest_hud.fixtures")
 BACKENDS = ("pytest_hud.runtime.docker", "pytest_hud.runtime.ray", "pytest_hud.runtime.sandbox")
-BOTTOM = (
-    "pytest_hud.plumbing.cluster",
-    "pytest_hud.errors",
-    "pytest_hud.plumbing.loader",
-    "pytest_hud.plumbing.process",
-    "pytest_hud.plumbing.rpc",
-    "pytest_hud.stats",
-    "pytest_hud.plumbing.threads",
-)
+BOTTOM = ("pytest_hud.plumbing", "pytest_hud.forkserver", "pytest_hud.errors")
 
 
 def test_the_graph_sees_imports() -> None:
