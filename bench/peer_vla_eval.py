@@ -53,7 +53,10 @@ would otherwise recompile an editable checkout on every start while site-package
 from bytecode.
 
 Variants run interleaved over ``--reps`` rounds, order rotated; the best wall of each is
-kept. Start-up is measured apart: each harness running 2 episodes of 1 step.
+kept. Start-up is measured apart: each harness running 2 episodes of 1 step, 200 episodes of
+1 step (what an episode costs beyond its steps), and pytest on a file of two empty tests
+with and without the plugin, in one process and with ``-n 2`` (xdist's own start: the
+floor under any ``-n`` row).
 
     PYTHONPATH=$PWD .venv/bin/python bench/peer_vla_eval.py [--episodes 10] [--max-steps 300]
         [--parallel 1,2,4] [--batch 4|inflight] [--camera 224] [--reps 3] [--report]
@@ -277,6 +280,27 @@ def collect_only(work: Path, agent: str) -> float:
     return time.perf_counter() - t0
 
 
+#: a test file with no rollout: what pytest, xdist and the plugin cost before any episode
+TRIVIAL = """
+import pytest
+
+@pytest.mark.parametrize("i", range(2))
+def test_nothing(i):
+    pass
+"""
+
+
+def bare_pytest(work: Path, workers: int, plugin: bool) -> float:
+    """pytest on a trivial test file (``workers`` > 1: with xdist), with or without the
+    plugin: xdist's own start is the floor under any ``-n`` run, whatever the plugin does."""
+    (work / "test_trivial.py").write_text(TRIVIAL)
+    cmd = [*PYTEST, "test_trivial.py"] + ([] if plugin else ["-p", "no:hud"])
+    cmd += ["-n", str(workers)] if workers > 1 else []
+    t0 = time.perf_counter()
+    subprocess.run(cmd, cwd=work, env=child_env(work), capture_output=True, check=True, timeout=600)
+    return time.perf_counter() - t0
+
+
 def vla_eval_import(work: Path) -> float:
     """A shard process's start without episodes: Python, vla-eval and the benchmark's imports."""
     code = "import anyio, vla_eval.orchestrator, cartpole_bench"
@@ -354,6 +378,12 @@ def startup(url: str, work: Path, reps: int) -> list[tuple[str, float]]:
         "pytest-hud: -n 2, 2 episodes x 1 step": lambda: (
             run_hud(work, "cartpole_env", agent, 2, 1, tiny).wall
         ),
+        # the floor under -n: pytest and xdist alone, then with the plugin, on a file of two
+        # empty tests (no rollout, no env module)
+        "pytest alone: 1 process, 2 empty tests": lambda: bare_pytest(work, 1, False),
+        "pytest alone: -n 2, 2 empty tests": lambda: bare_pytest(work, 2, False),
+        "pytest + pytest-hud: 1 process, 2 empty tests": lambda: bare_pytest(work, 1, True),
+        "pytest + pytest-hud: -n 2, 2 empty tests": lambda: bare_pytest(work, 2, True),
         # what each episode costs beyond its steps: a test item, against a shard's episode
         f"vla-eval: 1 shard, {ITEMS} episodes x 1 step": lambda: (
             run_vla_eval(url, 1, work, items).wall
