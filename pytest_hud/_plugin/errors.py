@@ -3,9 +3,12 @@ could not be run or graded (ERROR)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_hud.errors import HudError
+
+if TYPE_CHECKING:
+    from pytest_hud.runtime.rollout import RolloutResult
 
 __all__ = ["EpisodeFailed", "ExpectError", "ModuleColumnError", "RolloutError"]
 
@@ -13,7 +16,7 @@ __all__ = ["EpisodeFailed", "ExpectError", "ModuleColumnError", "RolloutError"]
 class EpisodeFailed(HudError, AssertionError):
     """The policy did not succeed at the task: a test failure."""
 
-    def __init__(self, result: Any) -> None:
+    def __init__(self, result: RolloutResult) -> None:
         super().__init__(f"episode failed: {result.summary()}")
         self.result = result
 
@@ -21,7 +24,7 @@ class EpisodeFailed(HudError, AssertionError):
 class RolloutError(HudError, RuntimeError):
     """Infrastructure failed (substrate, bridge, timeout, agent crash): a test error."""
 
-    def __init__(self, result: Any) -> None:
+    def __init__(self, result: RolloutResult) -> None:
         super().__init__(f"rollout could not be graded ({result.phase}): {result.error}")
         self.result = result
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["HtmlHooks", "html_extras", "success_cell"]
 
 
-def html_extras(row: Row, videos: Path, link: str | None = None) -> list[dict[str, Any]]:
+def html_extras(row: Row, videos: Path, link: str | None = None) -> list[dict[str, str]]:
     """An item's pytest-html extras: the episode animation (a GIF under the session's
     ``videos`` folder, nothing else) and the dataset episode."""
     try:

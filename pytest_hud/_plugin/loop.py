@@ -9,7 +9,7 @@ import concurrent.futures
 import contextlib
 import threading
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import TypeVar
 
 __all__ = ["LoopThread"]
 
@@ -26,10 +26,10 @@ class LoopThread:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
-    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+    def submit(self, coro: Coroutine[object, object, T]) -> concurrent.futures.Future[T]:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+    def run(self, coro: Coroutine[object, object, T], timeout: float | None = None) -> T:
         """Run ``coro`` on the loop and wait for it (at most ``timeout`` seconds)."""
         fut = self.submit(coro)
         try:

@@ -4,8 +4,6 @@ without the fixture's source.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from pytest_hud._plugin.errors import RolloutError
@@ -17,7 +15,7 @@ __all__ = ["shorten_longrepr"]
 SELF_EXPLAINED = (pytest.UsageError, RolloutError, PlacementError)
 
 
-def shorten_longrepr(call: pytest.CallInfo[None], report: Any) -> None:
+def shorten_longrepr(call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
     """Replace the traceback by ``Type: message`` for the errors above."""
     excinfo = call.excinfo
     if excinfo is None or not isinstance(excinfo.value, SELF_EXPLAINED):

@@ -741,7 +741,7 @@ def _threshold(s: Setting) -> Figure:
     return _sequential(s, name, f"ThresholdGate, {what}", "mean episodes", horizon, simulate, note)
 
 
-def plan(s: Setting) -> dict[str, Any]:
+def plan(s: Setting) -> dict[str, object]:
     """Every figure for ``s``: unpaired fixed n, paired fixed n and the paired sequential
     test (at ``s.discordance``, else at each of :data:`DISCORDANCES`), and the threshold
     gate; with the setting and notes, as ``--json`` prints them."""

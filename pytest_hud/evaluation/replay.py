@@ -83,7 +83,7 @@ class EnvCheck:
     image_error: dict[str, list[float]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -208,7 +208,7 @@ class PolicyCheck:
     #: per step and action dimension, the error (dataset standard deviations)
     error: list[list[float]] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 

@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
 from pytest_hud.errors import HudError
 from pytest_hud.evaluation.baseline import incomplete_reason, power_note
@@ -171,7 +171,7 @@ def stats(rows: Iterable[Row]) -> Stats:
     }
 
 
-def unit_of(row: Mapping[str, Any]) -> tuple[object, object]:
+def unit_of(row: Mapping[str, object]) -> tuple[object, object]:
     """The unit of inference a row's episodes belong to: its test function and task row
     (repeats, seeds and epochs of it share it; both arms of a pair too)."""
     return (row.get("group"), row.get("key"))

@@ -237,7 +237,7 @@ class BaselineGate(_Gate):
         return self.decision
 
 
-def _step_test(table: list[Any], n_max: int, alpha: float, seed: int) -> Any:
+def _step_test(table: list[object], n_max: int, alpha: float, seed: int) -> Any:
     """A MirroredStepTest fed ``table``, so the library never reads or writes its package
     folder (the read-only install problem, see step_tables)."""
     from sequentialized_barnard_tests import Hypothesis, MirroredStepTest

@@ -13,7 +13,6 @@ import tempfile
 import warnings
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 from pytest_hud.errors import HudError
 
@@ -61,7 +60,7 @@ def _synthesize(n_max: int, alpha: float) -> list[object]:
     return list(table)
 
 
-def _store(path: Path, table: list[Any]) -> None:
+def _store(path: Path, table: list[object]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     try:
@@ -107,7 +106,7 @@ def _cached(n_max: int, alpha: float, folder: str) -> tuple[object, ...]:
     return tuple(table)
 
 
-def load_table(n_max: int, alpha: float, folder: Path | None = None) -> list[Any]:
+def load_table(n_max: int, alpha: float, folder: Path | None = None) -> list[object]:
     """The STEP decision table for ``(n_max, alpha)``: shipped, cached or synthesized."""
     return list(_cached(int(n_max), float(alpha), str(folder or cache_dir())))
 

@@ -186,7 +186,7 @@ class _Zygote:
         _send(conn, {"pid": pid})
 
     def _fork(
-        self, request: dict[str, Any], fds: list[int], conn: socket.socket
+        self, request: dict[str, object], fds: list[int], conn: socket.socket
     ) -> tuple[int, int]:
         ready_r, ready_w = os.pipe()
         learn_r, learn_w = os.pipe()
@@ -254,7 +254,7 @@ def _same_file(a: str, b: str) -> bool:
     return os.path.abspath(a) == os.path.abspath(b)
 
 
-def _send(conn: socket.socket, message: dict[str, Any]) -> None:
+def _send(conn: socket.socket, message: dict[str, object]) -> None:
     conn.settimeout(5.0)  # a requester that stopped reading must not wedge the zygote
     conn.sendall(json.dumps(message).encode())
 

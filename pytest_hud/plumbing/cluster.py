@@ -31,7 +31,7 @@ def _loopback_mode() -> None:
     constants.ENABLE_RAY_CLUSTER = False
 
 
-def connect(address: str | None = None, runtime_env: Mapping[str, Any] | None = None) -> None:
+def connect(address: str | None = None, runtime_env: Mapping[str, object] | None = None) -> None:
     """Join (or start) the Ray cluster once per process; see the module docs."""
     import ray
 

@@ -42,7 +42,7 @@ def exports(package: str, path: str) -> tuple[Callable[[str], Any], Callable[[],
         if (here / f"{name}.py").exists() or (here / name / "__init__.py").exists():
             setattr(sys.modules[package], name, getattr(importlib.import_module(module), attr))
 
-    def __getattr__(name: str) -> Any:
+    def __getattr__(name: str) -> object:
         where = table.get(name)
         if where is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")

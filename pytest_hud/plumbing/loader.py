@@ -41,7 +41,7 @@ def _registered(group: str, path: tuple[str, ...]) -> dict[str, metadata.EntryPo
     return {ep.name: ep for ep in metadata.entry_points(group=group)}
 
 
-def load_path(path: str | Path, name: str | None = None) -> Any:
+def load_path(path: str | Path, name: str | None = None) -> object:
     """Import a Python file as module ``name`` (default: its stem) and remember the mapping."""
     path = Path(path).resolve()
     if not path.exists():

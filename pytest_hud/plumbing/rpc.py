@@ -161,10 +161,10 @@ class Connection:
         self._lock = asyncio.Lock()
 
     @property
-    def peer(self) -> Any:
+    def peer(self) -> object:
         return self._writer.get_extra_info("peername")
 
-    async def send(self, obj: dict[str, Any]) -> None:
+    async def send(self, obj: dict[str, object]) -> None:
         data = json.dumps(obj, default=_json_default).encode() + b"\n"
         async with self._lock:
             self._writer.write(data)
@@ -184,7 +184,7 @@ def _json_default(obj: object) -> object:
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
 
-Handler = Callable[[Connection, str, dict[str, Any]], Awaitable[Any]]
+Handler = Callable[[Connection, str, dict[str, object]], Awaitable[Any]]
 
 
 def _parse_request(line: bytes) -> dict[str, object]:
@@ -263,7 +263,7 @@ async def serve_rpc(
         # a connection that never sends a valid request is closed (a proven one has)
         greeted = secret is not None
 
-        async def run(msg: dict[str, Any]) -> None:
+        async def run(msg: dict[str, object]) -> None:
             rid = msg.get("id")
             try:
                 params = msg.get("params") or {}
@@ -494,7 +494,7 @@ class RpcClient:
                     fut.set_exception(reason)
             self._pending.clear()
 
-    async def call(self, method: str, timeout: float | None = 60.0, **params: object) -> Any:
+    async def call(self, method: str, timeout: float | None = 60.0, **params: object) -> object:
         """Send one request and wait (at most ``timeout`` s) for its reply."""
         if self._closed is not None:
             raise RpcClosed(f"cannot call {method!r}: {self._closed}")

@@ -8,7 +8,7 @@ import asyncio
 import concurrent.futures
 import copy
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pytest_hud.robot.contract import Contract
 from pytest_hud.robot.sim.endpoint import RobotEndpoint
@@ -19,7 +19,7 @@ __all__ = ["contract_of", "declared_contracts", "declared_robots", "run_apart"]
 T = TypeVar("T")
 
 
-def run_apart(coro: Coroutine[Any, Any, T], timeout: float = 120.0) -> T:
+def run_apart(coro: Coroutine[object, object, T], timeout: float = 120.0) -> T:
     """Run ``coro`` on a fresh loop in a thread (the caller may itself be in a loop)."""
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coro).result(timeout)

@@ -133,7 +133,7 @@ class EnvServer:
             raise EnvError(f"this server has no env {name!r}; it serves: {known}")
         return env
 
-    async def _handle(self, conn: Connection, method: str, params: dict[str, Any]) -> object:
+    async def _handle(self, conn: Connection, method: str, params: dict[str, object]) -> object:
         if method == "ping":
             return {"ok": True, "envs": sorted(self.envs)}
         if method == "envs":
@@ -193,13 +193,13 @@ class EnvServer:
             "capabilities": await env.manifest(),
         }
 
-    def _own(self, conn: Connection, params: dict[str, Any]) -> _Session:
+    def _own(self, conn: Connection, params: dict[str, object]) -> _Session:
         sid = params.get("session")
         if sid not in conn.state.get("sessions", set()) or sid not in self._sessions:
             raise LookupError(f"no open session {sid!r} on this connection")
         return self._sessions[sid]
 
-    async def _result(self, conn: Connection, params: dict[str, Any]) -> object:
+    async def _result(self, conn: Connection, params: dict[str, object]) -> object:
         session = self._own(conn, params)
         try:
             async with session.lock:

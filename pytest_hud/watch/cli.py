@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 from pytest_hud.plumbing.cli import from_args
 from pytest_hud.watch.checkpoints import (
@@ -154,7 +153,7 @@ class Watcher:
 
     def __init__(self, watch: Watch) -> None:
         self.w = watch
-        self.done: dict[int, dict[str, Any]] = read_index(watch.index_path)
+        self.done: dict[int, dict[str, object]] = read_index(watch.index_path)
         self.readiness = Readiness(watch.run, watch.require)
         self.final = watch.final_step
         self.skipped: set[int] = set()  # timed out in this watcher's lifetime

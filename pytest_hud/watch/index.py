@@ -12,7 +12,7 @@ from typing import Any
 __all__ = ["append", "entry", "read"]
 
 
-def read(path: Path) -> dict[int, dict[str, Any]]:
+def read(path: Path) -> dict[int, dict[str, object]]:
     """The index's entries by step (the latest line of a step wins; a torn line is ignored)."""
     out: dict[int, dict[str, object]] = {}
     if not path.is_file():
@@ -27,7 +27,7 @@ def read(path: Path) -> dict[int, dict[str, Any]]:
     return out
 
 
-def append(path: Path, record: dict[str, Any]) -> None:
+def append(path: Path, record: dict[str, object]) -> None:
     """Append one line, durable when this returns."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data = (json.dumps(record, sort_keys=True) + "\n").encode()
@@ -46,7 +46,7 @@ def append(path: Path, record: dict[str, Any]) -> None:
         os.close(fd)
 
 
-def _counts(st: dict[str, Any]) -> dict[str, object]:
+def _counts(st: dict[str, object]) -> dict[str, object]:
     keys = ("episodes", "successes", "success_rate", "wilson_95", "errors", "mean_score")
     return {k: st.get(k) for k in keys}
 

@@ -46,7 +46,7 @@ def _series(entries: Mapping[int, Mapping[str, Any]]) -> dict[str, list[tuple[in
     return out
 
 
-def _svg(entries: Mapping[int, Mapping[str, Any]]) -> str:
+def _svg(entries: Mapping[int, Mapping[str, object]]) -> str:
     steps = sorted(entries)
     lo_x, hi_x = (steps[0], steps[-1]) if steps else (0, 1)
     span = max(hi_x - lo_x, 1)
@@ -154,5 +154,5 @@ def _rel(path: Path, out: Path) -> str:
         return path.resolve().as_uri()
 
 
-def write_report(entries: Mapping[int, Mapping[str, Any]], run: Path, out: Path) -> None:
+def write_report(entries: Mapping[int, Mapping[str, object]], run: Path, out: Path) -> None:
     write_atomically(out, render(entries, run, out), what="watch report")

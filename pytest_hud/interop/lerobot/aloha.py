@@ -23,7 +23,7 @@ _TASKS = {"AlohaInsertion-v0": "insertion", "AlohaTransferCube-v0": "transfer_cu
 class SizedAlohaEnv(AlohaEnv):
     """gym-aloha's env, its task rendering only the top camera at the observation size."""
 
-    def _make_env_task(self, task_name: str) -> Any:
+    def _make_env_task(self, task_name: str) -> object:
         env = super()._make_env_task(task_name)
         task, height, width = env.task, self.observation_height, self.observation_width
 

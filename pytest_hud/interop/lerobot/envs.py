@@ -230,8 +230,8 @@ class LeRobotVectorEnv(gym.vector.VectorEnv):
         self,
         *,
         seed: int | list[int | None] | None = None,  # a list: a seed (or none) per copy
-        options: dict[str, Any] | None = None,
-    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        options: dict[str, object] | None = None,
+    ) -> tuple[dict[str, np.ndarray], dict[str, object]]:
         options = dict(options or {})
         mask = options.get("reset_mask")
         try:  # some envs (vlabench, robotwin) import their package at the first reset

@@ -36,12 +36,12 @@ class VlaEvalWireError(HudError, ValueError):
 @dataclass
 class Message:
     type: str
-    payload: dict[str, Any]
+    payload: dict[str, object]
     seq: int = 0
     timestamp: float = 0.0
 
 
-def hello_payload(**extra: object) -> dict[str, Any]:
+def hello_payload(**extra: object) -> dict[str, object]:
     """Our HELLO: the protocol version plus who we are (vla-eval reads ``harness_version``)."""
     from pytest_hud import __version__
 
@@ -86,7 +86,7 @@ def _decode(obj: dict[str, Any]) -> object:
     return obj
 
 
-def pack_message(kind: str, payload: dict[str, Any], seq: int = 0) -> bytes:
+def pack_message(kind: str, payload: dict[str, object], seq: int = 0) -> bytes:
     """One message as vla-eval's ``pack_message`` would write it."""
     if kind not in MESSAGE_TYPES:
         raise VlaEvalWireError(f"unknown message type {kind!r}; valid: {', '.join(MESSAGE_TYPES)}")

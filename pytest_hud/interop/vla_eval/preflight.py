@@ -5,7 +5,7 @@ usage error naming both sides. Lives apart because it sees both sides.
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from collections.abc import Mapping
 
 from pytest_hud.errors import HudError
 from pytest_hud.interop.vla_eval.agent import VlaEvalAgent, VlaEvalModel, env_specs
@@ -32,7 +32,7 @@ def _url(arg: str | None) -> str:
         ) from None
 
 
-def check(url: str, info: dict[str, Any], contracts: list[tuple[str, Contract]]) -> None:
+def check(url: str, info: Mapping[str, object], contracts: list[tuple[str, Contract]]) -> None:
     """Raise AgentSpecError for an env the server cannot serve; warn on conventions."""
     server = f"{info.get('model_server', '?')} at {url}"
     errors: list[str] = []

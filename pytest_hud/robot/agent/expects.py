@@ -119,7 +119,7 @@ async def policy_spec(agent: RobotAgent, source: str) -> PolicySpec | None:
     return None
 
 
-def metadata_entry(model: object, source: str) -> dict[str, Any]:
+def metadata_entry(model: object, source: str) -> dict[str, object]:
     """``{"policy": ...}`` for a policy server's metadata frame when ``model`` declares
     its inputs (a LeRobot checkpoint), else ``{}``."""
     own = getattr(model, "policy_spec", None)

@@ -50,7 +50,7 @@ class PolicyActor:
     async def start(
         self,
         factory: Callable[[], Any] | None = None,
-        server_kwargs: dict[str, Any] | None = None,
+        server_kwargs: dict[str, object] | None = None,
     ) -> str:
         """Serve (once; later calls return the url)."""
         import ray
@@ -98,7 +98,7 @@ class PolicyReplicas:
         num_cpus: float = 1,
         num_gpus: float | None = None,
         resources: Mapping[str, float] | None = None,
-        runtime_env: Mapping[str, Any] | None = None,
+        runtime_env: Mapping[str, object] | None = None,
         address: str | None = None,
         max_wait_s: float = 0.005,
         batch_size: int | None = None,
@@ -110,7 +110,7 @@ class PolicyReplicas:
             raise ValueError(f"replicas must be a positive int, got {replicas!r}")
         self.factory = factory
         self.replicas = replicas
-        self.options: dict[str, Any] = {"num_cpus": num_cpus, "max_restarts": restarts}
+        self.options: dict[str, object] = {"num_cpus": num_cpus, "max_restarts": restarts}
         if num_gpus is not None:
             self.options["num_gpus"] = num_gpus
         if resources:
@@ -222,7 +222,7 @@ class ReplicaAgent(RobotAgent):
         super().__init__(self.agents[0].model, adapter, name=name)
         self.turn = 0
 
-    async def __call__(self, run: object, settings: RunSettings | None = None) -> dict[str, Any]:
+    async def __call__(self, run: object, settings: RunSettings | None = None) -> dict[str, object]:
         agent, self.turn = self.agents[self.turn % len(self.agents)], self.turn + 1
         return await agent(run, settings)
 

@@ -28,7 +28,7 @@ class Need:
     def size(self) -> int | None:
         return int(np.prod(self.shape)) if self.shape else None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"key": self.key, "kind": self.kind}
         if self.shape is not None:
             out["shape"] = list(self.shape)
@@ -64,7 +64,7 @@ class PolicySpec:
     def of_kind(self, kind: str) -> list[Need]:
         return [n for n in self.needs if n.kind == kind]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"needs": [n.to_dict() for n in self.needs]}
         if self.chunk is not None:
             out["chunk"] = self.chunk

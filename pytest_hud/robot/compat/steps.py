@@ -4,7 +4,6 @@ stats, actions outside the env's range, a chunk longer than the episode."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -19,7 +18,7 @@ __all__ = ["STATE_SDS", "action_rows", "chunk_row", "state_rows"]
 STATE_SDS = 10.0
 
 
-def _state_matrix(spaces: Spaces, kind: str, frames: Iterable[Mapping[str, Any]]) -> np.ndarray:
+def _state_matrix(spaces: Spaces, kind: str, frames: Iterable[Mapping[str, object]]) -> np.ndarray:
     feats = spaces.robot_states if kind == "state" else spaces.env_states
     rows = [
         np.concatenate([np.asarray(f[x.name], np.float64).reshape(-1) for x in feats])
@@ -29,7 +28,9 @@ def _state_matrix(spaces: Spaces, kind: str, frames: Iterable[Mapping[str, Any]]
     return np.stack(rows) if rows else np.zeros((0, 0))
 
 
-def state_rows(spec: PolicySpec, spaces: Spaces, frames: Sequence[Mapping[str, Any]]) -> list[Row]:
+def state_rows(
+    spec: PolicySpec, spaces: Spaces, frames: Sequence[Mapping[str, object]]
+) -> list[Row]:
     """States of the first ``frames`` against the checkpoint's stats (mean/std, else
     min/max): a value :data:`STATE_SDS` spreads away is a warning."""
     rows = []

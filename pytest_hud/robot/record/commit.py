@@ -30,7 +30,7 @@ def open_dataset(
     video: bool,
     columns: Mapping[str, object],
     flag: str,
-) -> Any:
+) -> object:
     """The ``LeRobotDataset`` episodes go into: the one at ``root`` reopened (``append``)
     or a new one, with per-episode file limits and each episode's row taking ``columns``
     (read at every save: the caller updates it in place per episode)."""

@@ -16,7 +16,7 @@ import numpy as np
 __all__ = ["GRADE_WAIT_S", "NEXT_FEATURES", "Grades", "episode_grade"]
 
 #: Per frame, what the env answered to the frame's action (lerobot's names).
-NEXT_FEATURES: dict[str, dict[str, Any]] = {
+NEXT_FEATURES: dict[str, dict[str, object]] = {
     "next.reward": {"dtype": "float32", "shape": (1,), "names": None},
     "next.done": {"dtype": "bool", "shape": (1,), "names": None},
     "next.success": {"dtype": "bool", "shape": (1,), "names": None},
@@ -25,7 +25,7 @@ NEXT_FEATURES: dict[str, dict[str, Any]] = {
 #: any grading the plugin bounds (``--hud-timeout`` covers the whole rollout).
 GRADE_WAIT_S = 600.0
 
-GradeFuture = concurrent.futures.Future[Mapping[str, Any] | None]
+GradeFuture = concurrent.futures.Future[Mapping[str, object] | None]
 
 
 def empty_outcome() -> dict[str, np.ndarray]:
@@ -56,7 +56,7 @@ class Grades:
             self._futures[index] = future
         return future
 
-    def grade(self, index: int, grade: Mapping[str, Any] | None) -> None:
+    def grade(self, index: int, grade: Mapping[str, object] | None) -> None:
         with self._lock:
             future = self._futures.pop(index, None)
         if future is not None and not future.done():
@@ -71,7 +71,7 @@ class Grades:
                 future.set_result(None)
 
 
-def wait_grade(future: GradeFuture | None, index: int) -> Mapping[str, Any] | None:
+def wait_grade(future: GradeFuture | None, index: int) -> Mapping[str, object] | None:
     """The grade ``future`` resolves to, or None (ungraded, or none within the bound)."""
     if future is None:
         return None
@@ -88,7 +88,7 @@ def wait_grade(future: GradeFuture | None, index: int) -> Mapping[str, Any] | No
 
 def episode_grade(
     frames: list[dict[str, np.ndarray]], grade: Mapping[str, Any] | None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The episode's metadata columns from its grade; sets the last frame's next.success."""
     grade = grade or {}
     success = bool(grade.get("success", False))
@@ -114,7 +114,9 @@ def save_with_metadata(meta: Any, columns: Mapping[str, object]) -> None:
     each call (the writer updates it in place per episode)."""
     save_episode = meta.save_episode
 
-    def save(index: int, length: int, tasks: object, stats: object, extra: dict[str, Any]) -> None:
+    def save(
+        index: int, length: int, tasks: object, stats: object, extra: dict[str, object]
+    ) -> None:
         save_episode(index, length, tasks, stats, {**extra, **columns})
 
     meta.save_episode = save

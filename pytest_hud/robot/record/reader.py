@@ -27,8 +27,8 @@ class EpisodeInfo:
     index: int
     length: int
     task: str  # the prompt its frames carry
-    row: dict[str, Any] | None  # the task row as sent (None: recorded without one)
-    contract: dict[str, Any] | None  # the env's contract (None: recorded without one)
+    row: dict[str, object] | None  # the task row as sent (None: recorded without one)
+    contract: dict[str, object] | None  # the env's contract (None: recorded without one)
     success: bool | None  # its grade (None: recorded without one)
     data_file: Path
     #: camera key -> (video file, the episode's first timestamp in it)

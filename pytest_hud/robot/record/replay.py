@@ -5,7 +5,6 @@ laid out as the recorder did.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
@@ -30,7 +29,7 @@ class RecordedActions(Model):
     def __init__(self, actions: np.ndarray) -> None:
         self.actions = np.asarray(actions, np.float32)
 
-    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+    def infer(self, batch: dict[str, object]) -> np.ndarray:
         return self.actions[None].copy()
 
 
@@ -56,7 +55,7 @@ class _LiveFrames:
         self._resolved = False
         self._t = 0  # the tick being stepped
 
-    def step(self, data: dict[str, Any], action: np.ndarray) -> None:
+    def step(self, data: dict[str, object], action: np.ndarray) -> None:
         if not self._resolved:
             self.schema = self.schema.resolve(data, action)
             self._resolved = True
@@ -73,7 +72,7 @@ class _LiveFrames:
     def outcome(self, reward: float | None, terminated: bool) -> None:
         self.terminated = terminated
 
-    def end(self, ok: bool) -> dict[str, Any]:
+    def end(self, ok: bool) -> dict[str, object]:
         return {
             "replay": {
                 "vectors": {k: np.stack(v) for k, v in self.vectors.items()},

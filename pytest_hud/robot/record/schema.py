@@ -84,7 +84,7 @@ class _Schema:
             out.append((ENV_STATE_KEY, self.env_states, self.env_sizes))
         return out
 
-    def features(self) -> dict[str, dict[str, Any]]:
+    def features(self) -> dict[str, dict[str, object]]:
         """The lerobot ``features`` dict (needs a resolved schema)."""
         out: dict[str, dict[str, object]] = {}
         for cam in self.cameras:

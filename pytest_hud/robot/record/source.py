@@ -17,7 +17,7 @@ ROW_COLUMN = "hud/row"
 CONTRACT_COLUMN = "hud/contract"
 
 
-def run_contract(run: Any) -> dict[str, Any] | None:
+def run_contract(run: Any) -> dict[str, object] | None:
     """The contract (raw JSON object) the run's robot capability carries, or None."""
     try:
         cap = run.robot if run is not None else None

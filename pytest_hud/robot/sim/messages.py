@@ -19,7 +19,7 @@ from pytest_hud.robot.wire.errors import WireError
 __all__ = ["decode_action", "decode_frame", "slot_row"]
 
 
-def decode_frame(frame: Any) -> Any:
+def decode_frame(frame: Any) -> object:
     """A msgpack binary frame decoded; a text frame or bad msgpack is a BridgeError."""
     if isinstance(frame, dict):  # passed by an in-process agent, already decoded
         return frame
@@ -61,7 +61,7 @@ def decode_action(frame: object, size: int | None) -> np.ndarray:
     return flat
 
 
-def slot_row(batch: tuple[Any, ...], i: int, n: int) -> tuple[dict[str, Any], bool]:
+def slot_row(batch: tuple[Any, ...], i: int, n: int) -> tuple[dict[str, object], bool]:
     """Slot ``i``'s row of a batched ``(data, terminated[, reward])`` observation of ``n``
     slots, as the message an agent receives, and whether that slot terminated."""
     data, terminated = batch[0], batch[1]

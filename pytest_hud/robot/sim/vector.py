@@ -50,7 +50,7 @@ def build_env(target: Any, kwargs: dict[str, Any], num_envs: int, mode: str) -> 
     return gym.vector.SyncVectorEnv([functools.partial(_same, e) for e in envs])
 
 
-def _signature_names(fn: Callable[..., Any]) -> set[str]:
+def _signature_names(fn: Callable[..., object]) -> set[str]:
     try:
         return set(inspect.signature(fn).parameters)
     except (TypeError, ValueError):

@@ -57,7 +57,7 @@ class _End:
             raise self._gone()
         self._post(data)
 
-    async def send_message(self, message: dict[str, Any]) -> None:
+    async def send_message(self, message: dict[str, object]) -> None:
         """Pass ``message`` as the peer would decode it from ``pack(message)``: to the
         peer's ``direct`` handler if it set one, else into its inbox."""
         peer = self.peer
@@ -66,14 +66,14 @@ class _End:
         else:
             self.post_message(message)
 
-    def post_message(self, message: dict[str, Any]) -> None:
+    def post_message(self, message: dict[str, object]) -> None:
         """Queue ``message`` (carried) for the peer's next receive, without a coroutine and
         past any ``direct`` handler (which is only a shortcut for the same message)."""
         if self.closed:
             raise self._gone()
         self._post(carry(message))
 
-    def take(self) -> Any:
+    def take(self) -> object:
         """The next queued frame or message without waiting; None when nothing is queued
         or the connection is closing (then :meth:`recv` says so)."""
         inbox = self.inbox

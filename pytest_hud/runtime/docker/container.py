@@ -157,7 +157,7 @@ class DockerRuntime:
             f"'{LABEL}.module' label"
         )
 
-    def create_kwargs(self, task: Task, image: str, module: str | None) -> dict[str, Any]:
+    def create_kwargs(self, task: Task, image: str, module: str | None) -> dict[str, object]:
         sims = [CONTROL_PORT + 1 + i for i in range(self.sim_ports)]
         if self.command is not None:
             argv = list(self.command)
@@ -234,7 +234,7 @@ class _DockerSubstrate(PingedSubstrate):
         self.provider = provider
         self.container: Any = None
         self.image = ""
-        self.kwargs: dict[str, Any] = {}
+        self.kwargs: dict[str, object] = {}
 
     def ident(self) -> str:
         short = self.container.short_id if self.container is not None else "(not created)"

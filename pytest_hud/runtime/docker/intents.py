@@ -32,7 +32,7 @@ def _folder() -> Path:
     )
 
 
-def create_container(client: Any, kwargs: dict[str, Any]) -> Any:
+def create_container(client: Any, kwargs: dict[str, Any]) -> object:
     """``client.containers.create(**kwargs)`` behind an intent file (blocking)."""
     folder = _folder()
     folder.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from pytest_hud.plumbing.process import Child, child_env
 from pytest_hud.runtime.server import ANNOUNCE
@@ -44,7 +43,7 @@ class EnvServerActor:
 
     async def start(
         self, module: str, host: str | None, boot_timeout: float, auth: dict[str, str]
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """Spawn the server bound to ``host`` (default: the node's IP as Ray knows it),
         serving the driver's session (``auth``: its secret, from
         :func:`pytest_hud.plumbing.auth.auth_env`; the cluster may have been started by anyone);

@@ -51,8 +51,8 @@ def placement_options(
     num_gpus: float | None = None,
     memory: int | str | None = None,
     resources: Mapping[str, float] | None = None,
-    runtime_env: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    runtime_env: Mapping[str, object] | None = None,
+) -> dict[str, object]:
     """Ray ``.options(...)`` placing ``task``: its runtime_config (cpu, gpu count, memory,
     custom resources) on top of the given defaults."""
     cfg = task.runtime_config

@@ -89,7 +89,7 @@ class _RaySubstrate(Substrate):
             await self.stop()
             raise
 
-    async def _boot(self, options: dict[str, Any]) -> Runtime:
+    async def _boot(self, options: dict[str, object]) -> Runtime:
         import ray
 
         from pytest_hud.runtime.ray.env_server import EnvServerActor
@@ -176,7 +176,7 @@ class RayRuntime:
         num_cpus: float = 1,
         num_gpus: float | None = None,
         memory: int | str | None = None,
-        runtime_env: Mapping[str, Any] | None = None,
+        runtime_env: Mapping[str, object] | None = None,
         address: str | None = None,
         host: str | None = None,
         boot_timeout: float = 300.0,
@@ -202,7 +202,7 @@ class RayRuntime:
             text = str(Path(text).resolve())
         return _RaySubstrate(self, task, text)
 
-    def actor_options(self, task: Task) -> dict[str, Any]:
+    def actor_options(self, task: Task) -> dict[str, object]:
         """``.options(...)`` of the task's actor: the row's runtime_config on top of ours."""
         options = placement_options(
             task,

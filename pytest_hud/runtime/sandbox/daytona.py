@@ -213,7 +213,7 @@ class DaytonaRuntime(SandboxRuntime):
             options += ["-L", f"127.0.0.1:{bound}:127.0.0.1:{port}"]
         return [*self.ssh, *argv[1:-1], *options, argv[-1]]
 
-    def create_params(self, task: Task) -> Any:
+    def create_params(self, task: Task) -> object:
         """``CreateSandboxFromImageParams`` for ``task`` (its runtime_config wins)."""
         sdk = self.daytona
         cpu, gpu = setting(task, "cpu", self.cpu), setting(task, "gpu", self.gpu)

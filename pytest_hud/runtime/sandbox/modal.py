@@ -121,7 +121,7 @@ class ModalRuntime(SandboxRuntime):
         timeout: float = 3600,
         boot_timeout: float = 600,
         sim_ports: int = 8,
-        secrets: list[Any] | None = None,
+        secrets: list[object] | None = None,
         modal: ModuleType | Any = None,
     ) -> None:
         self.modal = modal if modal is not None else import_sdk("modal", _MISSING)
@@ -142,19 +142,19 @@ class ModalRuntime(SandboxRuntime):
             return []
         return serve_argv("python", self.module, "0.0.0.0", len(self.ports) - 1)
 
-    async def app(self) -> Any:
+    async def app(self) -> object:
         if self._app is None:
             self._app = await self.modal.App.lookup.aio(self.app_name, create_if_missing=True)
         return self._app
 
-    def resolve_image(self, image: object) -> Any:
+    def resolve_image(self, image: object) -> object:
         if not isinstance(image, str):
             return image
         if image not in self._images:
             self._images[image] = self.modal.Image.from_registry(image)
         return self._images[image]
 
-    def sandbox_kwargs(self, task: Task) -> dict[str, Any]:
+    def sandbox_kwargs(self, task: Task) -> dict[str, object]:
         """Sandbox.create's keyword arguments for ``task`` (its runtime_config wins)."""
         timeout = setting(task, "timeout", self.timeout)
         kwargs: dict[str, object] = {

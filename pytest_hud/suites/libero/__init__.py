@@ -47,7 +47,7 @@ APT += ["libgl1", "libglib2.0-0"]
 SIZE_VAR = "PYTEST_HUD_LIBERO_SIZE"
 
 
-def contract(size: int = 256) -> dict[str, Any]:
+def contract(size: int = 256) -> dict[str, object]:
     """The robot contract, known without building a sim (so booting builds nothing)."""
     features: dict[str, object] = {
         key: {

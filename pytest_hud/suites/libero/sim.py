@@ -80,7 +80,7 @@ class LiberoEnv(gym.Env):  # type: ignore[type-arg]
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    ) -> tuple[dict[str, np.ndarray], dict[str, object]]:
         k = int((options or {}).get("init_state", 0))
         if not 0 <= k < len(self.init_states):
             raise ValueError(
@@ -98,7 +98,7 @@ class LiberoEnv(gym.Env):  # type: ignore[type-arg]
 
     def step(
         self, action: np.ndarray
-    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, object]]:
         raw, reward, _, _ = self.sim.step(np.asarray(action, np.float64).reshape(ACTION_SIZE))
         self.steps += 1
         success = bool(self.sim.check_success())

@@ -43,7 +43,7 @@ CAMERAS_VAR = "PYTEST_HUD_METAWORLD_CAMERAS"
 SIZE_VAR = "PYTEST_HUD_METAWORLD_SIZE"
 
 
-def contract(cameras: Sequence[str] = (), size: int = 224) -> dict[str, Any]:
+def contract(cameras: Sequence[str] = (), size: int = 224) -> dict[str, object]:
     """The robot contract, known without building a sim (so booting builds nothing)."""
     features: dict[str, object] = {
         "observation/state": {"role": "observation", "dtype": "float32", "shape": [STATE_SIZE]},

@@ -64,7 +64,7 @@ class MetaWorldEnv(gym.Env):  # type: ignore[type-arg]
         self.stop_on_success = stop_on_success
         self.variation = -1
         #: The last step's info (what metaworld said, before the bridge latched it).
-        self.last_info: dict[str, Any] = {}
+        self.last_info: dict[str, object] = {}
         known = {self.sim.model.camera(i).name for i in range(self.sim.model.ncam)}
         unknown = [c for c in self.cameras if c not in known]
         if unknown:
@@ -94,7 +94,7 @@ class MetaWorldEnv(gym.Env):  # type: ignore[type-arg]
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    ) -> tuple[dict[str, np.ndarray], dict[str, object]]:
         variation = (options or {}).get("variation")
         if variation is None:
             variation = int(np.random.default_rng(seed).integers(len(self.train_tasks)))
@@ -113,7 +113,7 @@ class MetaWorldEnv(gym.Env):  # type: ignore[type-arg]
 
     def step(
         self, action: np.ndarray
-    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, object]]:
         state, reward, terminated, truncated, info = self.sim.step(action)
         if self.stop_on_success and info.get("success"):
             terminated = True
