@@ -208,20 +208,36 @@ def read(path: str | Path) -> LedgerContents:
     return out
 
 
+#: how much of a ledger :func:`_check_tail` holds at once
+_CHUNK = 1 << 20
+
+
 def _check_tail(path: Path) -> TornLine | None:
     """The torn last line of the ledger at ``path``, if any, after checking its last whole
-    record: an append needs only the end of the file, so opening one stays as fast for a
-    history of years as for a new file (:func:`read` checks every line), and a file that is
-    not a ledger is still refused before anything is cut off it."""
-    data = path.read_bytes()
-    end = data.rfind(b"\n") + 1  # the whole lines end here
-    body = data[:end].rstrip()
+    record: an append needs only the end of the file, so opening one parses one record
+    however long the history (:func:`read` parses every line) and holds a chunk of it at a
+    time, while a file that is not a ledger is still refused before anything is cut off."""
+    with path.open("rb") as f:
+        newlines = end = size = 0  # newlines counted; where the whole lines end; bytes
+        while block := f.read(_CHUNK):
+            found = block.count(b"\n")
+            if found:
+                newlines += found
+                end = size + block.rindex(b"\n") + 1
+            size += len(block)
+        lo, tail = end, b""
+        while lo > 0:  # back from the end until the last non-blank line's start is in view
+            lo = max(0, lo - _CHUNK)
+            f.seek(lo)
+            tail = f.read(end - lo)
+            if b"\n" in tail.rstrip():
+                break
+    body = tail.rstrip()
     if body:
         start = body.rfind(b"\n") + 1
-        _parse(body[start:], body.count(b"\n", 0, start) + 1, path)
-    if end == len(data):
-        return None
-    return TornLine(data.count(b"\n", 0, end) + 1, end, len(data) - end)
+        before = newlines - tail.count(b"\n")  # newlines ahead of the bytes in view
+        _parse(body[start:], before + body.count(b"\n", 0, start) + 1, path)
+    return None if end == size else TornLine(newlines + 1, end, size - end)
 
 
 class Ledger:
