@@ -157,6 +157,48 @@ def shard_main(url: str, shard: int, shards: int, work: Work) -> None:
     print(json.dumps(out))
 
 
+def bare_main(url: str, shard: int, shards: int, work: Work, inflight: int = 1) -> None:
+    """One bare client process: the benchmark stepped in a plain loop that asks the server
+    through pytest-hud's VlaEvalSession, nothing else (no pytest, no agent, no bridge), with
+    ``inflight`` such loops at once: the floor of any harness on this server. Its share of
+    the work items is every ``shards``-th one; results as JSON on stdout's last line, as a
+    shard's."""
+    import asyncio
+
+    import numpy as np
+    from cartpole_bench import CartPoleBenchmark
+
+    from pytest_hud.interop.vla_eval.session import VlaEvalSession
+
+    out: dict[str, list[Any]] = {}
+
+    async def loop(items: list[dict[str, Any]]) -> None:
+        bench = CartPoleBenchmark(goals=GOALS, max_steps=work.max_steps)
+        session = VlaEvalSession(url)
+        await session.open()
+        for task in items:
+            bench._task, t0 = task, time.perf_counter()
+            raw, steps, total, done = bench.reset(task), 0, 0.0, False
+            await session.start_episode(task)
+            while steps < work.max_steps and not done:
+                action = await session.act(bench.make_obs(raw, task))
+                result = bench.step({"actions": np.asarray(action)})
+                raw, steps, total, done = result.obs, steps + 1, total + result.reward, result.done
+            await session.end_episode({"metrics": {"total_reward": total}, "steps": steps})
+            key = f"{task['name']}/{task['episode_idx']}"
+            out[key] = [total, total >= task["goal"], steps, time.perf_counter() - t0]
+        await session.close()
+
+    async def run() -> None:
+        tasks = CartPoleBenchmark(goals=GOALS).get_tasks()
+        items = [{**t, "episode_idx": ep} for t in tasks for ep in range(work.episodes)]
+        mine = items[shard::shards]
+        await asyncio.gather(*(loop(mine[k::inflight]) for k in range(inflight)))
+
+    asyncio.run(run())
+    print(json.dumps(out))
+
+
 @dataclass(frozen=True)
 class Work:
     """What every variant runs: episodes per task, steps, the camera's size (0: none), for
@@ -204,8 +246,11 @@ def child_env(work: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def run_vla_eval(url: str, shards: int, work: Path, w: Work) -> Run:
+def run_vla_eval(url: str, shards: int, work: Path, w: Work, bare: int = 0) -> Run:
+    """vla-eval's ``shards`` shard processes (``bare``: as many bare client processes, each
+    with ``bare`` episodes in flight)."""
     cmd = [sys.executable, __file__, "--url", url, *w.argv()]
+    cmd += ["--bare", str(bare)] if bare else []
     t0 = time.perf_counter()
     procs = [
         subprocess.Popen(
@@ -221,7 +266,7 @@ def run_vla_eval(url: str, shards: int, work: Path, w: Work) -> Run:
     run = Run(time.perf_counter() - t0)
     for p, out in zip(procs, outs, strict=True):
         if p.returncode != 0:
-            raise SystemExit(f"a vla-eval shard failed (exit {p.returncode}):\n{out[-2000:]}")
+            raise SystemExit(f"a client process failed (exit {p.returncode}):\n{out[-2000:]}")
         for key, (reward, success, steps, elapsed) in json.loads(
             out.strip().splitlines()[-1]
         ).items():
@@ -301,6 +346,13 @@ def bare_pytest(work: Path, workers: int, plugin: bool) -> float:
     return time.perf_counter() - t0
 
 
+def python_alone(work: Path) -> float:
+    """An interpreter that starts and exits: what each process pays before any import."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], env=child_env(work), check=True, timeout=60)
+    return time.perf_counter() - t0
+
+
 def vla_eval_import(work: Path) -> float:
     """A shard process's start without episodes: Python, vla-eval and the benchmark's imports."""
     code = "import anyio, vla_eval.orchestrator, cartpole_bench"
@@ -344,6 +396,12 @@ def variants(url: str, work: Path, args: argparse.Namespace) -> list[Variant]:
         if args.camera:  # the images raw, as pytest-hud sends them
             go = lambda n=n: run_vla_eval(url, n, work, raw)  # noqa: E731
             out.append(Variant(f"vla-eval {n} raw", n, go, procs=n))
+        if not args.camera:  # the floor: a bare client in each of N processes, or N in one
+            go = lambda n=n: run_vla_eval(url, n, work, w, bare=1)  # noqa: E731
+            out.append(Variant(bare_name(n, n), n, go, procs=n))
+            if n > 1:
+                go = lambda n=n: run_vla_eval(url, 1, work, w, bare=n)  # noqa: E731
+                out.append(Variant(bare_name(n, 1), n, go))
         for how, tag in ((w, "hud"), (apart, "hud sim process")):
             name = f"{tag} -n {n}" if n > 1 else f"{tag} 1 process"
             out.append(Variant(name, n, hud(n, 1, how), procs=n))
@@ -356,7 +414,8 @@ def variants(url: str, work: Path, args: argparse.Namespace) -> list[Variant]:
             go = lambda a=native: run_hud(work, "native_env", a, 1, 1, w)  # noqa: E731
             out.append(Variant("hud native", 1, go, server=False))
     if args.only:
-        out = [v for v in out if re.search(args.only, v.name) or v.name.startswith("vla-eval")]
+        keep = ("vla-eval", "bare")
+        out = [v for v in out if re.search(args.only, v.name) or v.name.startswith(keep)]
     return out
 
 
@@ -366,6 +425,7 @@ def startup(url: str, work: Path, reps: int) -> list[tuple[str, float]]:
     agent = f"vla-eval:{url}"
     tiny, items = Work(1, 1), Work(ITEMS // 2, 1)
     pieces: dict[str, Callable[[], float]] = {
+        PYTHON_ALONE: lambda: python_alone(work),
         "vla-eval: Python + vla-eval + benchmark imports": lambda: vla_eval_import(work),
         "vla-eval: 1 shard, 2 episodes x 1 step": lambda: run_vla_eval(url, 1, work, tiny).wall,
         "pytest-hud: pytest + plugin + collection + preflight (--collect-only)": lambda: (
@@ -381,7 +441,7 @@ def startup(url: str, work: Path, reps: int) -> list[tuple[str, float]]:
         # the floor under -n: pytest and xdist alone, then with the plugin, on a file of two
         # empty tests (no rollout, no env module)
         "pytest alone: 1 process, 2 empty tests": lambda: bare_pytest(work, 1, False),
-        "pytest alone: -n 2, 2 empty tests": lambda: bare_pytest(work, 2, False),
+        XDIST_ALONE.format(2): lambda: bare_pytest(work, 2, False),
         "pytest + pytest-hud: 1 process, 2 empty tests": lambda: bare_pytest(work, 1, True),
         "pytest + pytest-hud: -n 2, 2 empty tests": lambda: bare_pytest(work, 2, True),
         # what each episode costs beyond its steps: a test item, against a shard's episode
@@ -407,6 +467,45 @@ def startup(url: str, work: Path, reps: int) -> list[tuple[str, float]]:
 
 #: one-step episodes in the start-up table's per-episode rows (two tasks)
 ITEMS = 200
+PYTHON_ALONE = "Python alone: python -c pass"
+XDIST_ALONE = "pytest alone: -n {}, 2 empty tests"
+
+
+def bare_name(inflight: int, procs: int) -> str:
+    if inflight == 1:
+        return "bare 1 process"
+    return f"bare {procs} processes" if procs > 1 else f"bare c{inflight}"
+
+
+def floors(best: dict[str, Run], starts: list[tuple[str, float]], parallel: list[int]) -> list[str]:
+    """What the bare clients in the same run say about the targets. At N in flight the
+    default in one process is no faster than the bare client with N loops in one process
+    (``bare cN``), nor ``-n N`` than N bare processes; ``-n N`` also pays xdist's own start
+    (pytest and xdist with no plugin, two empty tests) before that work (the interpreters'
+    start is in both, so it is counted once): if that floor is above ``hud cN``'s wall, no
+    plugin change makes ``-n N`` as fast as one process at this concurrency here."""
+    start = dict(starts)
+    out = []
+    for n in parallel:
+        ref = best[f"vla-eval {n}"]
+        for name in dict.fromkeys((bare_name(n, 1), bare_name(n, n))):
+            if name in best:
+                wall = best[name].wall
+                out.append(
+                    f"{name}: {wall:.2f} s against vla-eval {n}'s {ref.wall:.2f} "
+                    f"({wall / ref.wall:.2f}x)"
+                )
+        procs, one = best.get(bare_name(n, n)), best.get(f"hud c{n}")
+        xdist = start.get(XDIST_ALONE.format(n))
+        if n > 1 and procs is not None and one is not None and xdist is not None:
+            floor = xdist + procs.wall - n * start[PYTHON_ALONE]
+            verdict = "above" if floor > one.wall else "not above"
+            out.append(
+                f"  -n {n} floor: xdist alone {xdist:.2f} + {bare_name(n, n)} {procs.wall:.2f} "
+                f"- {n} x Python alone {start[PYTHON_ALONE]:.2f} = {floor:.2f} s, {verdict} "
+                f"hud c{n}'s {one.wall:.2f} s"
+            )
+    return out
 
 
 def main() -> None:
@@ -431,10 +530,13 @@ def main() -> None:
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--shard", help=argparse.SUPPRESS)
     parser.add_argument("--raw-images", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--bare", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.shard:
         shard, shards = (int(x) for x in args.shard.split("/"))
         work = Work(args.episodes, args.max_steps, args.camera, args.raw_images)
+        if args.bare:
+            return bare_main(args.url, shard, shards, work, args.bare)
         return shard_main(args.url, shard, shards, work)
 
     from peer_vla_eval_steps import cpu_seconds
@@ -575,6 +677,11 @@ def show(
         print("\nstart-up (best wall, s)")
         for name, wall in starts:
             print(f"  {wall:6.2f}  {name}")
+    bounds = floors(best, starts, args.parallel)
+    if bounds:
+        print("\nthe floor (a bare client: VlaEvalSession and the benchmark, nothing else)")
+        for line in bounds:
+            print(f"  {line}")
     if args.report:
         from _report import write_table
 
@@ -595,8 +702,11 @@ def show(
         )
         if starts:
             note += " Start-up (best wall): " + "; ".join(
-                f"{name} {wall:.2f} s" for name, wall in starts
+                f"{name} {wall:.2f}" + ("" if "(not s)" in name else " s") for name, wall in starts
             )
+            note += "."
+        if bounds:
+            note += " The floor: " + "; ".join(line.strip() for line in bounds) + "."
         name = "peer-vla-eval" + ("-inflight" if args.batch == "inflight" else "")
         name += "-nowindow" if args.wait == 0 else ""
         name += f"-camera{args.camera}" if args.camera else ""
