@@ -26,6 +26,12 @@ processes: the issue's "1 and 2 shards against -n 1 and -n 2"). For each N in
                        the default before, kept for isolation)
     hud native         (N=1) pytest-hud's own agent (the same controller in-process) and
                        its own sim (env.gym("CartPole-v1"), the same seeds)
+    bare 1 process, bare cN, bare N processes
+                       the floor (not with --camera): pytest-hud's VlaEvalSession and the
+                       benchmark in a plain loop, nothing else, one loop per process or N
+                       in one; the bench prints what each says about the rows it bounds,
+                       and the floor under -n N (xdist's own start, then the bare
+                       processes' work) against hud cN
 
 Everything else is equal: one vla-eval StepBenchmark (CartPole, state only,
 tests/helpers/vla_eval_peer/cartpole_bench.py), one model server process (the scripted
