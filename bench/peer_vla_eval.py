@@ -352,10 +352,11 @@ def bare_pytest(work: Path, workers: int, plugin: bool) -> float:
     return time.perf_counter() - t0
 
 
-def python_alone(work: Path) -> float:
-    """An interpreter that starts and exits: what each process pays before any import."""
+def python_alone(work: Path, code: str = "pass") -> float:
+    """An interpreter that runs ``code`` and exits (``pass``: what each process pays before
+    any import; ``import pytest``: that and all pytest imports)."""
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "pass"], env=child_env(work), check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", code], env=child_env(work), check=True, timeout=60)
     return time.perf_counter() - t0
 
 
@@ -432,6 +433,7 @@ def startup(url: str, work: Path, reps: int) -> list[tuple[str, float]]:
     tiny, items = Work(1, 1), Work(ITEMS // 2, 1)
     pieces: dict[str, Callable[[], float]] = {
         PYTHON_ALONE: lambda: python_alone(work),
+        PYTEST_IMPORT: lambda: python_alone(work, "import pytest"),
         "vla-eval: Python + vla-eval + benchmark imports": lambda: vla_eval_import(work),
         "vla-eval: 1 shard, 2 episodes x 1 step": lambda: run_vla_eval(url, 1, work, tiny).wall,
         "pytest-hud: pytest + plugin + collection + preflight (--collect-only)": lambda: (
@@ -474,6 +476,7 @@ def startup(url: str, work: Path, reps: int) -> list[tuple[str, float]]:
 #: one-step episodes in the start-up table's per-episode rows (two tasks)
 ITEMS = 200
 PYTHON_ALONE = "Python alone: python -c pass"
+PYTEST_IMPORT = "Python and pytest's imports: python -c 'import pytest'"
 XDIST_ALONE = "pytest alone: -n {}, 2 empty tests"
 
 
@@ -487,9 +490,10 @@ def floors(best: dict[str, Run], starts: list[tuple[str, float]], parallel: list
     """What the bare clients in the same run say about the targets. At N in flight the
     default in one process is no faster than the bare client with N loops in one process
     (``bare cN``), nor ``-n N`` than N bare processes; ``-n N`` also pays xdist's own start
-    (pytest and xdist with no plugin, two empty tests) before that work (the interpreters'
-    start is in both, so it is counted once): if that floor is above ``hud cN``'s wall, no
-    plugin change makes ``-n N`` as fast as one process at this concurrency here."""
+    (pytest and xdist with no plugin, two empty tests) before that work. What the two could
+    share is counted once: each process's interpreter and, at most, every module pytest
+    imports (so the floor is low, never high). If it is above ``hud cN``'s wall, no plugin
+    change makes ``-n N`` as fast as one process at this concurrency here."""
     start = dict(starts)
     out = []
     for n in parallel:
@@ -502,14 +506,14 @@ def floors(best: dict[str, Run], starts: list[tuple[str, float]], parallel: list
                     f"({wall / ref.wall:.2f}x)"
                 )
         procs, one = best.get(bare_name(n, n)), best.get(f"hud c{n}")
-        xdist = start.get(XDIST_ALONE.format(n))
-        if n > 1 and procs is not None and one is not None and xdist is not None:
-            floor = xdist + procs.wall - n * start[PYTHON_ALONE]
+        xdist, shared = start.get(XDIST_ALONE.format(n)), start.get(PYTEST_IMPORT)
+        if n > 1 and procs is not None and one is not None and xdist is not None and shared:
+            floor = xdist + procs.wall - n * shared
             verdict = "above" if floor > one.wall else "not above"
             out.append(
                 f"  -n {n} floor: xdist alone {xdist:.2f} + {bare_name(n, n)} {procs.wall:.2f} "
-                f"- {n} x Python alone {start[PYTHON_ALONE]:.2f} = {floor:.2f} s, {verdict} "
-                f"hud c{n}'s {one.wall:.2f} s"
+                f"- {n} x (Python and pytest's imports) {shared:.2f} = {floor:.2f} s, "
+                f"{verdict} hud c{n}'s {one.wall:.2f} s"
             )
     return out
 
