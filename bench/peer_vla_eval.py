@@ -171,8 +171,8 @@ def bare_main(url: str, shard: int, shards: int, work: Work, inflight: int = 1) 
     shard's."""
     import asyncio
 
-    import numpy as np
     from cartpole_bench import CartPoleBenchmark
+    from peer_vla_eval_steps import bare_episode
 
     from pytest_hud.interop.vla_eval.session import VlaEvalSession
 
@@ -183,14 +183,8 @@ def bare_main(url: str, shard: int, shards: int, work: Work, inflight: int = 1) 
         session = VlaEvalSession(url)
         await session.open()
         for task in items:
-            bench._task, t0 = task, time.perf_counter()
-            raw, steps, total, done = bench.reset(task), 0, 0.0, False
-            await session.start_episode(task)
-            while steps < work.max_steps and not done:
-                action = await session.act(bench.make_obs(raw, task))
-                result = bench.step({"actions": np.asarray(action)})
-                raw, steps, total, done = result.obs, steps + 1, total + result.reward, result.done
-            await session.end_episode({"metrics": {"total_reward": total}, "steps": steps})
+            t0 = time.perf_counter()
+            steps, total = await bare_episode(session, bench, task, work.max_steps)
             key = f"{task['name']}/{task['episode_idx']}"
             out[key] = [total, total >= task["goal"], steps, time.perf_counter() - t0]
         await session.close()
@@ -354,15 +348,8 @@ def bare_pytest(work: Path, workers: int, plugin: bool) -> float:
 
 def python_alone(work: Path, code: str = "pass") -> float:
     """An interpreter that runs ``code`` and exits (``pass``: what each process pays before
-    any import; ``import pytest``: that and all pytest imports)."""
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], env=child_env(work), check=True, timeout=60)
-    return time.perf_counter() - t0
-
-
-def vla_eval_import(work: Path) -> float:
-    """A shard process's start without episodes: Python, vla-eval and the benchmark's imports."""
-    code = "import anyio, vla_eval.orchestrator, cartpole_bench"
+    any import; ``import pytest``: that and all pytest imports; a shard's imports: its start
+    without episodes)."""
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], env=child_env(work), check=True, timeout=600)
     return time.perf_counter() - t0
@@ -434,7 +421,9 @@ def startup(url: str, work: Path, reps: int) -> list[tuple[str, float]]:
     pieces: dict[str, Callable[[], float]] = {
         PYTHON_ALONE: lambda: python_alone(work),
         PYTEST_IMPORT: lambda: python_alone(work, "import pytest"),
-        "vla-eval: Python + vla-eval + benchmark imports": lambda: vla_eval_import(work),
+        "vla-eval: Python + vla-eval + benchmark imports": lambda: python_alone(
+            work, "import anyio, vla_eval.orchestrator, cartpole_bench"
+        ),
         "vla-eval: 1 shard, 2 episodes x 1 step": lambda: run_vla_eval(url, 1, work, tiny).wall,
         "pytest-hud: pytest + plugin + collection + preflight (--collect-only)": lambda: (
             collect_only(work, agent)

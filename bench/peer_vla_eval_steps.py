@@ -143,29 +143,37 @@ def spin(seconds: float) -> None:
         pass
 
 
+async def bare_episode(
+    session: Any, bench: Any, task: dict[str, Any], max_steps: int, delay: float = 0.0
+) -> tuple[int, float]:
+    """One episode of the bare client, the floor of any harness: the benchmark stepped in a
+    plain loop, ``session`` (pytest-hud's VlaEvalSession) asking the server, ``delay``
+    seconds of busy work before each answer; its steps and reward total."""
+    import numpy as np
+
+    bench._task = task
+    raw, steps, total, done = bench.reset(task), 0, 0.0, False
+    await session.start_episode(task)
+    while steps < max_steps and not done:
+        action = await session.act(bench.make_obs(raw, task))
+        if delay:
+            spin(delay)
+        result = bench.step({"actions": np.asarray(action)})
+        raw, steps, total, done = result.obs, steps + 1, total + result.reward, result.done
+    await session.end_episode({"metrics": {"total_reward": total}, "steps": steps})
+    return steps, total
+
+
 async def bare(url: str, server: int, n: int, steps: int, delay: float = 0.0) -> Row:
     """N bare loops in this process: the benchmark stepped here, VlaEvalSession asking;
     ``delay`` seconds of busy work added before each answer (the server-timing floor)."""
-    import numpy as np
     from cartpole_bench import CartPoleBenchmark
 
     from pytest_hud.interop.vla_eval.session import VlaEvalSession
 
     async def loop(session: VlaEvalSession) -> int:
         bench = CartPoleBenchmark(max_steps=steps, goals=(1e9,))
-        bench._task = TASK
-        raw, done = bench.reset(TASK), 0
-        await session.start_episode(TASK)
-        for _ in range(steps):
-            action = await session.act(bench.make_obs(raw, TASK))
-            if delay:
-                spin(delay)
-            result = bench.step({"actions": np.asarray(action)})
-            raw, done = result.obs, done + 1
-            if result.done:
-                break
-        await session.end_episode({"success": True})
-        return done
+        return (await bare_episode(session, bench, TASK, steps, delay))[0]
 
     sessions = [VlaEvalSession(url) for _ in range(n)]
     for session in sessions:
