@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -40,6 +41,7 @@ class Browser:
                 f"--user-data-dir={self.profile}", "about:blank",
             ],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "TMPDIR": self.profile},  # its singleton socket's dir too
         )  # fmt: skip
         port = self._devtools_port()
         deadline = time.monotonic() + WAIT
