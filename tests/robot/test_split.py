@@ -24,13 +24,24 @@ from pytest_hud.robot import BatchedAgent, GymBridge, Model, RobotAgent
 from pytest_hud.robot.agent.split import REPROBE, WINDOW, Split
 
 
-def feed(split: Split, seconds_per_row: dict[bool, float], live: int, chunks: int) -> None:
-    """Answer ``chunks`` chunks of ``live`` rows, each row taking the way's time."""
-    now = 0.0
+def feed(
+    split: Split,
+    seconds_per_row: dict[bool, float],
+    live: int,
+    chunks: int,
+    stall_halves: tuple[int, float] | None = None,
+) -> None:
+    """Answer ``chunks`` chunks of ``live`` rows, each row taking the way's time; with
+    ``stall_halves=(k, s)`` every k-th answer in halves comes ``s`` seconds later still."""
+    now, halves_answers = 0.0, 0
     for _ in range(chunks):
         rows = live // 2 if split.halves else live
         for _ in range(live // rows):
             now += rows * seconds_per_row[split.halves]
+            if split.halves and stall_halves is not None:
+                halves_answers += 1
+                if halves_answers % stall_halves[0] == 0:
+                    now += stall_halves[1]
             split.answered(rows, now, live, eligible=True)
 
 
@@ -44,6 +55,17 @@ def test_split_runs_halves_probes_one_batch_and_keeps_the_faster() -> None:
     feed(slower_halves, {False: 0.010, True: 0.013}, live=8, chunks=3 * WINDOW + 4)
     assert [way for way, _ in slower_halves.history[:2]] == [True, False]
     assert not slower_halves.halves and not slower_halves.chosen
+
+
+def test_one_stall_in_a_window_does_not_decide_the_way() -> None:
+    """Halves 30% faster, but one answer in every window of the halves comes a second
+    late (another process had the machine): without that one gap the halves still win."""
+    split = Split()
+    stall = (2 * WINDOW, 1.0)  # a window of halves is 2 x WINDOW answers: one stall in each
+    feed(split, {False: 0.010, True: 0.007}, live=8, chunks=3 * WINDOW + 4, stall_halves=stall)
+    assert [way for way, _ in split.history[:2]] == [True, False]
+    assert split.halves and split.chosen
+    assert split.rates[True] > split.rates[False]
 
 
 def test_split_keeps_the_halves_on_a_tie_and_probes_again_later() -> None:

@@ -35,9 +35,12 @@ class Split:
         self.rates: dict[bool, float] = {}
         #: Every (halves, rate) measured, oldest first (for reports and tests).
         self.history: list[tuple[bool, float]] = []
-        self._skip = 0  # rows still to ignore after a switch
+        self._skip = 0  # rows still to ignore after the start or a switch
+        self._started = False  # a forward was answered: the start is behind
         self._since: float | None = None  # start of the current window
         self._rows = 0  # rows answered in it
+        self._last = 0.0  # when its last answer came
+        self._longest = (0.0, 0)  # its longest gap between two answers, and the rows after it
         self._windows = 0  # windows on the chosen way since the last probe
 
     def answered(self, rows: int, now: float, live: int, eligible: bool) -> None:
@@ -48,16 +51,22 @@ class Split:
         if not eligible or live < 1:
             self._since, self._rows = None, 0
             return
+        if not self._started:  # the first chunks carry the rollouts' start: not measured
+            self._started = True
+            self._skip = live
         if self._skip > 0:
             self._skip -= rows
             return
         if self._since is None:
-            self._since, self._rows = now, 0
+            self._since, self._last, self._rows, self._longest = now, now, 0, (0.0, 0)
             return
+        gap, self._last = now - self._last, now
         self._rows += rows
+        if gap > self._longest[0]:
+            self._longest = (gap, rows)
         if self._rows < WINDOW * live or now <= self._since:
             return
-        rate = self._rows / (now - self._since) / live
+        rate = self._rate(now - self._since) / live
         self._since, self._rows = None, 0
         self.history.append((self.halves, rate))
         probed = self.halves != self.chosen
@@ -71,6 +80,15 @@ class Split:
         self._windows += 1
         if self._windows >= REPROBE or (not self.chosen) not in self.rates:
             self._go(not self.chosen, live)
+
+    def _rate(self, elapsed: float) -> float:
+        """The window's rows a second, without its longest gap between two answers and
+        that answer's rows: one stall of the machine (another process, a collection)
+        must not decide the way."""
+        gap, rows = self._longest
+        if gap < elapsed and rows < self._rows:
+            return (self._rows - rows) / (elapsed - gap)
+        return self._rows / elapsed
 
     def _go(self, halves: bool, live: int) -> None:
         """Run the next forwards ``halves`` (or in one batch) from the next chunk on."""
