@@ -139,6 +139,31 @@ async def test_the_in_process_pair_ends_like_a_websocket() -> None:
         await inproc.unregister("ws://127.0.0.1:1")
 
 
+async def test_a_second_reader_of_one_in_process_end_is_told_so() -> None:
+    """One task receives on a connection at a time, as on a WebSocket: a second reader
+    gets an error saying so, and the first still gets its frame."""
+    go = asyncio.Event()
+
+    async def handler(end: inproc.InprocServerEnd) -> None:
+        await go.wait()
+        await end.send(b"first")
+        await asyncio.Event().wait()  # held open until the client closes
+
+    inproc.register("ws://127.0.0.1:3", handler)
+    try:
+        client = inproc.dial("ws://127.0.0.1:3")
+        assert client is not None
+        reader = asyncio.create_task(client.recv())
+        await asyncio.sleep(0)  # the reader's first step: it waits for a frame
+        with pytest.raises(RuntimeError, match="two tasks read one in-process connection"):
+            await client.recv()
+        go.set()
+        assert await asyncio.wait_for(reader, 30) == b"first"
+        await client.close()
+    finally:
+        await inproc.unregister("ws://127.0.0.1:3")
+
+
 class ReusingCounter(CounterSim):
     """Writes every observation into the same buffers, as VlaEvalBridge and many sims do."""
 

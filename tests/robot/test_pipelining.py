@@ -9,12 +9,14 @@ old lockstep), and every episode's actions and grade must be the same.
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import numpy as np
 import pytest
+from sims import CounterSim
 
-from pytest_hud.robot import BatchedAgent, GymBridge, Model, RobotAgent
+from pytest_hud.robot import BatchedAgent, GymBridge, Model, RobotAgent, RobotClient
 from pytest_hud.robot.agent.agent import RunSettings
 
 
@@ -154,7 +156,6 @@ async def test_an_observer_end_in_a_thread_does_not_hold_the_other_rollouts() ->
     """One rollout's episode-end work (a GIF encode) runs off the event loop: the other
     rollout keeps stepping meanwhile. On the loop, the end would wait out its 30 s bound
     with the other rollout frozen, and report that it never stepped."""
-    import threading
 
     began, other_stepped = threading.Event(), threading.Event()
     short, long = GymBridge("Pendulum-v1"), GymBridge("Pendulum-v1")
@@ -182,3 +183,55 @@ async def test_an_observer_end_in_a_thread_does_not_hold_the_other_rollouts() ->
             await bridge.stop()
     assert first.steps == 3 and second.steps == 150
     assert first.extra["other_stepped_meanwhile"] is True
+
+
+class HeldStep(CounterSim):
+    """Two slots that step alone on a sim thread. Slot 0's first step waits there until
+    slot 1 has acted, so slot 1's action comes while a step is under way."""
+
+    offload = True
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(num_envs=2, length=3)
+        self.loop, self.order = loop, []
+        self.stepping, self.acted = asyncio.Event(), threading.Event()
+
+    def step_slots(self, indices: list[int], actions: np.ndarray) -> None:
+        if indices == [0] and not self.order:
+            self.loop.call_soon_threadsafe(self.stepping.set)
+            if not self.acted.wait(30):
+                raise RuntimeError("slot 1 never acted")
+        self.order.append(list(indices))
+        for j, i in enumerate(indices):
+            self.count[i] += actions[j, 0]
+            self.ticks[i] += 1
+
+    async def _on_action(self, slot: Any, frame: object) -> None:
+        await super()._on_action(slot, frame)
+        if slot.index == 1:
+            self.acted.set()
+
+
+@pytest.mark.anyio
+async def test_an_action_that_comes_during_a_step_is_stepped_after_it() -> None:
+    """A slot that steps alone steps at once when its agent acts; an action that comes
+    while that step waits on the sim thread is stepped after it, not left waiting."""
+    bridge = HeldStep(asyncio.get_running_loop())
+    await bridge.start()
+    try:
+        grants = [await bridge.claim(seed=1), await bridge.claim(seed=1)]
+        first, second = [await RobotClient.connect(bridge.url, token=g["token"]) for g in grants]
+        for client in (first, second):
+            await client.get_observation()
+        await first.send_action(np.array([1.0, 0.0]))
+        await asyncio.wait_for(bridge.stepping.wait(), 30)
+        await second.send_action(np.array([2.0, 0.0]))
+        one = await first.get_observation(timeout=30)
+        two = await second.get_observation(timeout=30)
+        for client in (first, second):
+            await client.close()
+    finally:
+        await bridge.stop()
+    assert bridge.order == [[0], [1]]
+    assert one["data"]["observation/state"][0] == 1.0
+    assert two["data"]["observation/state"][0] == 2.0

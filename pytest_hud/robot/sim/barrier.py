@@ -35,6 +35,7 @@ class SlotBarrier(SimHooks):
     step_timeout: float
     _slots: list[_Slot]
     _stepping: bool
+    _missed: bool  # an action came while a step was under way: look again after it
     _watchdog: asyncio.TimerHandle | None
     _executor: object | None  # the sim thread's executor, None when the sim runs on the loop
 
@@ -64,9 +65,25 @@ class SlotBarrier(SimHooks):
             else:
                 await send_chunks(ws, pack_chunks(msg))
 
+    async def _acted(self, slot: _Slot) -> None:
+        """``slot``'s agent acted: step now. A one-slot sim or one whose slots step alone
+        steps that slot at once, without looking at the others (this runs every step);
+        a barrier waits for every participant (:meth:`_maybe_step`)."""
+        if self._stepping or not (self.num_envs == 1 or self._alone()):
+            await self._maybe_step()
+            return
+        self._stepping, self._missed = True, False
+        try:
+            await self._step([slot])
+        finally:
+            self._stepping = False
+        if self._missed:  # the step suspended (a sim thread, a socket) and others acted
+            await self._maybe_step()
+
     async def _maybe_step(self) -> None:
         """Step while every participant is ready; re-entrant calls return at once."""
         if self._stepping:
+            self._missed = True
             return
         self._stepping = True
         try:
@@ -121,12 +138,20 @@ class SlotBarrier(SimHooks):
 
     async def _step(self, acting: list[_Slot]) -> None:
         self._disarm()
+        alone = self._alone()
         try:
-            if self._alone():  # only the slots that acted, each with its own action
+            rows: np.ndarray
+            indices: list[int] | None = None
+            first = acting[0]
+            if len(acting) == 1 and first.action is not None and (self.num_envs == 1 or alone):
+                rows = first.action.reshape(1, -1).copy()  # the sim's own: it may write to it
+                first.action = None
+                indices = [first.index] if alone else None
+            elif alone:  # only the slots that acted, each with its own action
                 rows = np.stack([s.action for s in acting if s.action is not None])
                 for s in acting:
                     s.action = None
-                indices: list[int] | None = [s.index for s in acting]
+                indices = [s.index for s in acting]
             else:
                 rows, indices = self._barrier_rows(), None
             if self._executor is None:  # the sim runs here: no hop through a coroutine

@@ -87,7 +87,7 @@ class RobotBridge(SlotBarrier):
         self._slots = [_Slot(i) for i in range(self.num_envs)]
         self._server: Any = None
         self._executor: ThreadPoolExecutor | None = None
-        self._stepping = False
+        self._stepping = self._missed = False
         self._watchdog: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._batch_args: dict[str, Any] | None = None
@@ -98,6 +98,7 @@ class RobotBridge(SlotBarrier):
         self._port = 0
         self._key: str | None = None  # what an agent's url must carry (auth)
         self._open = 0  # agent connections being served
+        self._sockets = 0  # of which WebSockets (not an inline agent's in-process pair)
 
     @property
     def action_size(self) -> int | None:
@@ -219,6 +220,8 @@ class RobotBridge(SlotBarrier):
         slot: _Slot | None = None
         idle: Watchdog | None = None
         self._open += 1
+        on_socket = type(ws) is not InprocServerEnd
+        self._sockets += on_socket
         try:
             await ws.send(self._metadata_frame())
             try:
@@ -283,6 +286,7 @@ class RobotBridge(SlotBarrier):
             if idle is not None:
                 idle.close()
             self._open -= 1
+            self._sockets -= on_socket
             if slot is not None and slot.ws is ws:
                 slot.ws = None
                 slot.action = None
@@ -301,7 +305,7 @@ class RobotBridge(SlotBarrier):
                 f"action after the episode ended ({slot.reason}); stop when terminated is true"
             )
         slot.action = action
-        await self._maybe_step()
+        await self._acted(slot)
 
     async def _direct_action(
         self, ws: InprocServerEnd, slot: _Slot, idle: Watchdog, message: object
@@ -309,10 +313,8 @@ class RobotBridge(SlotBarrier):
         """An inline agent's action, handled in the agent's own task: no hand-off to the
         connection's task and back (two turns of the loop a step). Only where nothing in
         a step can suspend, so the agent's cancellation cannot cut a step in half: no sim
-        thread and every connection in-process; otherwise it is queued as a frame."""
-        if self._executor is not None or not all(
-            s.ws is None or type(s.ws) is InprocServerEnd for s in self._slots
-        ):
+        thread and no WebSocket agent served; otherwise it is queued as a frame."""
+        if self._executor is not None or self._sockets:
             ws.inbox.put_nowait(message)
             return
         if self.idle_timeout is not None:

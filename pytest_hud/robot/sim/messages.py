@@ -70,11 +70,18 @@ def slot_row(batch: tuple[Any, ...], i: int, n: int) -> tuple[dict[str, object],
         arr = value if type(value) is np.ndarray else np.asarray(value)
         msg[key] = arr[i] if arr.ndim >= 1 and arr.shape[0] == n else arr
     at = i if n > 1 else 0
-    done = bool(np.ravel(terminated)[at])
+    done = bool(_item(terminated, at))
     msg["terminated"] = done
     if len(batch) > 2 and batch[2] is not None:
-        msg["reward"] = float(np.ravel(batch[2])[at])
+        msg["reward"] = float(_item(batch[2], at))
     return msg, done
+
+
+def _item(values: Any, at: int) -> Any:
+    """Element ``at`` of a flat array, a list or a scalar (as ``np.ravel(values)[at]``)."""
+    if type(values) is np.ndarray and values.ndim == 1:  # the common case: no ravel
+        return values[at]
+    return np.ravel(values)[at]
 
 
 def _describe(obj: object) -> str:

@@ -8,6 +8,7 @@ and to a handler the receiving side registered (``direct``) it is handed in the 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -26,11 +27,49 @@ _served: dict[str, tuple[asyncio.AbstractEventLoop, Handler, set[asyncio.Task[No
 _CLOSED = object()  # queued by close(): the peer's recv() ends
 
 
+class _Inbox:
+    """What one end has received and not read: a deque and the one reader's wake-up (an
+    asyncio.Queue's getters and its bookkeeping cost more than the message a step)."""
+
+    __slots__ = ("_items", "_waiter")
+
+    def __init__(self) -> None:
+        self._items: deque[Any] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def empty(self) -> bool:
+        return not self._items
+
+    def put_nowait(self, item: object) -> None:
+        self._items.append(item)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def get_nowait(self) -> Any:
+        return self._items.popleft()
+
+    async def get(self) -> Any:
+        """The next item, waiting for it; one reader at a time, as on a WebSocket."""
+        while not self._items:
+            if self._waiter is not None:
+                raise RuntimeError(
+                    "two tasks read one in-process connection at once; one task receives "
+                    "on a connection at a time (as websockets requires)"
+                )
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self._items.popleft()
+
+
 class _End:
     """One side: it receives from ``inbox`` and sends into the peer's."""
 
     def __init__(self) -> None:
-        self.inbox: asyncio.Queue[Any] = asyncio.Queue()
+        self.inbox = _Inbox()
         self.peer: _End | None = None
         self.closed = False
         #: Set by the peer's handler: a message sent here is handled by that call in the
