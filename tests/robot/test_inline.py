@@ -155,7 +155,7 @@ async def test_a_second_reader_of_one_in_process_end_is_told_so() -> None:
         assert client is not None
         reader = asyncio.create_task(client.recv())
         await asyncio.sleep(0)  # the reader's first step: it waits for a frame
-        with pytest.raises(RuntimeError, match="two tasks read one in-process connection"):
+        with pytest.raises(RuntimeError, match="two tasks read one connection at once"):
             await client.recv()
         go.set()
         assert await asyncio.wait_for(reader, 30) == b"first"

@@ -315,7 +315,7 @@ class RobotBridge(SlotBarrier):
         a step can suspend, so the agent's cancellation cannot cut a step in half: no sim
         thread and no WebSocket agent served; otherwise it is queued as a frame."""
         if self._executor is not None or self._sockets:
-            ws.inbox.put_nowait(message)
+            ws.inbox.put(message)
             return
         if self.idle_timeout is not None:
             idle.extend(self.idle_timeout)

@@ -8,7 +8,6 @@ and to a handler the receiving side registered (``direct``) it is handed in the 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -16,6 +15,7 @@ from websockets.exceptions import ConnectionClosedOK
 
 from pytest_hud.robot.wire.codec import carry
 from pytest_hud.robot.wire.errors import TransportClosed
+from pytest_hud.robot.wire.mailbox import Mailbox
 
 __all__ = ["InprocServerEnd", "InprocTransport", "dial", "register", "unregister"]
 
@@ -27,49 +27,11 @@ _served: dict[str, tuple[asyncio.AbstractEventLoop, Handler, set[asyncio.Task[No
 _CLOSED = object()  # queued by close(): the peer's recv() ends
 
 
-class _Inbox:
-    """What one end has received and not read: a deque and the one reader's wake-up (an
-    asyncio.Queue's getters and its bookkeeping cost more than the message a step)."""
-
-    __slots__ = ("_items", "_waiter")
-
-    def __init__(self) -> None:
-        self._items: deque[Any] = deque()
-        self._waiter: asyncio.Future[None] | None = None
-
-    def empty(self) -> bool:
-        return not self._items
-
-    def put_nowait(self, item: object) -> None:
-        self._items.append(item)
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def get_nowait(self) -> Any:
-        return self._items.popleft()
-
-    async def get(self) -> Any:
-        """The next item, waiting for it; one reader at a time, as on a WebSocket."""
-        while not self._items:
-            if self._waiter is not None:
-                raise RuntimeError(
-                    "two tasks read one in-process connection at once; one task receives "
-                    "on a connection at a time (as websockets requires)"
-                )
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        return self._items.popleft()
-
-
 class _End:
     """One side: it receives from ``inbox`` and sends into the peer's."""
 
     def __init__(self) -> None:
-        self.inbox = _Inbox()
+        self.inbox: Mailbox[Any] = Mailbox()
         self.peer: _End | None = None
         self.closed = False
         #: Set by the peer's handler: a message sent here is handled by that call in the
@@ -83,13 +45,13 @@ class _End:
     def _post(self, frame: object) -> None:
         peer = self.peer
         if peer is not None and not peer.closed:
-            peer.inbox.put_nowait(frame)
+            peer.inbox.put(frame)
 
     def _shut(self) -> None:
         if not self.closed:
             self.closed = True
             self._post(_CLOSED)
-            self.inbox.put_nowait(_CLOSED)
+            self.inbox.put(_CLOSED)
 
     async def send(self, data: bytes | str) -> None:
         if self.closed:
@@ -115,25 +77,22 @@ class _End:
     def take(self) -> object:
         """The next queued frame or message without waiting; None when nothing is queued
         or the connection is closing (then :meth:`recv` says so)."""
-        inbox = self.inbox
-        if inbox.empty():
+        items = self.inbox.items
+        if not items or items[0] is _CLOSED:  # the close marker stays for recv() to raise
             return None
-        frame = inbox.get_nowait()
-        if frame is _CLOSED:  # the last thing a peer sends: queued again, recv() raises it
-            inbox.put_nowait(frame)
-            return None
-        return frame
+        return items.popleft()
 
     async def recv(self) -> Any:  # Any, so this end also fits the Transport protocol
         """The next frame (bytes or str) or message (the dict a peer passed with
         ``send_message``); raises once either side closed (the close marker stays queued,
         so later calls raise at once too)."""
-        frame = await self.inbox.get()
-        if frame is _CLOSED:
+        inbox = self.inbox
+        while not inbox.items:
+            await inbox.wait()
+        if inbox.items[0] is _CLOSED:  # left queued: every later call raises at once too
             self.closed = True
-            self.inbox.put_nowait(_CLOSED)
             raise self._gone()
-        return frame
+        return inbox.items.popleft()
 
 
 class InprocTransport(_End):

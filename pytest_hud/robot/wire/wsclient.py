@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import collections
 import contextlib
 import os
 from collections.abc import Mapping
@@ -29,6 +28,7 @@ from pytest_hud.robot.wire.frames import (
     _ProtocolViolation,
     mask,
 )
+from pytest_hud.robot.wire.mailbox import Mailbox
 
 __all__ = ["FrameTransport", "mask"]
 
@@ -55,8 +55,7 @@ class _Protocol(asyncio.BufferedProtocol):
         self._big_head = 0
         self._upgraded = False
         self.response: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self._messages: collections.deque[bytes | memoryview | str] = collections.deque()
-        self._waiter: asyncio.Future[None] | None = None
+        self._mail: Mailbox[bytes | memoryview | str] = Mailbox()
         self._frag_op: int | None = None
         self._frag_parts: list[bytes | memoryview] = []
         self.closed: TransportClosed | None = None
@@ -222,27 +221,22 @@ class _Protocol(asyncio.BufferedProtocol):
 
     # -- delivery ---------------------------------------------------------------------
     def _deliver(self, message: bytes | memoryview | str) -> None:
-        self._messages.append(message)
-        if len(self._messages) > _QUEUE_HIGH and self.transport is not None:
+        self._mail.put(message)
+        if len(self._mail.items) > _QUEUE_HIGH and self.transport is not None:
             self.transport.pause_reading()
             self._reading_paused = True
-        self._wake()
 
     def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
+        self._mail.wake()
 
     async def next_message(self) -> bytes | memoryview | str:
-        while not self._messages:
+        messages = self._mail.items
+        while not messages:
             if self.closed is not None:
                 raise self.closed
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        message = self._messages.popleft()
-        if self._reading_paused and len(self._messages) < _QUEUE_HIGH // 2:
+            await self._mail.wait()
+        message = messages.popleft()
+        if self._reading_paused and len(messages) < _QUEUE_HIGH // 2:
             self._reading_paused = False
             if self.transport is not None:
                 self.transport.resume_reading()
