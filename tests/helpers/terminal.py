@@ -1,12 +1,16 @@
 """A real terminal for the tests of what a person sees: a tmux pane running a command, its
 screen read with capture-pane, keys typed with send-keys; every wait is bounded and polls
-the screen (no sleeps that guess a duration)."""
+the screen (no sleeps that guess a duration). Each pane has its own tmux server (``-S``, a
+socket in its own directory): on one shared server a test's kill-session can end the
+server while another test's new-session connects to it ("server exited unexpectedly",
+seen under -n 2 in CI)."""
 
 from __future__ import annotations
 
 import shlex
 import shutil
 import subprocess
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -18,12 +22,14 @@ class Pane:
     def __init__(self, command: str, cwd: Path, env: dict[str, str], width: int = 160) -> None:
         require(shutil.which("tmux"), "tmux", "install tmux (apt-get install tmux)")
         self.name = f"hud-{uuid.uuid4().hex[:8]}"
+        self.home = Path(tempfile.mkdtemp(prefix="hud-tmux-"))  # short: a socket path has a limit
+        self.tmux = ["tmux", "-S", str(self.home / "socket")]
         self.log = cwd / f"{self.name}.screen"
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         script = f"cd {shlex.quote(str(cwd))} && env {exports} {command}; echo EXIT=$?; sleep 600"
         subprocess.run(
             [
-                "tmux",
+                *self.tmux,
                 "new-session",
                 "-d",
                 "-s",
@@ -41,7 +47,7 @@ class Pane:
 
     def screen(self) -> str:
         out = subprocess.run(
-            ["tmux", "capture-pane", "-p", "-J", "-S", "-2000", "-t", self.name],
+            [*self.tmux, "capture-pane", "-p", "-J", "-S", "-2000", "-t", self.name],
             capture_output=True,
             text=True,
             check=False,
@@ -60,8 +66,9 @@ class Pane:
             time.sleep(0.1)
 
     def send(self, *keys: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+        subprocess.run([*self.tmux, "send-keys", "-t", self.name, *keys], check=True)
 
     def close(self) -> None:
         self.log.write_text(self.screen())
-        subprocess.run(["tmux", "kill-session", "-t", self.name], check=False)
+        subprocess.run([*self.tmux, "kill-server"], check=False)
+        shutil.rmtree(self.home, ignore_errors=True)
