@@ -101,7 +101,7 @@ class _Protocol(asyncio.BufferedProtocol):
             )
         if not self.lost.done():
             self.lost.set_result(None)
-        self._wake()
+        self._mail.wake()
         if self._drain is not None and not self._drain.done():
             self._drain.set_result(None)
 
@@ -205,7 +205,7 @@ class _Protocol(asyncio.BufferedProtocol):
         if not self.close_sent:  # echo it, then the server closes the TCP connection
             self.close_sent = True
             self._write(_client_frame(OP_CLOSE, payload[:2]))
-        self._wake()
+        self._mail.wake()
 
     def _fail(self, code: int, reason: str) -> None:
         if self.closed is None:
@@ -217,7 +217,7 @@ class _Protocol(asyncio.BufferedProtocol):
             self._write(_client_frame(OP_CLOSE, _close_payload(code, reason)))
         if self.transport is not None:
             self.transport.close()
-        self._wake()
+        self._mail.wake()
 
     # -- delivery ---------------------------------------------------------------------
     def _deliver(self, message: bytes | memoryview | str) -> None:
@@ -225,9 +225,6 @@ class _Protocol(asyncio.BufferedProtocol):
         if len(self._mail.items) > _QUEUE_HIGH and self.transport is not None:
             self.transport.pause_reading()
             self._reading_paused = True
-
-    def _wake(self) -> None:
-        self._mail.wake()
 
     async def next_message(self) -> bytes | memoryview | str:
         messages = self._mail.items
@@ -329,7 +326,7 @@ class FrameTransport:
             p._write(_client_frame(OP_CLOSE, _close_payload(1000)))
         if p.closed is None:
             p.closed = TransportClosed(1000, "closed by us")
-        p._wake()
+        p._mail.wake()
         if p.transport is None:
             return
         try:  # the server answers with its close frame and closes the TCP connection
