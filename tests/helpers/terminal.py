@@ -27,7 +27,7 @@ class Pane:
         self.log = cwd / f"{self.name}.screen"
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         script = f"cd {shlex.quote(str(cwd))} && env {exports} {command}; echo EXIT=$?; sleep 600"
-        subprocess.run(
+        started = subprocess.run(
             [
                 *self.tmux,
                 "new-session",
@@ -42,8 +42,11 @@ class Pane:
                 "-c",
                 script,
             ],
-            check=True,
+            check=False,
         )
+        if started.returncode != 0:  # no server to stop: the directory is all there is
+            shutil.rmtree(self.home, ignore_errors=True)
+            started.check_returncode()
 
     def screen(self) -> str:
         out = subprocess.run(
