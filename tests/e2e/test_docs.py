@@ -226,6 +226,33 @@ def test_readme_is_short_and_starts_with_the_commands_ci_runs() -> None:
             assert (ROOT / link).exists(), f"README.md links to {link}, which does not exist"
 
 
+def test_the_readme_tour_runs_as_written_and_ends_as_it_says(tmp_path: Path) -> None:
+    """The tour's two files, under the names it gives them, in one empty folder, and its
+    command run there: the random agent fails every episode and the gate, exit code 1."""
+    readme = (ROOT / "README.md").read_text()
+    tour = readme[readme.index("## A tour") : readme.index("\n## ", readme.index("## A tour") + 1)]
+    files, start = {}, 0
+    for block in re.finditer(r"```python\n(.*?)```", tour, re.S):  # each under the name
+        named = re.findall(r"`(\w+\.py)`", tour[start : block.start()])  # given before it
+        assert len(named) == 1, f"the tour names no single file for:\n{block.group(1)}"
+        files[named[0]] = block.group(1)
+        start = block.end()
+    assert sorted(files) == ["pendulum.py", "test_swing_up.py"], sorted(files)
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    command = re.findall(r"```bash\n(.*?)```", tour, re.S)
+    assert len(command) == 1 and command[0].startswith("pytest "), command
+    done = subprocess.run(
+        command[0], shell=True, cwd=tmp_path, env=env(), capture_output=True, text=True,
+        timeout=600, check=False,
+    )  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out[-4000:]
+    assert re.search(r"= 10 failed in ", out), out[-4000:]
+    assert "success rate 0.0% (0/10) vs required 80.0%" in out, out[-4000:]
+    assert (tmp_path / "report.html").stat().st_size > 0
+
+
 # -- no measured figures in module docstrings ------------------------------------------------
 #: a number with a unit of time, speed, size or ratio
 FIGURE = re.compile(
