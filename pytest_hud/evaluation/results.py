@@ -284,10 +284,11 @@ def _table_line(name: str, st: Stats) -> tuple[str, ...]:
 def format_table(rows: list[Row]) -> list[str]:
     """Per env, then each of its tasks (across seeds and repeats); then per test function;
     then overall: episodes, success and its 95% Wilson interval, mean score, mean steps,
-    time, errors, xfailed, xpassed, skipped."""
+    the rollouts' summed time (not the run's wall, which concurrency shortens), errors,
+    xfailed, xpassed, skipped."""
     agg = aggregate(rows)
     header: tuple[str, ...] = ("task", "episodes", "success", "95% CI", "score (95% CI)", "steps")
-    header += ("time", "errors", "xfail", "xpass", "skip")
+    header += ("time (sum)", "errors", "xfail", "xpass", "skip")
     lines: list[tuple[str, ...]] = [header]
     rules = {0}
     for env in sorted(agg["per_env"]):
