@@ -6,6 +6,7 @@ read by every test; pytester for the usage errors."""
 from __future__ import annotations
 
 import base64
+import html
 import json
 import os
 import re
@@ -153,6 +154,9 @@ def test_items_have_hud_columns_and_a_consistent_success_cell(report) -> None:
     for name in ("Env", "Task", "Args", "Agent", "Success", "Score", "Steps", "Seconds"):
         assert f'class="sortable" data-column-type="hud{name}">{name}</th>' in report
     assert "goal=1.0, seed=1" in report
+    # the Task cell is the row's task id (its args are the next cell), not a hash of them
+    tasks = re.findall(r'col-hudTask\\?">([^<]*)<', html.unescape(report))
+    assert len(tasks) == 4 and set(tasks) == {"reach"}, tasks
     # the test that checks only steps passes with a failed episode: the cell says why
     assert "no (not asserted by the test)" in report
     assert 'id="hud-env-filter"' in report and '<option value="dots">dots</option>' in report
