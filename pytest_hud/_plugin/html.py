@@ -91,7 +91,7 @@ class HtmlHooks:
         args = row.get("args") or {}
         values = [
             _fmt(row.get("env")),
-            _fmt(row.get("task_id") or row.get("key")),  # the key's args hash is in Args
+            _fmt(row.get("task_id") or row.get("key")),  # its args are the Args cell
             ", ".join(f"{k}={v}" for k, v in args.items()),
             _fmt(row.get("agent")),
             success_cell(row) if row else "",  # type: ignore[arg-type]
