@@ -1,0 +1,98 @@
+"""gymnasium-robotics as a shipped suite: the Fetch tasks and FrankaKitchen, env module, rows (in
+``.fetch`` / ``.kitchen``) and the Fetch expert (guide: docs/guides/suites.md).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from pytest_hud import Environment
+from pytest_hud.suites.gymnasium_robotics.expert import FetchExpert, expert_agent
+from pytest_hud.suites.gymnasium_robotics.sim import (
+    FETCH_RATE,
+    KITCHEN_RATE,
+    MAX_STEPS,
+    make_env,
+    state_names,
+)
+from pytest_hud.suites.gymnasium_robotics.tasks import ENVS, KITCHEN_GOALS, PROMPTS
+from pytest_hud.suites.seeded import (
+    GL_APT,
+    action_feature,
+    cameras_from_environ,
+    image_feature,
+    make_environment,
+    state_feature,
+)
+
+__all__ = [
+    "APT",
+    "CAMERAS_VAR",
+    "MAX_STEPS",
+    "PROMPTS",
+    "REQUIRES",
+    "SIZE_VAR",
+    "FetchExpert",
+    "contract",
+    "expert_agent",
+    "fetch_pick_and_place",
+    "fetch_push",
+    "fetch_reach",
+    "franka_kitchen",
+    "make_environments",
+]
+
+#: Python requirements of an image serving this module (the same pins as the extra).
+REQUIRES = ["gymnasium-robotics==1.4.2"]
+#: Debian packages for headless rendering (cameras are off unless asked for).
+APT = list(GL_APT)
+
+CAMERAS_VAR = "PYTEST_HUD_GYMNASIUM_ROBOTICS_CAMERAS"
+SIZE_VAR = "PYTEST_HUD_GYMNASIUM_ROBOTICS_SIZE"
+
+
+def contract(task: str, cameras: Sequence[str] = (), size: int = 224) -> dict[str, object]:
+    """One task's robot contract, known without building a sim."""
+    kitchen = task in KITCHEN_GOALS
+    features: dict[str, object] = {"observation/state": state_feature(state_names(task))}
+    if not kitchen:
+        features["observation/goal"] = state_feature(["x", "y", "z"])
+    for cam in cameras:
+        features[f"observation/images/{cam}"] = image_feature(size)
+    if kitchen:
+        names = [*(f"joint{i}.velocity" for i in range(1, 8)), "finger_left", "finger_right"]
+    else:
+        names = ["dx", "dy", "dz", "gripper"]
+    features["action"] = action_feature(names, [-1.0] * len(names), [1.0] * len(names))
+    rate = KITCHEN_RATE if kitchen else FETCH_RATE
+    robot = "franka" if kitchen else "fetch"
+    return {"control_rate": rate, "robot_type": robot, "features": features}
+
+
+def make_environments(cameras: Sequence[str] = (), size: int = 224) -> dict[str, Environment]:
+    """One Environment per observation layout (:data:`ENVS`), each serving its tasks."""
+    cameras = tuple(cameras)
+    out: dict[str, Environment] = {}
+    for name in dict.fromkeys(ENVS.values()):
+        tasks = [t for t, e in ENVS.items() if e == name]
+        out[name] = make_environment(
+            name,
+            {t: PROMPTS[t] for t in tasks},
+            make_env,
+            contract=contract(tasks[0], cameras, size),
+            fps=KITCHEN_RATE if tasks[0] in KITCHEN_GOALS else FETCH_RATE,
+            requires=REQUIRES,
+            apt=APT,
+            make_kwargs={"cameras": cameras, "size": size},
+            rendering=bool(cameras),
+            what="gymnasium-robotics",
+        )
+    return out
+
+
+_envs = make_environments(cameras_from_environ(CAMERAS_VAR), int(os.environ.get(SIZE_VAR) or 224))
+fetch_reach = _envs["fetch-reach"]
+fetch_push = _envs["fetch-push"]
+fetch_pick_and_place = _envs["fetch-pick-and-place"]
+franka_kitchen = _envs["franka-kitchen"]
