@@ -1,0 +1,29 @@
+"""gym-hil's tasks, prompts and rows as pure data; row ``k`` is seed ``k`` in every run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_hud import Task
+from pytest_hud.suites.seeded import seed_rows, write_rows
+
+__all__ = ["ENV", "MODULE", "PROMPTS", "SUITE_FILES", "pick_cube", "write_suite_files"]
+
+ENV = "gym-hil"
+MODULE = "pytest_hud.suites.gym_hil"
+#: gym-hil's registered id (its end-effector wrapper, 4-d actions) -> the instruction.
+PROMPTS: dict[str, str] = {"PandaPickCube-v0": "pick up the cube"}
+
+
+def pick_cube(seeds: int = 50) -> list[Task]:
+    """PandaPickCube x seeds ``0..seeds-1`` (each seed places the cube)."""
+    return seed_rows(MODULE, tuple(PROMPTS), seeds, dict.fromkeys(PROMPTS, ENV))
+
+
+#: The shipped JSONL file (a package, so ``pytest --pyargs`` names it).
+SUITE_FILES = {Path(__file__).parent / "pick_cube" / "tasks.jsonl": lambda: pick_cube()}
+
+
+def write_suite_files() -> list[Path]:
+    """Regenerate the shipped JSONL file from the function above."""
+    return write_rows(MODULE, SUITE_FILES)
