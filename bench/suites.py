@@ -70,10 +70,25 @@ ROOT = Path(__file__).resolve().parent.parent
 AGENT = "pytest_hud.suites.metaworld:expert_agent"
 
 
-def state_run(runtime: str, workers: int, shared: bool, variations: int) -> dict[str, Any]:
+#: The seeded suites (robosuite, gymnasium-robotics, gym-hil): rows package -> its agent.
+SEEDED = {
+    "pytest_hud.suites.gymnasium_robotics.fetch": "fetch-expert",
+    "pytest_hud.suites.gym_hil.pick_cube": "gym-hil-expert",
+    "pytest_hud.suites.robosuite.lift": "robosuite-expert",
+    "pytest_hud.suites.robosuite.stack": "robosuite-expert",
+}
+
+
+def state_run(
+    runtime: str, workers: int, shared: bool, variations: int, package: str | None = None
+) -> dict[str, Any]:
+    """One pytest run of MT10 (or of a seeded suite's ``package`` with its agent)."""
     with tempfile.TemporaryDirectory() as tmp:
         results = Path(tmp) / "results.json"
-        if variations == 5:
+        agent = SEEDED[package] if package else AGENT
+        if package:
+            target = ["--pyargs", package]
+        elif variations == 5:
             target = ["--pyargs", "pytest_hud.suites.metaworld.mt10"]
         else:  # a generated file with more (or fewer) goals per task
             from pytest_hud.suites.metaworld.tasks import MODULE, mt10
@@ -82,7 +97,7 @@ def state_run(runtime: str, workers: int, shared: bool, variations: int) -> dict
             lines = [json.dumps({**t.to_row(), "module": MODULE}) for t in mt10(variations)]
             rows.write_text("\n".join(lines) + "\n")
             target = [str(rows)]
-        argv = [sys.executable, "-m", "pytest", *target, f"--hud-agent={AGENT}"]
+        argv = [sys.executable, "-m", "pytest", *target, f"--hud-agent={agent}"]
         argv += [f"--hud-runtime={runtime}", f"--hud-results={results}", "-q"]
         argv += ["-p", "no:cacheprovider", "--rootdir", tmp]
         if workers > 1:
@@ -238,14 +253,28 @@ def main() -> None:
     parser.add_argument("--no-shared", action="store_true")
     parser.add_argument("--render-steps", type=int, default=20)
     parser.add_argument("--render-size", type=int, default=224)
-    parser.add_argument("--only", choices=["state", "render"])
+    parser.add_argument("--only", choices=["state", "render", "done"])
     parser.add_argument("--render-suites", nargs="+", default=["metaworld", "libero"])
     parser.add_argument("--render-runtimes", nargs="+", default=["local", "docker"])
     parser.add_argument("--libero-python", default=str(ROOT / ".ci/venvs/libero/bin/python"))
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--seeded", nargs="*", choices=list(SEEDED), help="seeded suites' rows")
     args = parser.parse_args()
-    out: dict[str, Any] = {"state": [], "render": []}
-    if args.only != "render":
+    out: dict[str, Any] = {"state": [], "render": [], "seeded": []}
+    for package in args.seeded or []:
+        for runtime in args.runtimes:
+            for workers in args.workers:
+                r = state_run(runtime, workers, True, 0, package)
+                out["seeded"].append({"package": package, **r})
+                print(
+                    f"{package:<44}{runtime:<11}-n {workers}  {r['episodes']:>4} episodes "
+                    f"{r['success_rate']:>5.0%}  errors {r['errors']}  {r['wall_s']:>6.1f} s  "
+                    f"{r['episodes_per_s']:.2f} eps/s",
+                    flush=True,
+                )
+    if args.seeded is not None:
+        args.only = "done"
+    if args.only not in ("render", "done"):
         print(f"MetaWorld MT10 x {args.variations} goals, metaworld-expert, state only")
         print(
             f"{'runtime':<10}{'-n':>3}{'shared':>8}{'episodes':>9}{'success':>9}"
@@ -267,7 +296,7 @@ def main() -> None:
                         f"{r['mean_steps']:>7.0f}{r['wall_s']:>8.1f}{r['episodes_per_s']:>7.2f}",
                         flush=True,
                     )
-    if args.only != "state":
+    if args.only not in ("state", "done"):
         out["render"] = _render_table(args)
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))
