@@ -95,7 +95,7 @@ class RoboticsEnv(gym.Env):  # type: ignore[type-arg]
             self.sim = gym.make("FrankaKitchen-v1", **kwargs)
         else:
             self.sim = gym.make(task, **kwargs)
-        raw = self.sim.unwrapped
+        raw: Any = self.sim.unwrapped
         self.model, self.data = (
             (raw.robot_env.model, raw.robot_env.data) if self.kitchen else (raw.model, raw.data)
         )
