@@ -1,18 +1,20 @@
 """A local Ray head on 127.0.0.1 for one session. :meth:`RayHead.stop` signals only the process
-groups it started (never ``ray stop``, which stops every cluster of this user).
+groups it started (never ``ray stop``, which stops every cluster of this user). Ray's daemons
+outlive the ``ray start`` that launched them (and the GCS server and autoscaler monitor ignore
+SIGINT and SIGTERM), so a watchdog (:class:`~pytest_hud.plumbing.reaper.Reaper`) guards them
+from the first launch: if this process dies before :meth:`RayHead.stop` finished (SIGKILL, a
+second Ctrl-C, xdist killing a worker whose teardown ran past 10 s), it reaps them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_hud.plumbing.reaper import Reaper, reap, targets
 from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.ports import free_port, port_taken
 
@@ -44,7 +46,9 @@ def ray_env() -> dict[str, str]:
 
 @dataclass
 class RayHead:
-    """``ray start --head`` on 127.0.0.1 with its own temp dir (see the module docs)."""
+    """``ray start --head`` on 127.0.0.1 with its own temp dir (see the module docs). The temp
+    dir's parent is the head's own folder (its ``ray start`` logs): the watchdog removes it
+    if this process dies first."""
 
     temp_dir: Path
     port: int = field(default_factory=free_port)
@@ -53,6 +57,7 @@ class RayHead:
     client_port: int = field(default_factory=free_port)
     num_cpus: int | None = None
     groups: list[int] = field(default_factory=list)
+    reaper: Reaper | None = field(default=None, repr=False)
 
     @property
     def address(self) -> str:
@@ -68,12 +73,16 @@ class RayHead:
     def launch(self, argv: list[str], what: str) -> None:
         """Run one ``ray start`` in a new process group; bounded; its output on failure."""
         self.temp_dir.parent.mkdir(parents=True, exist_ok=True)
+        if self.reaper is None:
+            self.reaper = Reaper()
+            self.reaper.guard(match=str(self.temp_dir), folder=str(self.temp_dir.parent))
         log = self.temp_dir.parent / f"{what}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
                 argv, stdout=out, stderr=subprocess.STDOUT, env=self.env(), start_new_session=True
             )
             self.groups.append(proc.pid)
+            self.reaper.guard(group=proc.pid)
             try:
                 code = proc.wait(BOOT_TIMEOUT)
             except subprocess.TimeoutExpired:
@@ -113,30 +122,16 @@ class RayHead:
     def pids(self) -> list[int]:
         """Every live process of this cluster: its process groups and anything run from
         its temp dir."""
-        found = []
-        needle = str(self.temp_dir).encode()
-        for proc in Path("/proc").glob("[0-9]*"):
-            with contextlib.suppress(OSError):
-                stat = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-                if stat[0] == "Z":
-                    continue
-                if int(stat[2]) in self.groups or needle in (proc / "cmdline").read_bytes():
-                    found.append(int(proc.name))
-        return found
+        return targets(set(self.groups), [str(self.temp_dir)])
 
     def stop(self) -> list[int]:
         """SIGTERM the cluster's groups, then SIGKILL what is left; pids that survived.
-        The raylets and workers exit on SIGTERM within seconds; the GCS server (and a
-        Python helper of Ray's) never do, and a cluster this process started holds
-        nothing worth waiting for, so the SIGTERM grace is short."""
-        for sig, grace in ((signal.SIGTERM, STOP_GRACE), (signal.SIGKILL, 10.0)):
-            for group in self.groups:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(group, sig)
-            for pid in self.pids():
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, sig)
-            deadline = time.monotonic() + grace
-            while self.pids() and time.monotonic() < deadline:
-                time.sleep(0.2)
-        return self.pids()
+        The raylets and workers exit on SIGTERM within seconds; the GCS server and the
+        autoscaler monitor never do, and a cluster this process started holds nothing
+        worth waiting for, so the SIGTERM grace is short. With nothing left, the watchdog
+        is released (the folder stays the caller's to remove)."""
+        left = reap(set(self.groups), [str(self.temp_dir)], [], term_grace=STOP_GRACE)
+        if not left and self.reaper is not None:
+            self.reaper.release()
+            self.reaper = None
+        return left
