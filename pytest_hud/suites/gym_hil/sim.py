@@ -80,7 +80,8 @@ class HilEnv(gym.Env):  # type: ignore[type-arg]
             "observation/environment_state": np.asarray(raw["environment_state"], np.float32),
         }
         if self.cameras:
-            frames = dict(zip(CAMERAS, self.sim.unwrapped.render(), strict=True))
+            raw_env: Any = self.sim.unwrapped
+            frames = dict(zip(CAMERAS, raw_env.render(), strict=True))
             obs.update({f"observation/images/{c}": frames[c].copy() for c in self.cameras})
         return obs
 
