@@ -183,6 +183,9 @@ def dataclass_dict(obj: Any) -> dict[str, Any]:
     return out
 
 
-def make_env(level: str, pixels: bool = False, max_steps: int = MAX_STEPS) -> KinetixEnv:
-    """The factory ``env.gym`` serves (its parameters are the build args)."""
+def make_env(
+    level: str = "s_h0_weak_thrust", pixels: bool = False, max_steps: int = MAX_STEPS
+) -> KinetixEnv:
+    """The factory ``env.gym`` serves (its parameters are the build args; the contract
+    comes from the default level's env, built before any row's)."""
     return KinetixEnv(level, pixels, max_steps)
