@@ -5,22 +5,26 @@ seeded resets: every row's steps and reward are deterministic) with ``-n WORKERS
 --hud-runtime=docker`` and the warm pool at its default, while ``--hogs`` processes keep
 the CPU and the disk busy. Sampled every ``--every`` seconds: the items finished (the
 ledger's lines), and the RSS, threads and open fds of the controller and each worker.
-After it: no process of the session alive, no container labelled ``pytest-hud`` left,
-no listening port that was not there before. Then the same rows with
+After it (each a bounded wait): no process of the session alive, no container labelled with
+its session id left, no new listening port of its processes or containers (other sessions
+on the machine are not the soak's). Then the same rows with
 ``--hud-runtime=local``: every row's outcome, steps and reward must match.
 
 Each process of the session also measures itself (a conftest the soak writes beside the
 rows: counts, not times): its RSS after every item it ran (or, on the xdist controller,
-received), and its open fds and threads at session start and again at unconfigure, after
-pytest-hud's teardown. Checks: after warm-up (a quarter of a process's items, at least
-2) its RSS grows by at most :data:`RSS_BOUND_MB` plus :data:`RSS_PER_ITEM_KB` per further
-item; its fds and threads end within :data:`FD_SLACK` / :data:`THREAD_SLACK` of their
-start, apart from pytest-hud's bounded process pools (the Docker SDK's kept-alive
-connections to the engine, the executor threads named in the probe's ``POOLS``), which
-are held to :data:`ENGINE_CAP` / :data:`POOL_CAP`. A leak of one fd or thread per item
-breaks those at any size; an object leaked per item breaks the RSS bound once its size
-times the items after warm-up passes it (at CI's 12 rows, about 6 items a worker:
-objects of ~8 MB; at 2,000 rows: ~60 KB).
+received), and its open fds and threads at session start and again at its end, after
+pytest-hud's teardown (at unconfigure; a worker's end is measured at session finish too,
+before xdist hears it finished: the controller's teardown interrupts a worker still busy
+5 s later, which a loaded machine reached). Checks: every process (the controller and each
+worker, whatever share of the items it ran) measured its start and its end; after warm-up
+(a quarter of a process's items, at least 2) its RSS grows by at most :data:`RSS_BOUND_MB`
+plus :data:`RSS_PER_ITEM_KB` per further item; its fds and threads end within
+:data:`FD_SLACK` / :data:`THREAD_SLACK` of their start, apart from pytest-hud's bounded
+process pools (the Docker SDK's kept-alive connections to the engine, the executor threads
+named in the probe's ``POOLS``), which are held to :data:`ENGINE_CAP` / :data:`POOL_CAP`.
+A leak of one fd or thread per item breaks those at any size; an object leaked per item
+breaks the RSS bound once its size times the items after warm-up passes it (at CI's 12
+rows, about 6 items a worker: objects of ~8 MB; at 2,000 rows: ~60 KB).
 ``--leak fd,thread,memory`` (any of them) injects such a leak in every process, to show
 the checks catch it; ``--local-only`` skips the docker session (no outcome comparison).
 
@@ -42,6 +46,8 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,12 +131,23 @@ def _held():  # what the process holds: fds (the engine's connections apart), th
 class Probe:
     def __init__(self, config):
         self.role = getattr(config, "workerinput", {}).get("workerid", "controller")
-        self.start = None
-        self.items = []
+        self.doc = {"role": self.role, "start": None, "end": None, "items": [], "ends": []}
+
+    def _write(self):  # the whole document again each time: what the last write saw
+        path = HERE / f"probe-{os.getpid()}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.doc))
+        os.replace(tmp, path)
+
+    def _end(self, where):
+        self.doc["end"] = {**_now(), **_held(), "where": where, "t": time.time()}
+        self.doc["ends"].append(where)
+        self._write()
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self):
-        self.start = {**_now(), **_held()}
+        self.doc["start"] = {**_now(), **_held(), "t": time.time()}
+        self._write()
 
     def pytest_runtest_logreport(self, report):
         if report.when != "teardown":
@@ -144,13 +161,19 @@ class Probe:
             threading.Thread(target=stop.wait, daemon=True).start()
         if "memory" in leaks:
             KEPT.append(bytearray(os.urandom(1 << 20)) * int(os.environ["SOAK_LEAK_MB"]))
-        self.items.append(_now())
+        self.doc["items"].append(_now())
+
+    # After pytest-hud's own sessionfinish (which closes its rollouts, substrates and
+    # servers) and, in a worker, before xdist tells the controller it finished: past that
+    # point the controller's teardown interrupts a worker still running after 5 s and
+    # kills it after 10 (execnet), which a loaded machine can reach in unconfigure.
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self):
+        self._end("sessionfinish")
 
     @pytest.hookimpl(trylast=True)
-    def pytest_unconfigure(self):
-        doc = {"role": self.role, "start": self.start, "end": {**_now(), **_held()},
-               "items": self.items}
-        (HERE / f"probe-{os.getpid()}.json").write_text(json.dumps(doc))
+    def pytest_unconfigure(self):  # again after pytest-hud's unconfigure, when it gets there
+        self._end("unconfigure")
 
 
 def pytest_configure(config):
@@ -213,9 +236,10 @@ class Probe:
     """One process's own measurements (the conftest above)."""
 
     role: str
-    start: dict[str, Any]
-    end: dict[str, Any]
+    start: dict[str, Any] | None  # at session start
+    end: dict[str, Any] | None  # at unconfigure, else at session finish (see PROBE)
     items: list[dict[str, float]]  # rss_mb, fds, threads after each item
+    ends: list[str] = field(default_factory=list)  # where it measured its end
 
 
 @dataclass
@@ -241,6 +265,14 @@ def _status(pid: int) -> tuple[float, int] | None:
     fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
     rss = int(fields.get("VmRSS", "0 kB").split()[0]) / 1024
     return rss, int(fields.get("Threads", "0"))
+
+
+def _started(pid: int) -> str:
+    """When ``pid`` started (clock ticks since boot); "" once it is gone or a zombie."""
+    with contextlib.suppress(OSError, IndexError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return "" if fields[0] in "ZX" else fields[19]
+    return ""
 
 
 def _fds(pid: int) -> int:
@@ -279,9 +311,12 @@ def _workers(pid: int) -> dict[str, int]:
     return named
 
 
-def _listeners(pids: set[int] | None = None) -> set[str]:
+def _listeners(
+    pids: set[int] | None = None, ips: set[str] | frozenset[str] = frozenset()
+) -> set[str]:
     """Listening TCP addresses; with ``pids``, only those of these processes or of a
-    docker-proxy (a published container port)."""
+    docker-proxy publishing a port of a container at one of ``ips`` (the session's: other
+    sessions on this machine publish theirs)."""
     out = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, check=False).stdout
     found = set()
     for line in out.splitlines():
@@ -289,19 +324,48 @@ def _listeners(pids: set[int] | None = None) -> set[str]:
         if len(cols) < 4:
             continue
         owners = {int(x) for x in re.findall(r"pid=(\d+)", line)}
-        if pids is None or "docker-proxy" in line or owners & pids:
+        if pids is None or owners & pids or ("docker-proxy" in line and _proxied(owners) & ips):
             found.add(cols[3])
     return found
 
 
-def _containers() -> list[str]:
+def _proxied(pids: set[int]) -> set[str]:
+    """The container addresses these docker-proxy processes forward to."""
+    found = set()
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError):
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+            found.add(argv[argv.index("-container-ip") + 1])
+    return found
+
+
+def _containers(session_id: str) -> list[str]:
+    """The session's containers (labelled with its id), running or not."""
     out = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", "label=pytest-hud"],
+        ["docker", "ps", "-aq", "--filter", f"label=pytest-hud.session={session_id}"],
         capture_output=True,
         text=True,
         check=False,
     )
     return out.stdout.split()
+
+
+def _container_ips(ids: list[str]) -> set[str]:
+    if not ids:
+        return set()
+    out = subprocess.run(
+        ["docker", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
+         *ids], capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return set(out.stdout.split())
+
+
+def _settled(check: Callable[[], object], seconds: float = 60.0) -> None:
+    """Wait (bounded) until ``check()`` is falsy: what a session ends exits a moment after
+    it (a zygote when its lifeline closes; the engine's removal of a container)."""
+    deadline = time.monotonic() + seconds
+    while check() and time.monotonic() < deadline:
+        time.sleep(0.5)
 
 
 def _lines(path: Path) -> int:
@@ -314,26 +378,31 @@ def session(
     folder: Path, rows: int, workers: int, runtime: str, every: float, leak: str = "none"
 ) -> Soak:
     out = Soak(rows, workers, runtime)
-    for old in folder.glob("probe-*.json"):
+    for old in [*folder.glob("probe-*.json"), *folder.glob("probe-*.tmp")]:
         old.unlink()
     ledger = folder / f"{runtime}.ledger.jsonl"
     results = folder / f"{runtime}.json"
     argv = [sys.executable, "-m", "pytest", str(folder / "test_rows.py"), "-q",
             "-p", "no:cacheprovider", f"-n{workers}", f"--hud-runtime={runtime}",
             "--hud-agent=zero", f"--hud-ledger={ledger}", f"--hud-results={results}"]  # fmt: skip
+    session_id = uuid.uuid4().hex  # the label of the session's containers
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "bench" / "envs"), str(ROOT)]))
+    env["PYTEST_HUD_SESSION"] = session_id
     if leak != "none":
         env.update(SOAK_LEAK=leak, SOAK_LEAK_MB=str(LEAKED_MB))
     before = _listeners()
     start = time.monotonic()
     proc = subprocess.Popen(argv, cwd=folder, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    seen: set[int] = set()
+    seen: dict[int, str] = {}  # pid -> its start time (a pid reused later is not ours)
+    ips: set[str] = set()  # the addresses the session's containers had
     log: list[str] = []
     reader = threading.Thread(target=lambda: log.extend(proc.stdout or []), daemon=True)
     reader.start()
     while proc.poll() is None:
-        seen.update(_tree(proc.pid))
+        seen.update((p, _started(p)) for p in _tree(proc.pid))
+        if runtime.startswith("docker"):
+            ips |= _container_ips(_containers(session_id))
         named = _workers(proc.pid)
         stats = {name: _status(pid) for name, pid in named.items()}
         out.samples.append(
@@ -354,10 +423,16 @@ def session(
         print("".join(log[-40:]), file=sys.stderr)
     doc = json.loads(results.read_text()) if results.exists() else {"rollouts": []}
     out.reported = len(doc["rollouts"])
-    time.sleep(1.0)  # containers are removed by the session before it exits; let the engine settle
-    out.leftover_processes = sorted(p for p in seen if p != proc.pid and _status(p) is not None)
-    out.leftover_containers = _containers() if runtime.startswith("docker") else []
-    out.new_listeners = sorted(_listeners(seen) - before)
+
+    def alive() -> list[int]:
+        return sorted(p for p, t in seen.items() if p != proc.pid and t and _started(p) == t)
+
+    _settled(alive)
+    out.leftover_processes = alive()
+    if runtime.startswith("docker"):
+        _settled(lambda: _containers(session_id))
+        out.leftover_containers = _containers(session_id)
+    out.new_listeners = sorted(_listeners(set(seen), ips) - before)
     out.probes = [Probe(**json.loads(p.read_text())) for p in sorted(folder.glob("probe-*.json"))]
     return out
 
@@ -382,23 +457,39 @@ def slope_per_100(probe: Probe) -> float | None:
     return round(100 * sum((x - mx) * (y - my) for x, y in enumerate(ys)) / den, 2)
 
 
+def measured_itself(soak: Soak) -> bool:
+    """The controller and each of the session's workers measured its start and its end,
+    whatever share of the items it ran (none included): a worker measures its end before
+    xdist hears it finished, so the controller's teardown cannot cut it short."""
+    roles = [p.role for p in soak.probes]
+    workers = [r for r in roles if r != "controller"]
+    return (
+        roles.count("controller") == 1
+        and len(workers) == len(set(workers)) == soak.workers
+        and all(p.start is not None and p.end is not None for p in soak.probes)
+    )
+
+
 def probe_checks(soak: Soak) -> dict[str, bool]:
-    """RSS flat after warm-up, fds and threads back to their start, per process."""
-    ran = [p for p in soak.probes if p.start is not None]
+    """Every process measured itself; RSS flat after warm-up, fds and threads back to
+    their start, per process."""
+    ran = [p for p in soak.probes if p.start is not None and p.end is not None]
     growth = {p.role: rss_growth(p) for p in ran}
     return {
-        "every process measured itself": len(ran) == soak.workers + 1,
+        "every process measured itself": measured_itself(soak),
         "RSS flat after warm-up": all(g is None or g[0] <= g[1] for g in growth.values())
         and any(g is not None for g in growth.values()),
         "fds back to their start": all(
             len(p.end["other_fds"]) - len(p.start["other_fds"]) <= FD_SLACK
             and p.end["engine_fds"] <= ENGINE_CAP
             for p in ran
+            if p.start is not None and p.end is not None
         ),
         "threads back to their start": all(
             len(p.end["other_threads"]) - len(p.start["other_threads"]) <= THREAD_SLACK
             and p.end["pool_threads"] <= POOL_CAP
             for p in ran
+            if p.start is not None and p.end is not None
         ),
     }
 
@@ -407,6 +498,8 @@ def left_over(p: Probe) -> str:
     """What a process holds at its end beyond its start (pools apart), for the report."""
     from collections import Counter
 
+    if p.start is None or p.end is None:
+        return "its start or end was not measured"
     fds = sorted((Counter(p.end["other_fds"]) - Counter(p.start["other_fds"])).elements())
     threads = sorted(
         (Counter(p.end["other_threads"]) - Counter(p.start["other_threads"])).elements()
@@ -418,6 +511,9 @@ def print_probes(soak: Soak) -> None:
     print(f"  {soak.runtime}: per process, RSS after warm-up (gained / bound, MB), "
           "slope over the last half (MB per 100 items), fds and threads start -> end")  # fmt: skip
     for p in sorted(soak.probes, key=lambda p: p.role):
+        if p.start is None or p.end is None:
+            print(f"    {p.role:10s} items {len(p.items):4d}  start or end not measured")
+            continue
         g = rss_growth(p)
         first, last = (p.items[0], p.items[-1]) if p.items else ({}, {})
         print(
@@ -426,6 +522,7 @@ def print_probes(soak: Soak) -> None:
             f"{g[1] if g else '-'}  slope {slope_per_100(p)}  fds {p.start['fds']:.0f} -> "
             f"{p.end['fds']:.0f} ({p.end['engine_fds']} to the engine)  threads "
             f"{p.start['threads']:.0f} -> {p.end['threads']:.0f} ({p.end['pool_threads']} pooled)"
+            f"  end at {p.end['where']}"
         )
         extra = left_over(p)
         if extra:
