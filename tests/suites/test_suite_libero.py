@@ -260,3 +260,58 @@ def test_pi05_inputs_from_libero_end_to_end(libero_docker: Any, tmp_path) -> Non
         expected = env_first[env_key].transpose(2, 0, 1).astype(np.float32) / 255.0
         assert np.allclose(batch[key][0], expected)
     assert np.allclose(batch["observation.state"][0], env_first["observation/state"])
+
+
+# -- LIBERO-PRO's perturbations of the same rows -----------------------------------------------
+def test_pro_rows_are_the_base_rows_with_a_perturbation() -> None:
+    assert len(lb_tasks.PRO_SUITES) == 16  # 4 suites x lan, object, swap, task (env ships none)
+    for suite, path in lb_tasks.PRO_FILES.items():
+        base, perturbation = suite.rsplit("_", 1)
+        assert perturbation in lb_tasks.PERTURBATIONS
+        assert path.parent.joinpath("__init__.py").exists(), suite
+        loaded = Taskset.load(path)
+        assert [t.key for t in loaded] == [t.key for t in lb_tasks.pro_rows(suite)]
+        assert [(t.id, t.args["init_state"]) for t in loaded] == [
+            (t.id, t.args["init_state"]) for t in lb_tasks.rows(base)
+        ]
+        assert {t.args["perturbation"] for t in loaded} == {perturbation}
+    # the instruction: reworded (lan), a new goal (task), the base one (object, swap)
+    name = "put_the_bowl_on_the_stove"
+    assert lb_tasks.prompt_of(name) == "put the bowl on the stove"
+    assert lb_tasks.prompt_of(name, "lan") == "place the bowl on the stove"
+    assert lb_tasks.prompt_of(name, "task") == "put the plate on the stove"
+    assert lb_tasks.prompt_of(name, "swap") == lb_tasks.prompt_of(name, "object")
+    assert lb_tasks.prompt_of(name, "swap") == "put the bowl on the stove"
+    with pytest.raises(ValueError, match="no perturbation 'env' of libero_goal"):
+        lb_tasks.prompt_of(name, "env")
+    with pytest.raises(ValueError, match="unknown LIBERO-PRO suite"):
+        lb_tasks.pro_rows("libero_90_swap")
+
+
+@pytest.mark.timeout(3600)
+def test_pro_swap_builds_the_perturbed_scene_in_the_image(libero_docker: Any) -> None:
+    """A libero_goal row and its LIBERO-PRO swap (the same init state index): two
+    containers, the perturbed .bddl's scene (the objects' places swapped: the agentview
+    differs, the arm's start does not); the task perturbation's prompt is its new goal."""
+    base = lb_tasks.rows("libero_goal", 1)[1]  # put the bowl on the stove
+    swap = base.with_args(perturbation="swap")
+    task = base.with_args(perturbation="task")
+    agent = RobotAgent(RandomModel(seed=0), max_steps=1, name="random")
+    agent.observers.append(Seen)
+    results, frames = [], []
+    for row in (base, swap, task):  # one at a time: each first frame is that row's
+        Seen.frames.clear()
+        (result,) = asyncio.run(run([row], agent, libero_docker, rollout_timeout=1500))
+        assert result.error is None, result.error
+        assert result.steps == 1 and not result.success
+        results.append(result)
+        frames.append(Seen.frames[0])
+    assert [r.prompt for r in results] == [
+        "put the bowl on the stove",
+        "put the bowl on the stove",
+        "put the plate on the stove",
+    ]
+    first, swapped = frames[0], frames[1]
+    view = "observation/images/image"
+    assert np.abs(first[view].astype(int) - swapped[view].astype(int)).mean() > 1.0
+    assert np.allclose(first["observation/state"][:3], swapped["observation/state"][:3], atol=0.02)

@@ -10,12 +10,23 @@ from typing import Any
 
 from pytest_hud import Environment
 from pytest_hud.suites.libero.sim import ACTION_SIZE, CAMERAS, CONTROL_RATE, STATE_SIZE, make_env
-from pytest_hud.suites.libero.tasks import ENV, MAX_STEPS, MODULE, SUITES, TASKS, rows
+from pytest_hud.suites.libero.tasks import (
+    ENV,
+    MAX_STEPS,
+    MODULE,
+    PRO_SUITES,
+    SUITES,
+    TASKS,
+    pro_rows,
+    prompt_of,
+    rows,
+)
 
 __all__ = [
     "APT",
     "MAX_STEPS",
     "MODULE",
+    "PRO_SUITES",
     "REQUIRES",
     "SIZE_VAR",
     "SUITES",
@@ -23,6 +34,7 @@ __all__ = [
     "contract",
     "env",
     "make_environment",
+    "pro_rows",
     "rows",
 ]
 
@@ -92,12 +104,18 @@ def make_environment(size: int = 256, name: str = ENV) -> Environment:
 def _episode(sim: Any, task: str) -> Any:
     suite, prompt = TASKS[task]
 
-    async def episode(init_state: int = 0, seed: int = 0) -> AsyncGenerator[Any, Any]:
-        ep = await sim.reset(task=task, init_state=init_state, seed=seed)
-        yield {"prompt": prompt, "robot": {"token": ep["token"]}}
+    async def episode(
+        init_state: int = 0, seed: int = 0, perturbation: str = ""
+    ) -> AsyncGenerator[Any, Any]:
+        text = prompt_of(task, perturbation)  # a bad perturbation fails before the sim
+        ep = await sim.reset(task=task, init_state=init_state, seed=seed, perturbation=perturbation)
+        yield {"prompt": text, "robot": {"token": ep["token"]}}
         yield await sim.result(token=ep["token"])
 
-    episode.__doc__ = f"LIBERO {suite}: {prompt} (success from the env's check_success)."
+    episode.__doc__ = (
+        f"LIBERO {suite}: {prompt} (success from the env's check_success; ``perturbation``: "
+        "LIBERO-PRO's lan, object, swap or task version of it)."
+    )
     episode.__name__ = episode.__qualname__ = task
     return episode
 

