@@ -4,6 +4,7 @@ observations, actions, success and episode ends exactly as lerobot-eval's rollou
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import os
@@ -53,6 +54,15 @@ NEEDS: dict[str, tuple[str, str]] = {
     "robomme": ("RoboMME and its assets", "pip install 'lerobot[robomme]'"),
     "gym_manipulator": ("a real robot or gym-hil", "pip install 'lerobot[hilserl]'"),
     "hub": ("an EnvHub repo (its env.py, trust_remote_code=True)", "pass hub_path='user/repo'"),
+    "genesis": (
+        "genesis-world and lerobot-genesis (a third-party plugin)",
+        "pip install 'pytest-hud[genesis]'",
+    ),
+}
+#: Third-party env plugins LeRobot's own discovery misses (it imports installed packages
+#: named ``lerobot_env_*``): env type -> the modules that register it with LeRobot.
+PLUGINS: dict[str, tuple[str, ...]] = {
+    "genesis": ("lerobot_genesis.config", "lerobot_genesis.tasks"),
 }
 #: Config fields that, when given, also go to the gym env as keyword arguments.
 _SIZE_FIELDS = ("observation_height", "observation_width")
@@ -68,6 +78,8 @@ def make_config(env_type: str, **fields: object) -> EnvConfig:
     from lerobot.envs.configs import EnvConfig
 
     compat.require_supported()
+    if env_type not in EnvConfig.get_known_choices():
+        _register_plugins(env_type)
     known = sorted(EnvConfig.get_known_choices())
     if env_type not in known:
         raise LeRobotEnvError(
@@ -88,6 +100,20 @@ def make_config(env_type: str, **fields: object) -> EnvConfig:
     if env_type == "aloha":  # gym-aloha renders 480x640 whatever it is told: .aloha
         return _forwarding(config, forward, package="pytest_hud.interop.lerobot.aloha")
     return _forwarding(config, forward)
+
+
+def _register_plugins(env_type: str) -> None:
+    """Import the third-party env plugins: LeRobot's own discovery (``lerobot_env_*``
+    packages), then :data:`PLUGINS`' modules for ``env_type``."""
+    with contextlib.suppress(ImportError):  # LeRobot < 0.5 has no plugin discovery
+        from lerobot.utils.import_utils import register_third_party_plugins
+
+        register_third_party_plugins()
+    for module in PLUGINS.get(env_type, ()):
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            raise _missing(env_type, exc) from exc
 
 
 def _forwarding(
