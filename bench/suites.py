@@ -70,12 +70,16 @@ ROOT = Path(__file__).resolve().parent.parent
 AGENT = "pytest_hud.suites.metaworld:expert_agent"
 
 
-#: The seeded suites (robosuite, gymnasium-robotics, gym-hil): rows package -> its agent.
+#: The seeded suites (robosuite, gymnasium-robotics, gym-hil, Kinetix, ManiSkill): rows
+#: package -> its agent (their own loops beside them: bench/suite_loops.py).
 SEEDED = {
     "pytest_hud.suites.gymnasium_robotics.fetch": "fetch-expert",
     "pytest_hud.suites.gym_hil.pick_cube": "gym-hil-expert",
     "pytest_hud.suites.robosuite.lift": "robosuite-expert",
     "pytest_hud.suites.robosuite.stack": "robosuite-expert",
+    "pytest_hud.suites.kinetix.s": "kinetix-expert",
+    # plans in $PYTEST_HUD_MANISKILL_PLANNER's python (.ci/venvs/maniskill)
+    "pytest_hud.suites.maniskill.tabletop": "maniskill-expert",
 }
 
 
