@@ -2,7 +2,8 @@
 openpi/0 codec and the control channel's request parser and line reader. No input raises
 anything but the documented error (WireError; ValueError for a request line), and the work
 done on a frame stays proportional to its size: the one product taken over a shape never
-sees more than numpy's 64 dims, whatever the frame claims."""
+sees more than numpy's 64 dims, and no dtype a frame names is ever parsed by numpy
+(issue 52), whatever the frame claims."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import asyncio
 import contextlib
 import json
 import math
+import types
+from typing import Any
 
 import msgpack
 import numpy as np
@@ -170,3 +173,59 @@ def test_the_line_reader_holds_at_most_its_cap_whatever_arrives(chunks: list[byt
         assert held[0] == 0
 
     asyncio.run(scenario())
+
+
+# -- dtypes: looked up, never parsed (issue 52 #4) ---------------------------------------------
+@pytest.fixture
+def parsed(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every value the codec hands to ``np.dtype`` (numpy's dtype parser) from here on."""
+    seen: list[object] = []
+
+    class Spy(types.ModuleType):
+        def __getattr__(self, name: str) -> object:
+            return getattr(np, name)
+
+        @staticmethod
+        def dtype(*args: Any, **kwargs: Any) -> np.dtype:
+            seen.append(args[0] if args else kwargs.get("dtype"))
+            return np.dtype(*args, **kwargs)
+
+    monkeypatch.setattr(codec, "np", Spy("numpy"))
+    return seen
+
+
+def test_a_structured_dtype_is_refused_before_numpy_parses_it(parsed: list[object]) -> None:
+    """Issue 52 #4: a frame's ``dtype`` went to ``np.dtype()`` before it was refused, and a
+    structured one of 768 KiB (``"f4,f4,..."``) froze the decoding loop for about 1.9 s a
+    MiB. Now it is looked up among the plain dtypes and refused unparsed, as an array and
+    as a scalar; every plain dtype still decodes, by numpy's ``.str`` or its name."""
+    bomb = "f4," * (1 << 18)
+    frame = {b"__ndarray__": True, b"data": b"", b"dtype": bomb, b"shape": [0]}
+    with pytest.raises(WireError, match=r"unknown dtype 'f4,f4,.*'\.\.\. over openpi/0"):
+        unpack(msgpack.packb(frame))
+    with pytest.raises(WireError, match="only bool, integer, unsigned and float arrays"):
+        unpack(msgpack.packb({b"__npgeneric__": True, b"data": 0, b"dtype": bomb}))
+    assert parsed == [], "a peer's dtype string reached numpy's parser"
+    for name, dtype in codec.WIRE_DTYPES.items():
+        data = np.arange(3).astype(dtype).tobytes()
+        frame = {b"__ndarray__": True, b"data": data, b"dtype": name, b"shape": [3]}
+        back = unpack(msgpack.packb(frame))
+        assert back.dtype == dtype and back.tolist() == np.arange(3).astype(dtype).tolist()
+
+
+@FUZZ
+@given(
+    dtype=st.one_of(
+        _dtypes,
+        st.lists(st.sampled_from(["f4", "i8", "u1", "(2,3)f8", "a", "O"]), max_size=40).map(
+            ",".join
+        ),
+        st.sampled_from(["<f4", ">f8", "|u1", "|b1", "<i8", "float32", "uint8", "bool"]),
+    )
+)
+def test_no_dtype_a_peer_names_reaches_numpys_parser(dtype: object, parsed: list[object]) -> None:
+    parsed.clear()
+    frame = {b"__ndarray__": True, b"data": b"", b"dtype": dtype, b"shape": [0]}
+    with contextlib.suppress(WireError):
+        unpack(msgpack.packb(frame, use_bin_type=True))
+    assert parsed == []

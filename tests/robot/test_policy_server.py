@@ -20,11 +20,13 @@ import signal
 import subprocess
 import time
 import traceback
+import types
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import numpy as np
 import pytest
 import websockets
@@ -334,3 +336,84 @@ async def test_openpi_client_without_the_token_is_refused_before_the_socket_open
     [[record]] = refused["clients"]
     assert "HTTP 403" in record["error"] and refused["metadata"] is None, refused
     assert "reply" in got["clients"][0][0]
+
+
+# -- issue 52: strangers at a server without a token ------------------------------------------
+ROW = {"observation/state": np.arange(4, dtype=np.float32)}
+
+
+async def _served(url: str) -> np.ndarray | int:
+    """One request on a fresh connection: its actions, or the HTTP status it was refused."""
+    try:
+        async with websockets.connect(url, open_timeout=WAIT, **ws_options()) as ws:
+            await ws.recv()  # the metadata
+            await ws.send(pack(ROW))
+            return np.asarray(unpack(await ws.recv())["actions"])
+    except websockets.InvalidStatus as exc:
+        return int(exc.response.status_code)
+
+
+async def test_idle_connections_give_way_to_a_client_that_works() -> None:
+    """Issue 52 #6: ``policy-server`` without ``--token`` serves anyone, and every local
+    client is the one peer 127.0.0.1: 64 connections that never sent a request filled the
+    per-peer cap for good, and the owner got 503. Now, the cap full, a newcomer takes the
+    place of the connection idle longest once it has been idle ``idle_s`` (10 s): the
+    owner is served, and the stranger is told to try again later (1013)."""
+    model = StateModel()
+    async with PolicyServer(model) as server:
+        idle = [
+            await websockets.connect(server.url, open_timeout=WAIT, **ws_options())
+            for _ in range(server.max_per_peer)
+        ]
+        try:
+            served = await _served(server.url)
+            async with asyncio.timeout(WAIT):
+                while isinstance(served, int):
+                    assert served == 503  # until the strangers have idled idle_s
+                    await asyncio.sleep(0.5)
+                    served = await _served(server.url)
+            np.testing.assert_array_equal(served, model.expected(ROW))
+            async with asyncio.timeout(WAIT):
+                while not any(ws.close_code == 1013 for ws in idle):
+                    await asyncio.sleep(0.1)
+            async with asyncio.timeout(WAIT):  # the owner's closed, the stranger let go
+                while server.held() != server.max_per_peer - 1:
+                    await asyncio.sleep(0.1)
+        finally:
+            for ws in idle:
+                await ws.close()
+
+
+async def test_a_structured_dtype_never_freezes_the_servers_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 52 #4 at the server (no token needed): a request whose array names a 768 KiB
+    structured dtype was parsed by numpy on the server's loop (about 1.9 s a MiB, every
+    client frozen). It is refused now without reaching numpy's parser, in one line, and
+    the next client is served."""
+    from pytest_hud.robot.wire import codec
+
+    parsed: list[object] = []
+
+    class Spy(types.ModuleType):
+        """numpy, with every call of its dtype parser kept."""
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(np, name)
+
+        @staticmethod
+        def dtype(*args: Any, **kwargs: Any) -> np.dtype:
+            parsed.append(args[0] if args else kwargs.get("dtype"))
+            return np.dtype(*args, **kwargs)
+
+    monkeypatch.setattr(codec, "np", Spy("numpy"))
+    model = StateModel()
+    async with PolicyServer(model) as server:
+        bomb = {b"__ndarray__": True, b"data": b"", b"dtype": "f4," * (1 << 18), b"shape": [0]}
+        async with websockets.connect(server.url, open_timeout=WAIT, **ws_options()) as ws:
+            await ws.recv()
+            await ws.send(msgpack.packb({"observation/state": bomb}))
+            said = await ws.recv()
+        assert isinstance(said, str) and "unknown dtype 'f4,f4," in said, said[:300]
+        assert parsed == []
+        np.testing.assert_array_equal(await _served(server.url), model.expected(ROW))

@@ -50,6 +50,7 @@ def serve_forever(
     contract: str | Path | None = None,
     max_frame_bytes: int | None = None,
     token: str | None = None,
+    idle_s: float = 10.0,
 ) -> None:
     """Load ``spec``'s model and serve it until SIGTERM, Ctrl-C or, when spawned with
     ``$PYTEST_HUD_LIFELINE=1``, the end of its stdin; ``token``: see :class:`PolicyServer`.
@@ -72,6 +73,7 @@ def serve_forever(
         contract=contract,
         max_frame_bytes=max_frame_bytes,
         token=token,
+        idle_s=idle_s,
     )
 
     async def main() -> None:
@@ -131,6 +133,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "printed when unset; never taken on the command line, where ps shows it); clients: "
         "openpi_client's api_key, or $PYTEST_HUD_POLICY_TOKEN for --hud-agent=openpi:...",
     )
+    parser.add_argument(
+        "--idle-s",
+        type=float,
+        default=10.0,
+        help="once a connection cap is full, a newcomer takes the place of a connection "
+        "idle this long (default 10)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     token = None
@@ -148,6 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         contract=args.contract,
         max_frame_bytes=int(args.max_frame_mb * 2**20) if args.max_frame_mb else None,
         token=token,
+        idle_s=args.idle_s,
     )
     return 0
 

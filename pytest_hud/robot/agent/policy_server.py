@@ -11,6 +11,7 @@ import contextlib
 import http
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlparse
@@ -50,7 +51,10 @@ class PolicyServer:
     ``Authorization: Api-Key`` header, or ``?token=`` in the url); without one the server
     is openpi's (any client that can reach it), and its errors carry no traceback.
     ``max_connections`` / ``max_per_peer``: connections held at once, in all and per peer
-    address; one more is refused before the WebSocket opens.
+    address. One more takes the place of the connection idle longest under the full cap,
+    when one has sent nothing for ``idle_s`` seconds (no request running), else it is
+    refused (503) before the WebSocket opens: idle connections (a stranger's 64 of them on
+    loopback, where every client is the same peer) never lock out a client that works.
     """
 
     def __init__(
@@ -67,6 +71,7 @@ class PolicyServer:
         token: str | None = None,
         max_connections: int = 256,
         max_per_peer: int = 64,
+        idle_s: float = 10.0,
     ) -> None:
         observation_bytes = None
         if contract is not None:
@@ -94,7 +99,10 @@ class PolicyServer:
         self.token = token
         self.max_connections = max_connections
         self.max_per_peer = max_per_peer
-        self._peers: dict[str, int] = {}  # open connections per peer address
+        self.idle_s = idle_s
+        #: admitted connections: their peer address, and since when idle (None: running a
+        #: request); one leaves when it closes, or when let go for a newcomer
+        self._open: dict[ServerConnection, _Held] = {}
 
     def __repr__(self) -> str:
         where = self.url if self._server is not None else "not serving"
@@ -149,9 +157,14 @@ class PolicyServer:
             await self.stop()
 
     # -- one connection ------------------------------------------------------------
+    def held(self, peer: str | None = None) -> int:
+        """Connections held now (from ``peer``, when given)."""
+        return sum(1 for h in self._open.values() if peer is None or h.peer == peer)
+
     def _admit(self, connection: ServerConnection, request: Request) -> Response | None:
         """Before the WebSocket opens: ``GET /healthz`` answers 200 (like openpi's server);
-        a client without the token, or past a connection cap, gets one line and no socket."""
+        a client without the token, or past a connection cap with nobody idle to let go,
+        gets one line and no socket."""
         if request.path == "/healthz":
             return connection.respond(http.HTTPStatus.OK, "OK\n")
         if self.token is not None:
@@ -167,15 +180,49 @@ class PolicyServer:
                     "for --hud-agent=openpi:HOST:PORT\n",
                 )
         peer = _peer(connection)
-        total = sum(self._peers.values())
-        if total >= self.max_connections or self._peers.get(peer, 0) >= self.max_per_peer:
-            return connection.respond(
-                http.HTTPStatus.SERVICE_UNAVAILABLE,
-                f"this policy server already holds {total} connections ({self._peers.get(peer, 0)} "
-                f"from {peer}; limits {self.max_connections} and {self.max_per_peer} per peer)\n",
-            )
-        self._peers[peer] = self._peers.get(peer, 0) + 1  # until its handler (or handshake) ends
+        for full, among in (
+            (self.held(peer) >= self.max_per_peer, peer),
+            (self.held() >= self.max_connections, None),
+        ):
+            if full and not self._let_go_idlest(among):
+                total, mine = self.held(), self.held(peer)
+                return connection.respond(
+                    http.HTTPStatus.SERVICE_UNAVAILABLE,
+                    f"this policy server already holds {total} connections ({mine} from "
+                    f"{peer}; limits {self.max_connections} and {self.max_per_peer} per peer), "
+                    f"none idle {self.idle_s:g} s\n",
+                )
+        self._open[connection] = _Held(peer, time.monotonic())
+        # held until it closes: after its handler, or a handshake that never completes
+        task = asyncio.create_task(self._forget(connection))
+        self._handlers.add(task)
+        task.add_done_callback(self._handlers.discard)
         return None
+
+    def _let_go_idlest(self, peer: str | None) -> bool:
+        """Close the connection (of ``peer``, if given) idle longest, if one has been idle
+        ``idle_s``; whether one was."""
+        now = time.monotonic()
+        idle = [
+            (h.since, c)
+            for c, h in self._open.items()
+            if h.since is not None and now - h.since >= self.idle_s and peer in (None, h.peer)
+        ]
+        if not idle:
+            return False
+        _, victim = min(idle, key=lambda pair: pair[0])
+        del self._open[victim]  # no longer counted, whether or not its peer answers the close
+        # closed behind: an idle stranger need not answer its close for the newcomer to start
+        closing = asyncio.create_task(
+            victim.close(CloseCode.TRY_AGAIN_LATER, "idle while the server is full")
+        )
+        self._handlers.add(closing)
+        closing.add_done_callback(self._handlers.discard)
+        return True
+
+    async def _forget(self, connection: ServerConnection) -> None:
+        await connection.wait_closed()
+        self._open.pop(connection, None)
 
     async def _handler(self, ws: ServerConnection) -> None:
         task = asyncio.current_task()
@@ -188,21 +235,20 @@ class PolicyServer:
             pass
         finally:
             self._handlers.discard(task)
-            self._leave(_peer(ws))
+            self._open.pop(ws, None)
             release_memory()  # a big request's buffers go back to the kernel, not the heap
 
-    def _leave(self, peer: str) -> None:
-        left = self._peers.get(peer, 0) - 1
-        if left > 0:
-            self._peers[peer] = left
-        else:
-            self._peers.pop(peer, None)
+    def _busy(self, ws: ServerConnection, busy: bool) -> None:
+        held = self._open.get(ws)
+        if held is not None:
+            held.since = None if busy else time.monotonic()
 
     async def _serve(self, ws: ServerConnection) -> None:
         await ws.send(self._metadata_frame)
         prev_total: float | None = None
         while True:
             frame = await ws.recv()  # ConnectionClosed ends the connection quietly
+            self._busy(ws, True)
             start = time.monotonic()
             try:
                 if isinstance(frame, str):
@@ -228,7 +274,17 @@ class PolicyServer:
                     await ws.close(CloseCode.INTERNAL_ERROR, INTERNAL_ERROR_REASON)
                 return
             await ws.send(reply)
+            self._busy(ws, False)
             prev_total = time.monotonic() - start
+
+
+@dataclass
+class _Held:
+    """An admitted connection: its peer address, and since when it has been idle (None
+    while a request runs)."""
+
+    peer: str
+    since: float | None
 
 
 def _peer(connection: ServerConnection) -> str:

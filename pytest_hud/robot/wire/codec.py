@@ -44,15 +44,47 @@ _KIND_NAMES = {
 }
 
 
+def _refusal(kind: str, shown: str) -> WireError:
+    return WireError(
+        f"cannot send a numpy array of {kind} dtype {shown} over openpi/0: "
+        "only bool, integer, unsigned and float arrays travel; convert it first "
+        "(e.g. arr.astype(np.float32), or split complex into real and imaginary parts; "
+        "send text as a plain str, times as float seconds)"
+    )
+
+
 def _check_dtype(dtype: np.dtype) -> None:
     if dtype.kind not in _ALLOWED_KINDS or dtype.fields is not None:
-        kind = _KIND_NAMES.get(dtype.kind, dtype.kind)
-        raise WireError(
-            f"cannot send a numpy array of {kind} dtype {dtype.str!r} over openpi/0: "
-            "only bool, integer, unsigned and float arrays travel; convert it first "
-            "(e.g. arr.astype(np.float32), or split complex into real and imaginary parts; "
-            "send text as a plain str, times as float seconds)"
-        )
+        raise _refusal(_KIND_NAMES.get(dtype.kind, dtype.kind), repr(dtype.str))
+
+
+#: Every dtype a peer may name, by the strings it may name it with: numpy's ``dtype.str``
+#: in either byte order (``"<f4"``, ``">i2"``, ``"|u1"``) and the dtype's name
+#: (``"float32"``). A received dtype is looked up here, never parsed: ``np.dtype()`` on a
+#: peer's string parses structured dtypes of any size (about 1.9 s of a frozen loop per
+#: MiB of ``"f4,f4,..."``) before a check on the result could refuse it.
+_PLAIN = (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+          np.uint64, np.float16, np.float32, np.float64, np.longdouble)  # fmt: skip
+WIRE_DTYPES: dict[str, np.dtype] = {
+    **{np.dtype(t).newbyteorder("<").str: np.dtype(t).newbyteorder("<") for t in _PLAIN},
+    **{np.dtype(t).newbyteorder(">").str: np.dtype(t).newbyteorder(">") for t in _PLAIN},
+    **{np.dtype(t).name: np.dtype(t) for t in _PLAIN},
+}
+
+
+def _wire_dtype(name: object) -> np.dtype:
+    """The dtype a frame names, looked up in :data:`WIRE_DTYPES` (bytes or str); anything
+    else is refused without being parsed, whatever its length."""
+    key = name.decode("latin-1") if isinstance(name, bytes) and len(name) <= 16 else name
+    dtype = WIRE_DTYPES.get(key) if isinstance(key, str) else None
+    if dtype is not None:
+        return dtype
+    if isinstance(name, str | bytes):  # a 64 MiB repr would cost too: 40 characters of it
+        shown = repr(name[:40]) + ("..." if len(name) > 40 else "")
+    else:
+        shown = repr(name)[:40]
+    letter = key.lstrip("<>|=")[:1] if isinstance(key, str) and len(key) <= 16 else ""
+    raise _refusal(_KIND_NAMES.get(letter, "unknown"), shown)
 
 
 #: The most dims an ndarray on the wire may have: numpy's own limit. Checked before any
@@ -103,13 +135,11 @@ def _encode(obj: object) -> object:
 
 def _decode(obj: dict) -> object:
     if _NDARRAY in obj:
-        dtype = np.dtype(obj[b"dtype"])
-        _check_dtype(dtype)
+        dtype = _wire_dtype(obj[b"dtype"])
         shape = _check_shape(obj[b"shape"], dtype, obj[b"data"])
         return np.ndarray(buffer=obj[b"data"], dtype=dtype, shape=shape)
     if _NPGENERIC in obj:
-        dtype = np.dtype(obj[b"dtype"])
-        _check_dtype(dtype)
+        dtype = _wire_dtype(obj[b"dtype"])
         return dtype.type(obj[b"data"])
     return obj
 
