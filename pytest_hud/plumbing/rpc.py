@@ -17,7 +17,7 @@ import os
 import secrets
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import urlparse
 
@@ -55,11 +55,14 @@ class Limits:
     max_line: int = 1 << 20
     #: Bytes of unfinished lines held across all connections (beyond: that peer is closed).
     max_buffered: int = 32 << 20
-    #: Open connections; one more is answered with a ProtocolError and closed.
+    #: Open connections; one more lets go of the connection idle longest, if one holds
+    #: nothing and has been idle ``idle_s``, else it is answered with a ProtocolError.
     max_connections: int = 256
     #: Requests running at once on one connection; past it the server stops reading it.
     max_pending: int = 64
-    #: Seconds a connection may stay open before its first valid request.
+    #: Seconds a connection may stay open before its first valid request; and, once the
+    #: server is full, how long one that holds nothing may idle before a newcomer takes
+    #: its place (under ``--no-auth`` strangers' one-request peers filled it for good).
     idle_s: float = 60.0
     #: With a secret: peers connected but not yet proven; one more lets the oldest go.
     max_unproven: int = 64
@@ -222,8 +225,27 @@ async def serve_rpc(
     """
     limits = limits or Limits.from_env()
     held = [0]  # bytes of unfinished lines, all connections
-    live: set[asyncio.StreamWriter] = set()
+    live: dict[asyncio.StreamWriter, _Live] = {}
     unproven: OrderedDict[asyncio.StreamWriter, None] = OrderedDict()  # oldest first
+
+    async def make_room() -> bool:
+        """Whether there is room for one more connection: under the cap, or once the one
+        idle longest (no request running, nothing held in its state, idle ``idle_s``) is
+        let go."""
+        if len(live) < limits.max_connections:
+            return True
+        now = asyncio.get_running_loop().time()
+        idle = [(peer.since, w) for w, peer in live.items() if peer.idle(now, limits.idle_s)]
+        if not idle:
+            return False
+        _, writer = min(idle, key=lambda pair: pair[0])
+        live.pop(writer, None)
+        await _refuse(
+            writer,
+            f"idle for {limits.idle_s:g} s or more while the server is full "
+            f"({limits.max_connections} connections): let go for a new peer; reconnect",
+        )
+        return True
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if secret is not None:
@@ -242,23 +264,25 @@ async def serve_rpc(
                 return
         else:  # --no-auth: the greeting says no proof is wanted
             writer.write(json.dumps({"hello": GREETING, "nonce": None}).encode() + b"\n")
-        if len(live) >= limits.max_connections:
+        if not await make_room():
             await _refuse(
                 writer,
                 f"this server already has {len(live)} connections (limit "
-                f"{limits.max_connections}); close idle ones or raise "
-                "$PYTEST_HUD_RPC_MAX_CONNECTIONS",
+                f"{limits.max_connections}), none idle {limits.idle_s:g} s; close idle ones "
+                "or raise $PYTEST_HUD_RPC_MAX_CONNECTIONS",
             )
             return
-        live.add(writer)
+        peer = live[writer] = _Live(Connection(writer), asyncio.get_running_loop().time())
         try:
-            await serve_connection(reader, writer)
+            await serve_connection(reader, writer, peer)
         finally:
-            live.discard(writer)
+            live.pop(writer, None)
 
-    async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = Connection(writer)
-        tasks: set[asyncio.Task[None]] = set()
+    async def serve_connection(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: _Live
+    ) -> None:
+        conn = peer.conn
+        tasks = peer.tasks
         lines = _LineReader(reader, limits, held)
         # a connection that never sends a valid request is closed (a proven one has)
         greeted = secret is not None
@@ -284,6 +308,7 @@ async def serve_rpc(
                 }
             with contextlib.suppress(ConnectionError, RuntimeError):
                 await conn.send(reply)
+            peer.since = asyncio.get_running_loop().time()
 
         try:
             while True:
@@ -312,6 +337,7 @@ async def serve_rpc(
                         )
                     continue
                 greeted = True
+                peer.since = asyncio.get_running_loop().time()
                 task = asyncio.create_task(run(msg))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
@@ -329,6 +355,22 @@ async def serve_rpc(
                 await writer.wait_closed()
 
     return await asyncio.start_server(handle, host, port, limit=_CHUNK)
+
+
+@dataclass
+class _Live:
+    """A connection being served: its requests running, and since when it has been idle
+    (its last request or reply)."""
+
+    conn: Connection
+    since: float
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def idle(self, now: float, idle_s: float) -> bool:
+        """Whether it may give way to a newcomer: nothing running, nothing held in its
+        state (an env server's sessions), and idle ``idle_s``."""
+        held = any(self.conn.state.values())
+        return not self.tasks and not held and now - self.since >= idle_s
 
 
 _UNPROVEN = (
@@ -363,7 +405,8 @@ async def _admit(
         await _refuse(
             writer,
             "authentication failed: this server serves only its session, which holds its "
-            "secret; pass the url python -m pytest_hud.serve printed (tcp://HOST:PORT?token=...)",
+            "secret; give a session its token as python -m pytest_hud.serve said when it "
+            "started ($PYTEST_HUD_RUNTIME_TOKEN, or its token file on this host)",
             "AuthError",
             msg.get("id"),
         )
@@ -447,7 +490,8 @@ class RpcClient:
             await client.close()
             raise AuthError(
                 f"the server at {host}:{port} serves only peers holding its session's secret, "
-                "and none was given; pass the url it printed (tcp://HOST:PORT?token=...)"
+                "and none was given; give its token as python -m pytest_hud.serve said "
+                "($PYTEST_HUD_RUNTIME_TOKEN)"
             )
         try:
             await client.call("auth", timeout=timeout, proof=prove(secret, nonce))

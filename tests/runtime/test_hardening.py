@@ -20,7 +20,7 @@ from sims import COUNTER_CONTRACT, CounterSim
 
 from pytest_hud.plumbing.auth import prove, session_secret
 from pytest_hud.plumbing.process import Child, child_env
-from pytest_hud.plumbing.rpc import Connection, RpcClient, serve_rpc
+from pytest_hud.plumbing.rpc import Connection, RemoteError, RpcClient, RpcClosed, serve_rpc
 from pytest_hud.robot import RobotClient, RobotEndpoint
 from pytest_hud.robot.agent.policy_server import ANNOUNCE as POLICY_ANNOUNCE
 from pytest_hud.robot.wire.codec import pack, unpack
@@ -173,6 +173,43 @@ async def test_idle_connections_are_capped_and_closed_on_a_no_auth_env_server() 
             reader, _ = socks[0]  # closed for idleness, told why
             closing = await _reply(reader, timeout=30)
             assert closing["error"]["type"] == "ProtocolError"
+
+
+async def test_no_auth_peers_that_sent_one_request_give_way_to_the_owner() -> None:
+    """Issue 52 #9: under ``--no-auth`` the idle bound held only until a peer's first
+    request, so 256 peers that each sent one ``ping`` and then idled filled the env server's
+    connections for good: the owner was refused, again and again. Now, the server full, a
+    newcomer takes the place of the connection idle longest once it has idled
+    ``idle_s`` (here 2 s) holding no session: the owner is served, and the peer let go is
+    told why."""
+    async with (
+        env_server(PYTEST_HUD_NO_AUTH="1", PYTEST_HUD_RPC_IDLE_S="2") as srv,
+        raw_peers(port_of(srv), 256) as peers,
+    ):
+        for n, (_, writer) in enumerate(peers):
+            writer.write(json.dumps({"id": n, "method": "ping", "params": {}}).encode() + b"\n")
+        for reader, _ in peers:
+            assert (await _reply(reader, timeout=60))["result"]["ok"]
+
+        async def owner() -> bool:
+            try:
+                return bool((await ping(srv))["ok"])
+            except (OSError, RemoteError, RpcClosed, TimeoutError):
+                return False  # refused: the server is full
+
+        served = False
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(120):
+                while not (served := await owner()):
+                    await asyncio.sleep(0.2)
+        assert served, "the owner was never served among 256 idle one-request peers"
+        told = [asyncio.create_task(_reply(reader, timeout=60)) for reader, _ in peers]
+        done, pending = await asyncio.wait(told, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        first = next(iter(done)).result()
+        assert first["error"]["type"] == "ProtocolError"
+        assert "idle for 2 s or more while the server is full" in first["error"]["message"]
 
 
 async def test_half_lines_cannot_grow_the_env_server_without_bound() -> None:
