@@ -73,8 +73,9 @@ def solve_here(task: str, env_state: Any) -> tuple[np.ndarray, bool]:
 
         def reset(self, **kwargs: Any) -> Any:
             _, info = self.env.reset(**kwargs)
-            self.env.unwrapped.set_state(state)
-            return self.env.unwrapped.get_obs(), info
+            inner: Any = self.env.unwrapped  # ManiSkill's BaseEnv
+            inner.set_state(state)
+            return inner.get_obs(), info
 
         def step(self, action: Any) -> Any:
             actions.append(np.asarray(action, np.float32).reshape(-1).copy())

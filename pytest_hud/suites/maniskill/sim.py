@@ -9,7 +9,7 @@ installs bookworm-backports' 25.0). ManiSkill is imported inside :func:`make_env
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -50,7 +50,7 @@ class ManiSkillEnv(gym.Env):  # type: ignore[type-arg]
 
         self.task = task
         self.max_steps = int(max_steps or MAX_STEPS[task])
-        self.sim = gym.make(
+        self.sim: Any = gym.make(
             task,
             obs_mode="state",
             control_mode=CONTROL_MODE,
@@ -59,9 +59,11 @@ class ManiSkillEnv(gym.Env):  # type: ignore[type-arg]
             num_envs=1,
             max_episode_steps=self.max_steps,
         )
+        #: ManiSkill's BaseEnv under gymnasium's wrappers (get_state, the action space)
+        self.maniskill: Any = cast(Any, self.sim).unwrapped
         obs, _ = self.sim.reset(seed=0)
         state_size = _numpy(obs).size
-        env_state_size = _numpy(self.sim.unwrapped.get_state()).size
+        env_state_size = _numpy(self.maniskill.get_state()).size
         self.observation_space = gym.spaces.Dict(
             {
                 "observation/state": gym.spaces.Box(-np.inf, np.inf, (state_size,), np.float32),
@@ -70,7 +72,7 @@ class ManiSkillEnv(gym.Env):  # type: ignore[type-arg]
                 ),
             }
         )
-        space = self.sim.unwrapped.single_action_space
+        space = self.maniskill.single_action_space
         self.action_space = gym.spaces.Box(
             np.asarray(space.low, np.float32), np.asarray(space.high, np.float32)
         )
@@ -78,7 +80,7 @@ class ManiSkillEnv(gym.Env):  # type: ignore[type-arg]
     def _obs(self, obs: Any) -> dict[str, np.ndarray]:
         return {
             "observation/state": _numpy(obs),
-            "observation/env_state": _numpy(self.sim.unwrapped.get_state()),
+            "observation/env_state": _numpy(self.maniskill.get_state()),
         }
 
     def reset(
