@@ -52,6 +52,8 @@ clauses still match; the module defining it in brackets)::
     ├── RemoteError (RuntimeError)              [plumbing/rpc]
     ├── RpcClosed (ConnectionError)             [plumbing/rpc]
     ├── AuthError (PermissionError)             [plumbing/rpc]
+    ├── PrivateDirError (PermissionError)       [plumbing/private_dir]
+    ├── TooDeep (json.JSONDecodeError)          [plumbing/jsonread]
     ├── TrackerError (ValueError)               [trackers]
     ├── TrackerWarning (UserWarning)            [trackers]
     ├── EvaluationError (RuntimeError)          [api]

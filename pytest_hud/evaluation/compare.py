@@ -22,6 +22,7 @@ from pytest_hud.evaluation.proportions import (
     wilson,
 )
 from pytest_hud.evaluation.results import Row, read_results, unit_of
+from pytest_hud.plumbing.printable import printable
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -232,7 +233,7 @@ def format_table(comparisons: Sequence[Comparison]) -> list[str]:
         )
         lines.append(
             (
-                c.task,
+                printable(c.task),  # labels from results files: shown, never obeyed
                 _rate(c.base_successes, c.base_n),
                 _rate(c.new_successes, c.new_n),
                 diff,
@@ -248,7 +249,7 @@ def format_table(comparisons: Sequence[Comparison]) -> list[str]:
             current = (c.base, c.new)
             out += [
                 "",
-                f"{c.base} -> {c.new}",
+                printable(f"{c.base} -> {c.new}"),
                 "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)),
             ]
         out.append("  ".join(x.ljust(w) for x, w in zip(line, widths, strict=True)).rstrip())
@@ -285,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             load_run(p, lab) for p, lab in zip(args.results, _labels(args.results), strict=True)
         ]
     except ValueError as exc:  # a file that is not a valid results JSON: a usage error
-        print(f"compare: {exc}", file=sys.stderr)
+        print(f"compare: {printable(exc)}", file=sys.stderr)
         return USAGE_ERROR
     try:
         comparisons = compare(runs, args.alpha)
@@ -303,7 +304,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         bad = drops(comparisons, args.fail_on_drop)
         for c in bad:
             print(
-                f"FAILED {c.task}: {c.base} -> {c.new} dropped {-(c.diff or 0):.1%} "
+                printable(f"FAILED {c.task}: {c.base} -> {c.new}")
+                + f" dropped {-(c.diff or 0):.1%} "
                 f"(p={c.p_value:.3g}, >= {args.fail_on_drop:g} points)",
                 file=sys.stderr,
             )

@@ -25,6 +25,7 @@ from typing import Literal, Required, TypedDict, cast
 from pytest_hud.errors import HudError
 from pytest_hud.evaluation.provenance import CheckpointRef, Provenance
 from pytest_hud.evaluation.results import ResultsDocument, Row, RowError, check_row
+from pytest_hud.plumbing.jsonread import loads
 from pytest_hud.plumbing.jsonvalue import JSONValue
 
 __all__ = [
@@ -165,7 +166,7 @@ def _parse(raw: bytes, number: int, path: Path) -> RunRecord | EpisodeRecord:
     """One line's record; what is checked (the kind, the run id, an episode's row fields)
     is what makes it one: the rest is read as written."""
     try:
-        rec = json.loads(raw)
+        rec = loads(raw)  # nested past MAX_DEPTH: a JSONDecodeError too
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise LedgerError(
             f"{path} line {number}: expected one JSON object per line, got {raw[:60]!r} "
@@ -176,8 +177,12 @@ def _parse(raw: bytes, number: int, path: Path) -> RunRecord | EpisodeRecord:
         raise LedgerError(
             f"{path} line {number}: expected a run or episode record, got {str(rec)[:60]}"
         )
-    if not isinstance(rec.get("run"), str):
-        raise LedgerError(f"{path} line {number}: field 'run': expected a string")
+    run = rec.get("run")
+    if not isinstance(run, str) or not run.isprintable():  # shown as it is: no escapes
+        raise LedgerError(
+            f"{path} line {number}: field 'run': expected a run id (printable text), got "
+            f"{json.dumps(run)[:60]}"
+        )
     if rec["kind"] == "run":
         return cast(RunRecord, rec)
     try:

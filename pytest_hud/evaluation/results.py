@@ -29,6 +29,9 @@ from pytest_hud.evaluation.document import (
 )
 from pytest_hud.evaluation.proportions import two_proportion_drop, wilson
 from pytest_hud.evaluation.verdict import names_of
+from pytest_hud.plumbing.auth import redact
+from pytest_hud.plumbing.jsonread import loads
+from pytest_hud.plumbing.printable import printable
 
 __all__ = [
     "Aggregate",
@@ -267,7 +270,7 @@ def score_text(st: Stats) -> str:
 def _table_line(name: str, st: Stats) -> tuple[str, ...]:
     ci = st.get("rate_ci", st["wilson_95"])
     return (
-        name,
+        printable(name),  # a row's env, task or group, maybe read back from a ledger
         str(st["episodes"]),
         _pct(st["success_rate"]),
         f"{_pct(ci[0])}-{_pct(ci[1])}" if ci else "-",
@@ -406,7 +409,8 @@ def results_document(
 ) -> ResultsDocument:
     """The results JSON. ``complete`` is False when the run was interrupted (Ctrl-C,
     ``-x``) or fewer items ran than were collected; such a file is no baseline. ``meta``'s
-    fields (the plugin's and its features') stand between ``created`` and ``complete``."""
+    fields (the plugin's and its features') stand between ``created`` and ``complete``,
+    a secret in a url among them left out (``--hud-runtime=tcp://...?token=...``)."""
     rows = list(rows)
     ran = len(rows) if run is None else run
     complete = not interrupted and (collected is None or ran >= collected)
@@ -418,7 +422,7 @@ def results_document(
         {
             "version": 2,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            **meta,
+            **{k: redact(v) if isinstance(v, str) else v for k, v in meta.items()},
             "complete": complete,
             "interrupted": interrupted,
             "items": {"collected": collected, "run": ran},
@@ -434,7 +438,7 @@ def read_results(path: str | Path, what: str = "a results JSON") -> ResultsDocum
     one ValueError (a :class:`RowError` for a row) naming the file and the field."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = loads(path.read_bytes())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path}: expected {what} written by --hud-results, got {exc}") from None
     if not isinstance(data, dict):

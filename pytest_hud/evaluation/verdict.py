@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from pytest_hud.evaluation.document import Row
+from pytest_hud.plumbing.printable import printable
 
 __all__ = ["CoveredGate", "Verdict", "decide", "episode_failures", "names_of"]
 
@@ -35,7 +36,7 @@ def episode_failures(rows: Iterable[Row]) -> list[Row]:
 
 def names_of(rows: Sequence[Row], limit: int = 3) -> str:
     """The first ``limit`` rows' labels (else node ids), and how many more."""
-    shown = ", ".join(str(r.get("label") or r.get("nodeid")) for r in rows[:limit])
+    shown = ", ".join(printable(r.get("label") or r.get("nodeid")) for r in rows[:limit])
     return shown + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
 
 

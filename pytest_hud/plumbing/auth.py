@@ -15,22 +15,30 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import re
 import secrets
 import sys
 import threading
+from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
+
+from pytest_hud.plumbing.private_dir import private_dir
 
 __all__ = [
     "NO_AUTH_ENV",
+    "RUNTIME_TOKEN_ENV",
     "SECRET_ENV",
     "auth_enabled",
     "auth_env",
+    "borrowed_token",
     "derive",
     "prove",
+    "redact",
     "same",
     "server_secret",
     "session_secret",
     "strip_token",
+    "token_file",
     "url_token",
     "verify",
     "warn_no_auth",
@@ -41,7 +49,13 @@ __all__ = [
 SECRET_ENV = "PYTEST_HUD_SECRET"
 #: ``1``: servers admit anyone (``--no-auth``); children inherit it too.
 NO_AUTH_ENV = "PYTEST_HUD_NO_AUTH"
+#: The token of an env server this session did not start (one ``python -m pytest_hud.serve``
+#: made when started by hand), for ``--hud-runtime=tcp://HOST:PORT``: never on a command line.
+RUNTIME_TOKEN_ENV = "PYTEST_HUD_RUNTIME_TOKEN"
 _lock = threading.Lock()
+#: a url's secret-bearing query parameter (``?token=``, the bridge's ``?key=``), with the
+#: separator before it and the one after it, if any
+_SECRET_PARAM = re.compile(r"([?&])(?:token|key)=[^&\s'\"#]*(&?)")
 
 
 def auth_enabled() -> bool:
@@ -118,6 +132,35 @@ def with_token(url: str, token: str) -> str:
     parsed = urlparse(url)
     query = [(k, v) for k, v in parse_qsl(parsed.query) if k != "token"] + [("token", token)]
     return urlunparse(parsed._replace(query=urlencode(query)))
+
+
+def token_file(port: int) -> Path:
+    """Where a ``python -m pytest_hud.serve`` started by hand on ``port`` keeps its token: a
+    file in this user's own folder (mode 0700), so this user's sessions on this host find
+    it and nobody else can read it."""
+    return private_dir("serve") / f"{port}.token"
+
+
+def borrowed_token(url: str) -> str | None:
+    """The token of an env server this session did not start, at ``url``: the url's own
+    ``?token=``, else ``$PYTEST_HUD_RUNTIME_TOKEN``, else the token file of a server
+    started by hand on this host's ``port`` (None: none of them; this session's secret
+    is tried)."""
+    token = url_token(url) or os.environ.get(RUNTIME_TOKEN_ENV)
+    if token:
+        return token
+    parsed = urlparse(url)
+    if parsed.hostname not in ("127.0.0.1", "localhost", "::1") or parsed.port is None:
+        return None
+    path = token_file(parsed.port)
+    return (path.read_text().strip() or None) if path.is_file() else None
+
+
+def redact(text: str) -> str:
+    """``text`` (a url, or a command line holding urls) without the value of any ``token=``
+    or ``key=`` query parameter: what a report, a ledger or provenance records of a command
+    a user ran, which may have carried a secret (``--hud-runtime=tcp://...?token=...``)."""
+    return _SECRET_PARAM.sub(lambda m: m.group(1) if m.group(2) else "", text)
 
 
 def warn_no_auth(what: str) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from pytest_hud.errors import HudError
+from pytest_hud.plumbing.jsonread import loads
 
 __all__ = [
     "IMAGE_TYPES",
@@ -267,7 +268,7 @@ class Contract:
     @classmethod
     def from_json(cls, text: str) -> Contract:
         try:
-            return cls.from_dict(json.loads(text))
+            return cls.from_dict(loads(text))
         except json.JSONDecodeError as exc:
             raise ContractError(f"contract is not valid JSON: {exc}") from exc
 

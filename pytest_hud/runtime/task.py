@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Protocol, overload
 
+from pytest_hud.plumbing.jsonread import loads
 from pytest_hud.plumbing.jsonvalue import JSONValue
 from pytest_hud.plumbing.loader import load_module
 from pytest_hud.runtime.errors import TaskError
@@ -294,20 +295,21 @@ class Taskset(Sequence[Task]):
                 if not line.strip() or line.lstrip().startswith("#"):
                     continue
                 try:
-                    rows.append(Task.from_row(json.loads(line), f"{path}:{n}"))
+                    rows.append(Task.from_row(loads(line), f"{path}:{n}"))
                 except json.JSONDecodeError as exc:
                     raise TaskError(f"{path}:{n}: not a JSON object ({exc.msg})") from None
             out = cls(rows, source=str(path))
         else:
             try:
-                data = json.loads(text)
+                data = loads(text)
             except json.JSONDecodeError as exc:
                 raise TaskError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
             if isinstance(data, Mapping) and "tasks" in data:
                 data = data["tasks"]
             if not isinstance(data, list):
                 raise TaskError(f"{path}: expected a JSON list of task rows")
-            out = cls(data, source=str(path))
+            rows = [Task.from_row(row, f"{path}: row {n}") for n, row in enumerate(data, 1)]
+            out = cls(rows, source=str(path))
         out._tasks = [_module_from(t, path.parent) for t in out._tasks]
         return out
 

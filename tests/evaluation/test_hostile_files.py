@@ -10,10 +10,13 @@ import base64
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from line_suite import ENV, run
 
 from pytest_hud.evaluation import ledger
@@ -174,3 +177,122 @@ def test_the_reader_takes_what_pytest_hud_writes(suite: pytest.Pytester) -> None
     assert len(doc["rollouts"]) == 2
     with pytest.raises(RowError, match="field 'steps'"):
         check_row({**doc["rollouts"][0], "steps": True}, "r.json rollouts[0]")
+
+
+# -- issue 52: nesting past the reader's bound, and escape sequences for the terminal ----------
+DEEP = "[" * 100_000 + "]" * 100_000
+#: what a file's text would do to a terminal: set the title, clear the screen, write the clipboard
+ESCAPES = "\x1b]2;pwned\x07\x1b[2J\x1b]52;c;cHduZWQ=\x07"
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 0
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _compare(suite: pytest.Pytester, *paths: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_hud", "compare", *map(str, paths), "--fail-on-drop=1"],
+        capture_output=True, text=True, timeout=120, check=False, cwd=suite.path,
+    )  # fmt: skip
+
+
+def test_a_deeply_nested_ledger_or_results_file_is_one_usage_error(suite: pytest.Pytester) -> None:
+    """Issue 52 #8: a ledger line of ``"[" * 100000`` ended ``--hud-resume`` in INTERNALERROR
+    (exit 3, not the documented 4), and ``compare`` of such a results file printed a
+    traceback and exited 1, the code of a real drop. Now any file nested past the readers'
+    bound (64) is one error naming it: exit 4, from the plugin and from ``compare``."""
+    led = _recorded(suite)
+    lines = led.read_text().splitlines(keepends=True)
+    led.write_text("".join([lines[0], DEEP + "\n", *lines[1:]]))
+    result = run(suite, f"--hud-resume={led}")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-2000:]
+    assert f"{led} line 2: expected one JSON object per line" in out
+    assert "nested more than 64" in out
+    assert "Traceback" not in out and "INTERNALERROR" not in out
+    # the same for compare, the whole file or a field nested under the parser's own limit
+    base, new = _results(suite, "base.json"), _results(suite, "new.json")
+    new.write_text(DEEP)
+    done = _compare(suite, base, new)
+    assert done.returncode == 4, done.stderr
+    assert "nested more than 64" in done.stderr and "Traceback" not in done.stderr
+    doc = json.loads(base.read_text())
+    doc["rollouts"][0]["args"]["deep"] = _nested(200)
+    new.write_text(json.dumps(doc))
+    done = _compare(suite, base, new)
+    assert done.returncode == 4 and "nested more than 64" in done.stderr, done.stderr
+
+
+def test_escape_sequences_in_files_reach_the_terminal_as_text(suite: pytest.Pytester) -> None:
+    """Issue 52 #7: a resumed ledger's rows and a results file's task names reached the
+    terminal raw, in the hud table and in ``compare``'s: a file could set the window title,
+    clear the screen or write the clipboard. Both now show them as visible escapes."""
+    led = _recorded(suite)
+    records = _records(led)
+    for record in records:
+        if record["kind"] == "episode":
+            record.update(env="line" + ESCAPES, task="line" + ESCAPES + "/reach")
+    _write(led, records)
+    result = run(suite, f"--hud-resume={led}")
+    result.assert_outcomes(skipped=2)
+    out = result.stdout.str() + result.stderr.str()
+    assert "\x1b" not in out and "\x07" not in out, "a ledger's escape reached the terminal"
+    assert "line\\x1b]2;pwned\\x07\\x1b[2J" in result.stdout.str()  # the hud table, as text
+    base, new = _results(suite, "base.json"), _results(suite, "new.json")
+    for path in (base, new):
+        doc = json.loads(path.read_text())
+        for row in doc["rollouts"]:
+            row["env"] = "line" + ESCAPES  # the label compare shows: env/template
+        path.write_text(json.dumps(doc))
+    done = _compare(suite, base, new)
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout + done.stderr and "\x07" not in done.stdout
+    assert "line\\x1b]2;pwned\\x07" in done.stdout
+
+
+# -- fuzzing the readers' depth bound ---------------------------------------------------------
+_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    depth=st.integers(0, 3000),
+    value=_JSON,
+    junk=st.text(alphabet='[]{}",:0a\\ ', max_size=200),
+    where=st.sampled_from(["args", "line", "junk"]),
+)
+def test_a_ledger_of_any_depth_reads_or_is_one_ledger_error(
+    depth: int, value: Any, junk: str, where: str
+) -> None:
+    """Whatever a ledger's line nests, and however deep, the reader returns its records or
+    raises LedgerError (never RecursionError); past 64 levels it is refused as nested."""
+    from pytest_hud.plumbing.jsonread import MAX_DEPTH
+
+    episode = {"kind": "episode", "v": 1, "run": "r", "nodeid": "t.py::t", "outcome": "passed"}
+    if where == "args":
+        line = json.dumps({**episode, "args": {"x": value, "deep": _nested(min(depth, 500))}})
+    elif where == "line":
+        line = "[" * depth + json.dumps(value) + "]" * depth
+    else:
+        line = junk
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "l.jsonl"
+        path.write_text(json.dumps({"kind": "run", "v": 1, "run": "r", "started": 0}) + "\n")
+        with path.open("a") as f:
+            f.write(line + "\n")
+        try:
+            ledger.read(path)
+        except ledger.LedgerError as exc:
+            if where == "args" and min(depth, 500) + 2 > MAX_DEPTH:
+                assert "nested more than" in str(exc)
+        else:
+            assert not (where == "args" and min(depth, 500) + 2 > MAX_DEPTH)

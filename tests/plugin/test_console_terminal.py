@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -155,3 +156,43 @@ def test_a_blinded_session_never_names_an_arm_on_the_terminal(suite) -> None:
     codes = set(re.findall(r"· arm ([A-Z])", before))
     assert len(codes) == 2
     assert all(f"arm {c} = " in report for c in codes)
+
+
+#: a row's text that would set the window title, clear the screen and write the clipboard
+ESCAPES = "\x1b]2;pwned\x07\x1b[2J\x1b]52;c;cHduZWQ=\x07"
+GATE = f"""
+from pytest_hud.features.robots.console import TerminalOperator
+from pytest_hud.features.robots.operator import Ask, Gate
+
+E = {ESCAPES!r}
+print("before the gate")
+operator = TerminalOperator()
+gate = Gate(row="line/reach" + E, setup="put the cup left" + E, prompt="pick it up" + E)
+print("gate:", operator.gate(gate))
+print("verdict:", operator.verdict(Ask(gate, steps=3, detector=True, accept_after=0)).score)
+"""
+
+
+def test_a_rows_escape_sequences_are_shown_not_obeyed_by_the_terminal(tmp_path: Path) -> None:
+    """Issue 52 #7: the task, set-up text and row reached the operator's terminal raw, so a
+    task file could set the window title, clear the screen, hide text or write the
+    clipboard (OSC 52). In a real terminal (tmux) the gate now shows them as text: the
+    pane's title stays, the line printed before the gate is still on the screen."""
+    (tmp_path / "gate.py").write_text(GATE)
+    env = {k: v for k, v in os.environ.items() if k.startswith(("PYTHON", "PATH", "HOME"))}
+    pane = Pane(f"{sys.executable} gate.py", tmp_path, env)
+    try:
+        pane.wait_for("position the scene, then press Enter")
+        pane.send("Enter")
+        screen = pane.wait_for("EXIT=")
+        title = subprocess.run(
+            [*pane.tmux, "display", "-p", "-t", pane.name, "#{pane_title}"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+    finally:
+        pane.close()
+    assert title != "pwned", "the row's escape set the terminal's title"
+    assert "before the gate" in screen  # not cleared
+    assert "task: pick it up\\x1b]2;pwned\\x07\\x1b[2J\\x1b]52;c;cHduZWQ=\\x07" in screen
+    assert "set up: put the cup left\\x1b]2;pwned" in screen
+    assert "gate: go" in screen and "verdict: 1.0" in screen

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import IO
 
 from pytest_hud.features.robots.operator import Ask, Episode, Gate, GateAnswer, Verdict
+from pytest_hud.plumbing.printable import printable
 
 __all__ = ["TerminalOperator"]
 
@@ -85,7 +86,8 @@ class TerminalOperator:
 
     # -- the protocol --------------------------------------------------------------------
     def gate(self, gate: Gate) -> GateAnswer:
-        self._say("\n" + "\n".join(f"  {line}" for line in _box(gate.lines())) + "\n")
+        lines = [printable(line) for line in gate.lines()]  # a row's text, never escapes
+        self._say("\n" + "\n".join(f"  {line}" for line in _box(lines)) + "\n")
         self._say(f"  position the scene, then press Enter   [{GATE_KEYS}]\n")
         with self._keys():
             while True:
@@ -124,7 +126,7 @@ class TerminalOperator:
         return close
 
     def verdict(self, ask: Ask) -> Verdict:
-        self._say("\n".join(f"  {line}" for line in ask.lines()) + "\n")
+        self._say("\n".join(f"  {printable(line)}" for line in ask.lines()) + "\n")
         accept = ""
         if ask.detector is not None:
             accept = f" · Enter: accept the detector's {'success' if ask.detector else 'failure'}"

@@ -14,7 +14,6 @@ import importlib
 import os
 import pkgutil
 import re
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -23,6 +22,8 @@ import numpy as np
 
 from pytest_hud.errors import HudError
 from pytest_hud.plumbing.loader import load_object
+from pytest_hud.plumbing.printable import printable
+from pytest_hud.plumbing.private_dir import open_private, private_dir
 from pytest_hud.robot.sim.bridge import RobotBridge
 from pytest_hud.robot.sim.endpoint import RobotEndpoint
 from pytest_hud.robot.sim.errors import BridgeError
@@ -384,10 +385,16 @@ class LeRobotRobotBridge(RobotBridge):
                 self._claim = None
 
 
+#: The folder of the robots' lock files, when set (else this user's own pytest-hud folder).
+LOCKS_ENV = "PYTEST_HUD_ROBOT_LOCKS"
+
+
 class _RobotLock:
-    """A host-wide lock per robot (type and id/port) in ``$PYTEST_HUD_ROBOT_LOCKS`` (default:
-    the temp folder): a second process that tries to drive the same robot (an xdist worker,
-    another session) gets one clear error."""
+    """A lock per robot (type and id/port) for this user's processes, in a folder of this
+    user's own (``$PYTEST_HUD_ROBOT_LOCKS``, default ``pytest-hud/robot-locks`` in
+    ``$XDG_RUNTIME_DIR`` or the temp folder, mode 0700): a second process that tries to
+    drive the same robot (an xdist worker, another session) gets one clear error. The file
+    is never followed through a link, and what it says is shown only as a pid."""
 
     def __init__(self, path: Path, fd: int) -> None:
         self.path, self.fd = path, fd
@@ -395,19 +402,18 @@ class _RobotLock:
     @classmethod
     def take(cls, kind: str, fields: Mapping[str, object]) -> _RobotLock:
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{kind}-{fields.get('id') or fields.get('port')}")
-        folder = os.environ.get("PYTEST_HUD_ROBOT_LOCKS") or tempfile.gettempdir()
-        path = Path(folder) / f"pytest-hud-robot-{name}.lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        path = private_dir("robot-locks", LOCKS_ENV) / f"robot-{name}.lock"
+        fd = open_private(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "another process"
+            said = os.read(fd, 64).decode(errors="replace").strip()
             os.close(fd)
+            holder = f"pid {said}" if said.isascii() and said.isdigit() else "another process"
+            robot = printable(f"{kind}{' ' + str(fields['id']) if fields.get('id') else ''}")
             raise BridgeError(
-                f"robot {kind}{' ' + str(fields['id']) if fields.get('id') else ''} is already "
-                f"driven by pid {holder}: one "
-                "robot is one slot. Fix: run its rows in one process, without -n and with "
-                "--hud-concurrency=1"
+                f"robot {robot} is already driven by {holder}: one robot is one slot. Fix: "
+                "run its rows in one process, without -n and with --hud-concurrency=1"
             ) from None
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())

@@ -7,12 +7,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
+from pytest_hud.plumbing.private_dir import open_private, private_dir
 from pytest_hud.runtime.docker.engine import LABEL, _client, _force_remove
 from pytest_hud.runtime.docker.owners import _owner_alive, _proc_start
 
@@ -27,19 +27,19 @@ RECENT = 120.0
 
 
 def _folder() -> Path:
-    return Path(os.environ.get("PYTEST_HUD_INTENTS") or tempfile.gettempdir()) / (
-        "pytest-hud-creates"
-    )
+    """This user's own folder of intents (mode 0700, in ``$PYTEST_HUD_INTENTS`` when set):
+    in the shared temp folder another user could plant files that settle_intents reads,
+    or make the folder a link to one whose files it would delete."""
+    return private_dir("pytest-hud-creates", "PYTEST_HUD_INTENTS")
 
 
 def create_container(client: Any, kwargs: dict[str, Any]) -> object:
     """``client.containers.create(**kwargs)`` behind an intent file (blocking)."""
     folder = _folder()
-    folder.mkdir(parents=True, exist_ok=True)
     pid = os.getpid()
     name = f"{pid}.{_proc_start(pid) or 0}.{uuid.uuid4().hex[:12]}"
     path = folder / name
-    path.touch()
+    os.close(open_private(path))
     labels = {**(kwargs.get("labels") or {}), INTENT_LABEL: name}
     try:
         return client.containers.create(**{**kwargs, "labels": labels})
@@ -57,7 +57,7 @@ def settle_intents(client: Any = None, timeout: float = 20.0) -> list[str]:
     """Remove the containers of creates whose owner died, waiting up to ``timeout`` s for
     the engine to finish recent ones; returns the removed ids."""
     folder = _folder()
-    pending = {p.name: p for p in folder.glob("*.*.*") if _dead(p.name)} if folder.is_dir() else {}
+    pending = {p.name: p for p in folder.glob("*.*.*") if _dead(p.name)}
     if not pending:
         return []
     client = _client(client)
