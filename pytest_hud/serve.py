@@ -3,22 +3,33 @@
 
 The server serves only peers holding the session's secret (``$PYTEST_HUD_SECRET``,
 inherited from whoever started it, else made now). Started by hand, it prints the url to
-give pytest on stderr, as Jupyter prints its ``?token=``:
-``--hud-runtime=tcp://127.0.0.1:PORT?token=...``. ``--no-auth`` serves anyone (a trusted
-lab only; it says so loudly).
+give pytest (``--hud-runtime=tcp://127.0.0.1:PORT``, no secret in it: a command line is
+what ``ps`` shows and reports record) and keeps the secret in a file of this user's own,
+which this user's sessions on this host read; from elsewhere it is given in
+``$PYTEST_HUD_RUNTIME_TOKEN``. ``--no-auth`` serves anyone (a trusted lab only; it says so
+loudly).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
+from pathlib import Path
 
 from pytest_hud.forkserver import client as forkserver
-from pytest_hud.plumbing.auth import NO_AUTH_ENV, SECRET_ENV, warn_no_auth, with_token
+from pytest_hud.plumbing.auth import (
+    NO_AUTH_ENV,
+    RUNTIME_TOKEN_ENV,
+    SECRET_ENV,
+    token_file,
+    warn_no_auth,
+)
 from pytest_hud.plumbing.loader import load_module
+from pytest_hud.plumbing.private_dir import open_private
 from pytest_hud.plumbing.process import serve_until_stopped
 from pytest_hud.runtime.environment import Environment
 from pytest_hud.runtime.modules import module_environments
@@ -45,6 +56,7 @@ def collect(module: object) -> list[Environment]:
 
 async def serve(args: argparse.Namespace) -> None:
     module = load_module(args.module)
+    kept: Path | None = None
     server = EnvServer(
         collect(module), sim_host=args.sim_host, sim_ports=parse_ports(args.sim_ports)
     )
@@ -54,12 +66,30 @@ async def serve(args: argparse.Namespace) -> None:
         if server.secret is None:
             warn_no_auth(f"the env server at {url}")
         elif not args.inherited:  # started by hand: the url a user passes to pytest
-            shown = with_token(url, server.secret)
+            kept = _keep_token(int(url.rsplit(":", 1)[1]), server.secret)
             print(f"pytest-hud: serving {sorted(server.envs)}; run pytest with "
-                  f"--hud-runtime={shown}", file=sys.stderr, flush=True)  # fmt: skip
+                  f"--hud-runtime={url} (its token is in {kept}, which your sessions on "
+                  f"this host read; from elsewhere, export {RUNTIME_TOKEN_ENV}=<its "
+                  "contents>)", file=sys.stderr, flush=True)  # fmt: skip
         await asyncio.Event().wait()
     finally:
+        if kept is not None:
+            with contextlib.suppress(OSError):
+                kept.unlink()
         await asyncio.shield(server.stop())
+
+
+def _keep_token(port: int, secret: str) -> Path:
+    """Write ``secret`` to this user's token file for ``port`` (mode 0600, in a folder of
+    theirs alone); its path."""
+    path = token_file(port)
+    fd = open_private(path)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, secret.encode() + b"\n")
+    finally:
+        os.close(fd)
+    return path
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -16,6 +16,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Required, TypedDict
 
+from pytest_hud.plumbing.auth import redact
+
 __all__ = [
     "CORE_PACKAGES",
     "CheckpointRef",
@@ -202,7 +204,8 @@ def repro_command(
 ) -> str:
     """The pytest command that replays one episode: its node id (which carries the repeat
     index) with the run's agent and ``--hud-seed`` (each case's seed derives from it,
-    the row and the repeat, see ``pytest_hud._plugin.cases.derive_seed``)."""
+    the row and the repeat, see ``pytest_hud._plugin.cases.derive_seed``). A secret in a
+    url (``?token=``) is left out: the replay finds it where the run did."""
     args = ["pytest", nodeid]
     if agent is not None:
         args.append(f"--hud-agent={agent}")
@@ -213,7 +216,7 @@ def repro_command(
     if runtime is not None:
         args.append(f"--hud-runtime={runtime}")
     args.extend(extra)
-    return shlex.join(args)
+    return shlex.join(redact(arg) for arg in args)
 
 
 def collect(
@@ -225,7 +228,8 @@ def collect(
     seed: int | None = None,
     command: Sequence[str] | None = None,
 ) -> Provenance:
-    """The run's provenance, JSON-able: computed once per session on the controller."""
+    """The run's provenance, JSON-able: computed once per session on the controller. The
+    command is recorded without the secrets its urls may carry (``?token=``)."""
     return {
         "packages": package_versions(env_packages),
         "git": git_revision(suite) if suite is not None else None,
@@ -235,5 +239,5 @@ def collect(
         else {"path": str(checkpoint), "hash": checkpoint_hash(checkpoint)},
         "image": None if image is None else {"name": image, "digest": docker_image_digest(image)},
         "seed": seed,
-        "command": None if command is None else shlex.join(command),
+        "command": None if command is None else shlex.join(redact(arg) for arg in command),
     }

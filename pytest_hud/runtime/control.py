@@ -8,7 +8,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse, urlunparse
 
-from pytest_hud.plumbing.auth import session_secret, strip_token, url_token
+from pytest_hud.plumbing.auth import (
+    RUNTIME_TOKEN_ENV,
+    borrowed_token,
+    session_secret,
+    strip_token,
+    url_token,
+)
 from pytest_hud.plumbing.rpc import AuthError, RemoteError, RpcClient, RpcClosed, tcp_address
 from pytest_hud.runtime.errors import ControlError, TemplateError
 from pytest_hud.runtime.provider import Provider, Runtime
@@ -97,8 +103,8 @@ class ControlClient:
         except AuthError as exc:
             raise ControlError(
                 f"the env server at {shown} refused this session: {exc}. Fix: a server this "
-                "session did not start needs its token: --hud-runtime=tcp://HOST:PORT?token=... "
-                "as python -m pytest_hud.serve printed it"
+                f"session did not start needs its token: in ${RUNTIME_TOKEN_ENV}, or on the "
+                "same host the file python -m pytest_hud.serve named when it started"
             ) from None
         except OSError as exc:
             raise ControlError(f"cannot reach the env server at {shown}: {exc}") from exc
@@ -155,5 +161,11 @@ class ControlClient:
 
 def provider(spec: RuntimeSpec) -> Provider:
     """``--hud-runtime=tcp://HOST:PORT`` or ``ws://...`` (runtime/backends.py): a running env
-    server, borrowed (nothing to boot or tear down)."""
-    return Runtime(spec.raw)
+    server, borrowed (nothing to boot or tear down). Its token comes from
+    ``$PYTEST_HUD_RUNTIME_TOKEN`` or, for a server started by hand on this host, the file it
+    keeps it in (a ``?token=`` in the url is still taken, and kept out of every record)."""
+    token = borrowed_token(spec.raw)
+    runtime = Runtime(spec.raw)
+    if token is None:
+        return runtime
+    return Runtime(runtime.url, {**runtime.params, "token": token}, runtime.config)

@@ -10,6 +10,7 @@ docs show (docs/images/web-console.png)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -19,6 +20,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -26,6 +28,8 @@ import numpy as np
 import pytest
 from browser import WAIT, Browser, click, element_text, page_text, shown, type_into, until
 from camera_suite import ENV, TESTS
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from paths import ROOT
 from waiting import wait_for
 
@@ -261,39 +265,155 @@ def test_the_console_stops_refuses_and_closes(browser: Browser) -> None:
     ]
 
 
-def test_requests_are_bounded() -> None:
-    """At most MAX_CONNECTIONS requests at once (idle ones hold theirs: one more is refused,
-    and served once they go); a body past MAX_BODY, or not JSON, gets one line."""
+class Strangers:
+    """``count`` connections to the console without its token that keep a request open,
+    as the probe did: one byte of it, then one more every 2 s (the console waits 10 s for
+    each read), until closed."""
+
+    def __init__(self, url: str, count: int) -> None:
+        parts = urlsplit(url)
+        assert parts.hostname == "127.0.0.1" and parts.port
+        self.connections = [
+            socket.create_connection((parts.hostname, parts.port)) for _ in range(count)
+        ]
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._dribble, daemon=True)
+        self.thread.start()
+
+    def _dribble(self) -> None:
+        while True:
+            for connection in self.connections:
+                with contextlib.suppress(OSError):  # let go by the console: that is its right
+                    connection.sendall(b"G")
+            if self.done.wait(2.0):
+                return
+
+    def close(self) -> None:
+        self.done.set()
+        self.thread.join(timeout=WAIT)
+        for connection in self.connections:
+            connection.close()
+
+
+def _state(url: str) -> dict[str, object] | None:
+    """The console's /state with the url's token (None: not served)."""
+    base, token = url.split("?")
+    try:
+        status, body = http(f"{base.rstrip('/')}/state?{token}")
+    except OSError:
+        return None
+    return dict(json.loads(body)) if status == 200 else None
+
+
+def test_idle_strangers_never_keep_the_operator_from_the_console() -> None:
+    """Issue 52 #2: 16 idle connections without the token held every slot, so the operator's
+    page got 503 (its Stop button too) and said the session had ended. Three times as many
+    idle strangers now: the page's state, the gate and the answer to it are served."""
+    console = WebOperator()
+    strangers = Strangers(console.url, 3 * MAX_CONNECTIONS)
+    try:
+        asked = Asker(lambda: console.gate(Gate("line/reach", "cup left", "reach it", number=1)))
+        assert wait_for(lambda: (_state(console.url) or {}).get("phase") == "gate", WAIT)
+        state = _state(console.url)
+        assert state is not None
+        base, token = console.url.split("?")
+        answer = json.dumps({"seq": state["seq"], "action": "go"}).encode()
+        status, body = http(f"{base.rstrip('/')}/answer?{token}", answer)
+        assert status == 200 and json.loads(body)["said"] == "starting"
+        assert asked.result() == "go"
+    finally:
+        strangers.close()
+        console.close()
+
+
+def test_requests_with_the_token_are_bounded_and_bodies_checked() -> None:
+    """At most MAX_CONNECTIONS requests with the token are served at once (one more is
+    answered 503, served once they go); a body past MAX_BODY, or not JSON, or nested past
+    the JSON depth bound, gets one line."""
     console = WebOperator()
     base, token = console.url.split("?")
-    state = f"{base.rstrip('/')}/state?{token}"
-
-    def refused() -> bool:
-        try:
-            return http(state)[0] == 503
-        except OSError:  # refused before the request was read: the close may reset it
-            return True
-
+    answer = f"{base.rstrip('/')}/answer?{token}"
+    parts = urlsplit(console.url)
+    held = []
     try:
-        parts = urlsplit(console.url)
-        assert parts.hostname == "127.0.0.1" and parts.port
-        idle = [
-            socket.create_connection((parts.hostname, parts.port)) for _ in range(MAX_CONNECTIONS)
-        ]
-        try:
-            assert wait_for(refused, WAIT)
-        finally:
-            for connection in idle:
-                connection.close()
-        assert wait_for(lambda: http(state)[0] == 200, WAIT)
-        answer = f"{base.rstrip('/')}/answer?{token}"
+        for _ in range(MAX_CONNECTIONS):  # answers whose bodies never come: each holds a slot
+            connection = socket.create_connection((parts.hostname, parts.port))
+            connection.sendall(
+                f"POST /answer?{token} HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n".encode()
+            )
+            held.append(connection)
+
+        def refused() -> bool:
+            try:
+                return http(f"{base.rstrip('/')}/state?{token}")[0] == 503
+            except OSError:
+                return False
+
+        assert wait_for(refused, WAIT)
+        for connection in held:
+            connection.close()
+        assert wait_for(lambda: _state(console.url) is not None, WAIT)
         status, body = http(answer, b"x" * (MAX_BODY + 1))
         assert status == 413 and body == f"an answer is at most {MAX_BODY} bytes\n"
-        status, body = http(answer, b"not json")
-        assert status == 400 and json.loads(body) == {"error": "an answer is a JSON object"}
+        for bad in (b"not json", b"[" * 30_000 + b"]" * 30_000):
+            status, body = http(answer, bad)
+            assert status == 400 and json.loads(body) == {"error": "an answer is a JSON object"}
         status, body = http(answer, b'{"seq": 0, "action": "go"}')
         assert status == 409 and "not an answer to this question" in body  # no question yet
     finally:
+        for connection in held:
+            connection.close()
+        console.close()
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """Another local server the operator's browser visits: it keeps the Cookie headers."""
+
+    cookies: list[str] = []
+
+    def do_GET(self) -> None:
+        self.cookies.append(self.headers.get("Cookie") or "")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.end_headers()
+        self.wfile.write(b"<p>another local server</p>")
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet."""
+
+
+def test_the_token_is_never_a_cookie_another_local_server_receives(browser: Browser) -> None:
+    """Issue 52 #5: the page set its token as a cookie, and a browser sends the cookies of
+    127.0.0.1 to every port there: any other local server the operator's browser visited
+    got the token, and could post verdicts or quit. Now the token is in no cookie: such a
+    server receives none of it, and a cookie holding it admits nothing."""
+    console = WebOperator()
+    other = HTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    _Recorder.cookies = []
+    token = console.url.split("token=", 1)[1]
+    try:
+        browser.get(console.url)
+        until(browser, lambda: "waiting for the first episode" in page_text(browser), "the page")
+        browser.get(f"http://127.0.0.1:{other.server_address[1]}/")
+        until(browser, lambda: "another local server" in page_text(browser), "the other page")
+        assert _Recorder.cookies and not any(token in c for c in _Recorder.cookies)
+        base = console.url.split("?")[0].rstrip("/")
+        with urllib.request.urlopen(console.url, timeout=WAIT) as page:
+            assert token not in str(page.headers.get_all("Set-Cookie") or [])
+        for path, data in (("/state", None), ("/answer", b'{"seq": 0, "action": "quit"}')):
+            request = urllib.request.Request(
+                base + path, data=data, headers={"Cookie": f"hud_console={token}"}
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=WAIT) as response:
+                    status = response.status
+            except urllib.error.HTTPError as error:
+                status = error.code
+            assert status == 403, path
+    finally:
+        other.shutdown()
+        other.server_close()
         console.close()
 
 
@@ -327,3 +447,87 @@ def test_the_gate_shows_its_reference_image(browser: Browser, tmp_path: Path) ->
         assert asked.result() == "go"
     finally:
         console.close()
+
+
+# -- fuzzing the request parser over HTTP (issue 52) ------------------------------------------
+FUZZ = settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+#: what the console may answer a request with: never 500, never a traceback
+ANSWERS = {200, 400, 403, 404, 409, 410, 411, 413, 414, 431, 501, 503, 505}
+TOKEN = "{TOKEN}"  # replaced by the console's own in some requests
+
+
+@pytest.fixture(scope="module")
+def fuzzed() -> Iterator[WebOperator]:
+    console = WebOperator()
+    try:
+        yield console
+    finally:
+        console.close()
+
+
+_text = st.text(st.characters(codec="latin-1"), max_size=40)
+_bodies = st.one_of(
+    st.binary(max_size=512),
+    st.recursive(
+        st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=12)),
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+        ),
+        max_leaves=12,
+    ).map(lambda value: json.dumps(value).encode()),
+    st.integers(1, 5000).map(lambda n: b'{"seq": ' + b"[" * n + b"]" * n + b"}"),
+)
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> bytes:
+    """A request as a browser or a stranger might send it: a method, a path (with the
+    console's token or not), a version, headers, a Content-Length true or not, a body; or
+    bytes of any kind."""
+    if draw(st.integers(0, 5)) == 0:
+        return draw(st.binary(max_size=1024))
+    method = draw(st.one_of(st.sampled_from(["GET", "POST", "HEAD", "PUT", "OPTIONS"]), _text))
+    path = draw(
+        st.one_of(
+            st.sampled_from(["/", "/state", "/answer", "/frame/front.jpg", "/reference.jpg"]),
+            st.sampled_from(["//[", "/frame/%2e%2e/.jpg", "/%00", "/?token=&token="]),
+            _text,
+        )
+    )
+    if draw(st.booleans()):
+        path += ("&" if "?" in path else "?") + f"token={TOKEN}"
+    version = draw(st.sampled_from(["HTTP/1.1", "HTTP/1.0", "HTTP/2.0", "", "HTTP/x"]))
+    body = draw(_bodies)
+    length = draw(st.one_of(st.just(str(len(body))), _text, st.integers(-5, 10**9).map(str)))
+    headers = draw(st.lists(st.tuples(_text, _text), max_size=4))
+    head = f"{method} {path} {version}".rstrip() + "\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in [*headers, ("Content-Length", length)])
+    return (head + "\r\n").encode("latin-1") + body
+
+
+@FUZZ
+@given(raw=requests())
+def test_any_request_gets_one_answer_and_the_operator_is_still_served(
+    fuzzed: WebOperator, raw: bytes
+) -> None:
+    """Whatever arrives, the console answers with a status it documents (never 500, never a
+    traceback) or hangs up, and the operator's next request is served."""
+    token = fuzzed.url.split("token=", 1)[1]
+    parts = urlsplit(fuzzed.url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=WAIT) as connection:
+        with contextlib.suppress(OSError):  # it may answer and hang up before all is sent
+            connection.sendall(raw.replace(TOKEN.encode(), token.encode()))
+            connection.shutdown(socket.SHUT_WR)
+        answer = b""
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := connection.recv(65536):
+                answer += chunk
+    assert b"Traceback" not in answer
+    if answer.startswith(b"HTTP/"):
+        status = int(answer.split(b" ", 2)[1])
+        assert status in ANSWERS, answer[:200]
+    assert _state(fuzzed.url) is not None

@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import stat
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -171,12 +173,42 @@ def _counter_task() -> Any:
     return Task("counter", "count", {"seed": 0})
 
 
-async def test_serve_by_hand_prints_the_url_with_its_token_and_pytest_uses_it(
-    pytester: pytest.Pytester,
+#: where a session takes the token of an env server it did not start (never its command line)
+RUNTIME_TOKEN_ENV = "PYTEST_HUD_RUNTIME_TOKEN"
+BY_HAND = """
+import pytest
+from pytest_hud import Task
+
+@pytest.mark.hud(tasks=[Task("counter", "count", {"seed": 1})])
+def test_count(hud_result):
+    pass
+"""
+
+
+def _records(folder: Path) -> dict[str, str]:
+    """Every file a session wrote under ``folder`` (results, ledger, reports), by name."""
+    return {
+        str(p.relative_to(folder)): p.read_text(errors="replace")
+        for p in folder.rglob("*")
+        if p.is_file() and p.suffix in (".json", ".jsonl", ".html", ".xml", ".log", ".txt")
+    }
+
+
+async def test_serve_by_hand_keeps_its_token_out_of_command_lines_and_records(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``python -m pytest_hud.serve`` started by a user (no inherited secret) makes one and
-    prints ``--hud-runtime=tcp://...?token=...``; a session given that url runs; one given
-    the bare url is refused with the fix, as ERROR rows (infrastructure), not FAILs."""
+    """Issue 52 #1: ``python -m pytest_hud.serve`` started by hand printed
+    ``--hud-runtime=tcp://...?token=T``, so T went into pytest's command line (``ps``), the
+    results JSON (``runtime``, ``provenance.command``) and the ledger (the run record and
+    every episode's ``repro``). Now it prints the bare url and keeps T in a file of the
+    user's own (0600 in a 0700 folder), which a session on this host reads; from elsewhere
+    T is given in ``$PYTEST_HUD_RUNTIME_TOKEN``. No command line and no record holds it, a
+    url still carrying ``?token=`` is redacted from every record, and a wrong token is
+    refused with the fix, as ERROR rows (infrastructure), not FAILs."""
+    private = tmp_path / "run"
+    private.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(private))  # the login's folder, here and in pytest
+    monkeypatch.delenv(RUNTIME_TOKEN_ENV, raising=False)
     env = {k: v for k, v in child_env().items() if k != "PYTEST_HUD_SECRET"}
     argv = [sys.executable, "-m", "pytest_hud.serve", str(COUNTER), "--lifeline"]
     child = await Child.spawn(
@@ -184,27 +216,47 @@ async def test_serve_by_hand_prints_the_url_with_its_token_and_pytest_uses_it(
     )
     try:
         printed = await _stderr_line(child, "--hud-runtime=")
-        runtime = printed.split("--hud-runtime=", 1)[1].strip()
-        assert "?token=" in runtime and session_secret() not in runtime
-        pytester.makepyfile(
-            test_by_hand="""
-            import pytest
-            from pytest_hud import Task
-
-            @pytest.mark.hud(tasks=[Task("counter", "count", {"seed": 1})])
-            def test_count(hud_result):
-                pass
-            """
-        )
-        ok = pytester.runpytest_subprocess(f"--hud-runtime={runtime}", "--hud-agent=zero")
+        runtime = printed.split("--hud-runtime=", 1)[1].split()[0]
+        assert "token" not in runtime, f"the printed command line carries the secret: {printed}"
+        kept = Path(printed.split("its token is in ", 1)[1].split(",", 1)[0])
+        token = kept.read_text().strip()
+        assert len(token) == 64 and token not in printed and token != session_secret()
+        assert kept.is_relative_to(private) and stat.S_IMODE(kept.stat().st_mode) == 0o600
+        assert stat.S_IMODE(kept.parent.stat().st_mode) == 0o700
+        pytester.makepyfile(test_by_hand=BY_HAND)
+        records = ("--hud-results=r.json", "--html=report.html", "--junitxml=junit.xml")
+        ok = pytester.runpytest_subprocess(f"--hud-runtime={runtime}", "--hud-agent=zero", *records)
         ok.assert_outcomes(passed=1)
-        bare = runtime.split("?", 1)[0]
-        refused = pytester.runpytest_subprocess(f"--hud-runtime={bare}", "--hud-agent=zero")
+        wrote = _records(pytester.path)
+        assert {"r.json", "r.ledger.jsonl", "report.html", "junit.xml"} <= set(wrote)
+        leaked = [name for name, text in wrote.items() if token in text]
+        assert not leaked and token not in ok.stdout.str() + ok.stderr.str(), leaked
+        doc = json.loads(wrote["r.json"])
+        assert doc["runtime"] == runtime and runtime in doc["provenance"]["command"]
+        # a url that still carries ?token= (the old way) runs; no record keeps the token
+        for name in wrote:
+            (pytester.path / name).unlink()
+        old = pytester.runpytest_subprocess(
+            f"--hud-runtime={runtime}?token={token}", "--hud-agent=zero", *records
+        )
+        old.assert_outcomes(passed=1)
+        wrote = _records(pytester.path)
+        assert not [name for name, text in wrote.items() if token in text]
+        assert json.loads(wrote["r.json"])["runtime"] == runtime
+        # from elsewhere the token is in the environment; a wrong one is refused with the fix
+        monkeypatch.setenv(RUNTIME_TOKEN_ENV, "0" * 64)
+        refused = pytester.runpytest_subprocess(f"--hud-runtime={runtime}", "--hud-agent=zero")
         refused.assert_outcomes(errors=1)
-        refused.stdout.fnmatch_lines(["*refused this session*?token=*"])
-        assert runtime.split("token=", 1)[1] not in refused.stdout.str()
+        refused.stdout.fnmatch_lines([f"*refused this session*{RUNTIME_TOKEN_ENV}*"])
+        monkeypatch.setenv(RUNTIME_TOKEN_ENV, token)
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "elsewhere"))  # no token file
+        pytester.runpytest_subprocess(
+            f"--hud-runtime={runtime}", "--hud-agent=zero"
+        ).assert_outcomes(passed=1)
+        assert token not in child.log_tail(200)
     finally:
         await child.terminate()
+    assert not kept.exists()  # the server removes its token file when it stops
 
 
 async def _stderr_line(child: Child, needle: str, timeout: float = 60.0) -> str:
@@ -405,4 +457,4 @@ async def test_a_policy_server_with_a_token_serves_its_client_through_a_flood() 
         finally:
             await model.aclose()
         assert set(codes) == {403} and np.asarray(chunk).shape[-1] == 2
-        assert sum(server._peers.values()) == 0  # nobody left holding a connection
+        assert server.held() == 0  # nobody left holding a connection

@@ -5,8 +5,11 @@ terminal running pytest.
 One small HTTP server (stdlib, a daemon thread per request, at most a few at once) serves
 one inline page (no external assets), its state as JSON (``GET /state``, polled by the page),
 the latest camera frames as JPEG (``GET /frame/<name>.jpg``) and the person's answers
-(``POST /answer``). Every request carries the console's token, a random one made per console
-(the url's ``?token=``; the page's cookie admits reads): without it, 403. The url is printed
+(``POST /answer``). Every request carries the console's token, a random one made per console,
+in its url (``?token=``; no cookie carries it: browsers send a cookie of 127.0.0.1 to every
+port there, so any other local server the browser visits would get it): without it, 403.
+A connection that has not shown the token holds no slot of the owner's: at most
+``MAX_UNPROVEN`` are kept, the oldest let go for a new one. The url is printed
 once to the controlling terminal (else stderr) and, where ``$PYTEST_HUD_OPERATOR_URL_FILE``
 names a file, written there (for a script or a test that opens the page itself).
 
@@ -26,10 +29,10 @@ import secrets
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from socket import socket
+from socket import SHUT_RDWR, socket
 from typing import Literal, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -38,6 +41,7 @@ import numpy as np
 from pytest_hud.errors import HudError
 from pytest_hud.features.robots.operator import Ask, Episode, Gate, GateAnswer, Verdict
 from pytest_hud.plumbing.auth import same
+from pytest_hud.plumbing.jsonread import loads
 
 __all__ = ["URL_FILE_ENV", "ConsoleClosed", "WebOperator"]
 
@@ -45,8 +49,13 @@ __all__ = ["URL_FILE_ENV", "ConsoleClosed", "WebOperator"]
 URL_FILE_ENV = "PYTEST_HUD_OPERATOR_URL_FILE"
 #: The largest request body admitted (an answer is a few hundred bytes).
 MAX_BODY = 64 * 1024
-#: Requests served at once; more are refused with 503 (a page needs two or three).
+#: Requests with the token served at once; more are refused with 503 (a page needs two or
+#: three).
 MAX_CONNECTIONS = 16
+#: Connections kept before their request showed the token (a page's own are there for a few
+#: milliseconds; a stranger's idle ones stay until let go); one more lets the oldest go, so
+#: idle strangers can never take the owner's slots (16 of them answered 503 to the operator).
+MAX_UNPROVEN = 32
 #: The longest notes line kept.
 MAX_NOTES = 1000
 
@@ -217,7 +226,7 @@ class WebOperator:
                 self._cond.wait(timeout=left)  # woken by an answer or close(); 1 s keeps ^C live
             return self._answer if self._seq == seq else None
 
-    def _take(self, body: Json) -> str:
+    def _take(self, body: Mapping[str, object]) -> str:
         """Apply a POSTed answer; what the page shows back. Raises _Refused."""
         action = body.get("action")
         with self._cond:
@@ -311,39 +320,42 @@ class WebOperator:
 
 # -- the HTTP side ---------------------------------------------------------------------------
 class _Server(ThreadingHTTPServer):
+    """One thread per connection. A connection is unproven until its request shows the
+    token: at most MAX_UNPROVEN are kept (a new one shuts the oldest down); a proven
+    request takes one of MAX_CONNECTIONS slots, or is answered 503."""
+
     daemon_threads = True
     block_on_close = False
 
     def __init__(self, address: tuple[str, int], console: WebOperator) -> None:
         self.console = console
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.unproven: OrderedDict[socket, None] = OrderedDict()  # oldest first
+        self.unproven_lock = threading.Lock()
         super().__init__(address, _Handler)
 
     def process_request(
         self, request: socket | tuple[bytes, socket], client_address: object
     ) -> None:
-        if not self.slots.acquire(blocking=False):
-            with contextlib.suppress(OSError):
-                # what has arrived is read first, so the close does not reset the answer
-                cast(socket, request).setblocking(False)
-                with contextlib.suppress(BlockingIOError):
-                    cast(socket, request).recv(MAX_BODY)
-                cast(socket, request).setblocking(True)
-                cast(socket, request).sendall(
-                    b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
-                    b"Connection: close\r\n\r\ntoo many requests at once\n"
-                )
-            self.shutdown_request(request)
-            return
+        with self.unproven_lock:
+            while len(self.unproven) >= MAX_UNPROVEN:
+                oldest, _ = self.unproven.popitem(last=False)
+                with contextlib.suppress(OSError):  # its thread reads the end and leaves
+                    oldest.shutdown(SHUT_RDWR)
+            self.unproven[cast(socket, request)] = None
         super().process_request(request, client_address)
 
-    def process_request_thread(
-        self, request: socket | tuple[bytes, socket], client_address: object
-    ) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
+    def proven(self, request: socket) -> bool:
+        """``request`` showed the token: it is no longer unproven; whether a slot was free
+        (the caller releases it)."""
+        with self.unproven_lock:
+            self.unproven.pop(request, None)
+        return self.slots.acquire(blocking=False)
+
+    def shutdown_request(self, request: socket | tuple[bytes, socket]) -> None:
+        with self.unproven_lock:
+            self.unproven.pop(cast(socket, request), None)
+        super().shutdown_request(request)
 
     def handle_error(self, request: object, client_address: object) -> None:
         """A broken connection is the client's business: no traceback on pytest's stderr."""
@@ -354,6 +366,15 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 10  # a client that stalls mid-request gives its slot back
     server_version = "pytest-hud-console"
     sys_version = ""
+    _slot = False  # holds one of the server's slots
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            if self._slot:
+                self._slot = False
+                self.server.slots.release()
 
     # -- plumbing -----------------------------------------------------------------------
     def log_message(self, format: str, *args: object) -> None:
@@ -389,15 +410,20 @@ class _Handler(BaseHTTPRequestHandler):
     def _json(self, status: int, doc: Json) -> None:
         self._send(status, json.dumps(doc).encode(), "application/json")
 
-    def _admitted(self, query: dict[str, str], by_cookie: bool) -> bool:
-        token = self.server.console._token
-        if same(token, query.get("token")):
-            return True
-        if not by_cookie:
+    def _admitted(self) -> bool:
+        """Whether the request shows the token in its url (else 403) and got a slot (else
+        503); a cookie admits nothing."""
+        try:
+            query = dict(parse_qsl(urlsplit(self.path).query))
+        except ValueError:  # urlsplit refuses some paths ("//[")
+            query = {}
+        if not same(self.server.console._token, query.get("token")):
+            self._text(403, "forbidden: open the url with its token, as pytest printed it")
             return False
-        cookie = SimpleCookie(self.headers.get("Cookie") or "")
-        morsel = cookie.get("hud_console")
-        return morsel is not None and same(token, morsel.value)
+        self._slot = self.server.proven(self.request)
+        if not self._slot:
+            self._text(503, f"busy: {MAX_CONNECTIONS} requests at once; the page retries")
+        return self._slot
 
     # -- requests -----------------------------------------------------------------------
     def do_GET(self) -> None:
@@ -413,19 +439,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._text(500, "the console could not take this answer")
 
     def _get(self) -> None:
-        parts = urlsplit(self.path)
-        query = dict(parse_qsl(parts.query))
-        if not self._admitted(query, by_cookie=True):
-            self._text(403, "forbidden: open the url with its token, as pytest printed it")
+        if not self._admitted():
             return
+        parts = urlsplit(self.path)
         console = self.server.console
         if parts.path in ("/", "/index.html"):
-            cookie = f"hud_console={console._token}; Path=/; HttpOnly; SameSite=Strict"
             self._send(
-                200,
-                PAGE.encode(),
-                "text/html; charset=utf-8",
-                {"Set-Cookie": cookie, "Content-Security-Policy": CSP},
+                200, PAGE.encode(), "text/html; charset=utf-8", {"Content-Security-Policy": CSP}
             )
         elif parts.path == "/state":
             self._json(200, console._state())
@@ -445,17 +465,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._text(404, "not found")
 
     def _post(self) -> None:
-        parts = urlsplit(self.path)
-        # an answer needs the token in the url (the page's script sends it): a cookie alone
-        # would let another site's form post one
-        if not self._admitted(dict(parse_qsl(parts.query)), by_cookie=False):
-            self._text(403, "forbidden: open the url with its token, as pytest printed it")
+        if not self._admitted():
             return
-        if parts.path != "/answer":
+        if urlsplit(self.path).path != "/answer":
             self._text(404, "not found")
             return
         length_text = self.headers.get("Content-Length")
-        if length_text is None or not length_text.isdigit():
+        if length_text is None or not (length_text.isascii() and length_text.isdigit()):
             self._text(411, "an answer needs a Content-Length")
             return
         length = int(length_text)
@@ -463,7 +479,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._text(413, f"an answer is at most {MAX_BODY} bytes")
             return
         try:
-            body = json.loads(self.rfile.read(length) or b"{}")
+            body = loads(self.rfile.read(length) or b"{}")
         except (ValueError, OSError):
             self._json(400, {"error": "an answer is a JSON object"})
             return
@@ -705,7 +721,13 @@ function render(s) {
 async function poll() {
   try {
     const r = await fetch("/state" + q, {cache: "no-store"});
+    if (r.status === 503) {  // busy for a moment: the session goes on
+      $("error").textContent = "the console is busy; retrying";
+      setTimeout(poll, 500);
+      return;
+    }
     if (!r.ok) throw new Error(await r.text());
+    if ($("error").textContent === "the console is busy; retrying") $("error").textContent = "";
     render(await r.json());
   } catch (e) {
     showOnly("closed");
