@@ -45,8 +45,8 @@ CACHE_VAR = "PYTEST_HUD_KINETIX_JAX_CACHE"
 
 def _jax() -> Any:
     """JAX on the CPU unless told otherwise, with its persistent compilation cache on: a
-    level's step compiles in 20-35 s here, and every new process (a subprocess or container
-    runtime's substrate) would compile it again."""
+    level's step takes long to compile (docs/performance.md), and every new process (a
+    subprocess or container runtime's substrate) would compile it again."""
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     import jax
 
