@@ -296,3 +296,20 @@ def test_a_ledger_of_any_depth_reads_or_is_one_ledger_error(
                 assert "nested more than" in str(exc)
         else:
             assert not (where == "args" and min(depth, 500) + 2 > MAX_DEPTH)
+
+
+def test_an_ab_tables_task_names_reach_the_terminal_as_text() -> None:
+    """The A/B session's hud table (issue 52 #7): a task name read from a file is shown with
+    its escapes as text."""
+    from pytest_hud.features.ab.verdicts import format_ab_table
+
+    arms = [{"arm": "A", "label": "zero"}, {"arm": "B", "label": "forward" + ESCAPES}]
+    rows = [
+        {"nodeid": f"t.py::t[{pair}@{arm}]", "pair": f"t.py::t[{pair}]", "arm": arm,
+         "task": "line" + ESCAPES + "/reach", "env": "line", "outcome": "passed",
+         "success": True, "error": None, "seed": pair, "group": "t.py::t", "key": f"r{pair}"}
+        for pair in range(3) for arm in "AB"
+    ]  # fmt: skip
+    table = "\n".join(format_ab_table(rows, arms, []))
+    assert "\x1b" not in table and "\x07" not in table
+    assert "line\\x1b]2;pwned\\x07" in table and "forward\\x1b]2;pwned" in table

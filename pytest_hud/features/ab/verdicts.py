@@ -21,6 +21,7 @@ from pytest_hud.evaluation.results import (
     unit_of,
 )
 from pytest_hud.features.ab.paired import PairedFields, PairedVerdict, summarize_pairs
+from pytest_hud.plumbing.printable import printable
 
 __all__ = [
     "OVERALL",
@@ -349,7 +350,9 @@ def format_ab_table(
                 mine = [r for r in mine if task_of(r) == task]
             st = stats(mine)
             ci = st["rate_ci"]
-            cells: tuple[str, ...] = (task if i == 0 else "", str(arm["arm"]), str(arm["label"]))
+            # a row's task, maybe read back from a ledger: shown, never obeyed by the terminal
+            cells: tuple[str, ...] = (printable(task) if i == 0 else "", str(arm["arm"]))
+            cells += (printable(arm["label"]),)
             cells += (str(st["episodes"]), _pct(st["success_rate"]))
             cells += (f"{_pct(ci[0])}-{_pct(ci[1])}" if ci else "-",)
             cells += (score_text(st),) if scored else ()
