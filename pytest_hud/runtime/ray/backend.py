@@ -60,13 +60,12 @@ class HeadCluster:
 
 def start_cluster() -> HeadCluster:
     """Start a local head on loopback; SubstrateError (temp dir removed) if it does not."""
-    from pytest_hud.runtime.errors import SubstrateError
     from pytest_hud.runtime.ray.head import RayHead
 
     head = RayHead(Path(tempfile.mkdtemp(prefix="hud-ray-")) / "t")
     try:
         head.start()
-    except SubstrateError:
+    except BaseException:  # SubstrateError, or a Ctrl-C while `ray start` ran (stopped)
         shutil.rmtree(head.temp_dir.parent, ignore_errors=True)
         raise
     return HeadCluster(head)

@@ -87,6 +87,9 @@ class RayHead:
                 code = proc.wait(BOOT_TIMEOUT)
             except subprocess.TimeoutExpired:
                 code = None
+            except BaseException:  # a Ctrl-C while it starts: what it started goes too
+                self.stop()
+                raise
         if code != 0:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
             how = f"did not finish within {BOOT_TIMEOUT} s" if code is None else f"exited {code}"
