@@ -16,6 +16,7 @@ from pytest_hud.plumbing.threads import DaemonExecutor
 from pytest_hud.robot import lerobot_version as compat
 from pytest_hud.robot.agent.adapter import LeRobotAdapter
 from pytest_hud.robot.agent.agent import RobotAgent
+from pytest_hud.robot.agent.device import placed_device
 from pytest_hud.robot.agent.ensembler import Ensembler
 from pytest_hud.robot.agent.errors import CheckpointError
 from pytest_hud.robot.agent.hub import require_hub_checkpoint
@@ -232,9 +233,12 @@ def load_policy(path_or_repo: str | Path, *, device: str | None = None) -> tuple
 
     The policy class comes from the config's ``type`` (``get_policy_class``), the weights
     from ``from_pretrained``, the processors from ``make_pre_post_processors(config,
-    pretrained_path=...)`` with their device step moved to the policy's device.
+    pretrained_path=...)`` with their device step moved to the policy's device. ``device``
+    (default: the one the session placed this process on, ``--hud-devices``, else the
+    checkpoint's own) replaces the config's.
     """
     _import_torch()  # the clear ImportError, on the caller's thread
+    device = device or placed_device()
     return torch_thread().submit(_load_policy, path_or_repo, device).result()
 
 
