@@ -87,3 +87,21 @@ async def raw_peers(port: int, count: int) -> AsyncIterator[Peers]:
     finally:
         for _, writer in peers:
             writer.close()
+
+
+def probed(token: str, name: str = "HUD_LEAK_PROBE") -> list[int]:
+    """Pids of live (non-zombie) processes whose environment carries ``name=token``: what a
+    session started with the probe in its environment left running."""
+    found = []
+    needle = f"{name}={token}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle in environ and state != "Z":
+            found.append(int(entry.name))
+    return found

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -32,7 +33,10 @@ from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.substrate import CONTROL_PORT, PingedSubstrate, serve_argv
 from pytest_hud.runtime.task import Task
 
-__all__ = ["DockerRuntime"]
+__all__ = ["GPUS_ENV", "DockerRuntime"]
+
+#: The GPUs every container of the ``--hud-runtime=docker`` forms gets (``--hud-docker-gpus``).
+GPUS_ENV = "PYTEST_HUD_DOCKER_GPUS"
 
 
 # -- the provider ---------------------------------------------------------------------------
@@ -50,7 +54,10 @@ class DockerRuntime:
     network to attach (a bridge; ports are still published). ``command``: run this
     argv instead of the env server (it must serve the control channel on port 8000).
     A row's ``runtime_config`` ``cpu`` and ``memory`` become container limits, ``gpu``
-    (``"all"`` or a count) a GPU request.
+    (``"all"``, a count, or ``"device=0,1"``, as ``docker run --gpus``) a GPU request.
+    ``gpus``: the request of rows that make none (for sims that render on a GPU,
+    ``MUJOCO_GL=egl``); the ``--hud-runtime=docker`` forms take it from
+    ``$PYTEST_HUD_DOCKER_GPUS`` (``--hud-docker-gpus``). No GPU is requested unless asked.
     """
 
     #: a container boots in seconds: the plugin boots the next rows' ahead (runtime/warm.py)
@@ -69,6 +76,7 @@ class DockerRuntime:
         network: str | None = None,
         command: Sequence[str] | None = None,
         forward_env: bool = False,
+        gpus: str | None = None,
     ) -> None:
         if sim_ports < 0 or sim_ports > 99:
             raise ValueError(f"sim_ports must be between 0 and 99, got {sim_ports!r}")
@@ -86,6 +94,7 @@ class DockerRuntime:
         self.network = network
         self.command = list(command) if command is not None else None
         self.forward_env = forward_env
+        self.gpus = gpus
         self._forwarded: dict[str, str] | None = None  # read once, at the first container
         self._client = client
         self._lock = threading.Lock()
@@ -183,11 +192,22 @@ class DockerRuntime:
                 kwargs["nano_cpus"] = int(cfg.cpu * 1e9)
             if cfg.memory:
                 kwargs["mem_limit"] = cfg.memory
-            if cfg.gpu:
-                count = int(cfg.gpu) if str(cfg.gpu).isdigit() else -1
-                request = _sdk().types.DeviceRequest(count=count, capabilities=[["gpu"]])
-                kwargs["device_requests"] = [request]
+        asked = self.gpus or (os.environ.get(GPUS_ENV) if self.forward_env else None)
+        gpus = (cfg.gpu if cfg is not None else None) or asked
+        if gpus:
+            kwargs["device_requests"] = [_gpu_request(str(gpus))]
         return kwargs
+
+
+def _gpu_request(gpus: str) -> Any:
+    """The engine's request for ``gpus``, as ``docker run --gpus`` reads it: ``all``, a
+    count, or ``device=0,1``."""
+    types = _sdk().types
+    if gpus.startswith("device="):
+        ids = gpus.removeprefix("device=").split(",")
+        return types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]])
+    count = int(gpus) if gpus.isdigit() else -1
+    return types.DeviceRequest(count=count, capabilities=[["gpu"]])
 
 
 def _runtime_of(container: Any, task: Task) -> Runtime | None:
