@@ -40,6 +40,7 @@ __all__ = [
     "pytest_hud_summary_table",
     "pytest_hud_terminal_summary",
     "pytest_hud_timing",
+    "pytest_hud_unrun",
 ]
 
 
@@ -59,6 +60,13 @@ def pytest_hud_skip_case(config: pytest.Config, nodeid: str, case: HudCase) -> s
 
 
 @pytest.hookspec()
+def pytest_hud_unrun(config: pytest.Config, nodeid: str) -> str | None:
+    """Why a skipped item was not run, in the word its row and the ledger keep: ``budget``,
+    ``decided`` (a sequential test needs it no more), ``put off`` or ``quit`` (the operator);
+    None where no feature skipped it (the user's skip)."""
+
+
+@pytest.hookspec(firstresult=True)
 def pytest_hud_episode_observers(config: pytest.Config) -> Sequence[ObserverFactory]:
     """Observer factories ``(run, spaces) -> observer`` every rollout's agent runs with."""
 

@@ -5,6 +5,7 @@ so they match in every worker and ``--lf`` replays the same episode.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -19,7 +20,8 @@ __all__ = ["HudCase", "derive_seed", "expand", "readable_id", "task_rows", "with
 
 #: the arg a repeat varies: the one seed argument env templates declare
 SEED_ARG = "seed"
-#: args rendered longer than this fall back to the hash slug
+#: an arg's value longer than this is shown only in the hidden args' hash; all the shown
+#: args longer than this and a hash fall back to the slug
 _READABLE_MAX = 48
 _PLAIN = re.compile(r"^[A-Za-z0-9_.+-]*$")
 
@@ -85,21 +87,28 @@ def _scalar(value: object) -> str | None:
 
 
 def readable_id(task: Task) -> str:
-    """``env/id[k=v,...]`` when every arg is a short scalar (sorted by name), else
-    ``env/slug``: a pytest id people can read, stable across runs. ``Task.slug``
-    (which baselines and expectations key on) is left as it is."""
+    """``env/id[name:value]...``: each short scalar arg in brackets of its own (sorted by
+    name), the others (free text such as a robot row's set-up, lists, long values) as one
+    ``[+<8 hex>]`` of their hash; ``env/slug`` when the shown args would be too long. A
+    pytest id people can read, stable across runs, and one ``-k`` takes as written:
+    pytest's ``-k`` grammar refuses ``=`` and ``,``, and ``-k "[seed:1]"`` picks seed 1, not
+    seed 10. ``Task.slug`` (which baselines and expectations key on) is left as it is."""
     if not task.args:
         return f"{task.env}/{task.id}"
-    parts = []
+    shown, hidden = [], {}
     for name in sorted(task.args):
         text = _scalar(task.args[name])
-        if text is None or not _PLAIN.match(name):
-            return task.key
-        parts.append(f"{name}={text}")
-    inner = ",".join(parts)
-    if len(inner) > _READABLE_MAX:
+        if text is None or not _PLAIN.match(name) or len(text) > _READABLE_MAX:
+            hidden[name] = task.args[name]
+        else:
+            shown.append(f"[{name}:{text}]")
+    if hidden:
+        canonical = json.dumps(hidden, sort_keys=True, separators=(",", ":"))
+        shown.append(f"[+{hashlib.sha256(canonical.encode()).hexdigest()[:8]}]")
+    inner = "".join(shown)
+    if len(inner) > _READABLE_MAX + 12:
         return task.key
-    return f"{task.env}/{task.id}[{inner}]"
+    return f"{task.env}/{task.id}{inner}"
 
 
 def expand(rows: Iterable[Task], group: int, seed: int | None) -> list[HudCase]:

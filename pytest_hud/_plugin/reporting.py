@@ -117,9 +117,18 @@ class Reporter:
         }
 
     def _skipped_row(self, item: pytest.Item, case: HudCase, report: object) -> rep.Row:
+        """The row of an item not run: why, in pytest's words (``skip_reason``) and, where a
+        feature skipped it, in one word (``unrun``: budget, decided, put off, quit)."""
         outcome = "xfailed" if hasattr(report, "wasxfail") else "skipped"
         empty = dict.fromkeys(("score", "success", "total_reward", "steps", "error"))
         row = {**self._case_fields(item, case), "outcome": outcome, **empty, "duration": 0.0}
+        if outcome == "skipped":
+            longrepr = getattr(report, "longrepr", None)
+            said = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr or "")
+            row["skip_reason"] = str(said).removeprefix("Skipped: ")
+            unrun = self.hook.pytest_hud_unrun(config=self.config, nodeid=item.nodeid)
+            if unrun is not None:
+                row["unrun"] = unrun
         return cast(rep.Row, row)
 
     def logreport(self, report: pytest.TestReport) -> None:

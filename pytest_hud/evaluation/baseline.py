@@ -90,7 +90,13 @@ def incomplete_reason(doc: ResultsDocument) -> str | None:
     """Why a results document is not a whole run (None when it is, or predates the flag)."""
     if doc.get("complete", True) is not False:
         return None
-    items: ItemCounts | dict[str, int] = doc.get("items") or {}
+    items: ItemCounts | dict[str, object] = doc.get("items") or {}
+    unrun = items.get("unrun")
+    unrun = unrun if isinstance(unrun, dict) else {}
+    undecided = {k: v for k, v in unrun.items() if k != "decided"}
+    if undecided and not doc.get("interrupted"):
+        left = ", ".join(f"{n} for {why}" for why, n in sorted(undecided.items()))
+        return f"rows were left undecided (not run: {left})"
     how = "was interrupted" if doc.get("interrupted") else "stopped early"
     return f"it {how}: {items.get('run', '?')} of {items.get('collected', '?')} items ran"
 

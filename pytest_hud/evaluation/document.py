@@ -75,6 +75,18 @@ class Row(TypedDict, total=False):
     stopped: str | None  # who ended the episode early ("operator")
     grade_source: str | None  # who graded: "detector", "operator", "grader", ...
     notes: str | None  # the operator's notes
+    # an attended (robot) session's (features/robots)
+    robot: str  # the robot that ran the episode
+    safety: dict[str, JSONValue]  # what the safety layer changed: clamped, limited (counts)
+    discards: list[JSONValue]  # episodes of this row the operator discarded before this one
+    put_off: int  # times the operator put the row off before it ran
+    rubric: str  # what the operator graded against
+    instructions: list[JSONValue]  # the operator's instructions to the policy: step, text
+    episode_seconds: float  # from the episode's first frame to its end (no connect time)
+    fault: dict[str, JSONValue]  # a robot fault: its kind and what the session did
+    # a row not run: pytest's reason and, where a feature skipped it, why in one word
+    skip_reason: str
+    unrun: str  # "budget", "decided", "put off" or "quit"
     video: str | None
     dataset: DatasetRef | None
     # added by the plugin and its features
@@ -110,6 +122,7 @@ class Stats(TypedDict):
     xfailed: int
     xpassed: int
     skipped: int
+    resumed: int  # rows kept from a --hud-resume ledger (counted as graded too)
     rows: int  # distinct (key, group): the rows behind the repeats
 
 
@@ -130,9 +143,11 @@ class GateRecord(TypedDict):
     message: str
 
 
-class ItemCounts(TypedDict):
-    collected: int | None  # None: not known (a merged ledger)
-    run: int
+class ItemCounts(TypedDict, total=False):
+    collected: Required[int | None]  # None: not known (a merged ledger)
+    run: Required[int]
+    #: rows not run, by why (``Row.unrun``): any but "decided" leaves the run incomplete
+    unrun: dict[str, int]
 
 
 class ResultsDocument(TypedDict, total=False):

@@ -1,4 +1,5 @@
-"""The episode ledger: one JSON line per finished rollout, in the file when it is appended.
+"""The episode ledger: one JSON line per finished rollout, in the file when it is appended
+(and one ``unrun`` line per row a session did not run, saying why: never an episode).
 
 Each record is one ``write`` of a whole line on an ``O_APPEND`` file: after a SIGKILL the
 file holds whole lines and at most one torn last line, which :func:`read` reports and
@@ -37,6 +38,7 @@ __all__ = [
     "ResumeIndex",
     "RunRecord",
     "TornLine",
+    "UnrunRecord",
     "episode_record",
     "key",
     "main",
@@ -44,6 +46,7 @@ __all__ = [
     "read",
     "results",
     "resume_index",
+    "unrun_record",
 ]
 
 VERSION = 1
@@ -71,6 +74,30 @@ class EpisodeRecord(Row, total=False):
     checkpoint: Required[CheckpointRef | None]
 
 
+class UnrunRecord(TypedDict):
+    """A ledger's line for a row the session did not run: the row's identity (what
+    :func:`key` reads) and why (``reason``: budget, decided, put off, quit, or skipped: the
+    user's skip; ``detail``: pytest's words). Not an episode: readers counting episodes
+    never see it."""
+
+    kind: Literal["unrun"]
+    v: int
+    run: str
+    at: float
+    nodeid: str
+    key: str | None
+    seed: JSONValue
+    rep: int | None
+    agent: str | None
+    arm: str | None
+    reason: str
+    detail: str
+
+
+#: the kinds of line a ledger holds
+KINDS = ("run", "episode", "unrun")
+
+
 class LedgerError(HudError, ValueError):
     """A ledger line that is not a torn tail cannot be read."""
 
@@ -92,6 +119,8 @@ class TornLine:
 class LedgerContents:
     runs: dict[str, RunRecord] = field(default_factory=dict)
     episodes: list[EpisodeRecord] = field(default_factory=list)
+    #: rows a session did not run (the latest line of each key), never episodes
+    unrun: list[UnrunRecord] = field(default_factory=list)
     torn: TornLine | None = None
 
 
@@ -136,6 +165,9 @@ def resume_index(contents: LedgerContents) -> ResumeIndex:
             out.rerun.discard(k)
         elif k not in out.episodes:
             out.rerun.add(k)
+    for unrun in contents.unrun:  # a row not run runs now, unless an episode of it is kept
+        if key(unrun) not in out.episodes:
+            out.rerun.add(key(unrun))
     return out
 
 
@@ -162,7 +194,25 @@ def episode_record(
     }
 
 
-def _parse(raw: bytes, number: int, path: Path) -> RunRecord | EpisodeRecord:
+def unrun_record(row: Row, *, run: str) -> UnrunRecord:
+    """The ledger line of a row not run (``row['unrun']`` or a skip): why, not an episode."""
+    return {
+        "kind": "unrun",
+        "v": VERSION,
+        "run": run,
+        "at": time.time(),
+        "nodeid": row["nodeid"],
+        "key": row.get("key"),
+        "seed": row.get("seed"),
+        "rep": row.get("rep"),
+        "agent": row.get("agent"),
+        "arm": row.get("arm"),
+        "reason": str(row.get("unrun") or "skipped"),
+        "detail": str(row.get("skip_reason") or ""),
+    }
+
+
+def _parse(raw: bytes, number: int, path: Path) -> RunRecord | EpisodeRecord | UnrunRecord:
     """One line's record; what is checked (the kind, the run id, an episode's row fields)
     is what makes it one: the rest is read as written."""
     try:
@@ -173,9 +223,9 @@ def _parse(raw: bytes, number: int, path: Path) -> RunRecord | EpisodeRecord:
             f"({exc}); fix: only the last line may be torn, so this file was edited or "
             "written by something else"
         ) from None
-    if not isinstance(rec, dict) or rec.get("kind") not in ("run", "episode"):
+    if not isinstance(rec, dict) or rec.get("kind") not in KINDS:
         raise LedgerError(
-            f"{path} line {number}: expected a run or episode record, got {str(rec)[:60]}"
+            f"{path} line {number}: expected a run, episode or unrun record, got {str(rec)[:60]}"
         )
     run = rec.get("run")
     if not isinstance(run, str) or not run.isprintable():  # shown as it is: no escapes
@@ -185,6 +235,10 @@ def _parse(raw: bytes, number: int, path: Path) -> RunRecord | EpisodeRecord:
         )
     if rec["kind"] == "run":
         return cast(RunRecord, rec)
+    if rec["kind"] == "unrun":
+        if not isinstance(rec.get("reason"), str):
+            raise LedgerError(f"{path} line {number}: field 'reason': expected a string")
+        return cast(UnrunRecord, rec)
     try:
         check_row(rec, f"{path} line {number}")
     except RowError as exc:
@@ -205,6 +259,8 @@ def read(path: str | Path) -> LedgerContents:
             rec = _parse(raw, number, path)
             if rec["kind"] == "run":
                 out.runs[rec["run"]] = rec
+            elif rec["kind"] == "unrun":
+                out.unrun.append(rec)
             else:
                 out.episodes.append(rec)
         offset += len(raw) + 1
@@ -273,10 +329,12 @@ class Ledger:
         self._syncer: threading.Thread | None = None
         self._closing = False
 
-    def append(self, record: RunRecord | EpisodeRecord) -> None:
+    def append(self, record: RunRecord | EpisodeRecord | UnrunRecord) -> None:
         """Write one record as one line (fsync'd behind, by the ledger's thread)."""
-        if record.get("kind") not in ("run", "episode"):
-            raise LedgerError(f"expected a record with kind run or episode, got {record!r:.80}")
+        if record.get("kind") not in KINDS:
+            raise LedgerError(
+                f"expected a record with kind run, episode or unrun, got {record!r:.80}"
+            )
         line = (json.dumps(record, default=str, separators=(",", ":")) + "\n").encode()
         with self._lock:
             if self._fd < 0:
@@ -387,8 +445,10 @@ def merge(ledgers: Iterable[LedgerContents | str | Path], prefer: str = "last") 
         raise ValueError(f"prefer: expected 'first' or 'last', got {prefer!r}")
     out = LedgerContents()
     chosen: dict[Key, EpisodeRecord] = {}
+    parts: list[LedgerContents] = []
     for item in ledgers:
         contents = item if isinstance(item, LedgerContents) else read(item)
+        parts.append(contents)
         for run, run_rec in contents.runs.items():
             out.runs.setdefault(run, run_rec)
         for rec in contents.episodes:
@@ -396,6 +456,13 @@ def merge(ledgers: Iterable[LedgerContents | str | Path], prefer: str = "last") 
             if prefer == "last" or k not in chosen:
                 chosen[k] = rec
     out.episodes = list(chosen.values())
+    ran = {key(rec)[:4] for rec in out.episodes}  # a row run in any ledger is not unrun
+    unrun: dict[Key, UnrunRecord] = {}
+    for item in parts:
+        for rec in item.unrun:
+            if key(rec)[:4] not in ran and (prefer == "last" or key(rec) not in unrun):
+                unrun[key(rec)] = rec
+    out.unrun = list(unrun.values())
     return out
 
 
@@ -407,6 +474,13 @@ def results(contents: LedgerContents) -> ResultsDocument:
     rows = [
         cast(Row, {k: v for k, v in r.items() if k not in ("kind", "v")}) for r in contents.episodes
     ]
+    for unrun in contents.unrun:  # a row not run: skipped, saying why (undecided: incomplete)
+        fields = {k: unrun.get(k) for k in ("nodeid", "key", "seed", "rep", "agent", "arm")}
+        row = {k: v for k, v in fields.items() if v is not None}
+        row.update(outcome="skipped", skip_reason=unrun.get("detail", ""))
+        if unrun["reason"] != "skipped":
+            row["unrun"] = unrun["reason"]
+        rows.append(cast(Row, row))
     agents = sorted({str(r.get("agent")) for r in rows})
     meta = {
         "agent": agents[0] if len(agents) == 1 else agents,
@@ -418,7 +492,7 @@ def results(contents: LedgerContents) -> ResultsDocument:
 def _write(path: Path, contents: LedgerContents) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w") as f:
-        for rec in [*contents.runs.values(), *contents.episodes]:
+        for rec in [*contents.runs.values(), *contents.episodes, *contents.unrun]:
             f.write(json.dumps(rec, default=str, separators=(",", ":")) + "\n")
         f.flush()
         os.fsync(f.fileno())

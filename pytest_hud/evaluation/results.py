@@ -59,6 +59,8 @@ __all__ = [
 
 #: outcomes whose rows count toward success rates and gates
 GRADED = ("passed", "failed")
+#: a row's ``unrun`` when a sequential test decided its task without it (not undecided)
+DECIDED = "decided"
 
 
 class RowError(HudError, ValueError):
@@ -170,6 +172,7 @@ def stats(rows: Iterable[Row]) -> Stats:
         "xfailed": sum(1 for r in rows if r.get("outcome") == "xfailed"),
         "xpassed": sum(1 for r in rows if r.get("outcome") == "xpassed"),
         "skipped": sum(1 for r in rows if r.get("outcome") == "skipped"),
+        "resumed": sum(1 for r in rows if r.get("resumed")),
         "rows": len({(r.get("key"), r.get("group")) for r in rows}),
     }
 
@@ -408,12 +411,19 @@ def results_document(
     interrupted: bool = False,
 ) -> ResultsDocument:
     """The results JSON. ``complete`` is False when the run was interrupted (Ctrl-C,
-    ``-x``) or fewer items ran than were collected; such a file is no baseline. ``meta``'s
+    ``-x``), fewer items ran than were collected, or a row was left undecided (not run for
+    the budget, put off or quit: ``items.unrun`` counts them by why); such a file is no
+    baseline. ``meta``'s
     fields (the plugin's and its features') stand between ``created`` and ``complete``,
     a secret in a url among them left out (``--hud-runtime=tcp://...?token=...``)."""
     rows = list(rows)
     ran = len(rows) if run is None else run
-    complete = not interrupted and (collected is None or ran >= collected)
+    unrun: dict[str, int] = {}
+    for row in rows:
+        if row.get("unrun"):
+            unrun[str(row["unrun"])] = unrun.get(str(row["unrun"]), 0) + 1
+    undecided = any(why != DECIDED for why in unrun)  # a row the run could not decide
+    complete = not interrupted and not undecided and (collected is None or ran >= collected)
     gate_records: list[GateRecord] = [
         {"name": g.name, "passed": g.passed, "message": g.message} for g in gates
     ]
@@ -425,7 +435,7 @@ def results_document(
             **{k: redact(v) if isinstance(v, str) else v for k, v in meta.items()},
             "complete": complete,
             "interrupted": interrupted,
-            "items": {"collected": collected, "run": ran},
+            "items": {"collected": collected, "run": ran, "unrun": unrun},
             **aggregate(rows),
             "gates": gate_records,
             "rollouts": rows,

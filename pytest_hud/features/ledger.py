@@ -1,5 +1,6 @@
 """``--hud-ledger=PATH``: one line per reported row, written on the controller as each report
-arrives and fsync'd behind it; resumed rows are not written twice. The results wait until
+arrives and fsync'd behind it: an episode, or for a row not run an ``unrun`` line saying why;
+resumed rows are not written twice. The results wait until
 the disk has every line.
 """
 
@@ -49,12 +50,16 @@ class LedgerPlugin:
     def pytest_hud_rollout_finished(self, row: Row) -> None:
         if row.get("resumed") and self.same:
             return
-        record = ledger_mod.episode_record(
-            row,
-            run=self.run_id,
-            checkpoint=self.identity.checkpoint_path(),
-            checkpoint_hash=self.identity.checkpoint_hash(),
-        )
+        record: ledger_mod.EpisodeRecord | ledger_mod.UnrunRecord
+        if row.get("outcome") == "skipped":  # not run: a line saying why, not an episode
+            record = ledger_mod.unrun_record(row, run=self.run_id)
+        else:
+            record = ledger_mod.episode_record(
+                row,
+                run=self.run_id,
+                checkpoint=self.identity.checkpoint_path(),
+                checkpoint_hash=self.identity.checkpoint_hash(),
+            )
         if self.broken is not None:
             self.unrecorded += 1
             return

@@ -25,10 +25,12 @@ _RECORD_ONLY = ("kind", "v", "run", "finished", "checkpoint")
 
 
 class ResumePlugin:
-    """Skips items the resume ledger holds and reports its rows for them."""
+    """Skips items the resume ledger holds and reports its rows for them, as ``resumed``
+    (pytest's ``R``), not skipped; the ledger is never collected as a task file."""
 
     def __init__(self, path: Path, identity: RunIdentity) -> None:
         self.path = path
+        self.real = path.resolve()  # a relative path: from pytest's start folder
         self.identity = identity
         try:
             contents = ledger_mod.read(path)
@@ -60,6 +62,20 @@ class ResumePlugin:
             f"hud resume: {len(self.episodes)} episodes kept from {self.path}, "
             f"{self.reruns} errored or skipped rows run again"
         )
+
+    @pytest.hookimpl
+    def pytest_ignore_collect(self, collection_path: Path) -> bool | None:
+        """The ledger is episodes, not task rows: whatever its name, it is not collected."""
+        return True if collection_path.resolve() == self.real else None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
+        """A resumed item is neither run nor skipped: pytest's line shows ``R`` and its
+        closing line counts them as ``resumed``."""
+        row = getattr(report, "hud", None)
+        if report.when == "setup" and report.skipped and row is not None and row.get("resumed"):
+            return "resumed", "R", "RESUMED"
+        return None
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(

@@ -121,6 +121,11 @@ class SequentialPlugin:
         return self.decisions.item_reason(nodeid)
 
     @pytest.hookimpl
+    def pytest_hud_unrun(self, nodeid: str) -> str | None:
+        """A repeat not run because its task's sequential gate decided: ``decided``."""
+        return None if self.decisions.item_reason(nodeid) is None else "decided"
+
+    @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Count a decided task's repeats skipped (here, or by the xdist scheduler)."""
         self.decisions.reported(report)

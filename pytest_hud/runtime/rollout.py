@@ -46,7 +46,7 @@ class RolloutResult:
     phase: Phase | None = None  # where an error happened
     grade: dict[str, Any] = field(default_factory=dict)
     agent_info: dict[str, Any] = field(default_factory=dict)
-    #: the name reports use (the pytest item's id, e.g. ``cartpole/balance[seed=0][3]``),
+    #: the name reports use (the pytest item's id, e.g. ``cartpole/balance[seed:0][3]``),
     #: so a failure message names the item as its node id does
     label: str | None = None
 

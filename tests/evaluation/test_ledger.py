@@ -61,7 +61,7 @@ def test_append_then_read_round_trips_and_fsyncs_behind_the_appends(
     assert list(got.runs) == [run] and got.runs[run]["provenance"]["host"]["hostname"] == "h"
     assert [e["seed"] for e in got.episodes] == [0, 1, 2, 3]
     assert L.key(got.episodes[1]) == ("cheap/balance", 1, 0, "zero", "sha256:ab")
-    with pytest.raises(L.LedgerError, match="kind run or episode"):
+    with pytest.raises(L.LedgerError, match="kind run, episode or unrun"):
         L.Ledger(path).append({"seed": 1})
 
 
@@ -222,6 +222,30 @@ def test_merge_drops_duplicates_later_or_first_wins(tmp_path: Path) -> None:
     assert len(L.merge([last, L.LedgerContents(episodes=[other_ckpt])]).episodes) == 4
     with pytest.raises(ValueError, match="prefer"):
         L.merge([a], prefer="middle")
+
+
+def test_a_row_not_run_is_a_record_of_its_own_never_an_episode(tmp_path: Path) -> None:
+    """A row a session did not run is an ``unrun`` line saying why: reading the ledger
+    counts it apart from the episodes, a merge drops it once another ledger ran the row,
+    and the merged results keep it as an undecided (incomplete) skipped row."""
+    skipped = {**row("e/t2", 0), "outcome": "skipped", "unrun": "budget",
+               "skip_reason": "the budget (1 episodes) is spent: not run (undecided)"}  # fmt: skip
+    path = tmp_path / "a.jsonl"
+    with L.Ledger(path) as ledger:
+        run = ledger.begin_run({})
+        ledger.append(L.episode_record(row("e/t1", 0), run=run))
+        ledger.append(L.unrun_record(skipped, run=run))  # type: ignore[arg-type]
+    got = L.read(path)
+    assert [e["key"] for e in got.episodes] == ["e/t1"]
+    assert [(u["key"], u["reason"]) for u in got.unrun] == [("e/t2", "budget")]
+    assert L.resume_index(got).rerun == {L.key(got.unrun[0])}
+    doc = L.results(got)
+    assert doc["complete"] is False and doc["items"]["unrun"] == {"budget": 1}
+    assert [r["outcome"] for r in doc["rollouts"]] == ["passed", "skipped"]
+    later = _ledger(tmp_path / "b.jsonl", "B", [row("e/t2", 0)])
+    merged = L.merge([got, later])
+    assert merged.unrun == [] and len(merged.episodes) == 2
+    assert L.results(merged)["complete"] is True
 
 
 def test_merge_cli_writes_ledger_and_results_json(tmp_path: Path) -> None:

@@ -263,4 +263,5 @@ def test_an_undecided_ab_says_about_how_many_more_pairs() -> None:
     lines = format_ab_table(rows, arms, [comparison])
     expected = more_pairs(3, 0, 3, 0, alpha=0.05, effect=0.1)
     assert expected is not None and expected > 0
-    assert sum(f"undecided: about {expected} more pairs" in line for line in lines) == 2
+    said = f"undecided: about {expected} more pairs to detect a 10-point difference"
+    assert sum(said in line for line in lines) == 2

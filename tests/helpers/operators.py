@@ -2,7 +2,8 @@
 
 The script comes from $OPERATOR_SCRIPT (JSON): ``gates`` (answers in turn: go, skip, quit),
 ``stop_after`` (episode numbers to stop at once), ``verdicts`` (in turn: a score, "discard",
-"detector" to take the env's verdict, or {"score": S, "notes": "..."}). Everything the
+"detector" to take the env's verdict, {"score": S, "notes": "..."}, or {"discard": true,
+"notes": "..."}). Everything the
 operator was shown is written to $OPERATOR_SHOWN at the end, one line each."""
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ def scripted() -> ScriptedOperator:
             return Verdict(None, discard=True)
         if step == "detector":
             return Verdict(1.0 if ask.detector else 0.0)
+        if isinstance(step, dict) and step.get("discard"):
+            return Verdict(None, step.get("notes", ""), discard=True)
         if isinstance(step, dict):
             return Verdict(float(step["score"]), step.get("notes", ""))
         return Verdict(float(step))

@@ -46,8 +46,8 @@ def test_the_operator_grades_with_partial_credit_and_notes(suite, monkeypatch) -
     assert rows[0.0]["notes"] == "jaw slipped" and rows[0.0]["grade_source"] == "operator"
     assert rows[5.0]["success"] is True and rows[5.0]["grade_source"] == "operator"
     assert result.ret == 1  # the partial one fails its item
-    assert "episode 1 · line/reach[goal=0.0,seed=1]" in shown
-    assert "episode 2 · line/reach[goal=5.0,seed=2]" in shown
+    assert "episode 1 of 2 · line/reach[goal:0.0][seed:1]" in shown
+    assert "episode 2 of 2 · line/reach[goal:5.0][seed:2]" in shown
     assert not any("zero" in line for line in shown)  # never the agent's name
 
 
@@ -63,10 +63,10 @@ def test_discard_runs_the_row_again(suite, monkeypatch) -> None:
     result, rows, shown = attended(suite, monkeypatch, script)
     rows = by_goal(rows)
     assert rows[0.0]["success"] is True
-    assert [line for line in shown if line.startswith("episode ")][:3] == [
-        "episode 1 · line/reach[goal=0.0,seed=1]",
+    assert [line.split(" (")[0] for line in shown if line.startswith("episode ")][:3] == [
+        "episode 1 of 2 · line/reach[goal:0.0][seed:1]",
         "episode 1 ended after 3 steps",
-        "episode 2 · line/reach[goal=0.0,seed=1]",
+        "episode 2 of 3 · line/reach[goal:0.0][seed:1]",  # the rerun is one more episode
     ]
     result.assert_outcomes(passed=2)
 
@@ -78,10 +78,10 @@ def test_a_row_put_off_runs_after_the_others(suite, monkeypatch) -> None:
     result, rows, shown = attended(suite, monkeypatch, script)
     result.assert_outcomes(passed=2)
     gates = [line for line in shown if line.startswith("episode ") and "·" in line]
-    assert gates == [
-        "episode 1 · line/reach[goal=0.0,seed=1]",
-        "episode 2 · line/reach[goal=5.0,seed=2]",
-        "episode 3 · line/reach[goal=0.0,seed=1]",
+    assert gates == [  # the row put off is still the first episode: none ran before it
+        "episode 1 of 2 · line/reach[goal:0.0][seed:1]",
+        "episode 1 of 2 · line/reach[goal:5.0][seed:2]",
+        "episode 2 of 2 · line/reach[goal:0.0][seed:1]",
     ]
     assert [r["args"]["goal"] for r in rows] == [5.0, 0.0]  # in the order they ran
 
@@ -92,8 +92,8 @@ def test_put_off_too_often_and_quit_leave_rows_undecided(suite, monkeypatch) -> 
     script = {"gates": ["skip", "go", "skip"], "verdicts": [1]}
     result, _, shown = attended(suite, monkeypatch, script)
     result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(["*hud robots: 1 row(s) not run (the operator put them off)*"])
-    assert sum(1 for line in shown if "goal=0.0" in line and "·" in line) == 2
+    result.stdout.fnmatch_lines(["*hud robots: 1 row(s) not run (1 the operator put them off*"])
+    assert sum(1 for line in shown if "goal:0.0" in line and "·" in line) == 2
     result, _, _ = attended(suite, monkeypatch, {"gates": ["quit"]})
     result.assert_outcomes(skipped=1)
     assert "the operator ended the session" in result.stdout.str()
@@ -102,7 +102,7 @@ def test_put_off_too_often_and_quit_leave_rows_undecided(suite, monkeypatch) -> 
 def test_the_budget_stops_scheduling(suite, monkeypatch) -> None:
     result, _rows, _ = attended(suite, monkeypatch, {"verdicts": [1]}, "--hud-budget=1")
     result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(["*not run (the budget (1 episodes) was spent): undecided*"])
+    result.stdout.fnmatch_lines(["*not run (1 the budget (1 episodes) was spent*: undecided*"])
 
 
 GRADER = """
@@ -252,7 +252,66 @@ def test_the_second_arm_sees_the_first_ones_scene_as_reference(suite, monkeypatc
     lines = shown.read_text().splitlines()
     refs = [line for line in lines if line.startswith("reference image: ")]
     assert len(refs) == 1  # the second gate only: the first had none yet
-    second = next(i for i, line in enumerate(lines) if line.startswith("episode 2 · cam/push"))
+    second = next(i for i, line in enumerate(lines) if line.startswith("episode 2 of 2 · cam/push"))
     assert lines.index(refs[0]) > second
     image = Image.open(refs[0].removeprefix("reference image: "))
     assert image.size == (96, 96)
+
+
+# -- complete results: every row says what happened to it (issue 55) -----------------------
+def ledger_lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "reason"),
+    [
+        ({"verdicts": [1]}, ["--hud-budget=1"], "budget"),
+        ({"gates": ["skip", "go", "skip"], "verdicts": [1]}, [], "put off"),
+        ({"gates": ["go", "quit"], "verdicts": [1]}, [], "quit"),
+    ],
+    ids=["budget", "put-off", "quit"],
+)
+def test_a_row_not_run_says_why_everywhere_and_the_run_is_incomplete(
+    suite, monkeypatch, script, args, reason
+) -> None:
+    """The row not run is a skipped row with its reason in the results JSON and in the
+    ledger as a record of its own (not an episode), and the run is incomplete."""
+    result, rows, _ = attended(suite, monkeypatch, script, "--hud-ledger=l.jsonl", *args)
+    doc = json.loads((suite.path / "r.json").read_text())
+    unrun = [r for r in rows if r["outcome"] == "skipped"]
+    assert len(unrun) == 1 and unrun[0]["unrun"] == reason, rows
+    assert unrun[0]["skip_reason"]  # pytest's reason, in words
+    assert doc["complete"] is False and doc["items"]["unrun"] == {reason: 1}
+    ledger = ledger_lines(suite.path / "l.jsonl")
+    assert [r["kind"] for r in ledger] == ["run", "episode", "unrun"], ledger
+    assert ledger[2]["reason"] == reason and ledger[2]["nodeid"] == unrun[0]["nodeid"]
+    result.stdout.fnmatch_lines([f"*hud robots: 1 row(s) not run*{reason}*"])
+
+
+def test_a_session_that_ran_every_row_is_complete(suite, monkeypatch) -> None:
+    _, rows, _ = attended(suite, monkeypatch, {"verdicts": [1, 1]})
+    doc = json.loads((suite.path / "r.json").read_text())
+    assert doc["complete"] is True and doc["items"]["unrun"] == {}
+    assert all("unrun" not in r for r in rows)
+
+
+def test_discarded_episodes_are_kept_in_the_row(suite, monkeypatch) -> None:
+    """A discarded episode is thrown away as a grade, not as a fact: the row keeps it."""
+    script = {"verdicts": [{"discard": True, "notes": "the cube fell off"}, 1.0, 1.0]}
+    _, rows, _ = attended(suite, monkeypatch, script)
+    row = by_goal(rows)[0.0]
+    assert row["success"] is True and len(row["discards"]) == 1, row
+    discard = row["discards"][0]
+    assert discard["notes"] == "the cube fell off" and discard["steps"] == 3
+    assert "discards" not in by_goal(rows)[5.0]
+
+
+def test_resumed_episodes_are_reported_as_resumed_not_skipped(suite, monkeypatch) -> None:
+    _, _, _ = attended(suite, monkeypatch, {"verdicts": [1, 1]}, "--hud-ledger=l.jsonl")
+    again, rows, _ = attended(suite, monkeypatch, {}, "--hud-resume=l.jsonl")
+    outcomes = again.parseoutcomes()
+    assert outcomes.get("resumed") == 2 and "skipped" not in outcomes, outcomes
+    assert [r.get("resumed") for r in rows] == [True, True]
+    doc = json.loads((suite.path / "r.json").read_text())
+    assert doc["overall"]["resumed"] == 2 and doc["overall"]["skipped"] == 0

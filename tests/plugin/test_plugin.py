@@ -42,7 +42,7 @@ def test_rows_become_items_pass_fail_and_error(suite) -> None:
     result = run(suite, "-v", "--hud-results=results.json", "--junitxml=junit.xml")
     result.assert_outcomes(passed=1, failed=1, errors=1)
     out = result.stdout.str()
-    assert "test_reach[line/reach[goal=0.0,seed=1]] PASSED" in out
+    assert "test_reach[line/reach[goal:0.0][seed:1]] PASSED" in out
     assert "ERROR at setup of test_broken[line/broken]" in out
     assert "the env server could not set up this task" in out
     assert re.search(r"hud: zero on 3 rollouts", out)
@@ -61,7 +61,7 @@ def test_k_selects_by_env_or_task_and_group_repeats(suite) -> None:
     suite.makepyfile(test_line=TESTS)
     result = run(suite, "-k", "reach", "--hud-group=3", "-v", "--hud-results=r.json")
     result.assert_outcomes(passed=3, failed=3)
-    assert "test_reach[line/reach[goal=5.0,seed=2][2]]" in result.stdout.str()
+    assert "test_reach[line/reach[goal:5.0][seed:2][2]]" in result.stdout.str()
     doc = json.loads((suite.path / "r.json").read_text())
     seeds = {(r["slug"], r["rep"]): r["seed"] for r in doc["rollouts"]}
     again = run(suite, "-k", "reach", "--hud-group=3", "--hud-results=r2.json")
@@ -79,7 +79,7 @@ def test_task_files_collect_and_bad_rows_name_file_and_line(suite) -> None:
     )
     result = run(suite, "rows.jsonl", "-v")
     result.assert_outcomes(passed=1, failed=1)
-    assert "rows.jsonl::test_episode[line/reach[goal=2]]" in result.stdout.str()
+    assert "rows.jsonl::test_episode[line/reach[goal:2]]" in result.stdout.str()
     suite.path.joinpath("bad.jsonl").write_text('{"env": "line", "id": "reach"}\n{"env": "line"}\n')
     result = run(suite, "bad.jsonl")
     assert result.ret != 0

@@ -75,8 +75,9 @@ def test_sigkill_mid_run_then_resume_runs_only_the_missing_items(slow: pytest.Py
 
     out = slow.path / "r.json"
     result = run(slow, *opts, f"--hud-resume={led}", f"--hud-results={out}", "-rs")
-    result.assert_outcomes(passed=GROUP - kept, skipped=kept)
-    assert "resumed from" in result.stdout.str()
+    result.assert_outcomes(passed=GROUP - kept)  # resumed items are neither run nor skipped
+    assert result.parseoutcomes()["resumed"] == kept
+    assert f"hud resume: {kept} episodes kept from" in result.stdout.str()
     doc = json.loads(out.read_text())
     rows = doc["rollouts"]
     assert len(rows) == GROUP and doc["overall"]["episodes"] == GROUP
@@ -162,6 +163,7 @@ def test_resume_reruns_errored_rows_and_keeps_episodes(slow: pytest.Pytester) ->
     assert "hud resume: 0 episodes kept" in text and "3 errored or skipped rows run again" in text
 
     again = run(slow, "--hud-group=3", f"--hud-ledger={led}", f"--hud-resume={led}", "-rs")
-    again.assert_outcomes(skipped=3)
+    again.assert_outcomes()
+    assert again.parseoutcomes()["resumed"] == 3
     assert "hud resume: 3 episodes kept" in again.stdout.str()
     assert ledger.read(led).torn is None  # the reopened ledger cut the torn tail

@@ -197,6 +197,12 @@ class ArmsPlugin:
         """With ``--dist load``: a decided task's items are dropped before they are sent."""
         return None if self.stopping is None else self.stopping.decisions.scheduler(config, log)
 
+    @pytest.hookimpl
+    def pytest_hud_unrun(self, nodeid: str) -> str | None:
+        """A pair not run because its task's paired test decided: ``decided``."""
+        decided = self.pytest_hud_decided(nodeid)
+        return None if decided is None else "decided"
+
     # -- verdicts and reports ------------------------------------------------------------
     def comparisons(self, rows: list[Row]) -> list[Comparison]:
         """Each candidate against the reference (:func:`.verdicts.paired_block`)."""

@@ -18,7 +18,7 @@ from pytest_hud.robot.agent.adapter import Adapter
 from pytest_hud.robot.agent.ensembler import Ensembler
 from pytest_hud.robot.agent.errors import ModelOutputError
 from pytest_hud.robot.agent.model import EPISODE_TASK, Model, check_chunk
-from pytest_hud.robot.agent.timed import STOP, TimedCounters, Timing, run_timed
+from pytest_hud.robot.agent.timed import INSTRUCTION, STOP, TimedCounters, Timing, run_timed
 from pytest_hud.robot.contract import Spaces
 from pytest_hud.robot.wire.client import RobotClient
 
@@ -179,8 +179,11 @@ class RobotAgent:
             keep = self.chunk_size or getattr(self.model, "n_action_steps", None)
             model_name = type(self.model).__name__
 
+            told = INSTRUCTION.get()  # an operator's instruction overrides the prompt
+
             def infer() -> Awaitable[np.ndarray]:
-                row = _row(adapter, recent, history, prompt)  # the observations as of now
+                said = (told() if told is not None else "") or prompt
+                row = _row(adapter, recent, history, said)  # the observations as of now
                 return forward(row)
 
             async def forward(row: dict[str, Any]) -> np.ndarray:

@@ -19,12 +19,18 @@ import numpy as np
 
 from pytest_hud.robot.clock import Clock, SimClock, WallClock, monotonic, percentile, rounded
 
-__all__ = ["STOP", "TimedCounters", "Timing", "run_timed"]
+__all__ = ["INSTRUCTION", "STOP", "TimedCounters", "Timing", "run_timed"]
 
 #: Set for the length of an attended episode: returns True once the operator asked to
 #: stop it. The loop ends the episode at its next tick.
 STOP: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
     "pytest_hud_stop", default=None
+)
+
+#: Set for the length of an attended episode: returns the operator's latest instruction to
+#: the policy ("" for none: the row's prompt stands); each inference reads it.
+INSTRUCTION: contextvars.ContextVar[Callable[[], str] | None] = contextvars.ContextVar(
+    "pytest_hud_instruction", default=None
 )
 
 #: What one tick does: send ``action``, return the next observation frame.
