@@ -11,12 +11,11 @@ import asyncio
 import contextlib
 import json
 import math
-import types
-from typing import Any
 
 import msgpack
 import numpy as np
 import pytest
+from dtype_spy import spy_on_dtype
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -179,19 +178,7 @@ def test_the_line_reader_holds_at_most_its_cap_whatever_arrives(chunks: list[byt
 @pytest.fixture
 def parsed(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """Every value the codec hands to ``np.dtype`` (numpy's dtype parser) from here on."""
-    seen: list[object] = []
-
-    class Spy(types.ModuleType):
-        def __getattr__(self, name: str) -> object:
-            return getattr(np, name)
-
-        @staticmethod
-        def dtype(*args: Any, **kwargs: Any) -> np.dtype:
-            seen.append(args[0] if args else kwargs.get("dtype"))
-            return np.dtype(*args, **kwargs)
-
-    monkeypatch.setattr(codec, "np", Spy("numpy"))
-    return seen
+    return spy_on_dtype(monkeypatch)
 
 
 def test_a_structured_dtype_is_refused_before_numpy_parses_it(parsed: list[object]) -> None:

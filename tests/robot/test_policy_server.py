@@ -20,7 +20,6 @@ import signal
 import subprocess
 import time
 import traceback
-import types
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +29,7 @@ import msgpack
 import numpy as np
 import pytest
 import websockets
+from dtype_spy import spy_on_dtype
 from policy_models import StateModel
 from policy_wire import array, env_server
 from websockets.asyncio.server import serve as ws_serve
@@ -391,22 +391,7 @@ async def test_a_structured_dtype_never_freezes_the_servers_loop(
     structured dtype was parsed by numpy on the server's loop (about 1.9 s a MiB, every
     client frozen). It is refused now without reaching numpy's parser, in one line, and
     the next client is served."""
-    from pytest_hud.robot.wire import codec
-
-    parsed: list[object] = []
-
-    class Spy(types.ModuleType):
-        """numpy, with every call of its dtype parser kept."""
-
-        def __getattr__(self, name: str) -> object:
-            return getattr(np, name)
-
-        @staticmethod
-        def dtype(*args: Any, **kwargs: Any) -> np.dtype:
-            parsed.append(args[0] if args else kwargs.get("dtype"))
-            return np.dtype(*args, **kwargs)
-
-    monkeypatch.setattr(codec, "np", Spy("numpy"))
+    parsed = spy_on_dtype(monkeypatch)
     model = StateModel()
     async with PolicyServer(model) as server:
         bomb = {b"__ndarray__": True, b"data": b"", b"dtype": "f4," * (1 << 18), b"shape": [0]}
