@@ -6,8 +6,7 @@ made to land there), and its actions are recorded. mplib 0.1.1 (the version mani
 pins) is built against numpy 1 and crashes in ``ArticulatedModel`` under numpy 2, so where
 this process has numpy >= 2 the planning runs in a worker process on another python
 (``$PYTEST_HUD_MANISKILL_PLANNER``: one with numpy < 2 and mani-skill, e.g. the venv
-``scripts/setup --all`` makes at .ci/venvs/maniskill). This file is also that worker
-(``python planner.py``: JSON lines in, JSON lines out) and imports nothing of pytest-hud.
+``scripts/setup --all`` makes at .ci/venvs/maniskill), running :mod:`.planner_worker`.
 """
 
 from __future__ import annotations
@@ -16,11 +15,13 @@ import json
 import os
 import select
 import subprocess
-import sys
 import time
-from typing import Any
+from pathlib import Path
 
 import numpy as np
+
+from pytest_hud.errors import HudError
+from pytest_hud.suites.maniskill.planner_worker import solve_here
 
 __all__ = ["PLANNER_VAR", "PlannerError", "plan"]
 
@@ -29,61 +30,8 @@ PLANNER_VAR = "PYTEST_HUD_MANISKILL_PLANNER"
 TIMEOUT = 900.0
 
 
-class PlannerError(RuntimeError):
+class PlannerError(HudError, RuntimeError):
     """The planner could not run (no python for it, a crashed or silent worker)."""
-
-
-# -- the planning itself (in whichever process has a numpy-1 mplib) --------------------------
-_ENVS: dict[str, Any] = {}
-
-
-def _solution(task: str) -> Any:
-    from mani_skill.examples.motionplanning.panda import solutions
-
-    table = {
-        "PickCube-v1": solutions.solvePickCube,
-        "PushCube-v1": solutions.solvePushCube,
-        "StackCube-v1": solutions.solveStackCube,
-        "PegInsertionSide-v1": solutions.solvePegInsertionSide,
-    }
-    return table[task]
-
-
-def solve_here(task: str, env_state: Any) -> tuple[np.ndarray, bool]:
-    """(actions [T, 8], whether the plan succeeded on the private copy)."""
-    import gymnasium as gym
-    import mani_skill.envs  # noqa: F401
-    import torch
-
-    env = _ENVS.get(task)
-    if env is None:
-        env = _ENVS[task] = gym.make(
-            task,
-            obs_mode="state",
-            control_mode="pd_joint_pos",
-            render_mode=None,
-            sim_backend="physx_cpu",
-            num_envs=1,
-        ).unwrapped
-    state = torch.as_tensor(np.asarray(env_state, np.float32)).reshape(1, -1)
-    actions: list[np.ndarray] = []
-
-    class AtState(gym.Wrapper):  # type: ignore[type-arg]
-        """The private env whose reset lands on the observed state; steps recorded."""
-
-        def reset(self, **kwargs: Any) -> Any:
-            _, info = self.env.reset(**kwargs)
-            inner: Any = self.env.unwrapped  # ManiSkill's BaseEnv
-            inner.set_state(state)
-            return inner.get_obs(), info
-
-        def step(self, action: Any) -> Any:
-            actions.append(np.asarray(action, np.float32).reshape(-1).copy())
-            return self.env.step(action)
-
-    result = _solution(task)(AtState(env), seed=0, debug=False, vis=False)
-    ok = not isinstance(result, int) and bool(result[-1]["success"].item())
-    return np.stack(actions) if actions else np.zeros((0, 8), np.float32), ok
 
 
 def _mplib_fits() -> bool:
@@ -95,7 +43,7 @@ class _Worker:
     def __init__(self, python: str) -> None:
         self.python = python
         self.proc = subprocess.Popen(
-            [python, os.path.abspath(__file__)],
+            [python, str(Path(__file__).with_name("planner_worker.py"))],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -155,22 +103,3 @@ def plan(task: str, env_state: np.ndarray) -> tuple[np.ndarray, bool]:
     if not _WORKER or _WORKER[0].proc.poll() is not None or _WORKER[0].python != python:
         _WORKER[:] = [_Worker(python)]
     return _WORKER[0].ask(task, env_state)
-
-
-def _serve() -> None:
-    """The worker: one JSON request a line on stdin, one reply a line on stdout."""
-    out = sys.stdout
-    sys.stdout = sys.stderr  # the solutions print; replies alone go to the real stdout
-    for line in sys.stdin:
-        try:
-            request = json.loads(line)
-            actions, ok = solve_here(request["task"], request["state"])
-            reply: dict[str, Any] = {"actions": actions.tolist(), "success": ok}
-        except Exception as exc:  # the caller raises it with the task's name
-            reply = {"error": f"{type(exc).__name__}: {exc}"}
-        out.write(json.dumps(reply) + "\n")
-        out.flush()
-
-
-if __name__ == "__main__":
-    _serve()
