@@ -53,6 +53,9 @@ sim = env.lerobot(
     episode_length=int(os.environ.get(STEPS_VAR) or MAX_STEPS),
     prompt=PROMPT,
     start_timeout=1800.0,  # a cold kernel cache: Genesis compiles for minutes on a CPU
+    # in the env server's process unless the session asks for sim processes: Genesis
+    # initialises once a process and reuses its compiled kernels for every later scene
+    inline=None,
 )
 
 
