@@ -1,4 +1,4 @@
-"""Benchmark two shipped suites against their benchmark's own loop, on the same episodes.
+"""Benchmark the shipped seeded suites against their benchmark's own loop, on the same episodes.
 
 Kinetix: the small levels x seeds with ``kinetix-expert``, through pytest-hud
 (``run(rows, agent, provider)``: local, subprocess, docker) and through vla-eval's own
@@ -6,13 +6,17 @@ Kinetix: the small levels x seeds with ``kinetix-expert``, through pytest-hud
 model server, the levels from a worlds folder as vla-eval reads custom levels).
 ManiSkill: PickCube and PushCube x seeds with ``maniskill-expert``, through pytest-hud
 (local, subprocess) and a plain loop over ManiSkill's own env (gym.make with the suite's
-settings). Each row: episodes, successes, wall seconds (start-up included: one process
-boot, the JAX compile or SAPIEN build once) and episodes/s. The docker rows use the image
-``--hud-runtime=docker`` builds (``python -m pytest_hud image build --pyargs
-pytest_hud.suites.kinetix.s``; scripts/setup --all prebuilds it).
+settings). robosuite (Lift, Stack, Door, TwoArmLift), gymnasium-robotics (Fetch's three
+tasks; the kitchen's eight goals) and gym-hil (PandaPickCube) x seeds with their experts,
+beside robosuite's env loop, a plain gymnasium loop and lerobot-eval's ``rollout``
+(tests/helpers/own_loops.py, the loops their fidelity tests compare with). Each row:
+episodes, successes, wall seconds (start-up included: one process boot, the JAX compile or
+SAPIEN build once) and episodes/s. The docker rows use the image ``--hud-runtime=docker``
+builds (``python -m pytest_hud image build --pyargs pytest_hud.suites.kinetix.s``;
+scripts/setup --all prebuilds Kinetix's and gymnasium-robotics').
 
-    python bench/suite_loops.py [--suites kinetix maniskill] [--seeds 3]
-        [--runtimes local subprocess docker] [--json out.json]
+    python bench/suite_loops.py [--suites kinetix maniskill robosuite fetch kitchen gym_hil]
+        [--seeds 3] [--runtimes local subprocess docker] [--json out.json]
 
 ManiSkill's planner runs in ``$PYTEST_HUD_MANISKILL_PLANNER`` (default
 .ci/venvs/maniskill/bin/python).
@@ -34,6 +38,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))  # own_loops: the benchmarks' own loops
 
 
 def _provider(module: str, runtime: str) -> Any:
@@ -71,10 +76,14 @@ def plugin_run(module: str, rows: list[Any], agent: Any, runtime: str) -> dict[s
 
 
 # -- Kinetix: vla-eval's class in vla-eval's loop ---------------------------------------
+#: the small levels the Kinetix rows take (``--levels N``: the first N; all by default)
+LEVELS: list[str] = []
+
+
 def kinetix_rows(seeds: int) -> list[Any]:
     from pytest_hud.suites.kinetix import rows
 
-    return rows("s", seeds)
+    return [t for t in rows("s", seeds) if t.id[2:] in LEVELS]
 
 
 def kinetix_own(seeds: int) -> dict[str, Any]:
@@ -83,7 +92,7 @@ def kinetix_own(seeds: int) -> dict[str, Any]:
     from vla_eval.runners.sync_runner import SyncEpisodeRunner
 
     from pytest_hud.suites.kinetix.expert import CONTROLS, SCRIPTS
-    from pytest_hud.suites.kinetix.tasks import SIZES, level_file
+    from pytest_hud.suites.kinetix.tasks import level_file
 
     class Answer:  # vla-eval's Connection surface, answered here
         def __init__(self, action: np.ndarray) -> None:
@@ -102,11 +111,11 @@ def kinetix_own(seeds: int) -> dict[str, Any]:
     successes = steps = episodes = 0
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "l").mkdir()
-        for name in SIZES["s"]:
+        for name in LEVELS:
             src = Path(kinetix.__file__).parent / "levels" / level_file(f"s_{name}")
             shutil.copy(src, Path(tmp) / "l" / f"{name}.json")
         bench = KinetixBenchmark(observation_type="symbolic", rtc_worlds_dir=tmp, seed=0)
-        for name in SIZES["s"]:
+        for name in LEVELS:
             action = np.array(CONTROLS[SCRIPTS.get(f"s_{name}", "off")], np.float32)
             for seed in range(seeds):
                 task = {"name": name, "level": name, "episode_idx": seed}
@@ -180,9 +189,81 @@ def maniskill_own(seeds: int) -> dict[str, Any]:
     }
 
 
+# -- robosuite, gymnasium-robotics, gym-hil: tests/helpers/own_loops.py -----------------
+def _own(label: str, episodes: Any, rows: list[Any]) -> dict[str, Any]:
+    """``episodes(task, seeds)`` over ``rows``' tasks, each task's seeds in one call."""
+    by_task: dict[str, list[int]] = {}
+    for row in rows:
+        by_task.setdefault(row.id, []).append(row.args["seed"])
+    start = time.monotonic()
+    done = [e for task, seeds in by_task.items() for e in episodes(task, seeds)]
+    return {
+        "loop": label,
+        "episodes": len(done),
+        "successes": sum(ok for _, _, ok in done),
+        "errors": 0,
+        "steps": sum(steps for steps, _, _ in done),
+        "wall_s": time.monotonic() - start,
+    }
+
+
+def robosuite_rows(seeds: int) -> list[Any]:
+    from pytest_hud.suites.robosuite import PROMPTS
+    from pytest_hud.suites.robosuite.tasks import rows
+
+    return [t for task in PROMPTS for t in rows(task, seeds)]
+
+
+def fetch_rows(seeds: int) -> list[Any]:
+    from pytest_hud.suites.gymnasium_robotics.tasks import fetch
+
+    return fetch(seeds)
+
+
+def kitchen_rows(seeds: int) -> list[Any]:
+    from pytest_hud.suites.gymnasium_robotics.tasks import kitchen
+
+    return kitchen(seeds)
+
+
+def gym_hil_rows(seeds: int) -> list[Any]:
+    from pytest_hud.suites.gym_hil.tasks import pick_cube
+
+    return pick_cube(seeds)
+
+
+def robosuite_own(seeds: int) -> dict[str, Any]:
+    from own_loops import robosuite_episodes
+
+    return _own("robosuite env loop", robosuite_episodes, robosuite_rows(seeds))
+
+
+def fetch_own(seeds: int) -> dict[str, Any]:
+    from own_loops import fetch_episodes
+
+    return _own("gymnasium loop", fetch_episodes, fetch_rows(seeds))
+
+
+def kitchen_own(seeds: int) -> dict[str, Any]:
+    from own_loops import kitchen_episodes
+
+    return _own("gymnasium loop", kitchen_episodes, kitchen_rows(seeds))
+
+
+def gym_hil_own(seeds: int) -> dict[str, Any]:
+    from own_loops import gym_hil_episodes
+
+    return _own("lerobot-eval rollout", gym_hil_episodes, gym_hil_rows(seeds))
+
+
+_GR = "pytest_hud.suites.gymnasium_robotics"
 SUITES = {
     "kinetix": ("pytest_hud.suites.kinetix", kinetix_rows, "kinetix-expert", kinetix_own),
     "maniskill": ("pytest_hud.suites.maniskill", maniskill_rows, "maniskill-expert", maniskill_own),
+    "robosuite": ("pytest_hud.suites.robosuite", robosuite_rows, "robosuite-expert", robosuite_own),
+    "fetch": (_GR, fetch_rows, "fetch-expert", fetch_own),
+    "kitchen": (_GR, kitchen_rows, "kitchen-expert", kitchen_own),
+    "gym_hil": ("pytest_hud.suites.gym_hil", gym_hil_rows, "gym-hil-expert", gym_hil_own),
 }
 
 
@@ -191,8 +272,12 @@ def main() -> None:
     parser.add_argument("--suites", nargs="+", default=list(SUITES), choices=list(SUITES))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--runtimes", nargs="+", default=["local", "subprocess", "docker"])
+    parser.add_argument("--levels", type=int, help="Kinetix: the first N small levels")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    from pytest_hud.suites.kinetix.tasks import SIZES
+
+    LEVELS[:] = list(SIZES["s"][: args.levels])
     os.environ.setdefault(
         "PYTEST_HUD_MANISKILL_PLANNER", str(ROOT / ".ci/venvs/maniskill/bin/python")
     )
