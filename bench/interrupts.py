@@ -8,7 +8,9 @@ server started by hand), ``-n 2`` or no xdist, a moment and a signal pattern:
   reach mid-rollout (the shortest so far; 20 s before the first);
 * mid-rollout: once an episode is in the ledger and an endless row's rollout runs, plus a
   random 0-3 s;
-* teardown: every row quick; once the results file is written, plus a random 0-3 s;
+* teardown: every row quick; once the results file is written, plus a random delay within
+  the runtime's teardown (3 s at first; a session that ended before its signal shrinks it
+  to 0.8 of what it took, and the run is drawn again);
 * SIGINT, SIGTERM, or SIGINT and a second SIGINT a random 0.2-3 s later; to the process
   group (a Ctrl-C at a terminal) or to the controller alone (``kill PID``). With a hand
   server, a third of the runs interrupt the server instead (then the session, by Ctrl-C).
@@ -70,6 +72,7 @@ class Run:
     left: dict[str, object] = field(default_factory=dict)
     server: list[str] = field(default_factory=list)  # what the hand server's check found
     problem: str = ""  # the session hung, a phase never came
+    missed: bool = False  # it ended before its teardown signal: drawn again, not counted
 
     @property
     def clean(self) -> bool:
@@ -115,6 +118,9 @@ class Bench:
         self.image = docker_image() if "docker" in args.runtimes else ""
         #: per runtime, the shortest time to mid-rollout seen so far (s): setup's window
         self.setup_time: dict[str, float] = collections.defaultdict(lambda: 20.0)
+        #: per runtime, the window after the results file within which a teardown signal
+        #: lands (s): shrunk to 0.8 of a teardown that ended before its signal
+        self.teardown: dict[str, float] = collections.defaultdict(lambda: 3.0)
         self.seen: set[str] = set()
 
     def draw(self, number: int) -> Run:
@@ -150,22 +156,31 @@ class Bench:
             session.theirs = server.files(tmp)
         return session
 
-    def reach(self, run: Run, session: Session) -> bool:
-        """Wait for the drawn moment (bounded); False when the session ended first."""
+    def reach(self, run: Run, session: Session) -> str:
+        """Wait for the drawn moment (bounded): "ok"; "missed": the session ended on its own
+        before a teardown signal (the runtime's teardown window shrinks to what was seen);
+        "hung": the moment never came."""
         start = time.monotonic()
         if run.moment == "setup":
             run.delay = self.rng.uniform(0, self.setup_time[run.runtime])
             ok = session.until(lambda: time.monotonic() - start >= run.delay, PHASE_BOUND)
-            return ok
+            return "ok" if ok else "hung"
         if run.moment == "mid-rollout":
             phase = lambda: session.episodes() and session.endless_running()  # noqa: E731
+            window = 3.0
         else:
-            phase = session.results.exists
+            phase, window = session.results.exists, self.teardown[run.runtime]
         if not session.until(phase, PHASE_BOUND):
-            return False
-        run.delay = self.rng.uniform(0, 3)
+            return "hung"
+        met = time.monotonic()
+        run.delay = self.rng.uniform(0, window)
         wait_for(lambda: session.ended(), run.delay)
-        return not session.ended()
+        if not session.ended():
+            return "ok"
+        if run.moment == "teardown":
+            self.teardown[run.runtime] = max(0.05, 0.8 * (time.monotonic() - met))
+            return "missed"
+        return "hung"  # an endless row ended: the session failed on its own
 
     def one(self, number: int) -> Run:
         run = self.draw(number)
@@ -180,11 +195,13 @@ class Bench:
                 server = hand_server(run.runtime, folder / "server", tmp)
             session = self.session(run, folder, tmp, server)
             session.start()
-            if not self.reach(run, session):
-                run.problem = (
-                    f"the session ended or hung before {run.moment}: "
-                    + (session.output(8).replace("\n", " | ")[-600:])
-                )
+            reached = self.reach(run, session)
+            if reached == "missed":
+                run.missed = True
+                return run
+            if reached == "hung":
+                tail = session.output(8).replace("\n", " | ")[-600:]
+                run.problem = f"the session ended or hung before {run.moment}: {tail}"
                 return run
             run.met = moment_met(session)
             if run.moment == "mid-rollout":
@@ -283,18 +300,30 @@ def main() -> int:
     unknown = set(args.runtimes) - set(RUNTIMES)
     if unknown:
         parser.error(f"--runtimes: unknown {sorted(unknown)}; known: {', '.join(RUNTIMES)}")
+    # stoppable from a script: a background job's SIGINT is ignored; SIGTERM stops cleanly
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     bench = Bench(args)
     runs: list[Run] = []
-    began, loads = time.monotonic(), []
-    for number in range(1, args.runs + 1):
-        run = bench.one(number)
+    began, loads, missed = time.monotonic(), [], 0
+    while len(runs) < args.runs and missed <= args.runs:
+        try:
+            run = bench.one(len(runs) + 1)
+        except KeyboardInterrupt:  # the run cleaned up after itself: report those done
+            print("interrupted: the runs so far", flush=True)
+            break
+        if run.missed:  # the same number again, drawn anew
+            missed += 1
+            print(f"run {run.number:3d} {run.runtime}: ended before its teardown signal "
+                  f"(+{run.delay:.2f} s); drawn again", flush=True)  # fmt: skip
+            continue
         runs.append(run)
         loads.append(os.getloadavg()[0])
         what = "nothing left" if run.clean else json.dumps(
             {**run.left, **({"server": run.server} if run.server else {}),
              **({"problem": run.problem} if run.problem else {})})  # fmt: skip
         print(
-            f"run {number:3d} {run.runtime:10s} -n {run.workers} {run.moment:11s}"
+            f"run {run.number:3d} {run.runtime:10s} -n {run.workers} {run.moment:11s}"
             f" met {run.met or '-':11s} {run.pattern:13s} to the {run.target:10s}"
             f" +{run.delay:4.1f}s exit {run.exit_code} in {run.seconds:5.1f}s: {what}",
             flush=True,
@@ -305,7 +334,8 @@ def main() -> int:
     clean = sum(r.clean for r in runs)
     load = f"load average {min(loads):.1f}-{max(loads):.1f} during the runs"
     took = time.monotonic() - began
-    print(f"\n{len(runs)} runs in {took:.0f} s, {clean} left nothing and lost nothing; {load}")
+    print(f"\n{len(runs)} runs in {took:.0f} s ({missed} redrawn: ended before a teardown "
+          f"signal), {clean} left nothing and lost nothing; {load}")  # fmt: skip
     header = ["runtime", "runs", "clean", "moment met", "pattern", "found"]
     for row in [header, *rows]:
         print("  ".join(str(c) for c in row))
