@@ -7,6 +7,7 @@ from pytest_hud.plumbing.lazy import exports
 
 if TYPE_CHECKING:
     from pytest_hud.api import Results, evaluate
+    from pytest_hud.features.wrap.episodes import wrap
     from pytest_hud.runtime import (
         ControlClient,
         DaytonaRuntime,
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
         Taskset,
         run,
     )
-    from pytest_hud.wrapping import wrap
 
 __getattr__, __dir__ = exports(__name__, __file__)
 

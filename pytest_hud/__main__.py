@@ -1,5 +1,6 @@
 """``python -m pytest_hud COMMAND ...``: the package's command line.
 
+    serve ENVS.py [--port N]                 serve an env module's environments (pytest_hud.serve)
     compare base.json new.json [more.json]   checkpoint comparison (pytest_hud.evaluation.compare)
     ledger merge a.jsonl b.jsonl -o c.jsonl  episode ledgers (pytest_hud.evaluation.ledger)
     doctor                                   which MuJoCo GL backends render here, and the fix
@@ -31,7 +32,7 @@ COMMANDS = {
         "pytest_hud.robot.agent.policy_cli",
         "serve an agent's model on the openpi protocol, batching all connections",
     ),
-    "plan": ("pytest_hud.evaluation.planning", "episodes, pairs and rows an evaluation needs"),
+    "plan": ("pytest_hud.commands.plan", "episodes, pairs and rows an evaluation needs"),
 }
 
 

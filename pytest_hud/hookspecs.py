@@ -24,10 +24,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "pytest_hud_agent",
+    "pytest_hud_blinded",
     "pytest_hud_case_agent",
     "pytest_hud_dataset_link",
+    "pytest_hud_dataset_parts",
+    "pytest_hud_decided",
     "pytest_hud_episode_observers",
     "pytest_hud_episode_result",
+    "pytest_hud_finish_rows",
     "pytest_hud_gates",
     "pytest_hud_html_figures",
     "pytest_hud_html_sections",
@@ -59,7 +63,7 @@ def pytest_hud_skip_case(config: pytest.Config, nodeid: str, case: HudCase) -> s
     """The reason not to run this case's rollout (resumed, a decided task), or None."""
 
 
-@pytest.hookspec()
+@pytest.hookspec(firstresult=True)
 def pytest_hud_unrun(config: pytest.Config, nodeid: str) -> str | None:
     """Why a skipped item was not run, in the word its row and the ledger keep: ``budget``,
     ``decided`` (a sequential test needs it no more), ``put off`` or ``quit`` (the operator);
@@ -67,6 +71,11 @@ def pytest_hud_unrun(config: pytest.Config, nodeid: str) -> str | None:
 
 
 @pytest.hookspec(firstresult=True)
+def pytest_hud_decided(config: pytest.Config, nodeid: str) -> str | None:
+    """Why an item need not run (its task is decided), asked by the xdist controller; or None."""
+
+
+@pytest.hookspec()
 def pytest_hud_episode_observers(config: pytest.Config) -> Sequence[ObserverFactory]:
     """Observer factories ``(run, spaces) -> observer`` every rollout's agent runs with."""
 
@@ -80,7 +89,7 @@ def pytest_hud_timing(config: pytest.Config) -> Timing | None:
 def pytest_hud_run_rollout(
     config: pytest.Config,
     task: Task,
-    agent: object,
+    agent: Agent,
     provider: Provider,
     index: int,
     timeout: float | None,
@@ -96,6 +105,11 @@ def pytest_hud_episode_result(config: pytest.Config, result: RolloutResult) -> N
 @pytest.hookspec()
 def pytest_hud_row(config: pytest.Config, item: pytest.Item, row: Row) -> None:
     """Add fields to the row of an item that ran, before it goes on the report."""
+
+
+@pytest.hookspec()
+def pytest_hud_finish_rows(config: pytest.Config, rows: Mapping[str, Row]) -> None:
+    """Amend rows once the session's outputs are final (a merged dataset), before the gates."""
 
 
 @pytest.hookspec()
@@ -138,6 +152,16 @@ def pytest_hud_html_sections(config: pytest.Config, rows: list[Row]) -> Sequence
 @pytest.hookspec()
 def pytest_hud_html_figures(config: pytest.Config) -> Sequence[Figure]:
     """Figures (PNG plots with a caption) for pytest-html's summary, shown even without rows."""
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_hud_dataset_parts(config: pytest.Config) -> Mapping[str, str] | None:
+    """Each env's folder for dataset parts recorded elsewhere, or None when not recording."""
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_hud_blinded(config: pytest.Config) -> bool | None:
+    """True while no output may name an arm's agent (the operator sees codes until the end)."""
 
 
 @pytest.hookspec(firstresult=True)

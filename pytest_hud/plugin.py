@@ -11,16 +11,26 @@ import pytest
 
 from pytest_hud import features
 from pytest_hud._plugin import heap, loggers
+from pytest_hud._plugin.arms import HANDED_AGENTS
 from pytest_hud._plugin.collect import Collector
 from pytest_hud._plugin.errors import EpisodeFailed
+from pytest_hud._plugin.feature_api import Hud
 from pytest_hud._plugin.html import HtmlHooks
-from pytest_hud._plugin.internals import HudBlockScheduling, HudLoadScheduling, keep_xdist_groups
+from pytest_hud._plugin.internals import (
+    HudBlockScheduling,
+    HudDroppingScheduling,
+    HudLoadScheduling,
+    WorkerNode,
+    hand_to_workers,
+    keep_xdist_groups,
+)
 from pytest_hud._plugin.interrupts import restore_sigterm, sigterm_interrupts
-from pytest_hud._plugin.options import HudOptions, addoption
+from pytest_hud._plugin.options import HANDED_SEED, HudOptions, addoption
 from pytest_hud._plugin.reporting import Reporter
 from pytest_hud._plugin.session import PLUGIN, HudSession, restore_auth, sweep_runtime
 from pytest_hud._plugin.state import CASE, RESULT
-from pytest_hud.fixtures import hud_agent, hud_provider, hud_result, hud_task, hud_wrap  # noqa: F401
+from pytest_hud.features.wrap import hud_wrap  # noqa: F401
+from pytest_hud.fixtures import hud_agent, hud_provider, hud_result, hud_task  # noqa: F401
 
 __all__ = ["CASE", "PLUGIN", "RESULT", "EpisodeFailed", "HudHooks", "HudSession"]
 
@@ -48,14 +58,15 @@ def pytest_configure(config: pytest.Config) -> None:
         "skipped, for one agent/checkpoint name or all",
     )
     loggers.install()  # before any thread of ours can create a logger
-    session = HudSession(config, HudOptions.from_config(config))
+    settings, options = features.configure(config, HudOptions.from_config(config))
+    session = HudSession(config, options.finished())
     session.sigterm = sigterm_interrupts()
     config.stash[PLUGIN] = session
     hooks = HudHooks(session)
     config.pluginmanager.register(hooks, "pytest-hud-session")
     if config.pluginmanager.hasplugin("html"):
         config.pluginmanager.register(HtmlHooks(session, hooks.reporter.gates), "pytest-hud-html")
-    features.register(session)
+    features.register(config, Hud(session), settings)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -65,7 +76,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         session.evaluator.close()
         loggers.uninstall()
         if not session.is_worker:
-            sweep_runtime(session.options.runtime_spec)
+            sweep_runtime(session.options.runtime)
         restore_sigterm(session.sigterm)
         restore_auth(session)
         features.unregister(config)  # closes the ledger, stops the session's Ray cluster
@@ -127,11 +138,19 @@ class HudHooks:
 
     # -- xdist ---------------------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: WorkerNode) -> None:
+        """Hand a worker about to start what every worker must share: the agents as the
+        controller expanded them, and several agents' order seed."""
+        hand_to_workers(node, HANDED_AGENTS, self.session.options.agent_texts)
+        if self.session.options.ab_seed is not None:
+            hand_to_workers(node, HANDED_SEED, self.session.options.ab_seed)
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
         self.collector.node_collection_finished(node, ids)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(
         self, config: pytest.Config, log: object
-    ) -> HudBlockScheduling | HudLoadScheduling | None:
+    ) -> HudBlockScheduling | HudLoadScheduling | HudDroppingScheduling | None:
         return self.session.make_scheduler(config, log)

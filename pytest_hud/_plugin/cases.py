@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_hud._plugin.arm_specs import Arm
+from pytest_hud._plugin.arms import Arm
 from pytest_hud.plumbing.jsonvalue import JSONValue
 from pytest_hud.runtime.errors import TaskError
 from pytest_hud.runtime.task import Task, Taskset

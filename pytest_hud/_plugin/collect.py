@@ -23,7 +23,6 @@ from pytest_hud._plugin.items import TaskFile, is_task_file
 from pytest_hud._plugin.module_rows import check_module_columns
 from pytest_hud._plugin.row_check import check_rows
 from pytest_hud._plugin.state import CASE
-from pytest_hud.runtime.backends import DEFAULT
 from pytest_hud.runtime.errors import TaskError
 
 if TYPE_CHECKING:
@@ -41,12 +40,9 @@ class Collector:
         self.options = session.options
         self.evaluator = session.evaluator
         self._primed = False  # the first items' substrates were booted ahead
-        ledger = self.options.ledger  # whatever its name, the run's ledger holds no tasks
-        where = self.config.invocation_params.dir
-        self._ledger = None if ledger is None else (Path(where) / ledger).resolve()
 
     def collect_file(self, file_path: Path, parent: pytest.Collector) -> TaskFile | None:
-        if is_task_file(file_path) and file_path.resolve() != self._ledger:
+        if is_task_file(file_path):
             return TaskFile.from_parent(parent, path=file_path)
         return None
 
@@ -67,7 +63,7 @@ class Collector:
             raise pytest.UsageError(f"{metafunc.definition.nodeid}: {exc}") from None
         try:
             own = uses_fixture_from(metafunc.definition, "hud_provider", OUR_FIXTURES)
-            check_rows(rows, self.options.runtime or DEFAULT, own_provider=own)
+            check_rows(rows, self.options.runtime, own_provider=own)
         except TaskError as exc:  # a collection error showing just its message
             raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: {exc}") from None
         group = int(marker.kwargs.get("group") or self.options.group)
@@ -162,7 +158,7 @@ class Collector:
         expect, label, name = self.session.expect, self.session.agent_label, self.session.agent_name
         if case.arm is not None:  # several agents: this arm's tables and names
             expect = self.session.arm_expect[case.arm.letter]
-            label, name = case.arm.label, case.arm.spec
+            label, name = case.arm.label, case.arm.spec.text
         rules.xfail.update(expect.xfail)
         rules.skip.update(expect.skip)
         for mark in item.iter_markers("hud_expect"):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import Callable, Hashable
@@ -19,7 +18,6 @@ import pytest
 from pytest_hud._plugin.cases import HudCase
 from pytest_hud._plugin.loop import LoopThread
 from pytest_hud._plugin.options import HudOptions
-from pytest_hud.runtime.control import Run
 from pytest_hud.runtime.control_pool import ControlPool, use_pool
 from pytest_hud.runtime.provider import Provider
 from pytest_hud.runtime.rollout import Agent, RolloutResult, rollout
@@ -29,6 +27,7 @@ from pytest_hud.runtime.warm import WarmPool, pool_size
 
 if TYPE_CHECKING:
     from pytest_hud.robot.contract import Spaces
+    from pytest_hud.robot.episode import EpisodeRun
 
 __all__ = ["Evaluator"]
 
@@ -51,7 +50,6 @@ class Evaluator:
         self.keys: dict[str, Hashable] = {}
         self.futures: dict[str, concurrent.futures.Future[RolloutResult]] = {}
         self.results: list[RolloutResult] = []
-        self.agent_name = options.agent
         self.schedule: Callable[[str], list[str]] = lambda nodeid: [nodeid]
         self._loop: LoopThread | None = None
         self._stack = contextlib.AsyncExitStack()  # Shared scopes, left at close()
@@ -76,14 +74,16 @@ class Evaluator:
             self._loop = LoopThread()
         return self._loop
 
-    def _bind(self, provider: Provider, agent: Agent) -> tuple[Provider, Agent]:
+    def _binding(self, provider: Provider, agent: Agent) -> tuple[Provider, Agent]:
         """The provider (its Shared scope entered on first use) and the agent as rollouts
         use it (batched for --hud-concurrency, with the plugin's observers), once each."""
         if id(agent) not in self._agents:  # the agent is kept too, so its id stays unique
             self._agents[id(agent)] = (agent, self._prepare(agent))
-        return self._bound(provider), self._agents[id(agent)][1]
+        return self._entered(provider), self._agents[id(agent)][1]
 
-    def _bound(self, provider: Provider) -> Provider:
+    def _entered(self, provider: Provider) -> Provider:
+        """The provider as rollouts use it: its Shared scope entered, in a warm pool where
+        booting ahead pays; once per provider object."""
         if id(provider) not in self._providers:
             if isinstance(provider, Shared):
                 self.loop.run(self._stack.enter_async_context(provider), timeout=60)
@@ -99,7 +99,7 @@ class Evaluator:
         rows = [(n, self.cases[n].task) for n in nodeids if n in self.cases]
         if not rows or not self.boots_here:
             return
-        bound = self._bound(provider)
+        bound = self._entered(provider)
         if isinstance(bound, WarmPool):
             ahead = rows[: max(self.options.concurrency, 1) + bound.size]
             self.loop.loop.call_soon_threadsafe(bound.plan, ahead)
@@ -120,7 +120,7 @@ class Evaluator:
         """The agent as rollouts call it: the session's settings (max steps, video,
         progress, recording) travel with each call; the agent given is never changed."""
         from pytest_hud._plugin.video import video_factory
-        from pytest_hud.robot.agent.agent import RobotAgent, RunSettings
+        from pytest_hud.robot.agent.agent import ConfiguredAgent, RobotAgent, RunSettings
         from pytest_hud.robot.agent.batching import BatchedAgent
 
         if not isinstance(agent, RobotAgent):
@@ -140,10 +140,10 @@ class Evaluator:
         batchable = getattr(agent.model, "batchable", True)  # RemoteModel is per-row
         if self.options.concurrency > 1 and batchable and not isinstance(agent, BatchedAgent):
             agent = BatchedAgent(agent, split=self.options.split)
-        return functools.partial(agent, settings=settings)
+        return ConfiguredAgent(agent, settings)
 
     # -- running -----------------------------------------------------------------------
-    def _progress_observer(self, run: Run | None, spaces: Spaces) -> _StepCounter:
+    def _progress_observer(self, run: EpisodeRun | None, spaces: Spaces) -> _StepCounter:
         return _StepCounter(self.steps, id(run.task) if run is not None else 0)
 
     def result(
@@ -159,7 +159,7 @@ class Evaluator:
         ``progress(steps, seconds)`` is called from this (the test's) thread about once a
         second while the episode runs, so a live line never interleaves with pytest's output.
         """
-        binding = self._bind(provider, agent)
+        binding = self._binding(provider, agent)
         pool = binding[0] if isinstance(binding[0], WarmPool) else None
         extra = pool.size if pool is not None else 0
         ahead = self._upcoming(nodeid, self.options.concurrency - 1 + extra)
@@ -167,7 +167,7 @@ class Evaluator:
             rows = [(n, self.cases[n].task) for n in [nodeid, *ahead]]
             self.loop.loop.call_soon_threadsafe(pool.plan, rows)
         for nid in [nodeid, *ahead][: max(self.options.concurrency, 1)]:
-            self._start(nid, self._bind(provider, self._agent_of(nid, agent)))
+            self._start(nid, self._binding(provider, self._agent_of(nid, agent)))
         fut = self.futures.pop(nodeid)
         task_key = id(self.cases[nodeid].task)
         deadline = time.monotonic() + self.options.timeout + 120

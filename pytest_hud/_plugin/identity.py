@@ -35,8 +35,7 @@ class RunIdentity:
 
     def checkpoint_path(self) -> str | None:
         """The checkpoint a ``lerobot:PATH`` agent loads (None for other agents)."""
-        kind, _, rest = self.options.agent.partition(":")
-        return rest if kind == "lerobot" and rest else None
+        return self.options.agent.checkpoint
 
     def checkpoint_hash(self) -> str | None:
         """The checkpoint's content hash, once per process (None without a local one)."""
@@ -51,7 +50,7 @@ class RunIdentity:
 
     def collect(self) -> Provenance:
         """The run's provenance (packages, host, git, checkpoint, command), kept."""
-        image = self.options.runtime_spec.image
+        image = self.options.runtime.image
         out = provenance.collect(
             suite=self.config.rootpath,
             checkpoint=None,
@@ -61,9 +60,9 @@ class RunIdentity:
         )
         path = self.checkpoint_path()
         out["checkpoint"] = None if path is None else {"path": path, "hash": self.checkpoint_hash()}
-        out["agent"] = self.options.agent
+        out["agent"] = self.options.agent.text
         if len(self.options.agents) > 1:  # a paired session: its arms and their order's seed
-            out["agents"] = list(self.options.agents)
+            out["agents"] = self.options.agent_texts
             out["ab_seed"] = self.options.ab_seed
         out["python"] = sys.version.split()[0]
         self.provenance = out
@@ -71,10 +70,10 @@ class RunIdentity:
 
     def repro(self, nodeid: str) -> str:
         """The command that replays this one episode."""
-        runtime = self.options.runtime
+        runtime = self.options.runtime.raw
         return provenance.repro_command(
             nodeid,
-            self.options.agent,
+            self.options.agent.text,
             self.options.seed,
             checkpoint=self.options.checkpoint,
             runtime=None if runtime == DEFAULT else runtime,

@@ -18,8 +18,8 @@ from xdist.scheduler import LoadScheduling
 __all__ = [
     "XDIST_SCHEDULER_ATTRS",
     "HudBlockScheduling",
+    "HudDroppingScheduling",
     "HudLoadScheduling",
-    "HudSequentialScheduling",
     "binding_key",
     "defines_fixture",
     "dropping_scheduler",
@@ -241,18 +241,18 @@ class HudBlockScheduling(LoadScheduling):
             node.shutdown()
 
 
-class HudSequentialScheduling(LoadScheduling):
-    """``--hud-gate=sequential`` under ``-n``: small hand-outs, decided tasks dropped.
+class HudDroppingScheduling(LoadScheduling):
+    """Items a feature may decide before they run (a sequential test), under ``-n``: small
+    hand-outs, decided items dropped.
 
     xdist's load scheduling sends a quarter of the collection up front; once sent, an
     item runs (telling a worker to skip would need a controller-to-worker channel
     xdist does not have). So this scheduler keeps every worker at two pending items
     (a worker runs an item only once it holds the next one, or is shut down) and,
     before each hand-out, asks ``drop(nodeid)`` for every pending index: a decided
-    task's items are reported skipped by the session and never sent. The controller
-    calls ``check_schedule`` after each finished item (``mark_test_complete``), after
-    the item's reports went through ``pytest_runtest_logreport``, where decisions are
-    made.
+    item is reported skipped by the session and never sent. The controller calls
+    ``check_schedule`` after each finished item (``mark_test_complete``), after the
+    item's reports went through ``pytest_runtest_logreport``, where decisions are made.
     """
 
     collection: list[str] | None  # LoadScheduling's: the node ids, once all workers collected
@@ -320,11 +320,11 @@ def report_dropped(config: pytest.Config, nodeid: str, reason: str) -> None:
 
 def dropping_scheduler(
     config: pytest.Config, log: object, decided: Callable[[str], str | None]
-) -> HudSequentialScheduling | None:
-    """The scheduler of a feature that stops tasks early (``--hud-gate=sequential``, A/B
-    stopping) under ``--dist load``: before each hand-out, an item ``decided(nodeid)`` gives a
-    reason for is reported skipped with it here (it never reaches a worker) and dropped. None
-    under any other ``--dist`` (xdist's own scheduler)."""
+) -> HudDroppingScheduling | None:
+    """The scheduler of a session whose features decide items early (``drops_items``: a
+    sequential test) under ``--dist load``: before each hand-out, an item ``decided(nodeid)``
+    gives a reason for is reported skipped with it here (it never reaches a worker) and
+    dropped. None under any other ``--dist`` (xdist's own scheduler)."""
     if config.getoption("dist", "no") != "load":
         return None
 
@@ -335,7 +335,7 @@ def dropping_scheduler(
         report_dropped(config, nodeid, reason)
         return True
 
-    return HudSequentialScheduling(config, log, drop=drop)
+    return HudDroppingScheduling(config, log, drop=drop)
 
 
 def keep_xdist_groups(config: pytest.Config, items: list[pytest.Item]) -> int:

@@ -1,322 +1,318 @@
-"""The plugin's options: declared once, read with ini fallbacks, validated at configure time."""
+"""The core's options, each declared once as a field of :class:`HudOptions` (flag, help, type,
+default, check); read at configure into one frozen object holding parsed specs (the agents, the
+runtime), which features may change only by returning a changed copy from their ``configure``.
+Each feature's own options live with the feature (``pytest_hud/features/``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import dataclasses
+import random
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
-from pytest_hud._plugin.arm_specs import ARM_OPTIONS, read_ab_seed, read_agents
-from pytest_hud._plugin.eval_options import EVALUATION_OPTIONS, EvaluationOptions
-from pytest_hud._plugin.option_table import OptionTable, read_option
-from pytest_hud._plugin.report_images import REPORT_OPTIONS, read_report_images
+from pytest_hud._plugin.arms import read_agents
+from pytest_hud._plugin.internals import from_controller
+from pytest_hud._plugin.report_images import read_report_images
+from pytest_hud._plugin.settings import add_options, option, read_settings
+from pytest_hud.robot.agent.registry import DEFAULT_AGENT, AgentSpec
+from pytest_hud.robot.agent.split import WAYS
 from pytest_hud.runtime.backends import BACKENDS, DEFAULT, RuntimeSpec, forms, parse
 from pytest_hud.runtime.errors import PlacementError
 
-__all__ = ["HudOptions", "OptionTable", "add_options", "addoption", "read_flag", "read_option"]
+__all__ = ["HANDED_SEED", "HudOptions", "addoption"]
 
-T = TypeVar("T")
+#: the workerinput key of the arms' order seed (every worker shuffles the same order)
+HANDED_SEED = "hud_ab_seed"
 
-#: The core's options; each feature declares its own (``OPTIONS`` in its module).
-_OPTIONS: OptionTable = [
-    (
+
+def _at_least_one(value: int) -> str | None:
+    return None if value >= 1 else f"must be >= 1, got {value}"
+
+
+def _exists(path: Path) -> str | None:
+    return None if path.exists() else f": {path} does not exist"
+
+
+def _rate(value: float) -> str | None:
+    return None if 0.0 <= value <= 1.0 else f"is a rate between 0 and 1, got {value}"
+
+
+def _warm(text: str) -> int | None:
+    """``--hud-warm``: auto (None), off (0) or a count."""
+    low = text.strip().lower()
+    if low in ("auto", ""):
+        return None
+    if low in ("off", "0", "no", "false"):
+        return 0
+    if low.isdigit():
+        return int(low)
+    raise ValueError(f"is auto, off or a count >= 0, got {text!r}")
+
+
+def _read_runtime(config: pytest.Config) -> RuntimeSpec | None:
+    """``--hud-runtime`` (with ``--hud-docker-base``) parsed once; an unknown kind is a
+    usage error naming every valid form."""
+    raw = config.getoption("hud_runtime", None) or config.getini("hud_runtime") or None
+    base = config.getoption("hud_docker_base", None) or config.getini("hud_docker_base") or None
+    try:
+        return parse(str(raw) if raw else DEFAULT, str(base) if base else None)
+    except PlacementError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _read_agents(config: pytest.Config) -> tuple[AgentSpec, ...]:
+    return tuple(read_agents(config))
+
+
+def _read_seed(config: pytest.Config) -> int | None:
+    """``--hud-ab-seed`` (else the ini's, else the controller's: every worker the same)."""
+    given = config.getoption("hud_ab_seed", None)
+    if given is None:
+        ini = config.getini("hud_ab_seed")
+        if ini not in (None, "", []):
+            try:
+                given = int(str(ini))
+            except ValueError:
+                raise pytest.UsageError(f"ini option hud_ab_seed = {ini!r} is not an int") from None
+    if given is None:
+        given = from_controller(config, HANDED_SEED)
+    return None if given is None else int(given)
+
+
+@dataclass(frozen=True)
+class HudOptions:
+    """The session's core settings, read once at configure (see the module docs)."""
+
+    runtime: RuntimeSpec = option(
         "--hud-runtime",
         f"where substrates run: {forms()} (ray: $RAY_ADDRESS, else a local cluster; "
         f"tcp/ws: a running env server) (default: {DEFAULT})",
-        {},
-    ),
-    (
+        default=parse(DEFAULT),
+        read=_read_runtime,
+    )
+    docker_base: str | None = option(
         "--hud-docker-base",
         "the image --hud-runtime=docker builds env images FROM (default: python:X.Y-slim, X.Y "
         "this Python's, if the engine has or can pull it, else one built once from this "
         "host's Python: python -m pytest_hud image base)",
-        {},
-    ),
-    (
+    )
+    shared: int | None = option(
         "--hud-shared",
         "share one substrate per env among N concurrent rollouts "
         "(wraps the provider in Shared(width=N))",
-        {"type": int},
-    ),
-    (
+        parse=int,
+        check=_at_least_one,
+    )
+    agents: tuple[AgentSpec, ...] = option(
         "--hud-agent",
         "the policy: zero, random[:SEED], lerobot:PATH, pi05, openpi:HOST:PORT, "
         "openpi:ray:NAME (PolicyReplicas(..., name=NAME) on the Ray cluster), "
         "MODULE:FACTORY (default: random). Repeatable: every row runs under every agent "
         "(an A/B or a sweep; lerobot:GLOB takes a run's checkpoints by step), the first "
         "is the reference, the last the candidate",
-        {"action": "append"},
-    ),
-    ("--hud-group", "rollouts per task row (repeats)", {"type": int}),
-    (
+        kind="list",
+        default=(DEFAULT_AGENT,),
+        read=_read_agents,
+    )
+    group: int = option(
+        "--hud-group", "rollouts per task row (repeats)", default=1, parse=int, check=_at_least_one
+    )
+    concurrency: int = option(
         "--hud-concurrency",
         "rollouts in flight per process (lookahead over the items)",
-        {"type": int},
-    ),
-    (
+        default=1,
+        parse=int,
+        check=_at_least_one,
+    )
+    warm: int | None = option(
         "--hud-warm",
         "substrates booted ahead of the running rollouts, each fresh for one upcoming "
         "item: auto (--hud-concurrency of them on "
         + ", ".join(kind for kind, b in BACKENDS.items() if b.warm)
         + "; none elsewhere), off, or N (default: auto)",
-        {},
-    ),
-    (
+        parse=_warm,
+    )
+    split: str = option(
         "--hud-split",
         "batched rollouts whose sims step alone run in two halves (one half steps while "
         "the other's forward runs) or in one batch: auto (halves, switching to one batch "
         "where it measures that 5%% faster), halves or whole (default: auto)",
-        {},
-    ),
-    ("--hud-max-steps", "stop each episode after N control ticks", {"type": int}),
-    (
+        default="auto",
+        check=lambda v: None if v in WAYS else f"is auto, halves or whole, got {v!r}",
+    )
+    max_steps: int | None = option(
+        "--hud-max-steps", "stop each episode after N control ticks", parse=int, check=_at_least_one
+    )
+    seed: int | None = option(
         "--hud-seed",
         "base seed; every repeat gets a seed derived from it, the row and the repeat index",
-        {"type": int},
-    ),
-    (
-        "--hud-record",
-        "record every episode into a LeRobot v3 dataset at DIR (default $RECORD_DIR or ./data)",
-        {"nargs": "?", "const": ""},
-    ),
-    ("--hud-results", "write per-rollout rows and aggregates to this JSON file", {}),
-    (
+        parse=int,
+    )
+    ab_seed: int | None = option(
+        "--hud-ab-seed",
+        "with several --hud-agent: the seed of the shuffled, interleaved run order of the "
+        "arms' items (default: a random one, printed in the header and stored in the "
+        "results JSON)",
+        parse=int,
+        read=_read_seed,
+    )
+    results: Path | None = option(
+        "--hud-results", "write per-rollout rows and aggregates to this JSON file", parse=Path
+    )
+    min_success: float | None = option(
         "--hud-min-success",
         "fail the session if the overall success rate is below P",
-        {"type": float},
-    ),
-    (
+        parse=float,
+        check=_rate,
+    )
+    gate: str = option(
         "--hud-gate",
         "how success gates compare: raw (the rate), wilson (the 95%% Wilson "
         "lower bound must clear the threshold), sequential (anytime-valid: each task "
         "stops its repeats once its verdict is known at --hud-alpha), or none (report only: "
         "gates are shown, episode failures do not fail the session, errors still do; for "
         "recording a baseline)",
-        {"choices": ["raw", "wilson", "sequential", "none"]},
-    ),
-    (
+        default="raw",
+        choices=("raw", "wilson", "sequential", "none"),
+        check=lambda v: (
+            None
+            if v in ("raw", "wilson", "sequential", "none")
+            else f"is raw, wilson, sequential or none, got {v!r}"
+        ),
+    )
+    alpha: float = option(
+        "--hud-alpha",
+        "error level of --hud-gate=sequential decisions and --hud-compare verdicts (default 0.05)",
+        default=0.05,
+        parse=float,
+        check=lambda v: None if 0.0 < v < 1.0 else f"is a level in (0, 1), got {v}",
+    )
+    min_coverage: float = option(
+        "--hud-min-coverage",
+        "no gate or A/B verdict when fewer than this share of the attempted episodes were "
+        "scored (errors are not scored; default 0.95): the gate fails naming the errored rows",
+        default=0.95,
+        parse=float,
+        check=lambda v: None if 0.0 <= v <= 1.0 else f"is a share of episodes in [0, 1], got {v}",
+    )
+    baseline: Path | None = option(
         "--hud-baseline",
         "a previous results JSON: fail when success dropped by more than "
         "chance explains (two-proportion test)",
-        {},
-    ),
-    (
+        parse=Path,
+        check=_exists,
+    )
+    baseline_strict: bool = option(
         "--hud-baseline-strict",
         "fail (not just warn) when the baseline's agent, envs, group size or seeds differ",
-        {"action": "store_true"},
-    ),
-    (
+        default=False,
+        kind="flag",
+    )
+    baseline_force: bool = option(
         "--hud-baseline-force",
         "compare with a baseline from an interrupted or incomplete run anyway",
-        {"action": "store_true"},
-    ),
-    ("--hud-expect", "TOML/YAML of expected failures and skips per agent or checkpoint", {}),
-    ("--hud-checkpoint", "the checkpoint name (selects --hud-expect tables; shown in reports)", {}),
-    ("--hud-timeout", "seconds one rollout may take before it is an error", {"type": float}),
-    *EVALUATION_OPTIONS,
-    *REPORT_OPTIONS,
-    *ARM_OPTIONS,
-    (
+        default=False,
+        kind="flag",
+    )
+    expect: Path | None = option(
+        "--hud-expect",
+        "TOML/YAML of expected failures and skips per agent or checkpoint",
+        parse=Path,
+        check=_exists,
+    )
+    checkpoint: str | None = option(
+        "--hud-checkpoint", "the checkpoint name (selects --hud-expect tables; shown in reports)"
+    )
+    timeout: float = option(
+        "--hud-timeout",
+        "seconds one rollout may take before it is an error",
+        default=900.0,
+        parse=float,
+        check=lambda v: None if v > 0 else "must be positive",
+    )
+    report_images: tuple[Path, ...] = option(
+        "--hud-report-image",
+        "an image (PNG, GIF, JPEG or SVG) to show and link in the html report's summary, "
+        "e.g. success per checkpoint from 'python -m pytest_hud compare ... --plot' "
+        "(repeatable; ini: paths separated by whitespace)",
+        kind="list",
+        default=(),
+        read=read_report_images,
+    )
+    allow_modules: bool = option(
         "--hud-allow-modules",
         "let task rows' module column import files outside the rootdir and the task "
         "file's folder (by default only those, and dotted module names)",
-        {"action": "store_true"},
-    ),
-    (
+        default=False,
+        kind="flag",
+    )
+    no_auth: bool = option(
         "--hud-no-auth",
         "let the servers this session starts (env servers, sims, bridges) admit anyone who "
         "can reach them, not only holders of the session's secret: for a trusted lab only",
-        {"action": "store_true"},
-    ),
-]
+        default=False,
+        kind="flag",
+    )
+    #: substrates boot in this process (False: each rollout runs, and boots, elsewhere)
+    boots_here: bool = True
+    #: xdist hands items out in contiguous blocks, in test order (recorded parts concatenate)
+    in_order: bool = False
+    #: items may be decided before they run (a sequential test): under ``--dist load`` the
+    #: controller hands them out two at a time and drops those ``pytest_hud_decided`` names
+    drops_items: bool = False
 
-
-def add_options(parser: pytest.Parser, table: OptionTable) -> None:
-    """Declare ``table``'s options in pytest-hud's group, each with an ini of its name."""
-    group = parser.getgroup("hud", "pytest-hud: policy evaluation")
-    for flag, help_, kwargs in table:
-        dest = flag[2:].replace("-", "_")
-        group.addoption(flag, dest=dest, default=None, help=help_, **kwargs)
-        text = help_.replace("%%", "%")
-        if kwargs.get("action") == "store_true":  # its ini: true/false, yes/no, 1/0
-            parser.addini(dest, help=text, type="bool", default=None)
-        else:
-            parser.addini(dest, help=text, default=None)
-
-
-def addoption(parser: pytest.Parser) -> None:
-    add_options(parser, _OPTIONS)
-
-
-def read_flag(config: pytest.Config, name: str) -> bool:
-    """A yes/no option ``name`` (a dest, ``hud_x_y``): given on the command line, else its
-    ini (true/false, yes/no, 1/0: pytest refuses anything else), else False."""
-    return bool(config.getoption(name) or config.getini(name))
-
-
-def _warm(raw: str | None) -> int | None:
-    """``--hud-warm``: auto (None), off (0) or a count."""
-    text = str(raw).strip().lower() if raw is not None else "auto"
-    if text in ("auto", ""):
-        return None
-    if text in ("off", "0", "no", "false"):
-        return 0
-    if text.isdigit():
-        return int(text)
-    raise pytest.UsageError(f"--hud-warm is auto, off or a count >= 0, got {raw!r}")
-
-
-@dataclass
-class HudOptions(EvaluationOptions):
-    runtime: str = DEFAULT
-    docker_base: str | None = None
-    shared: int | None = None
-    agent: str = "random"
-    group: int = 1
-    concurrency: int = 1
-    split: str = "auto"
-    warm: int | None = None  # None: auto (runtime/warm.py: pool_size), 0: off
-    max_steps: int | None = None
-    seed: int | None = None
-    record: str | None = None
-    results: Path | None = None
-    min_success: float | None = None
-    gate: str = "raw"
-    baseline: Path | None = None
-    baseline_strict: bool = False
-    baseline_force: bool = False
-    expect: Path | None = None
-    checkpoint: str | None = None
-    timeout: float = 900.0
-    allow_modules: bool = False
-    no_auth: bool = False
-    report_images: list[Path] = field(default_factory=list)
-    agents: list[str] = field(default_factory=list)  # every --hud-agent; agent is the first
-    ab_seed: int | None = None  # several agents: the run order's seed
-    ab_gate: bool = False
-    ab_metric: str = "success"  # the first of ab_metrics: the live test's
-    ab_metrics: list[str] = field(default_factory=lambda: ["success"])
-
-    @property
-    def runtime_spec(self) -> RuntimeSpec:
-        """``--hud-runtime`` parsed (runtime/backends.py); an unknown kind is a usage error."""
-        try:
-            return parse(self.runtime, self.docker_base)
-        except PlacementError as exc:
-            raise pytest.UsageError(str(exc)) from None
-
-    @classmethod
-    def from_config(cls, config: pytest.Config) -> HudOptions:
-        o = cls()
-
-        def store(
-            names: tuple[str, ...], kind: Callable[[str], T], as_: Callable[[T], object]
-        ) -> None:
-            """Each option of ``names`` that is set: read as ``kind``, stored ``as_``."""
-            for name in names:
-                value = read_option(config, f"hud_{name}", kind)
-                if value is not None:
-                    setattr(o, name, as_(value))
-
-        store(("runtime", "docker_base", "gate", "checkpoint", "record", "split"), str, str)
-        store(("shared", "group", "concurrency", "max_steps", "seed"), int, int)
-        store(("min_success", "timeout"), float, float)
-        store(("results", "baseline", "expect"), str, Path)
-        o.read_evaluation(config)
-        o.report_images = read_report_images(config)
-        o.warm = _warm(read_option(config, "hud_warm", str))
-        metrics = read_option(config, "hud_ab_metric", str)
-        if metrics:
-            o.ab_metrics = [m.strip() for m in metrics.split(",") if m.strip()]
-            o.ab_metric = o.ab_metrics[0] if o.ab_metrics else ""
-        o.agents = [spec.text for spec in read_agents(config)]
-        o.agent = o.agents[0]
-        if len(o.agents) > 1:
-            o.ab_seed = read_ab_seed(config)
-        for name in ("baseline_strict", "baseline_force", "ab_gate", "allow_modules", "no_auth"):
-            setattr(o, name, read_flag(config, f"hud_{name}"))
-        o.validate()
-        return o
-
-    def validate(self) -> None:
-        def positive(name: str, value: int | None) -> None:
-            if value is not None and value < 1:
-                raise pytest.UsageError(f"--hud-{name.replace('_', '-')} must be >= 1, got {value}")
-
-        for name in ("shared", "group", "concurrency", "max_steps"):
-            positive(name, getattr(self, name))
-        if self.min_success is not None and not 0.0 <= self.min_success <= 1.0:
-            raise pytest.UsageError(
-                f"--hud-min-success is a rate between 0 and 1, got {self.min_success}"
-            )
-        if self.gate not in ("raw", "wilson", "sequential", "none"):
-            raise pytest.UsageError(
-                f"--hud-gate is raw, wilson, sequential or none, got {self.gate!r}"
-            )
-        from pytest_hud.robot.agent.split import WAYS  # no torch: a leaf module
-
-        if self.split not in WAYS:
-            raise pytest.UsageError(f"--hud-split is auto, halves or whole, got {self.split!r}")
-        self.validate_evaluation()
+    def __post_init__(self) -> None:
+        """The checks across options (each option's own ran as it was read)."""
         if self.shared is not None and self.concurrency > self.shared:
-            raise pytest.UsageError(
+            raise ValueError(
                 f"--hud-concurrency={self.concurrency} exceeds --hud-shared={self.shared}: a "
                 f"shared substrate takes at most {self.shared} rollouts at once, so the "
                 f"extra {self.concurrency - self.shared} would only wait; lower the "
                 "concurrency or raise the width"
             )
-        for name in ("baseline", "expect"):
-            path = getattr(self, name)
-            if path is not None and not path.exists():
-                raise pytest.UsageError(f"--hud-{name}: {path} does not exist")
-        spec = self.runtime_spec
-        if self.docker_base is not None and (not spec.backend.builds or spec.arg):
+        if self.docker_base is not None and (not self.runtime.backend.builds or self.runtime.arg):
             builders = ", ".join(k for k, b in BACKENDS.items() if b.builds)
-            raise pytest.UsageError(
+            raise ValueError(
                 f"--hud-docker-base={self.docker_base} is the base of the images "
-                f"--hud-runtime={builders} builds, but the runtime is {self.runtime!r}; fix: "
-                f"pass --hud-runtime={builders}, or drop --hud-docker-base"
+                f"--hud-runtime={builders} builds, but the runtime is {self.runtime.raw!r}; "
+                f"fix: pass --hud-runtime={builders}, or drop --hud-docker-base"
             )
-        if self.timeout <= 0:
-            raise pytest.UsageError("--hud-timeout must be positive")
-        _validate_arms(self)
+        if len(self.agents) > 1:
+            for name, why in (
+                ("checkpoint", "each arm is named by its spec, or by its checkpoints/NNNNNN step"),
+                ("baseline", "the first --hud-agent is the reference the others are compared with"),
+            ):
+                if getattr(self, name) is not None:
+                    raise ValueError(
+                        f"--hud-{name} is for one agent, got {len(self.agents)} --hud-agent "
+                        f"({', '.join(self.agent_texts)}); {why}: drop --hud-{name}"
+                    )
+
+    @property
+    def agent(self) -> AgentSpec:
+        """The first (or only) agent: the reference of several."""
+        return self.agents[0]
+
+    @property
+    def agent_texts(self) -> list[str]:
+        """Every agent as it was given (for messages and reports)."""
+        return [spec.text for spec in self.agents]
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> HudOptions:
+        """The core's options as given (features' ``configure`` may change them after)."""
+        return read_settings(config, cls)
+
+    def finished(self) -> HudOptions:
+        """After every feature's ``configure``: several agents' order seed chosen if none was
+        given nor resumed (a random one, shown in the header and the results)."""
+        if len(self.agents) > 1 and self.ab_seed is None:
+            return dataclasses.replace(self, ab_seed=random.SystemRandom().randrange(2**31))
+        return self
 
 
-#: what --hud-ab-metric may name
-AB_METRICS = ("success", "score", "steps")
-
-
-def _validate_arms(options: HudOptions) -> None:
-    """What several agents cannot be combined with (one usage error naming the fix)."""
-    unknown = [m for m in options.ab_metrics if m not in AB_METRICS]
-    if unknown or not options.ab_metrics or len(set(options.ab_metrics)) < len(options.ab_metrics):
-        raise pytest.UsageError(
-            f"--hud-ab-metric: expected distinct metrics among {', '.join(AB_METRICS)} "
-            f"(comma-separated), got {','.join(options.ab_metrics) or 'none'}"
-        )
-    if len(options.agents) < 2:
-        if options.ab_gate:
-            raise pytest.UsageError(
-                "--hud-ab-gate compares agents: expected --hud-agent at least twice "
-                f"(reference first, candidate last), got {options.agents}"
-            )
-        return
-    if "steps" in options.ab_metrics and not options.max_steps:
-        raise pytest.UsageError(
-            "--hud-ab-metric=steps compares time to success, which needs a bound: expected "
-            "--hud-max-steps=N (a failed episode counts as N steps), got none"
-        )
-    conflicts = {
-        "checkpoint": "each arm is named by its spec, or by its checkpoints/NNNNNN step",
-        "compare": "the arms are compared with each other in this session",
-        "baseline": "the first --hud-agent is the reference the others are compared with",
-    }
-    for name, why in conflicts.items():
-        if getattr(options, name) not in (None, [], False):
-            raise pytest.UsageError(
-                f"--hud-{name} is for one agent, got {len(options.agents)} --hud-agent "
-                f"({', '.join(options.agents)}); {why}: drop --hud-{name}"
-            )
+def addoption(parser: pytest.Parser) -> None:
+    add_options(parser, HudOptions)

@@ -13,19 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hud._plugin.option_table import OptionTable
-
-__all__ = ["REPORT_OPTIONS", "Figure", "figure_path", "figures_html", "read_report_images"]
-
-REPORT_OPTIONS: OptionTable = [
-    (
-        "--hud-report-image",
-        "an image (PNG, GIF, JPEG or SVG) to show and link in the html report's summary, "
-        "e.g. success per checkpoint from 'python -m pytest_hud compare ... --plot' "
-        "(repeatable; ini: paths separated by whitespace)",
-        {"action": "append"},
-    ),
-]
+__all__ = ["Figure", "figure_path", "figures_html", "read_report_images"]
 
 #: an image's leading bytes -> its MIME type (SVG is text: checked by its root element)
 _MAGIC = {
@@ -72,7 +60,7 @@ def figure_path(config: pytest.Config, results: Path | None, artifacts: Path, na
     return artifacts / f"{name}.png"
 
 
-def read_report_images(config: pytest.Config) -> list[Path]:
+def read_report_images(config: pytest.Config) -> tuple[Path, ...]:
     """The ``--hud-report-image`` paths (else the ini's), checked: each an existing image,
     and pytest-html writing a report to show them in."""
     raw: list[str] | None = config.getoption("hud_report_image")
@@ -97,7 +85,7 @@ def read_report_images(config: pytest.Config) -> list[Path]:
             "--hud-report-image shows images in pytest-html's report: expected "
             "--html=REPORT, got none; fix: add --html=report.html (pip install pytest-html)"
         )
-    return paths
+    return tuple(paths)
 
 
 def _figure(fig: Figure, report_dir: Path) -> str:

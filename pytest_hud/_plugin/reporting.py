@@ -180,6 +180,7 @@ class Reporter:
         hud.evaluator.close()
         if hud.is_worker:
             return
+        self.hook.pytest_hud_finish_rows(config=self.config, rows=hud.rows)
         rows = list(hud.rows.values())
         base_meta = self._meta()
         covered = self._covered_gates(rows, base_meta)
@@ -236,7 +237,7 @@ class Reporter:
     def _meta(self) -> dict[str, object]:
         return {
             "agent": self.session.agent_label,
-            "runtime": self.options.runtime,
+            "runtime": self.options.runtime.raw,
             "group": self.options.group,
             "seed": self.options.seed,
             "dataset": None,  # --hud-record's feature gives the path

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from pytest_hud.runtime.backends import parse
+from pytest_hud.runtime.backends import RuntimeSpec
 from pytest_hud.runtime.environment import Environment
 from pytest_hud.runtime.errors import TaskError
 from pytest_hud.runtime.modules import declared_environments, environments_in, load_module
@@ -38,12 +38,12 @@ def _check(row: Task, envs: Mapping[str, Environment], where: str) -> None:
         )
 
 
-def check_rows(rows: Iterable[Task], runtime: str, *, own_provider: bool = True) -> None:
+def check_rows(rows: Iterable[Task], runtime: RuntimeSpec, *, own_provider: bool = True) -> None:
     """Raise TaskError for a row naming an env or template its known module lacks.
     ``own_provider``: the rows are served by the plugin's ``hud_provider`` (a conftest
     override may serve envs this process never imports, so then only the explicit
     ``module`` column is checked)."""
-    routed = parse(runtime).backend.routed  # rows served from their declaring module
+    routed = runtime.backend.routed  # rows served from their declaring module
     everything = declared_environments() if own_provider else []
     declared = {env.name: env for env, _ in everything}  # the latest declaration of a name
     for row in rows:

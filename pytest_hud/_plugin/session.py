@@ -13,15 +13,17 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_hud._plugin import heap
-from pytest_hud._plugin.arm_specs import Arm, agent_given, arms_of
+from pytest_hud._plugin.arms import Arm, agent_given, arms_of
 from pytest_hud._plugin.errors import ExpectError
 from pytest_hud._plugin.evaluator import Evaluator
 from pytest_hud._plugin.expect import Expectations
 from pytest_hud._plugin.identity import RunIdentity
 from pytest_hud._plugin.internals import (
     HudBlockScheduling,
+    HudDroppingScheduling,
     HudLoadScheduling,
     conftest_agent,
+    dropping_scheduler,
     is_worker,
     terminal_writer,
 )
@@ -30,6 +32,7 @@ from pytest_hud._plugin.options import HudOptions
 from pytest_hud._plugin.state import RESULT
 from pytest_hud.evaluation import results as rep
 from pytest_hud.evaluation.verdict import Verdict
+from pytest_hud.robot.agent.registry import AgentSpec
 from pytest_hud.runtime.backends import RuntimeSpec
 from pytest_hud.runtime.placement import provider_for
 from pytest_hud.runtime.provider import Provider
@@ -87,19 +90,19 @@ class HudSession:
         root = Path(str(config.rootpath))
         self.artifacts = root / ".hud"
         self.evaluator = Evaluator(options, self.artifacts, config)
-        self._agents: dict[str, Agent] = {}  # by spec: each agent loaded once per process
+        self._agents: dict[AgentSpec, Agent] = {}  # each agent loaded once per process
         self._provider: Provider | None = None
-        self._agent_errors: dict[str, str] = {}
+        self._agent_errors: dict[AgentSpec, str] = {}
         #: several --hud-agent: one arm each (empty for one agent)
         self.arms: list[Arm] = arms_of(options.agents)
-        self.agent_name = options.agent  # read and checked: _plugin/arm_specs.py
+        self.agent_name = options.agent.text  # read and checked once: _plugin/arms.py
         if not agent_given(config):  # a conftest's hud_agent names the rows, not "random"
             self.agent_name = conftest_agent(config) or self.agent_name
         if not self.is_worker and config.getoption("dist", "no") != "no":
-            for spec in options.agents or [options.agent]:
+            for spec in options.agents:
                 _preflight_agent(spec)  # workers cannot stop the session: check here
         if not self.is_worker:
-            _preflight_runtime(options.runtime_spec)
+            _preflight_runtime(options.runtime)
         self.identity = RunIdentity(config, options, self.agent_name)
         self.expect = self._load_expectations()
         self.arm_expect = {arm.letter: self._load_expectations(arm) for arm in self.arms}
@@ -113,8 +116,8 @@ class HudSession:
         #: why the session fails beside its gates (a dataset that could not be written)
         self.failures: list[str] = []
         self.sigterm: SignalHandler = None  # the SIGTERM handler to restore at unconfigure
-        if not self.is_worker and (options.ledger is not None or options.results is not None):
-            self.identity.collect()
+        if not self.is_worker and options.results is not None:
+            self.identity.collect()  # the results' provenance (a ledger's feature asks too)
 
     @property
     def videos(self) -> Path:
@@ -130,30 +133,32 @@ class HudSession:
     def agent(self) -> Agent:
         return self.load_agent()
 
-    def load_agent(self, spec: str | None = None) -> Agent:
+    def load_agent(self, spec: AgentSpec | None = None) -> Agent:
         """The --hud-agent (or another arm's ``spec``), loaded once; a failure is one
         UsageError (collection calls this before any item runs, so it ends the session
         instead of erroring every item)."""
         given = self.options.agent if spec is None else spec
         if given not in self._agents:
             from pytest_hud.robot.agent.errors import AgentSpecError
-            from pytest_hud.robot.agent.registry import AgentSpec, load_agent
+            from pytest_hud.robot.agent.registry import load_agent
 
-            parsed = AgentSpec(given).seeded(self.options.seed)  # random: reproducible
-            spec = parsed.text
+            parsed = given.seeded(self.options.seed)  # random: reproducible
             error = self._agent_errors.get(given)
             if error is not None:  # one attempt per session, not one per item
                 raise pytest.UsageError(error)
             try:
-                held = self.config.hook.pytest_hud_agent(config=self.config, spec=spec)
+                held = self.config.hook.pytest_hud_agent(config=self.config, spec=parsed.text)
                 with heap.long_lived(freeze=self.outermost):  # lives as long as we do
-                    cluster = self.options.runtime_spec.cluster  # openpi:ray:NAME's
+                    cluster = self.options.runtime.cluster  # openpi:ray:NAME's
                     agent = held or load_agent(parsed, cluster=cluster)
                 self._agents[given] = agent
             except AgentSpecError as exc:
-                error = f"--hud-agent={spec}: {exc}"
+                error = f"--hud-agent={parsed.text}: {exc}"
             except Exception as exc:  # a user factory that raises: its type and message
-                error = f"--hud-agent={spec}: building the agent raised {type(exc).__name__}: {exc}"
+                error = (
+                    f"--hud-agent={parsed.text}: building the agent raised "
+                    f"{type(exc).__name__}: {exc}"
+                )
             if error is not None:
                 self._agent_errors[given] = error
                 raise pytest.UsageError(error)
@@ -174,9 +179,7 @@ class HudSession:
         """The plugin's ``hud_provider``: one object per session (the one rollouts use
         is the one :meth:`prime` booted ahead for)."""
         if self._provider is None:
-            self._provider = provider_for(
-                self.options.runtime, self.options.shared, docker_base=self.options.docker_base
-            )
+            self._provider = provider_for(self.options.runtime, self.options.shared)
         return self._provider
 
     def _load_expectations(self, arm: Arm | None = None) -> Expectations:
@@ -186,7 +189,7 @@ class HudSession:
             return Expectations()
         names = [self.options.checkpoint or "", self.agent_name]
         if arm is not None:
-            names = [arm.label, arm.spec]
+            names = [arm.label, arm.spec.text]
         try:
             return Expectations.load(self.options.expect, names)
         except ExpectError as exc:
@@ -205,14 +208,22 @@ class HudSession:
 
     def make_scheduler(
         self, config: pytest.Config, log: object
-    ) -> HudBlockScheduling | HudLoadScheduling | None:
-        """With ``--dist load``: when recording, contiguous blocks (so the merged dataset
-        follows the test order); with concurrency > 1, queues at least as deep as the
-        concurrency so each worker's lookahead has items to start. (With
-        ``--hud-gate=sequential`` the sequential feature's scheduler answers first.)"""
+    ) -> HudBlockScheduling | HudLoadScheduling | HudDroppingScheduling | None:
+        """With ``--dist load``: where a feature decides items before they run (a sequential
+        test), small hand-outs that drop the decided ones (``pytest_hud_decided``); where
+        items must stay in test order (recorded parts concatenate), contiguous blocks; with
+        concurrency > 1, queues at least as deep as the concurrency so each worker's
+        lookahead has items to start."""
         if config.getoption("dist", "no") != "load":
             return None
-        if self.options.record is not None:  # parts concatenate into test order
+        if self.options.drops_items:
+
+            def decided(nodeid: str) -> str | None:
+                reason: str | None = config.hook.pytest_hud_decided(config=config, nodeid=nodeid)
+                return reason
+
+            return dropping_scheduler(config, log, decided)
+        if self.options.in_order:
             return HudBlockScheduling(config, log)
         if self.options.concurrency < 2:
             return None
@@ -276,11 +287,11 @@ def _say(line: str) -> None:
     print(f"pytest-hud: {line}", file=sys.stderr, flush=True)
 
 
-def _preflight_agent(spec: str) -> None:
+def _preflight_agent(spec: AgentSpec) -> None:
     from pytest_hud.robot.agent.errors import AgentSpecError
     from pytest_hud.robot.agent.registry import preflight
 
     try:
         preflight(spec)
     except AgentSpecError as exc:
-        raise pytest.UsageError(f"--hud-agent={spec}: {exc}") from None
+        raise pytest.UsageError(f"--hud-agent={spec.text}: {exc}") from None

@@ -17,7 +17,7 @@ import numpy as np
 from pytest_hud.robot.contract import Spaces
 
 if TYPE_CHECKING:
-    from pytest_hud.runtime.control import Run
+    from pytest_hud.robot.episode import EpisodeRun
 
 __all__ = ["VideoObserver", "embeddable_gif", "video_factory", "write_failures"]
 
@@ -110,10 +110,12 @@ class VideoObserver:
         return {"video": str(self.path)}
 
 
-def video_factory(folder: Path) -> Callable[[Run | None, Spaces], VideoObserver | _Nothing]:
+def video_factory(
+    folder: Path,
+) -> Callable[[EpisodeRun | None, Spaces], VideoObserver | _Nothing]:
     """An observer factory for RobotAgent.observers writing into ``folder``."""
 
-    def make(run: Run | None, spaces: Spaces) -> VideoObserver | _Nothing:
+    def make(run: EpisodeRun | None, spaces: Spaces) -> VideoObserver | _Nothing:
         cameras = spaces.cameras
         if not cameras or run is None:
             return _Nothing()

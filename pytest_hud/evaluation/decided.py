@@ -1,17 +1,13 @@
 """Tasks a sequential test decided before all their items ran: the items left are skipped with
-the task's reason (before their rollout, or dropped by the xdist scheduler under ``--dist
-load``) and counted as saved. One piece for ``--hud-gate=sequential`` (one agent) and the A/B
-feature's paired stopping, which differ only in how an item names its task.
+the task's reason (before their rollout, or dropped by the xdist controller before they are sent)
+and counted as saved. One piece for ``--hud-gate=sequential`` (one agent) and the A/B feature's
+paired stopping, which differ only in how an item names its task.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-
-import pytest
-
-from pytest_hud._plugin.internals import HudSequentialScheduling, dropping_scheduler
 
 __all__ = ["DecidedTasks"]
 
@@ -37,23 +33,16 @@ class DecidedTasks:
         """The skip reason of the item ``nodeid``; None while its task is undecided."""
         return self.reason(self.task_of(nodeid))
 
-    def reported(self, report: pytest.TestReport) -> None:
-        """Count a setup skip as saved when it carries its decided task's reason (skipped
-        here, or dropped by the xdist scheduler)."""
-        if report.when != "setup" or not report.skipped:
-            return
-        task = self.task_of(report.nodeid)
+    def skipped_at_setup(self, nodeid: str, why: str) -> None:
+        """Count an item skipped at setup as saved when ``why`` carries its decided task's
+        reason (skipped where it ran, or dropped by the xdist controller)."""
+        task = self.task_of(nodeid)
         reason = self.reason(task)
-        if task is not None and reason is not None and reason in str(report.longrepr):
-            self.skipped[task].append(report.nodeid)
+        if task is not None and reason is not None and reason in why:
+            self.skipped[task].append(nodeid)
 
     def saved(self, task: str | None = None) -> int:
         """The items not run: ``task``'s, or every task's."""
         if task is not None:
             return len(self.skipped.get(task, []))
         return sum(len(v) for v in self.skipped.values())
-
-    def scheduler(self, config: pytest.Config, log: object) -> HudSequentialScheduling | None:
-        """With ``--dist load``, the xdist scheduler that drops a decided task's items before
-        they are sent (None under any other ``--dist``)."""
-        return dropping_scheduler(config, log, self.item_reason)

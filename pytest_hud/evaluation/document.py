@@ -97,6 +97,7 @@ class Row(TypedDict, total=False):
     repro: str
     bar: float | None  # --hud-gate=sequential: the task's bar
     resumed: bool  # read back from --hud-resume's ledger
+    resumed_from: str  # that ledger's path
     wrapped: bool  # an episode a test drove through wrap(env)
     worker: str  # a crashed xdist worker's row: which worker
     exitcode: int | None

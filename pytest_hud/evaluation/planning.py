@@ -1,43 +1,45 @@
 """Planning an evaluation before it runs (``python -m pytest_hud plan``): the episodes, pairs and
-rows a question needs at a baseline rate, an effect, alpha and power, with a fixed n and under
-the sequential tests; and "about N more pairs" for an A/B its pairs left undecided.
+rows a question needs at a baseline rate, an effect, alpha and power, with a fixed n
+(:mod:`.sample_size`) and under the sequential tests (simulated here); and "about N more
+pairs" for an A/B its pairs left undecided.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import math
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from statistics import NormalDist
-from typing import Any, Literal, NoReturn, TypedDict, Unpack
+from typing import Any, Literal, TypedDict, Unpack
 
 import numpy as np
 from numpy.typing import NDArray
 
-from pytest_hud.plumbing.cli import from_args
+from pytest_hud.evaluation.sample_size import (
+    cells,
+    check_share,
+    connor_pairs,
+    design_rows,
+    mcnemar_pairs,
+    newcombe_paired_pairs,
+    newcombe_paired_power,
+    newcombe_unpaired_episodes,
+    newcombe_unpaired_power,
+    paired_noninferiority_pairs,
+    unpaired_episodes,
+    unpaired_noninferiority_episodes,
+)
+from pytest_hud.evaluation.simulation import (
+    MAX_HORIZON,
+    SESSIONS,
+    Simulated,
+    simulate_paired_sequential,
+    simulate_threshold_gate,
+)
 
 __all__ = [
     "DISCORDANCES",
     "Figure",
     "Setting",
-    "connor_pairs",
-    "design_rows",
-    "main",
-    "mcnemar_pairs",
-    "more_pairs",
-    "newcombe_paired_pairs",
-    "newcombe_paired_power",
-    "newcombe_unpaired_episodes",
-    "newcombe_unpaired_power",
-    "paired_noninferiority_pairs",
     "plan",
-    "simulate_paired_sequential",
-    "simulate_threshold_gate",
-    "unpaired_episodes",
-    "unpaired_noninferiority_episodes",
 ]
 
 Mode = Literal["two-sided", "one-sided", "non-inferiority"]
@@ -45,383 +47,6 @@ FloatArray = NDArray[np.float64]
 
 #: the discordances the paired figures are shown for when none is given or known
 DISCORDANCES = (0.02, 0.05, 0.1, 0.2)
-#: simulated sessions per sequential figure
-SESSIONS = 4000
-#: the longest sequential horizon simulated: the exact boundaries cost O(horizon^2)
-MAX_HORIZON = 2000
-#: most simulated outcomes held at once (sessions x horizon)
-_CHUNK = 2_000_000
-
-
-def _z(p: float) -> float:
-    return NormalDist().inv_cdf(p)
-
-
-def _ceil(x: float) -> int:
-    """ceil, forgiving the float noise of a formula that lands on an integer."""
-    return max(1, math.ceil(x - 1e-9))
-
-
-# -- fixed-n figures -------------------------------------------------------------------------
-
-
-def design_rows(n: float, repeats: int = 1, icc: float = 0.0) -> int:
-    """Rows that carry the evidence of ``n`` independent episodes (or pairs) when each row runs
-    ``repeats`` episodes correlated by ``icc`` (Kish's design effect 1 + (R - 1) rho):
-    ceil(n (1 + (R - 1) rho) / R). Rows, not episodes, are the units: repeats of one row
-    share its initial condition, so they count fully only at rho = 0."""
-    if repeats < 1:
-        raise ValueError(f"repeats: expected episodes per row >= 1, got {repeats!r}")
-    if not 0.0 <= icc <= 1.0:
-        raise ValueError(f"icc: expected an intra-row correlation in [0, 1], got {icc!r}")
-    return _ceil(n * (1.0 + (repeats - 1) * icc) / repeats)
-
-
-def unpaired_episodes(
-    rate: float, effect: float, alpha: float, power: float, *, one_sided: bool = False
-) -> int:
-    """Episodes per arm for the pooled two-proportion z-test to tell ``rate`` from
-    ``rate - effect``: Fleiss's normal approximation without continuity correction (Fleiss,
-    Levin & Paik 2003, Statistical Methods for Rates and Proportions, ch. 4),
-    n = (z_a sqrt(2 pbar qbar) + z_b sqrt(p0 q0 + p1 q1))^2 / D^2 with z_a at alpha/2 a side
-    (alpha one-sided). One-sided it is the test ``--hud-baseline`` runs."""
-    p0, p1 = rate, rate - effect
-    pbar = (p0 + p1) / 2
-    z_a = _z(1 - (alpha if one_sided else alpha / 2))
-    spread = z_a * math.sqrt(2 * pbar * (1 - pbar)) + _z(power) * math.sqrt(
-        p0 * (1 - p0) + p1 * (1 - p1)
-    )
-    return _ceil(spread**2 / effect**2)
-
-
-def unpaired_noninferiority_episodes(rate: float, margin: float, alpha: float, power: float) -> int:
-    """Episodes per arm to show, one-sided at ``alpha``, that a candidate as good as the
-    baseline has not dropped by ``margin`` (Blackwelder 1982's normal approximation,
-    both rates equal): (z_a + z_b)^2 2 p q / D^2."""
-    return _ceil((_z(1 - alpha) + _z(power)) ** 2 * 2 * rate * (1 - rate) / margin**2)
-
-
-def paired_noninferiority_pairs(
-    discordance: float, margin: float, alpha: float, power: float
-) -> int:
-    """Pairs for the same question on paired outcomes (the Wald test of the paired difference,
-    whose variance at equal rates is the discordance Q): (z_a + z_b)^2 Q / D^2."""
-    return _ceil((_z(1 - alpha) + _z(power)) ** 2 * discordance / margin**2)
-
-
-def connor_pairs(discordance: float, effect: float, alpha: float, power: float) -> int:
-    """Pairs for a one-sided test at ``alpha`` of a difference ``effect`` in paired rates that
-    disagree on a share ``discordance`` of rows (Connor 1987, after Miettinen 1968):
-    n = (z_a sqrt(Q) + z_b sqrt(Q - D^2))^2 / D^2."""
-    _check_share(effect, discordance)
-    spread = _z(1 - alpha) * math.sqrt(discordance) + _z(power) * math.sqrt(discordance - effect**2)
-    return _ceil(spread**2 / effect**2)
-
-
-def _check_share(effect: float, discordance: float) -> None:
-    if effect > discordance:
-        raise ValueError(
-            f"discordance: expected at least the effect {effect:g} (a rate difference can "
-            f"only come from rows where the arms disagree), got {discordance:g}; fix: a larger "
-            "--discordance or a smaller --effect, or --non-inferiority"
-        )
-
-
-def mcnemar_pairs(
-    discordance: float, effect: float, alpha: float, power: float, *, one_sided: bool = False
-) -> int:
-    """Pairs for the exact McNemar test to see a rate difference ``effect`` when the arms
-    disagree on a share ``discordance`` of rows: the candidate then wins a disagreement with
-    probability q = (1 + D/Q) / 2, so the effect 2q - 1 is D/Q
-    (:func:`~pytest_hud.evaluation.paired_sequential.fixed_n_pairs`). One-sided at alpha is
-    the two-sided test at 2 alpha read on one side."""
-    from pytest_hud.evaluation.paired_sequential import fixed_n_pairs
-
-    _check_share(effect, discordance)
-    level = 2 * alpha if one_sided else alpha
-    approx = connor_pairs(discordance, effect, level / 2, power) if effect < discordance else 10
-    return fixed_n_pairs(
-        level, 1 - power, effect / discordance, discordance, n_limit=max(10_000, 3 * approx)
-    )
-
-
-# -- exact verdict probabilities of Newcombe's intervals (non-inferiority) -------------------
-
-
-def _wilson(s: FloatArray, n: int, z: float) -> tuple[FloatArray, FloatArray]:
-    p = s / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return np.maximum(0.0, centre - half), np.minimum(1.0, centre + half)
-
-
-def _support(n: int, p: float) -> NDArray[np.int64]:
-    """The counts of Binomial(n, p) within 9 standard deviations (and 10) of its mean:
-    all but a negligible tail of its mass."""
-    width = 9 * math.sqrt(n * p * (1 - p)) + 10
-    return np.arange(max(0, math.floor(n * p - width)), min(n, math.ceil(n * p + width)) + 1)
-
-
-def newcombe_unpaired_power(n: int, rate: float, margin: float, alpha: float) -> float:
-    """P(the lower end of Newcombe's hybrid score interval for p_new - p_base, at level
-    1 - 2 alpha, lies above -``margin``) with ``n`` episodes an arm, both rates ``rate``:
-    exact, summing over both binomial counts (the interval of
-    :func:`~pytest_hud.evaluation.proportions.newcombe_unpaired`)."""
-    from scipy.stats import binom
-
-    z = _z(1 - alpha)
-    s = _support(n, rate).astype(np.float64)
-    lo, hi = _wilson(s, n, z)
-    p = s / n
-    base, new = p[:, None], p[None, :]
-    lower = (new - base) - np.hypot(new - lo[None, :], hi[:, None] - base)
-    weight = binom.pmf(s, n, rate)
-    return float(weight @ (lower > -margin) @ weight)
-
-
-def newcombe_paired_power(
-    n: int, rate: float, discordance: float, margin: float, alpha: float
-) -> float:
-    """The same for ``n`` pairs whose arms, both at ``rate``, disagree on a share
-    ``discordance`` of rows (each way half of it), decided by Newcombe's paired interval
-    (method 10, :func:`~pytest_hud.evaluation.proportions.newcombe_paired`): exact, summing
-    the multinomial over the four pair counts."""
-    from scipy.special import gammaln
-
-    cells = _cells(rate, discordance, 0.0)
-    z = _z(1 - alpha)
-    log_p = np.log(np.maximum(cells, 1e-300))
-    a_range = _support(n, cells[0]).astype(np.float64)[None, :]
-    c_range = _support(n, cells[2]).astype(np.float64)[:, None]
-    total = 0.0
-    for b in _support(n, cells[1]).astype(np.float64):
-        a, c = np.broadcast_arrays(a_range, c_range)
-        d = n - a - b - c
-        ok = d >= 0
-        a, c, d = a[ok], c[ok], d[ok]
-        log_w = (
-            gammaln(n + 1) - gammaln(a + 1) - gammaln(b + 1) - gammaln(c + 1) - gammaln(d + 1)
-        ) + (a * log_p[0] + b * log_p[1] + c * log_p[2] + d * log_p[3])
-        x_base, x_new = a + b, a + c
-        base, new = x_base / n, x_new / n
-        _, hi_base = _wilson(x_base, n, z)
-        lo_new, _ = _wilson(x_new, n, z)
-        margins = x_base * (c + d) * x_new * (b + d)
-        cross = a * d - b * c
-        corrected = np.where(cross > n / 2, cross - n / 2, np.minimum(cross, 0.0))
-        phi = np.where(margins > 0, corrected / np.sqrt(np.maximum(margins, 1.0)), 0.0)
-        down = (
-            (new - lo_new) ** 2
-            - 2 * phi * (new - lo_new) * (hi_base - base)
-            + (hi_base - base) ** 2
-        )
-        lower = (new - base) - np.sqrt(np.maximum(down, 0.0))
-        total += float(np.exp(log_w[lower > -margin]).sum())
-    return min(total, 1.0)
-
-
-def _first_n(power_at: Callable[[int], float], target: float, guess: int, n_limit: int) -> int:
-    """The least n reaching ``target`` power, from a normal-approximation ``guess``: doubling
-    and bisection to a crossing, then down while the n below reaches it too (exact power
-    rises unevenly with n; this is the first n of the crossing found)."""
-    lo = max(1, guess // 2)
-    while lo > 1 and power_at(lo) >= target:
-        lo //= 2
-    hi = max(guess, lo + 1)
-    while power_at(hi) < target:
-        if hi >= n_limit:
-            raise ValueError(
-                f"n: expected at most {n_limit} to reach power {target:g}, got more; fix: a "
-                "larger --effect, a lower --power or more --repeats per row"
-            )
-        lo, hi = hi, min(n_limit, 2 * hi)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if power_at(mid) >= target else (mid, hi)
-    while hi > 1 and power_at(hi - 1) >= target:
-        hi -= 1
-    return hi
-
-
-def newcombe_unpaired_episodes(
-    rate: float, margin: float, alpha: float, power: float, *, n_limit: int = 200_000
-) -> int:
-    """The least episodes per arm at which :func:`newcombe_unpaired_power` reaches ``power``."""
-    guess = unpaired_noninferiority_episodes(rate, margin, alpha, power)
-    return _first_n(
-        lambda n: newcombe_unpaired_power(n, rate, margin, alpha), power, guess, n_limit
-    )
-
-
-def newcombe_paired_pairs(
-    rate: float,
-    discordance: float,
-    margin: float,
-    alpha: float,
-    power: float,
-    *,
-    n_limit: int = 50_000,
-) -> int:
-    """The least pairs at which :func:`newcombe_paired_power` reaches ``power``."""
-    guess = paired_noninferiority_pairs(discordance, margin, alpha, power)
-    return _first_n(
-        lambda n: newcombe_paired_power(n, rate, discordance, margin, alpha), power, guess, n_limit
-    )
-
-
-def _cells(rate: float, discordance: float, drop: float) -> tuple[float, float, float, float]:
-    """(both, a_only, b_only, neither) probabilities: A at ``rate``, B at ``rate - drop``,
-    disagreeing on a share ``discordance`` of rows."""
-    a_only, b_only = (discordance + drop) / 2, (discordance - drop) / 2
-    both = rate - a_only
-    neither = 1.0 - both - a_only - b_only
-    if b_only < -1e-12 or both < -1e-12 or neither < -1e-12:
-        raise ValueError(
-            f"discordance: expected at most {2 * min(rate - drop, 1 - rate):.3g} with a "
-            f"{rate:.1%} baseline and a drop of {drop:g} (and at least the drop), got "
-            f"{discordance:g}; fix: a discordance the arms can have"
-        )
-    return max(both, 0.0), a_only, max(b_only, 0.0), max(neither, 0.0)
-
-
-# -- the sequential tests, simulated --------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Simulated:
-    """Simulated sessions of a sequential test: the mean units spent (undecided sessions count
-    the horizon) with its Monte-Carlo standard error, the share deciding right with its
-    error, and the share of every outcome."""
-
-    mean: float
-    mean_se: float
-    median: float
-    power: float
-    power_se: float
-    shares: dict[str, float]
-    horizon: int
-    sessions: int
-
-
-def _summarise(
-    used: NDArray[np.int64],
-    outcome: NDArray[np.int8],
-    right: int,
-    names: dict[int, str],
-    horizon: int,
-) -> Simulated:
-    runs = len(used)
-    p = float((outcome == right).mean())
-    return Simulated(
-        mean=float(used.mean()),
-        mean_se=float(used.std(ddof=1) / math.sqrt(runs)) if runs > 1 else 0.0,
-        median=float(np.median(used)),
-        power=p,
-        power_se=math.sqrt(p * (1 - p) / runs),
-        shares={name: float((outcome == code).mean()) for code, name in names.items()},
-        horizon=horizon,
-        sessions=runs,
-    )
-
-
-def _chunked(
-    run: Callable[[np.random.Generator, int], tuple[NDArray[Any], NDArray[Any]]],
-    sessions: int,
-    horizon: int,
-    seed: int,
-) -> tuple[NDArray[Any], NDArray[Any]]:
-    """``run(rng, m)`` (m sessions' decision codes and episodes used) over ``sessions``
-    sessions in chunks that keep the arrays small, from one seeded generator."""
-    rng = np.random.default_rng(seed)
-    codes, spent = [], []
-    chunk = max(1, _CHUNK // horizon)
-    for start in range(0, sessions, chunk):
-        code, used = run(rng, min(chunk, sessions - start))
-        codes.append(code)
-        spent.append(used)
-    return np.concatenate(codes), np.concatenate(spent)
-
-
-def simulate_paired_sequential(
-    discordance: float,
-    delta: float,
-    share_a: float,
-    *,
-    alpha: float,
-    beta: float,
-    horizon: int,
-    right: int,
-    sessions: int = SESSIONS,
-    seed: int = 0,
-) -> Simulated:
-    """``sessions`` sessions of the paired sequential test (:mod:`.paired_sequential`)
-    (alpha, beta, delta, at most ``horizon`` pairs): the arms disagree on a pair with
-    probability ``discordance``, A wins a disagreement with probability ``share_a``;
-    ``right`` is the decision code (:data:`~pytest_hud.evaluation.paired_sequential.DECISIONS`)
-    counted as right. Vectorised, in chunks; a fixed ``seed`` gives the same figures."""
-    from pytest_hud.evaluation.paired_sequential import DECISIONS, PairedSequentialTest
-
-    test = PairedSequentialTest(alpha, beta, delta, horizon)
-
-    def one(rng: np.random.Generator, m: int) -> tuple[NDArray[Any], NDArray[Any]]:
-        disc = rng.random((m, horizon)) < discordance
-        a_wins = rng.random((m, horizon)) < share_a
-        return test.run(~disc | a_wins, ~disc | ~a_wins)  # only disagreements count
-
-    code, used = _chunked(one, sessions, horizon, seed)
-    names: dict[int, str] = {c: name or "undecided" for c, name in DECISIONS.items()}
-    return _summarise(used, code, right, names, horizon)
-
-
-def simulate_threshold_gate(
-    bar: float,
-    rate: float,
-    *,
-    alpha: float,
-    horizon: int,
-    sessions: int = SESSIONS,
-    seed: int = 0,
-) -> Simulated:
-    """``sessions`` runs of :class:`~pytest_hud.evaluation.sequential.ThresholdGate` (bar,
-    alpha, ``horizon`` episodes) on a task whose true rate is ``rate``: right is "above"
-    when the rate is above the bar, else "below" (as ``bench/stats.py`` simulates it)."""
-    from pytest_hud.evaluation.sequential import ThresholdGate
-
-    gate = ThresholdGate(bar, alpha, horizon)
-    want = 1 if rate > bar else -1
-    verdict, used = _chunked(
-        lambda rng, m: gate.run(rng.random((m, horizon)) < rate), sessions, horizon, seed
-    )
-    names = {1: "above", -1: "below", 0: "undecided"}
-    return _summarise(used, verdict, want, names, horizon)
-
-
-# -- "about N more pairs" ---------------------------------------------------------------------
-
-
-def more_pairs(
-    both: int,
-    a_only: int,
-    b_only: int,
-    neither: int,
-    alpha: float = 0.05,
-    power: float = 0.8,
-    effect: float = 0.1,
-) -> int | None:
-    """About how many more pairs an undecided A/B needs: the pairs the fixed-n exact McNemar
-    test at ``alpha`` needs to see a rate difference ``effect`` with ``power`` at the
-    discordance observed so far, less the pairs already run (0 when those were enough for
-    that effect: the true one is likely smaller). None when there is nothing to go on: no
-    disagreement yet, or fewer than ``effect`` of the rows disagree (a difference that large
-    cannot come from them)."""
-    n = both + a_only + b_only + neither
-    if n <= 0 or a_only + b_only == 0:
-        return None
-    discordance = (a_only + b_only) / n
-    if effect > discordance:
-        return None
-    return max(mcnemar_pairs(discordance, effect, alpha, power) - n, 0)
 
 
 # -- the plan ---------------------------------------------------------------------------------
@@ -606,7 +231,7 @@ def _paired(s: Setting, q: float) -> list[Figure]:
         )
         return [figure("exact McNemar", None, note=note)]
     try:
-        _cells(s.rate, q, drop)
+        cells(s.rate, q, drop)
     except ValueError as exc:
         return [figure("-", None, note=str(exc))]
     out: list[Figure] = []
@@ -818,8 +443,8 @@ def _check_setting(s: Setting) -> None:
                 f"{s.discordance!r}; fix: e.g. --discordance 0.1"
             )
         if s.mode != "non-inferiority":
-            _check_share(s.effect, s.discordance)
-        _cells(s.rate, s.discordance, 0.0 if s.mode == "non-inferiority" else s.effect)
+            check_share(s.effect, s.discordance)
+        cells(s.rate, s.discordance, 0.0 if s.mode == "non-inferiority" else s.effect)
 
 
 # -- the command line -------------------------------------------------------------------------
@@ -885,116 +510,3 @@ def format_plan(result: dict[str, Any]) -> list[str]:
         "at its horizon"
     )
     return lines
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, no usage block
-        self.exit(2, f"plan: {message}; fix: see python -m pytest_hud plan --help\n")
-
-
-def _from_results(path: str) -> tuple[float | None, float | None, str | None]:
-    """The results file's overall success rate and, with a ``paired`` block, the last
-    candidate's observed discordance (a_only + b_only) / n_pairs over every task."""
-    from pytest_hud.evaluation.results import read_results
-
-    try:
-        doc = read_results(path)
-    except ValueError as exc:
-        raise ValueError(f"{exc}; fix: a file written by --hud-results, or --rate P") from None
-    overall = doc.get("overall")
-    rate = overall.get("success_rate") if overall else None
-    if rate is not None and not isinstance(rate, int | float):
-        raise ValueError(f"{path}: overall.success_rate: expected a number, got {rate!r}")
-    paired = doc.get("paired")
-    comparisons = (paired.get("comparisons") if paired else None) or []
-    if not comparisons:
-        return rate, None, None
-    last = comparisons[-1] if isinstance(comparisons, list) else None
-    if not isinstance(last, dict):
-        last = {}
-    counts = last.get("overall")
-    try:
-        disagree = int(counts["a_only"]) + int(counts["b_only"])  # type: ignore[index]
-        n_pairs = int(counts["n_pairs"])  # type: ignore[index]
-    except (TypeError, KeyError, ValueError):
-        raise ValueError(
-            f"{path}: paired.comparisons[-1].overall: expected a_only, b_only and n_pairs "
-            "counts, got none; fix: a results JSON written by --hud-results"
-        ) from None
-    if n_pairs <= 0 or disagree <= 0:
-        return rate, None, None
-    where = f"{path} ({last.get('candidate')} vs {last.get('reference')}, {n_pairs} pairs)"
-    return rate, disagree / n_pairs, where
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = _Parser(prog="python -m pytest_hud plan", description=__doc__.splitlines()[0])
-    ap.add_argument("--rate", type=float, help="the baseline success rate, e.g. 0.9")
-    ap.add_argument("--results", metavar="FILE", help="a --hud-results JSON to take it from")
-    ap.add_argument("--effect", type=float, required=True, help="in rate points, e.g. 0.05")
-    ap.add_argument("--alpha", type=float, default=0.05, help="the family's level (0.05)")
-    ap.add_argument("--power", type=float, default=0.8, help="0.8")
-    ap.add_argument("--tasks", type=int, default=1, help="tests in the family: alpha/K each")
-    ap.add_argument("--repeats", type=int, default=1, help="episodes per row (1)")
-    ap.add_argument("--icc", type=float, default=0.0, help="intra-row correlation (0)")
-    ap.add_argument("--discordance", type=float, help="P(paired arms disagree on a row)")
-    side = ap.add_mutually_exclusive_group()
-    side.add_argument("--one-sided", action="store_true", help="a drop, one-sided at alpha")
-    side.add_argument(
-        "--non-inferiority",
-        action="store_true",
-        help="show the candidate has not dropped by more than the effect, one-sided at alpha",
-    )
-    ap.add_argument("--sessions", type=int, default=SESSIONS, help="simulated sessions (4000)")
-    ap.add_argument("--seed", type=int, default=0, help="of the simulations (0)")
-    ap.add_argument("--horizon", type=int, help="a sequential session's most pairs/episodes")
-    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = ap.parse_args(argv)
-    try:
-        rate, discordance, found = None, None, None
-        if args.results is not None:
-            rate, discordance, found = _from_results(args.results)
-        if args.rate is not None:
-            rate = args.rate
-        elif rate is None:
-            raise ValueError(
-                "rate: expected --rate P or a --results file with an overall success rate, "
-                "got neither; fix: e.g. --rate 0.9"
-            )
-        if args.discordance is not None:
-            discordance, found = args.discordance, "--discordance"
-        mode: Mode = (
-            "non-inferiority"
-            if args.non_inferiority
-            else "one-sided"
-            if args.one_sided
-            else "two-sided"
-        )
-        setting = from_args(
-            Setting,
-            args,
-            rate=float(rate),
-            discordance=discordance,
-            mode=mode,
-            rate_from="--rate" if args.rate is not None else str(args.results),
-            discordance_from=found,
-        )
-        result = plan(setting)
-    except ImportError as exc:
-        print(
-            f"plan: expected scipy, got {exc}; fix: pip install 'pytest-hud[stats]'",
-            file=sys.stderr,
-        )
-        return 2
-    except ValueError as exc:
-        print(f"plan: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print("\n".join(format_plan(result)))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,28 +1,26 @@
 """pytest-hud's optional features, listed once in :data:`FEATURES`.
 
-A feature is a module of this package with ``enable(session) -> plugin | None`` (the plugin
-object whose hooks do its work, or None when its options leave it off) and, if it has
-options, an ``OPTIONS`` table (flag, help, kwargs). The core (``pytest_hud._plugin``) never
-imports a feature; ``pytest_hud.plugin`` wires them: :func:`addoption` at option time,
-:func:`register` at configure, :func:`unregister` at unconfigure. The table's order is the
-registration order, which sets the order of their outputs (pluggy calls the last registered
-first). Adding a feature: one module here and one line below (docs/contributing.md).
+A feature is a module (or package) of this package with a ``Settings`` class declaring its
+options (or None), an optional ``configure(settings, options)`` returning the core's options
+as it changes them, and ``enable(settings, hud)`` returning its plugin object or None (the
+door it gets, :class:`pytest_hud._plugin.feature_api.Hud`, is all it sees of the session).
+The core (``pytest_hud._plugin``) never imports a feature; ``pytest_hud.plugin`` wires them:
+:func:`addoption` at option time, :func:`configure` and :func:`register` at configure,
+:func:`unregister` at unconfigure. The table's order is the registration order, which sets
+the order of their outputs (pluggy calls the last registered first). Adding a feature: one
+module here and one line below (docs/contributing.md).
 """
 
 from __future__ import annotations
 
 import importlib
 from types import ModuleType
-from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_hud._plugin.options import add_options
+from pytest_hud._plugin.feature_api import Hud, HudOptions, add_options, read_settings
 
-if TYPE_CHECKING:
-    from pytest_hud._plugin.session import HudSession
-
-__all__ = ["FEATURES", "addoption", "register", "unregister"]
+__all__ = ["FEATURES", "Settings", "addoption", "configure", "register", "unregister"]
 
 #: Every feature, in registration order (the module's name under ``pytest_hud.features``).
 FEATURES: tuple[str, ...] = (
@@ -37,6 +35,7 @@ FEATURES: tuple[str, ...] = (
     "sequential",
     "delegate",
     "session_cluster",
+    "devices",
     "crash",
     "trackers",
     "ab",
@@ -48,6 +47,9 @@ FEATURES: tuple[str, ...] = (
 
 _REGISTERED = pytest.StashKey[list[str]]()
 
+#: each feature's settings as read at configure, by feature name
+Settings = dict[str, object]
+
 
 def feature(name: str) -> ModuleType:
     """The module of feature ``name``."""
@@ -57,23 +59,38 @@ def feature(name: str) -> ModuleType:
 def addoption(parser: pytest.Parser) -> None:
     """Declare every feature's options (after the core's, in table order)."""
     for name in FEATURES:
-        table = getattr(feature(name), "OPTIONS", None)
-        if table:
-            add_options(parser, table)
+        settings = getattr(feature(name), "Settings", None)
+        if settings is not None:
+            add_options(parser, settings)
 
 
-def register(session: HudSession) -> list[str]:
-    """Register the plugins of the features ``session``'s options enable; their names."""
-    pm = session.config.pluginmanager
+def configure(config: pytest.Config, options: HudOptions) -> tuple[Settings, HudOptions]:
+    """Every feature's settings read from ``config``, and the core's options as the features'
+    ``configure`` hooks change them (in table order, each given the last one's result)."""
+    found: Settings = {}
+    for name in FEATURES:
+        module = feature(name)
+        cls = getattr(module, "Settings", None)
+        settings = read_settings(config, cls) if cls is not None else None
+        found[name] = settings
+        change = getattr(module, "configure", None)
+        if change is not None:
+            options = change(settings, options)
+    return found, options
+
+
+def register(config: pytest.Config, hud: Hud, settings: Settings) -> list[str]:
+    """Register the plugins of the features the session's settings enable; their names."""
+    pm = config.pluginmanager
     names = []
     for short in FEATURES:
-        plugin = feature(short).enable(session)
+        plugin = feature(short).enable(settings[short], hud)
         if plugin is None:
             continue
         name = f"pytest-hud-{short}"
         pm.register(plugin, name)
         names.append(name)
-    session.config.stash[_REGISTERED] = names
+    config.stash[_REGISTERED] = names
     return names
 
 

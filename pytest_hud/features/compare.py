@@ -4,32 +4,51 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_hud._plugin.options import HudOptions
-from pytest_hud._plugin.report_images import Figure, figure_path
+from pytest_hud._plugin.feature_api import Figure, Hud, option
 from pytest_hud.evaluation import compare as cmp
 from pytest_hud.evaluation import results as rep
 
-if TYPE_CHECKING:
-    from pytest_hud._plugin.session import HudSession
+__all__ = ["ComparePlugin", "Settings", "enable"]
 
-__all__ = ["ComparePlugin", "enable"]
+
+def _exists(path: Path) -> str | None:
+    return None if path.exists() else f": {path} does not exist; fix: pass the results JSON"
+
+
+@dataclass(frozen=True)
+class Settings:
+    compare: Path | None = option(
+        "--hud-compare",
+        "a previous results JSON: compare this run with it per task (table, PNG plot)",
+        parse=Path,
+        check=_exists,
+    )
+    compare_fail: float | None = option(
+        "--hud-compare-fail",
+        "fail the session when a task dropped significantly by at least DROP points",
+        parse=float,
+        check=lambda v: None if v >= 0 else f"is a drop in percentage points >= 0, got {v}",
+    )
+
+    def __post_init__(self) -> None:
+        if self.compare_fail is not None and self.compare is None:
+            raise ValueError(
+                "--hud-compare-fail needs --hud-compare=RESULTS.json to compare against"
+            )
 
 
 class ComparePlugin:
     """The comparison with a previous run (registered on the controller only)."""
 
-    def __init__(self, config: pytest.Config, options: HudOptions, label: str, artifacts: Path):
-        assert options.compare is not None
-        self.config = config
-        self.options = options
-        self.base_path = options.compare
-        self.label = label  # this run's agent label
-        self.artifacts = artifacts
+    def __init__(self, base: Path, drop: float | None, hud: Hud) -> None:
+        self.hud = hud
+        self.base_path = base
+        self.drop = drop
         self.comparisons: list[cmp.Comparison] = []
         self.plot: Path | None = None
         self.error: str | None = None
@@ -43,19 +62,17 @@ class ComparePlugin:
         except ValueError as exc:
             self.error = str(exc)
             return [rep.Gate("compare", False, f"compare: {exc}")]
-        new = cmp.run_from_rows(list(rows), self.label)
+        new = cmp.run_from_rows(list(rows), self.hud.agent_label)
         if new.label == base.label:
             new.label = f"{new.label} (this run)"
-        self.comparisons = cmp.compare([base, new], alpha=self.options.alpha)
+        self.comparisons = cmp.compare([base, new], alpha=self.hud.options.alpha)
         try:
-            from pytest_hud.evaluation.compare import write_plot
-
-            path = figure_path(self.config, self.options.results, self.artifacts, "compare")
-            self.bars = write_plot([base, new], path)
+            path = self.hud.figure_path("compare")
+            self.bars = cmp.write_plot([base, new], path)
             self.plot = path
         except Exception as exc:  # matplotlib missing or the file cannot be written
             self.error = f"compare plot not written: {type(exc).__name__}: {exc}"
-        drop = self.options.compare_fail
+        drop = self.drop
         if drop is None:
             return []
         dropped = cmp.drops(self.comparisons, drop)
@@ -111,9 +128,14 @@ class ComparePlugin:
             tr.write_line(self.error, red=True)
 
 
-def enable(session: HudSession) -> object | None:
+def enable(settings: Settings, hud: Hud) -> ComparePlugin | None:
     """The feature's plugin for this session (--hud-compare, on the controller), else None."""
-    o = session.options
-    if o.compare is None or session.is_worker:
+    if settings.compare is not None and len(hud.options.agents) > 1:
+        raise pytest.UsageError(
+            f"--hud-compare is for one agent, got {len(hud.options.agents)} --hud-agent "
+            f"({', '.join(hud.options.agent_texts)}); the arms are compared with each other "
+            "in this session: drop --hud-compare"
+        )
+    if settings.compare is None or hud.is_worker:
         return None
-    return ComparePlugin(session.config, o, session.agent_label, session.artifacts)
+    return ComparePlugin(settings.compare, settings.compare_fail, hud)

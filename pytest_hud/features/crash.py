@@ -5,20 +5,22 @@ of a FAILED report with no row.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_hud._plugin.internals import worker_exitcode, worker_node_id
+from pytest_hud._plugin.feature_api import Hud, worker_exitcode, worker_node_id
 from pytest_hud.evaluation.results import Row
 from pytest_hud.plumbing.process import describe_exit
 
-if TYPE_CHECKING:
-    from pytest_hud._plugin.session import HudSession
+__all__ = ["CrashPlugin", "Settings", "crash_row", "enable", "hud_param"]
 
-__all__ = ["CrashPlugin", "crash_row", "enable", "hud_param"]
+Settings = None
 
-_CASE_ID = re.compile(r"^(?P<env>[^/\[\]]+)/(?P<slug>[^\[\]]+?)(?:\[(?P<rep>\d+)\])?$")
+#: ``env/slug``, ``env/id[k:v]...[+hash]`` (a readable id) or either with a repeat's ``[N]``
+_CASE_ID = re.compile(
+    r"^(?P<env>[^/\[\]]+)/(?P<slug>[^\[\]]+?(?:\[(?:\+[0-9a-f]{8}|[^\[\]]*:[^\[\]]*)\])*)"
+    r"(?:\[(?P<rep>\d+)\])?$"
+)
 
 
 def hud_param(nodeid: str) -> re.Match[str] | None:
@@ -43,7 +45,7 @@ def crash_row(nodeid: str, worker: str, exitcode: int | None, agent: str) -> Row
         "group": nodeid.split("[", 1)[0],
         "key": f"{env}/{slug}" if case else None,
         "env": env,
-        "task_id": re.sub(r"-[0-9a-f]{8}$", "", slug) if slug else None,
+        "task_id": re.sub(r"-[0-9a-f]{8}$", "", slug.split("[")[0]) if slug else None,
         "slug": slug,
         "args": {},
         "rep": int(case["rep"] or 0) if case else 0,
@@ -91,8 +93,8 @@ class CrashPlugin:
         self.crashed_workers.append(worker)
 
 
-def enable(session: HudSession) -> object | None:
+def enable(settings: None, hud: Hud) -> CrashPlugin | None:
     """The feature's plugin for this session (on the controller of an xdist run), else None."""
-    if session.is_worker or session.config.getoption("dist", "no") == "no":
+    if hud.is_worker or not hud.distributed:
         return None
-    return CrashPlugin(session.agent_label)
+    return CrashPlugin(hud.agent_label)

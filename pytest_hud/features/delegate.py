@@ -4,41 +4,61 @@ dataset parts come back only through a folder shared with the controller.
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import inspect
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_hud._plugin.options import OptionTable, read_option
-from pytest_hud.features.recording import parts_dir
+from pytest_hud._plugin.feature_api import Hud, HudOptions, option
 from pytest_hud.runtime.provider import Provider
-from pytest_hud.runtime.rollout import RolloutResult
+from pytest_hud.runtime.rollout import Agent, RolloutResult
 from pytest_hud.runtime.task import Task
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from pytest_hud._plugin.session import HudSession
-    from pytest_hud.robot.agent.agent import EpisodeObserver
+    from pytest_hud.robot.agent.agent import EpisodeObserver, RobotAgent
     from pytest_hud.robot.contract import Spaces
+    from pytest_hud.robot.episode import EpisodeRun
     from pytest_hud.robot.record.writer import DatasetWriter
-    from pytest_hud.runtime.control import Run
 
-__all__ = ["OPTIONS", "DelegatePlugin", "Delegation", "PartRecorder", "enable"]
+__all__ = ["DelegatePlugin", "Delegation", "PartRecorder", "Settings", "configure", "enable"]
 
-OPTIONS: OptionTable = [
-    (
+
+@dataclass(frozen=True)
+class Settings:
+    delegate: str | None = option(
         "--hud-delegate",
         "run each item's whole rollout (env server + agent) elsewhere and fold the result "
         "back: ray (a Ray task on --hud-runtime's cluster if ray:..., else RAY_ADDRESS, "
         "else a local cluster)",
-        {"choices": ["ray"]},
-    ),
-]
+        choices=("ray",),
+        check=lambda v: None if v == "ray" else f"is ray, got {v!r}",
+    )
+
+
+def configure(settings: Settings, options: HudOptions) -> HudOptions:
+    """Delegated rollouts boot their substrates where they run, not here; what cannot be
+    delegated is one usage error naming the fix."""
+    if settings.delegate is None:
+        return options
+    if options.shared is not None:
+        raise pytest.UsageError(
+            "--hud-delegate runs each rollout whole in its own Ray task, where a Shared "
+            "substrate cannot be shared: drop --hud-shared or --hud-delegate"
+        )
+    if len(options.agents) > 1:
+        raise pytest.UsageError(
+            f"--hud-delegate is for one agent, got {len(options.agents)} --hud-agent "
+            f"({', '.join(options.agent_texts)}); run the arms in this process (or under -n): "
+            "drop --hud-delegate"
+        )
+    return dataclasses.replace(options, boots_here=False)
 
 
 class PartRecorder:
@@ -48,7 +68,9 @@ class PartRecorder:
     def __init__(self, parts: dict[str, str]) -> None:
         self.parts = parts
 
-    def __call__(self, run: Run, spaces: Spaces) -> EpisodeObserver:
+    def __call__(self, run: EpisodeRun | None, spaces: Spaces) -> EpisodeObserver:
+        if run is None:
+            raise ValueError("a recorded episode needs its run: the row names its dataset")
         from pytest_hud.robot.record.writer import DatasetWriter
 
         root = Path(self.parts[run.task.env]) / f"ray-{uuid.uuid4().hex[:12]}"
@@ -78,7 +100,7 @@ def pinned(provider: Provider, task: Task) -> Provider:
     return pick(task) if callable(pick) else provider
 
 
-def _unbatched(agent: object) -> Any:
+def _unbatched(agent: RobotAgent) -> RobotAgent:
     """The agent without its ``--hud-concurrency`` batching: each delegated rollout runs
     alone in its worker, where a BatchedModel's queue and threads would batch nothing."""
     import copy
@@ -100,32 +122,34 @@ class Delegation:
     """
 
     def __init__(
-        self, address: str | None, parts: Callable[[], dict[str, str]] | None = None
+        self, address: str | None, parts: Callable[[], Mapping[str, str] | None] | None = None
     ) -> None:
         self.address = address
         self._parts = parts
         self._recorder: PartRecorder | None = None
 
-    def _portable(self, agent: object) -> Any:
-        if not isinstance(agent, functools.partial) or "settings" not in agent.keywords:
-            return agent
-        from pytest_hud.robot.agent.agent import RunSettings
+    def _portable(self, agent: Agent) -> Agent:
+        """The agent as a Ray task can carry it: the session's settings without observers
+        bound to this process (a progress line's), plus the dataset part recorder."""
+        from pytest_hud.robot.agent.agent import ConfiguredAgent
 
-        settings = agent.keywords["settings"]
+        if not isinstance(agent, ConfiguredAgent):
+            return agent
+        settings = agent.settings
         keep = [o for o in settings.observers if not inspect.ismethod(o)]
-        if self._parts is not None:
-            if self._recorder is None:
-                self._recorder = PartRecorder(self._parts())
+        if self._parts is not None and self._recorder is None:
+            parts = self._parts()
+            if parts is not None:  # the session records
+                self._recorder = PartRecorder(dict(parts))
+        if self._recorder is not None:
             keep.append(self._recorder)
-        portable = RunSettings(
-            max_steps=settings.max_steps, observers=tuple(keep), timing=settings.timing
-        )
-        return functools.partial(_unbatched(agent.func), *agent.args, settings=portable)
+        portable = dataclasses.replace(settings, observers=tuple(keep))
+        return ConfiguredAgent(_unbatched(agent.agent), portable)
 
     async def __call__(
         self,
         task: Task,
-        agent: object,
+        agent: Agent,
         provider: Provider,
         *,
         index: int = 0,
@@ -146,45 +170,22 @@ class Delegation:
 class DelegatePlugin:
     """``--hud-delegate=ray``: every rollout of this process runs as a Ray task."""
 
-    def __init__(self, session: HudSession) -> None:
-        self.session = session
-        address = session.options.runtime_spec.cluster
-        recording = session.options.record is not None
-        self.delegation = Delegation(address, self._parts if recording else None)
+    def __init__(self, hud: Hud) -> None:
+        def parts() -> Mapping[str, str] | None:  # where a recording session wants parts
+            found: Mapping[str, str] | None = hud.config.hook.pytest_hud_dataset_parts(
+                config=hud.config
+            )
+            return found
 
-    def _parts(self) -> dict[str, str]:
-        """Each env's dataset parts folder, beside the dataset the recording merges into."""
-        recording = self.session.config.pluginmanager.get_plugin("pytest-hud-recording")
-        assert recording is not None, "--hud-record registers pytest-hud-recording"
-        envs = {case.row.env for case in self.session.evaluator.cases.values()}
-        return {env: str(parts_dir(recording.dataset_root(env))) for env in envs}
+        self.delegation = Delegation(hud.options.runtime.cluster, parts)
 
     @pytest.hookimpl
     def pytest_hud_run_rollout(
-        self, task: Task, agent: object, provider: Provider, index: int, timeout: float | None
+        self, task: Task, agent: Agent, provider: Provider, index: int, timeout: float | None
     ) -> Awaitable[RolloutResult]:
         return self.delegation(task, agent, provider, index=index, timeout=timeout)
 
 
-def enable(session: HudSession) -> object | None:
-    """The delegation plugin (``--hud-delegate=ray``), else None; what it cannot run with is
-    one usage error naming the fix."""
-    where = read_option(session.config, "hud_delegate", str)
-    if where is None:
-        return None
-    if where != "ray":
-        raise pytest.UsageError(f"--hud-delegate is ray, got {where!r}")
-    options = session.options
-    if options.shared is not None:
-        raise pytest.UsageError(
-            "--hud-delegate runs each rollout whole in its own Ray task, where a Shared "
-            "substrate cannot be shared: drop --hud-shared or --hud-delegate"
-        )
-    if len(options.agents) > 1:
-        raise pytest.UsageError(
-            f"--hud-delegate is for one agent, got {len(options.agents)} --hud-agent "
-            f"({', '.join(options.agents)}); run the arms in this process (or under -n): "
-            "drop --hud-delegate"
-        )
-    session.evaluator.boots_here = False  # each rollout boots its substrate on the cluster
-    return DelegatePlugin(session)
+def enable(settings: Settings, hud: Hud) -> DelegatePlugin | None:
+    """The delegation plugin (``--hud-delegate=ray``), else None."""
+    return None if settings.delegate is None else DelegatePlugin(hud)

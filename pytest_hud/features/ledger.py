@@ -6,49 +6,73 @@ the disk has every line.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_hud._plugin.identity import RunIdentity
+from pytest_hud._plugin.feature_api import Hud, option
 from pytest_hud.evaluation import ledger as ledger_mod
 from pytest_hud.evaluation.results import Row
 
 if TYPE_CHECKING:
-    from pytest_hud._plugin.session import HudSession
+    from pytest_hud._plugin.feature_api import RunIdentity
 
-__all__ = ["LedgerPlugin", "enable"]
+__all__ = ["LedgerPlugin", "Settings", "enable"]
 
 
-class LedgerPlugin:
-    """Appends every reported row to the ledger (registered on the controller only)."""
+@dataclass(frozen=True)
+class Settings:
+    ledger: Path | None = option(
+        "--hud-ledger",
+        "append every finished rollout (fsync'd behind) to this JSONL episode ledger, with the "
+        "run's provenance (default: <results>.ledger.jsonl beside --hud-results)",
+        parse=Path,
+    )
+
+
+class NotATaskFile:
+    """Keeps the run's ledger out of collection, whatever its name (a ``.jsonl`` file of
+    episodes, not of task rows); registered in every process, workers included."""
+
+    def __init__(self, path: Path, where: Path) -> None:
+        self.real = (where / path).resolve()  # a relative path: from pytest's start folder
+
+    @pytest.hookimpl
+    def pytest_ignore_collect(self, collection_path: Path) -> bool | None:
+        return True if collection_path.resolve() == self.real else None
+
+
+class LedgerPlugin(NotATaskFile):
+    """Appends every reported row to the ledger (on the controller, or the only process)."""
 
     def __init__(
         self,
         path: Path,
         identity: RunIdentity,
-        resume: Path | None = None,
-        failures: list[str] | None = None,
+        fail: Callable[[str], None],
+        where: Path | None = None,
     ) -> None:
+        super().__init__(path, where or Path.cwd())
+        self.fail = fail  # fails the session saying why: a ledger that cannot be written
         self.path = path
-        #: the session's run-failing messages: a ledger that cannot be written is one
-        self.failures = failures if failures is not None else []
         self.unrecorded = 0  # rows reported after the ledger stopped taking them
         self.broken: str | None = None
         self.identity = identity
         self.ledger = ledger_mod.Ledger(path)
+        provenance = self.identity.provenance or self.identity.collect()
         try:
-            self.run_id = self.ledger.begin_run(identity.provenance or {})
+            self.run_id = self.ledger.begin_run(provenance)
         except ledger_mod.LedgerWriteError as exc:  # before any rollout: stop the session
             self.ledger.close()
             raise pytest.UsageError(f"--hud-ledger: {exc}") from None
-        #: resuming from this same file: its rows are already in it
-        self.same = resume is not None and resume.resolve() == self.ledger.path.resolve()
 
     @pytest.hookimpl
     def pytest_hud_rollout_finished(self, row: Row) -> None:
-        if row.get("resumed") and self.same:
+        source = row.get("resumed_from")  # resumed from this same file: its row is in it
+        if source is not None and Path(source).resolve() == self.real:
             return
         record: ledger_mod.EpisodeRecord | ledger_mod.UnrunRecord
         if row.get("outcome") == "skipped":  # not run: a line saying why, not an episode
@@ -86,7 +110,7 @@ class LedgerPlugin:
                 self.broken = str(exc)
         if self.broken is not None:
             lost = f"; {self.unrecorded} finished rollout(s) are not in it" * bool(self.unrecorded)
-            self.failures.append(f"hud ledger: {self.broken}{lost}")
+            self.fail(f"hud ledger: {self.broken}{lost}")
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self) -> None:
@@ -96,9 +120,13 @@ class LedgerPlugin:
         self.ledger.close()
 
 
-def enable(session: HudSession) -> object | None:
-    """The ledger plugin (--hud-ledger, or --hud-results), on the controller; else None."""
-    o = session.options
-    if o.ledger is None or session.is_worker:
+def enable(settings: Settings, hud: Hud) -> NotATaskFile | None:
+    """The ledger plugin (--hud-ledger, or --hud-results), on the controller; in a worker,
+    the part that keeps the ledger out of collection; else None."""
+    results = hud.options.results
+    path = settings.ledger or (results.with_suffix(".ledger.jsonl") if results else None)
+    if path is None:
         return None
-    return LedgerPlugin(o.ledger, session.identity, o.resume, session.failures)
+    if hud.is_worker:
+        return NotATaskFile(path, hud.config.invocation_params.dir)
+    return LedgerPlugin(path, hud.identity, hud.fail, hud.config.invocation_params.dir)

@@ -6,79 +6,77 @@ what latency costs a policy is measured before a robot is touched.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import pytest
 
-from pytest_hud._plugin.options import OptionTable, read_flag, read_option
+from pytest_hud._plugin.feature_api import Hud, option
 from pytest_hud.robot.agent.timed import Timing
 
-if TYPE_CHECKING:
-    from pytest_hud._plugin.session import HudSession
+__all__ = ["RealtimePlugin", "Settings", "enable"]
 
-__all__ = ["OPTIONS", "RealtimePlugin", "enable", "read_timing"]
 
-OPTIONS: OptionTable = [
-    (
+def _number(low: float, strict: bool) -> Callable[[str], float]:
+    """A parse of a finite number at least (or, ``strict``, above) ``low``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value < low or (strict and value == low):
+            raise ValueError(f"takes a number {'>' if strict else '>='} {low:g}, got {text!r}")
+        return value
+
+    return parse
+
+
+@dataclass(frozen=True)
+class Settings:
+    realtime: bool = option(
         "--hud-realtime",
         "step each env on the wall clock at its contract's control rate whether or not the "
         "policy answered: the rest of the current chunk, then the last action, is held "
         "while the next chunk is computed; held steps, deadline misses and latencies are "
         "reported per episode",
-        {"action": "store_true"},
-    ),
-    (
+        default=False,
+        kind="flag",
+    )
+    latency_ms: float | None = option(
         "--hud-latency",
         "give each inference a fixed delay of MS milliseconds in sim time (deterministic: "
         "its chunk is used that many ticks after the observation it read); 0 is chunk-ahead "
         "execution without delay",
-        {"metavar": "MS"},
-    ),
-    (
+        parse=_number(0.0, strict=False),
+        metavar="MS",
+    )
+    rate: float | None = option(
         "--hud-rate",
         "the control rate (Hz) of the timed loop when the env's contract has none",
-        {"metavar": "HZ"},
-    ),
-]
-
-
-def read_timing(config: pytest.Config) -> Timing | None:
-    """The session's timed loop, or None (lockstep); a bad value is a usage error."""
-    realtime = read_flag(config, "hud_realtime")
-    latency = read_option(config, "hud_latency", str)
-    rate = read_option(config, "hud_rate", str)
-    if not realtime and latency is None:
-        if rate is not None:
-            raise pytest.UsageError(
-                "--hud-rate sets the timed loop's rate; add --hud-realtime or --hud-latency=MS"
-            )
-        return None
-    if realtime and latency is not None:
-        raise pytest.UsageError(
-            "--hud-realtime and --hud-latency are two clocks (wall time, or sim time with a "
-            "fixed delay); pass one of them"
-        )
-    return Timing(
-        realtime=realtime,
-        latency=_number("--hud-latency", latency, 0.0) / 1000.0 if latency is not None else 0.0,
-        rate=_number("--hud-rate", rate, None) if rate is not None else None,
+        parse=_number(0.0, strict=True),
+        metavar="HZ",
     )
 
+    def __post_init__(self) -> None:
+        if not self.realtime and self.latency_ms is None and self.rate is not None:
+            raise ValueError(
+                "--hud-rate sets the timed loop's rate; add --hud-realtime or --hud-latency=MS"
+            )
+        if self.realtime and self.latency_ms is not None:
+            raise ValueError(
+                "--hud-realtime and --hud-latency are two clocks (wall time, or sim time with "
+                "a fixed delay); pass one of them"
+            )
 
-def _number(flag: str, text: str, low: float | None) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if (
-        value != value
-        or value == float("inf")
-        or (low is not None and value < low)
-        or (low is None and value <= 0)
-    ):
-        bound = f">= {low:g}" if low is not None else "> 0"
-        raise pytest.UsageError(f"{flag} takes a number {bound}, got {text!r}")
-    return value
+    @property
+    def timing(self) -> Timing | None:
+        """The session's timed loop, or None (lockstep)."""
+        if not self.realtime and self.latency_ms is None:
+            return None
+        latency = self.latency_ms / 1000.0 if self.latency_ms is not None else 0.0
+        return Timing(realtime=self.realtime, latency=latency, rate=self.rate)
 
 
 class RealtimePlugin:
@@ -96,6 +94,6 @@ class RealtimePlugin:
         return f"hud: timed control loop in {self.timing.describe()}"
 
 
-def enable(session: HudSession) -> object | None:
-    timing = read_timing(session.config)
+def enable(settings: Settings, hud: Hud) -> RealtimePlugin | None:
+    timing = settings.timing
     return RealtimePlugin(timing) if timing is not None else None

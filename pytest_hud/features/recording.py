@@ -4,33 +4,52 @@ parts in test order. A failed merge keeps the parts.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_hud._plugin.internals import worker_id, worker_output
+from pytest_hud._plugin.feature_api import Hud, HudOptions, option
 from pytest_hud.evaluation.results import Row
 from pytest_hud.runtime.rollout import RolloutResult
 
 if TYPE_CHECKING:
-    from pytest_hud._plugin.session import HudSession
     from pytest_hud.robot.agent.agent import EpisodeObserver, ObserverFactory
     from pytest_hud.robot.contract import Spaces
+    from pytest_hud.robot.episode import EpisodeRun
     from pytest_hud.robot.record.writer import DatasetWriter
-    from pytest_hud.runtime.control import Run
 
-__all__ = ["KEY", "RecordingPlugin", "enable", "parts_dir", "record_root"]
+__all__ = ["KEY", "RecordingPlugin", "Settings", "configure", "enable", "parts_dir", "record_root"]
 
 #: The workeroutput key a worker's recording errors travel under.
 KEY = "pytest_hud_recording_errors"
 #: What a row's dataset says when its episode is not in the dataset.
 NOT_RECORDED = "not recorded: the dataset stopped before this episode (see the error above)"
+
+
+@dataclass(frozen=True)
+class Settings:
+    record: str | None = option(
+        "--hud-record",
+        "record every episode into a LeRobot v3 dataset at DIR (default $RECORD_DIR or ./data)",
+        const="",
+        metavar="DIR",
+    )
+
+
+def configure(settings: Settings, options: HudOptions) -> HudOptions:
+    """Recording under ``--dist load``: each worker takes one contiguous block of the items,
+    so the merged dataset's episodes follow the test order."""
+    if settings.record is None:
+        return options
+    return dataclasses.replace(options, in_order=True)
 
 
 def record_root(record: str) -> Path:
@@ -57,39 +76,50 @@ class RecordingPlugin:
     """The session's dataset recording (one dataset per env; the root itself when the
     run has one env)."""
 
-    def __init__(self, session: HudSession, root: Path) -> None:
-        self.session = session
+    def __init__(self, hud: Hud, root: Path) -> None:
+        self.hud = hud
         self.root = root
         self.writers: dict[str, DatasetWriter] = {}
         self.dataset: str | None = None  # what was written, for the summary and the JSON
-        self.from_workers: list[str] = []  # the workers' recording errors
+        self.errors: list[str] = []  # this process's and the workers' recording errors
 
-    def dataset_root(self, env: str) -> Path:
-        envs = {case.row.env for case in self.session.evaluator.cases.values()}
+    def dataset_root(self, env: str, envs: set[str]) -> Path:
         return self.root if len(envs) <= 1 else self.root / env
+
+    def _envs(self) -> set[str]:
+        return {case.row.env for case in self.hud.cases.values()}
 
     @pytest.hookimpl
     def pytest_hud_dataset_link(self, row: Row) -> str | None:
         """In an xdist worker, the dataset the row's part will be merged into (its episode
         index changes at the merge)."""
-        if not self.session.is_worker or not row.get("dataset") or not row.get("env"):
+        if not self.hud.is_worker or not row.get("dataset") or not row.get("env"):
             return None
-        return str(self.dataset_root(str(row["env"])))
+        return str(self.dataset_root(str(row["env"]), self._envs()))
+
+    @pytest.hookimpl
+    def pytest_hud_dataset_parts(self) -> dict[str, str]:
+        """Each env's parts folder, beside the dataset the recording merges into (for
+        episodes recorded elsewhere: a delegated rollout's)."""
+        envs = self._envs()
+        return {env: str(parts_dir(self.dataset_root(env, envs))) for env in envs}
 
     # -- recording -------------------------------------------------------------------------
     @pytest.hookimpl
     def pytest_hud_episode_observers(self) -> list[ObserverFactory]:
         return [self._record_observer]
 
-    def _record_observer(self, run: Run, spaces: Spaces) -> EpisodeObserver:
+    def _record_observer(self, run: EpisodeRun | None, spaces: Spaces) -> EpisodeObserver:
+        if run is None:
+            raise ValueError("a recorded episode needs its run: the row names its dataset")
         env = run.task.env
         writer = self.writers.get(env)
         if writer is None:
             from pytest_hud.robot.record.writer import DatasetWriter
 
-            root = self.dataset_root(env)
-            if self.session.is_worker:
-                root = parts_dir(root) / worker_id(self.session.config)
+            root = self.dataset_root(env, self._envs())
+            if self.hud.is_worker:
+                root = parts_dir(root) / self.hud.worker_id
             writer = self.writers[env] = DatasetWriter(root, graded=True)
         return writer.observer(run, spaces)
 
@@ -105,45 +135,48 @@ class RecordingPlugin:
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: object) -> None:
         """On the controller, a worker finished: keep the recording errors it sent."""
-        self.from_workers.extend(str(x) for x in worker_output(node).get(KEY) or [])
+        self.errors.extend(self.hud.from_worker(node, KEY))
 
     @pytest.hookimpl(tryfirst=True)  # registered after the session: runs before its gates
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        self.session.evaluator.close()  # no rollout writes any more (idempotent)
-        errors = [*self.from_workers]
+    def pytest_sessionfinish(self) -> None:
+        """Every dataset of this process finalized (no rollout writes any more); a worker
+        sends its errors to the controller."""
+        self.hud.stop_rollouts()
         for writer in self.writers.values():  # each dataset's one error; the others close
             try:
                 writer.finalize()
             except Exception as exc:
-                errors.append(f"{type(exc).__name__}: {exc}")
-        if self.session.is_worker:
-            worker_output(self.session.config)[KEY] = errors
-            return
-        try:
-            self._finish()
-        except Exception as exc:
-            errors.append(f"{type(exc).__name__}: {exc}")
-        for error in errors:  # a dataset that cannot be written fails the session
-            self.session.failures.append(f"recording failed: {error}")
-        if errors:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+        if self.hud.is_worker:
+            self.hud.to_controller(KEY, self.errors)
 
-    def _finish(self) -> None:
-        rows = self.session.rows
-        envs = sorted({str(row["env"]) for row in rows.values() if row.get("env") is not None})
-        cases = self.session.evaluator.cases
-        finals = {env: self.dataset_root(env) for env in envs} if cases else {}
-        if not finals:  # the controller under xdist collects nothing: derive from the rows
-            single = len(envs) <= 1
-            finals = {env: self.root if single else self.root / env for env in envs}
+    @pytest.hookimpl
+    def pytest_hud_finish_rows(self, rows: Mapping[str, Row]) -> None:
+        """Where rows are collected: merge the workers' parts and point each row at its
+        episode; a dataset that cannot be written fails the session."""
+        try:
+            self._finish(rows)
+        except Exception as exc:
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+        for error in self.errors:
+            self.hud.fail(f"recording failed: {error}")
+
+    def _finish(self, by_id: Mapping[str, Row]) -> None:
+        rows = list(by_id.values())
+        envs = sorted({str(row["env"]) for row in rows if row.get("env") is not None})
+        collected = self._envs()
+        if collected:
+            finals = {env: self.dataset_root(env, collected) for env in envs}
+        else:  # the controller under xdist collects nothing: derive from the rows
+            finals = {env: self.dataset_root(env, set(envs)) for env in envs}
         done = []
         errors = []
         for env, final in finals.items():
             parts = parts_dir(final)
-            _point_rows_at_what_is_there(self.session.rows.values(), env)
+            _point_rows_at_what_is_there(rows, env)
             try:
                 if parts.exists():
-                    self._merge_parts(env, parts, final)
+                    self._merge_parts(rows, parts, final, env)
             except Exception as exc:  # the next env's dataset is merged all the same; its
                 errors.append(exc)  # rows keep pointing at their episodes in the parts
             if (final / "meta" / "info.json").exists():
@@ -153,11 +186,11 @@ class RecordingPlugin:
         if errors:
             raise errors[0]
 
-    def _merge_parts(self, env: str, parts_folder: Path, final: Path) -> None:
+    def _merge_parts(self, every: list[Row], parts_folder: Path, final: Path, env: str) -> None:
         from pytest_hud.robot.record.merge import merge_datasets
 
-        rows = [r for r in self.session.rows.values() if r.get("env") == env]
-        order = {nid: i for i, nid in enumerate(self.session.order)}
+        rows = [r for r in every if r.get("env") == env]
+        order = {nid: i for i, nid in enumerate(self.hud.order)}
         first: dict[str, int] = {}
         for row in rows:  # parts in the order of each worker's first test
             ds = row.get("dataset")
@@ -230,8 +263,8 @@ def _point_rows_at_what_is_there(rows: Iterable[Row], env: str) -> None:
             ds["discarded"] = NOT_RECORDED
 
 
-def enable(session: HudSession) -> object | None:
+def enable(settings: Settings, hud: Hud) -> RecordingPlugin | None:
     """The feature's plugin for this session (--hud-record), else None."""
-    if session.options.record is None:
+    if settings.record is None:
         return None
-    return RecordingPlugin(session, record_root(session.options.record))
+    return RecordingPlugin(hud, record_root(settings.record))

@@ -13,11 +13,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
-from pytest_hud._plugin.cases import HudCase, readable_id
-from pytest_hud._plugin.errors import ModuleColumnError
-from pytest_hud._plugin.module_rows import check_module_columns
-from pytest_hud._plugin.options import OptionTable
-from pytest_hud._plugin.report_images import Figure
+from pytest_hud._plugin.feature_api import (
+    Figure,
+    Hud,
+    HudCase,
+    ModuleColumnError,
+    check_module_columns,
+    option,
+    readable_id,
+)
 from pytest_hud.errors import HudError
 from pytest_hud.evaluation import replay as judge
 from pytest_hud.evaluation.replay import EnvCheck, PolicyCheck
@@ -26,31 +30,61 @@ from pytest_hud.runtime.rollout import RolloutResult
 from pytest_hud.runtime.task import Task
 
 if TYPE_CHECKING:
-    from pytest_hud._plugin.session import HudSession
     from pytest_hud.robot.agent.agent import RobotAgent
     from pytest_hud.robot.contract import Spaces
     from pytest_hud.robot.record.reader import EpisodeInfo, Frames
 
-__all__ = ["OPTIONS", "ReplayMismatch", "ReplayPlugin", "ReplaySettings", "enable", "read_replay"]
+__all__ = ["ReplayMismatch", "ReplayPlugin", "Settings", "enable"]
 
-OPTIONS: OptionTable = [
-    (
-        "--hud-replay",
-        "golden replay of a LeRobot v3 dataset recorded with --hud-record: one item per "
-        "episode runs its recorded actions in the env from its recorded seed (env "
-        "reproduces / drifts at step k) and, with --hud-agent, the policy on its recorded "
-        "observations (policy matches / diverges on dims ...)",
-        {},
-    ),
-    (
+
+def _tolerances(text: str) -> judge.Tolerances:
+    values: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, _, value = part.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = -1.0
+        if name not in ("env", "policy", "image") or not number > 0:
+            raise ValueError(
+                f": expected env=STD, policy=STD or image=FRACTION (positive numbers, "
+                f"comma-separated), got {part!r}"
+            )
+        values[name] = number
+    return judge.Tolerances(**values)
+
+
+def _dataset(text: str) -> Path:
+    root = Path(text).expanduser().absolute()
+    if not (root / "meta" / "info.json").is_file():
+        raise ValueError(
+            f": expected a LeRobot v3 dataset folder (with meta/info.json), got {root}; fix: "
+            "pass the folder --hud-record wrote"
+        )
+    return root
+
+
+@dataclass(frozen=True)
+class Settings:
+    # the tolerances first: a bad one is reported before the dataset is looked at
+    tolerances: judge.Tolerances = option(
         "--hud-replay-tolerance",
         "replay tolerances, comma-separated: env=STD (per step and state dimension, in the "
         "dataset's standard deviations; default 0.05), policy=STD (mean error per action "
         "dimension, same units; default 1.0), image=FRACTION (a frame's mean pixel error / "
         "255; default 0.1)",
-        {},
-    ),
-]
+        factory=judge.Tolerances,
+        parse=_tolerances,
+    )
+    dataset: Path | None = option(
+        "--hud-replay",
+        "golden replay of a LeRobot v3 dataset recorded with --hud-record: one item per "
+        "episode runs its recorded actions in the env from its recorded seed (env "
+        "reproduces / drifts at step k) and, with --hud-agent, the policy on its recorded "
+        "observations (policy matches / diverges on dims ...)",
+        parse=_dataset,
+    )
+
 
 #: Image conventions tried on a diverging policy's cameras: (what, transform).
 _IMAGE_PROBES = (
@@ -65,78 +99,37 @@ class ReplayMismatch(HudError, AssertionError):
     """A replayed episode whose env drifted or whose policy diverged: a test failure."""
 
 
-@dataclass(frozen=True)
-class ReplaySettings:
-    dataset: Path
-    tolerances: judge.Tolerances
-    agent_given: bool
-
-
-def _tolerances(text: str | None) -> judge.Tolerances:
-    values: dict[str, float] = {}
-    for part in filter(None, (p.strip() for p in (text or "").split(","))):
-        name, _, value = part.partition("=")
-        try:
-            number = float(value)
-        except ValueError:
-            number = -1.0
-        if name not in ("env", "policy", "image") or not number > 0:
-            raise pytest.UsageError(
-                f"--hud-replay-tolerance: expected env=STD, policy=STD or image=FRACTION "
-                f"(positive numbers, comma-separated), got {part!r}"
-            )
-        values[name] = number
-    return judge.Tolerances(**values)
-
-
-def read_replay(config: pytest.Config) -> ReplaySettings | None:
-    """``--hud-replay`` (else its ini), checked: a folder holding a LeRobot dataset."""
-    raw = config.getoption("hud_replay", None) or config.getini("hud_replay") or None
-    if not raw:
-        return None
-    tol = config.getoption("hud_replay_tolerance", None) or config.getini("hud_replay_tolerance")
-    tolerances = _tolerances(tol or None)
-    root = Path(str(raw)).expanduser().absolute()
-    if not (root / "meta" / "info.json").is_file():
-        raise pytest.UsageError(
-            f"--hud-replay: expected a LeRobot v3 dataset folder (with meta/info.json), got "
-            f"{root}; fix: pass the folder --hud-record wrote"
-        )
-    agent = config.getoption("hud_agent", None) or config.getini("hud_agent")
-    return ReplaySettings(root, tolerances, bool(agent))
-
-
 class ReplayPlugin:
     """The replay items' judge and the replay's reports."""
 
-    def __init__(self, session: HudSession, settings: ReplaySettings) -> None:
+    def __init__(self, hud: Hud, dataset: Path, tolerances: judge.Tolerances) -> None:
         from pytest_hud.robot.record.errors import DatasetError
         from pytest_hud.robot.record.reader import RecordedDataset
 
-        agents = getattr(session.options, "agents", None) or []
+        agents = hud.options.agents
         if len(agents) > 1:
             raise pytest.UsageError(
                 f"--hud-replay judges one policy against the recording; got {len(agents)} "
                 "--hud-agent values; fix: replay once per agent"
             )
-        self.session = session
-        self.settings = settings
-        self.tol = settings.tolerances
+        self.hud = hud
+        self.agent_given = hud.agent_given
+        self.tol = tolerances
         try:
-            self.dataset = RecordedDataset.open(settings.dataset)
+            self.dataset = RecordedDataset.open(dataset)
         except (DatasetError, OSError, ValueError) as exc:
             raise pytest.UsageError(f"--hud-replay: {exc}") from None
         found, without = episode_cases(self.dataset.episodes)
         if not found:
             raise pytest.UsageError(
-                f"--hud-replay: no episode of {settings.dataset} records the row it ran "
+                f"--hud-replay: no episode of {dataset} records the row it ran "
                 f"({', '.join(without[:5])}...); fix: record it with --hud-record (pytest-hud "
                 "keeps each episode's row and contract in meta/episodes)"
             )
         try:  # serving a row imports its module column: the task files' rule applies
-            roots = (Path(str(session.config.rootpath)), self.dataset.root)
+            roots = (Path(str(hud.config.rootpath)), self.dataset.root)
             rows = [case.row for case, _, _ in found]
-            check_module_columns(rows, str(settings.dataset), roots, session.options.allow_modules)
+            check_module_columns(rows, str(dataset), roots, hud.options.allow_modules)
         except ModuleColumnError as exc:
             raise pytest.UsageError(f"--hud-replay: {exc}") from None
         self.skipped = without
@@ -144,17 +137,19 @@ class ReplayPlugin:
         self.ids = [name for _, name, _ in found]
         self._episodes = {id(case): ep for case, _, ep in found}
         self._frames: dict[int, Frames] = {}
-        self.info = settings.dataset / "meta" / "info.json"
-        collect_dataset(session.config, self.info)
+        self.info = dataset / "meta" / "info.json"
+        collect_dataset(hud.config, self.info)
 
     # -- collection and the rollout's agent ----------------------------------------------------
     @pytest.hookimpl
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> ReplayFile | None:
         if file_path.resolve() != self.info.resolve():
             return None
-        root, base = self.dataset.root, Path(str(self.session.config.rootpath))
+        root, base = self.dataset.root, Path(str(self.hud.config.rootpath))
         name = root.relative_to(base).as_posix() if root.is_relative_to(base) else str(root)
-        return ReplayFile.from_parent(parent, path=file_path, nodeid=name)
+        collected: ReplayFile = ReplayFile.from_parent(parent, path=file_path, nodeid=name)
+        collected.plugin = self
+        return collected
 
     @pytest.hookimpl
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -162,9 +157,9 @@ class ReplayPlugin:
         to run open loop, is one usage error."""
         from pytest_hud.robot.agent.agent import RobotAgent
 
-        if not self.settings.agent_given or self.session.is_worker:
+        if not self.agent_given or self.hud.is_worker:
             return
-        agent = self.session.load_agent()
+        agent = self.hud.load_agent()
         if not isinstance(agent, RobotAgent):
             raise pytest.UsageError(
                 "--hud-replay: the policy check runs a RobotAgent's adapter and model on the "
@@ -192,7 +187,7 @@ class ReplayPlugin:
         __tracebackhide__ = True
         episode, frames = self.frames(case)
         env = self._env_check(episode, frames, result)
-        policy = self._policy_check(episode, frames) if self.settings.agent_given else None
+        policy = self._policy_check(episode, frames) if self.agent_given else None
         passed = env.reproduces and (policy is None or policy.matches)
         verdict = (
             env.verdict + "; " + (policy.verdict if policy else "no policy check (no --hud-agent)")
@@ -251,7 +246,7 @@ class ReplayPlugin:
         from pytest_hud.robot.contract import Contract
         from pytest_hud.robot.record.reader import env_observations, episode_schema
 
-        agent = self.session.load_agent()
+        agent = self.hud.load_agent()
         assert isinstance(agent, RobotAgent), "checked at collection (pytest_collection_finish)"
         assert episode.contract is not None, "episodes without one are not collected"
         spaces = Contract.from_dict(episode.contract).spaces()
@@ -285,9 +280,8 @@ class ReplayPlugin:
     ) -> np.ndarray:
         from pytest_hud.robot.agent.open_loop import open_loop
 
-        loop = self.session.evaluator.loop
-        return loop.run(
-            open_loop(agent, spaces, observations, prompt), self.session.options.timeout
+        return self.hud.run(
+            open_loop(agent, spaces, observations, prompt), self.hud.options.timeout
         )
 
     def _action_names(self, episode: EpisodeInfo, size: int) -> list[str]:
@@ -316,7 +310,7 @@ class ReplayPlugin:
 
     def blocks(self) -> list[dict[str, Any]]:
         """Every judged episode's block, in episode order (where rows are collected)."""
-        rows = self.session.rows.values()
+        rows = self.hud.rows.values()
         found = [r["replay"] for r in rows if r.get("replay")]  # type: ignore[typeddict-item]
         return sorted(found, key=lambda b: b["episode"])
 
@@ -365,7 +359,7 @@ class ReplayPlugin:
         """One plot per judged episode (error over time), for the html report."""
         from pytest_hud.evaluation.replay_plot import write_episode_plot
 
-        folder = self.session.artifacts / "replay"
+        folder = self.hud.artifacts / "replay"
         out = []
         for block in self.blocks():
             path = folder / f"episode-{block['episode']}.png"
@@ -398,10 +392,11 @@ def _span(spaces: Spaces) -> np.ndarray | None:
     return np.asarray(stats["max"], np.float64) - np.asarray(stats["min"], np.float64)
 
 
-def enable(session: HudSession) -> object | None:
+def enable(settings: Settings, hud: Hud) -> ReplayPlugin | None:
     """The feature's plugin for this session (--hud-replay), else None."""
-    settings = read_replay(session.config)
-    return None if settings is None else ReplayPlugin(session, settings)
+    if settings.dataset is None:
+        return None
+    return ReplayPlugin(hud, settings.dataset, settings.tolerances)
 
 
 # -- the items: a dataset's meta/info.json collects as one test parametrized over its
@@ -441,9 +436,10 @@ def episode_cases(
 class ReplayFile(pytest.Module):
     """The dataset's meta/info.json, collected as a module with one parametrized test."""
 
+    plugin: ReplayPlugin  # the feature's plugin that collected it
+
     def _getobj(self) -> object:
-        plugin: ReplayPlugin | None = self.config.pluginmanager.get_plugin("pytest-hud-replay")
-        assert plugin is not None, "collected only while the replay feature is registered"
+        plugin = self.plugin
         module = types.ModuleType("hud_replay")
         module.__file__ = str(self.path)
         cases, ids = plugin.cases, plugin.ids

@@ -4,21 +4,56 @@ and report the ledger's row; errored or skipped rows run again.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Generator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from pytest_hud._plugin.cases import HudCase
-from pytest_hud._plugin.identity import RunIdentity
+from pytest_hud._plugin.feature_api import HudCase, HudOptions, option
 from pytest_hud.evaluation import ledger as ledger_mod
 from pytest_hud.evaluation.results import Row
 
 if TYPE_CHECKING:
-    from pytest_hud._plugin.session import HudSession
+    from pytest_hud._plugin.feature_api import Hud, RunIdentity
 
-__all__ = ["ResumePlugin", "enable"]
+__all__ = ["ResumePlugin", "Settings", "configure", "enable"]
+
+
+def _exists(path: Path) -> str | None:
+    if path.exists():
+        return None
+    return f": {path} does not exist; fix: pass the ledger of the earlier run"
+
+
+@dataclass(frozen=True)
+class Settings:
+    resume: Path | None = option(
+        "--hud-resume",
+        "a ledger of an earlier (killed) run: items whose episodes it holds are reported "
+        "from it instead of run again",
+        parse=Path,
+        check=_exists,
+    )
+
+
+def configure(settings: Settings, options: HudOptions) -> HudOptions:
+    """A resumed paired session continues the same interleaved (and blinded) order: the seed
+    of the ledger's last paired run, where none was given."""
+    if settings.resume is None or len(options.agents) < 2 or options.ab_seed is not None:
+        return options
+    try:
+        runs = list(ledger_mod.read(settings.resume).runs.values())
+    except (OSError, ledger_mod.LedgerError):  # enable() reports it
+        return options
+    for run in reversed(runs):
+        seed = (run.get("provenance") or {}).get("ab_seed")
+        if isinstance(seed, int) and not isinstance(seed, bool):
+            return dataclasses.replace(options, ab_seed=seed)
+    return options
+
 
 #: fields of a ledger record that are the ledger's own, not the results row's
 _RECORD_ONLY = ("kind", "v", "run", "finished", "checkpoint")
@@ -86,11 +121,11 @@ class ResumePlugin:
         if record is not None and call.when == "setup":
             row = {k: v for k, v in record.items() if k not in _RECORD_ONLY}
             row.update(nodeid=item.nodeid, resumed=True, repro=self.identity.repro(item.nodeid))
+            row["resumed_from"] = str(self.path)
             report.hud = cast(Row, row)
         return report
 
 
-def enable(session: HudSession) -> object | None:
+def enable(settings: Settings, hud: Hud) -> ResumePlugin | None:
     """The feature's plugin for this session (--hud-resume), else None."""
-    resume = session.options.resume
-    return None if resume is None else ResumePlugin(resume, session.identity)
+    return None if settings.resume is None else ResumePlugin(settings.resume, hud.identity)

@@ -5,25 +5,33 @@ drops decided tasks' pending items.
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_hud._plugin.decided import DecidedTasks
-from pytest_hud._plugin.options import HudOptions
+from pytest_hud._plugin.feature_api import Hud, HudOptions
 from pytest_hud.evaluation import results as rep
+from pytest_hud.evaluation.decided import DecidedTasks
 from pytest_hud.evaluation.results import ResultsDocument
 from pytest_hud.evaluation.sequential import BaselineGate, ThresholdGate, Verdict
 
-if TYPE_CHECKING:
-    from pytest_hud._plugin.internals import HudSequentialScheduling
-    from pytest_hud._plugin.session import HudSession
+__all__ = ["SequentialPlugin", "Settings", "configure", "enable", "task_of"]
 
-__all__ = ["SequentialPlugin", "enable", "task_of"]
+#: its one option is the core's ``--hud-gate=sequential``
+Settings = None
+
+
+def configure(settings: None, options: HudOptions) -> HudOptions:
+    """A sequential session decides items before they run: under ``--dist load`` the
+    controller drops a decided task's items (``pytest_hud_decided``)."""
+    if options.gate != "sequential":
+        return options
+    return dataclasses.replace(options, drops_items=True)
+
 
 _REPEAT = re.compile(r"^(.*)\[(\d+)\]\]$")
 
@@ -52,13 +60,11 @@ class SequentialPlugin:
 
     def __init__(
         self,
-        config: pytest.Config,
         options: HudOptions,
-        order: Callable[[], list[str]],
+        order: Callable[[], Sequence[str]],
         baseline: ResultsDocument | None,
         cache: Path,
     ) -> None:
-        self.config = config
         self.options = options
         self.order = order
         self.cache = cache
@@ -121,6 +127,11 @@ class SequentialPlugin:
         return self.decisions.item_reason(nodeid)
 
     @pytest.hookimpl
+    def pytest_hud_decided(self, nodeid: str) -> str | None:
+        """On the xdist controller: a decided task's items are dropped before they are sent."""
+        return self.decisions.item_reason(nodeid)
+
+    @pytest.hookimpl
     def pytest_hud_unrun(self, nodeid: str) -> str | None:
         """A repeat not run because its task's sequential gate decided: ``decided``."""
         return None if self.decisions.item_reason(nodeid) is None else "decided"
@@ -128,14 +139,8 @@ class SequentialPlugin:
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Count a decided task's repeats skipped (here, or by the xdist scheduler)."""
-        self.decisions.reported(report)
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_make_scheduler(
-        self, config: pytest.Config, log: object
-    ) -> HudSequentialScheduling | None:
-        """With ``--dist load``: decided tasks' items are dropped before they are sent."""
-        return self.decisions.scheduler(config, log)
+        if report.when == "setup" and report.skipped:
+            self.decisions.skipped_at_setup(report.nodeid, str(report.longrepr))
 
     # -- verdicts --------------------------------------------------------------------------
     @pytest.hookimpl
@@ -173,10 +178,9 @@ class SequentialPlugin:
         return gates
 
 
-def enable(session: HudSession) -> object | None:
+def enable(settings: None, hud: Hud) -> SequentialPlugin | None:
     """The feature's plugin for this session (--hud-gate=sequential with one agent), else None."""
-    o = session.options
-    if o.gate != "sequential" or session.arms:  # arms: paired, in the A/B feature
+    if hud.options.gate != "sequential" or hud.arms:  # arms: paired, in the A/B feature
         return None
-    cache = session.artifacts / "step-tables"
-    return SequentialPlugin(session.config, o, lambda: session.order, session.baseline, cache)
+    cache = hud.artifacts / "step-tables"
+    return SequentialPlugin(hud.options, lambda: hud.order, hud.baseline, cache)

@@ -6,36 +6,42 @@ workers (their ``--hud-runtime`` becomes ``KIND:ADDRESS``), stopped at unconfigu
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_hud._plugin.internals import WorkerNode, from_controller, hand_to_workers, is_worker
-from pytest_hud._plugin.options import HudOptions
+from pytest_hud._plugin.feature_api import Hud, HudOptions, WorkerNode, handed
+from pytest_hud.runtime.backends import parse
 
 if TYPE_CHECKING:
-    from pytest_hud._plugin.session import HudSession
     from pytest_hud.runtime.backends import SessionCluster
 
-__all__ = ["KEY", "ClusterPlugin", "enable", "session_cluster"]
+__all__ = ["KEY", "ClusterPlugin", "Settings", "enable"]
 
 KEY = "hud_cluster_address"
 
 
-def session_cluster(config: pytest.Config, options: HudOptions) -> SessionCluster | None:
+@dataclass(frozen=True)
+class Settings:
+    #: in a worker: the address of the cluster the controller started
+    address: str | None = handed(KEY)
+
+
+def _needs_cluster(options: HudOptions) -> bool:
+    """A clustered runtime that names no cluster (``--hud-runtime=ray``, no ``$RAY_ADDRESS``)."""
+    return options.runtime.backend.cluster is not None and options.runtime.cluster is None
+
+
+def session_cluster(hud: Hud) -> SessionCluster | None:
     """In the controller of an xdist run whose runtime is a cluster it does not name: start
-    the session's cluster and return it. In a worker: adopt the address the controller
-    handed over. Else None (one process starts its own, a named one is joined)."""
-    spec = options.runtime_spec
+    the session's cluster and return it. Else None (a worker adopts the controller's, see
+    :func:`enable`; one process starts its own, a named one is joined)."""
+    spec = hud.options.runtime
     start = spec.backend.cluster
-    if start is None or spec.cluster is not None:
-        return None
-    handed = from_controller(config, KEY)
-    if handed:
-        options.runtime = f"{spec.kind}:{handed}"
-        return None
-    if is_worker(config) or config.getoption("dist", "no") == "no":
+    if start is None or not _needs_cluster(hud.options) or hud.is_worker or not hud.distributed:
         return None
     from pytest_hud.runtime.errors import SubstrateError
 
@@ -64,13 +70,22 @@ class ClusterPlugin:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: WorkerNode) -> None:
         """Hand the session's cluster to a worker about to start."""
-        hand_to_workers(node, KEY, self.cluster.address)
+        Hud.to_worker(node, KEY, self.cluster.address)
 
     def close(self) -> None:
         self.cluster.stop()
 
 
-def enable(session: HudSession) -> object | None:
+def configure(settings: Settings, options: HudOptions) -> HudOptions:
+    """In a worker of such a session: the runtime joins the cluster the controller started
+    (``KIND:ADDRESS``)."""
+    if settings.address is None or not _needs_cluster(options):
+        return options
+    spec = options.runtime
+    return dataclasses.replace(options, runtime=parse(f"{spec.kind}:{settings.address}", spec.base))
+
+
+def enable(settings: Settings, hud: Hud) -> ClusterPlugin | None:
     """The feature's plugin (-n K on a clustered runtime naming no cluster), else None."""
-    cluster = session_cluster(session.config, session.options)
+    cluster = session_cluster(hud)
     return None if cluster is None else ClusterPlugin(cluster)

@@ -7,29 +7,28 @@ runtime shares the pytest process (the cost: a second process and round trip eac
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-from pytest_hud._plugin.options import OptionTable, read_flag
+from pytest_hud._plugin.feature_api import Hud, option
 from pytest_hud.plumbing.process import set_env
 from pytest_hud.robot.sim.endpoint import SIM_PROCESS_ENV
 
-if TYPE_CHECKING:
-    from pytest_hud._plugin.session import HudSession
+__all__ = ["Settings", "enable"]
 
-__all__ = ["OPTIONS", "enable"]
 
-OPTIONS: OptionTable = [
-    (
+@dataclass(frozen=True)
+class Settings:
+    sim_process: bool = option(
         "--hud-sim-process",
         "serve each env.gym / env.vla_eval sim in a process of its own instead of the env "
         "server's (isolation for a sim that may crash or hang; costs a round trip a step); "
         "an env module's inline=True or inline=False still wins",
-        {"action": "store_true"},
-    ),
-]
+        default=False,
+        kind="flag",
+    )
 
 
-def enable(session: HudSession) -> None:
+def enable(settings: Settings, hud: Hud) -> None:
     """Export the choice to the env modules loaded from here on (and their servers)."""
-    if read_flag(session.config, "hud_sim_process"):
-        session.config.add_cleanup(set_env(SIM_PROCESS_ENV, "1"))
+    if settings.sim_process:
+        hud.config.add_cleanup(set_env(SIM_PROCESS_ENV, "1"))

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hud.plumbing.loader import load_module
+from pytest_hud.runtime.backends import RuntimeSpec, parse
 from pytest_hud.runtime.errors import PlacementError
 from pytest_hud.runtime.local import LocalRuntime
 from pytest_hud.runtime.modules import environments_in
@@ -53,15 +54,10 @@ def resolve_placement(tasks: Iterable[Task], runtime: Provider | None = None) ->
     return by_declaration(LocalRuntime, undeclared)
 
 
-def provider_for(
-    runtime: str, shared: int | None = None, *, docker_base: str | None = None
-) -> Provider:
-    """The provider an ``--hud-runtime`` value names (runtime/backends.py), wrapped in Shared
-    for ``--hud-shared``; ``docker_base``: what a building backend builds its images FROM
-    (``--hud-docker-base``)."""
-    from pytest_hud.runtime.backends import parse
-
-    spec = parse(runtime, docker_base)
+def provider_for(runtime: RuntimeSpec | str, shared: int | None = None) -> Provider:
+    """The provider an ``--hud-runtime`` value names (runtime/backends.py; a string is parsed
+    here), wrapped in Shared for ``--hud-shared``."""
+    spec = runtime if isinstance(runtime, RuntimeSpec) else parse(runtime)
     provider: Any = spec.build()
     if shared:
         return Shared(provider, width=shared)

@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from pytest_hud.plumbing.tracebacks import format_exc
+from pytest_hud.robot.episode import EpisodeReport
 from pytest_hud.runtime.control import ControlClient, Run
 from pytest_hud.runtime.control_pool import current_pool
 from pytest_hud.runtime.errors import TemplateError
@@ -25,8 +26,9 @@ __all__ = ["Agent", "Phase", "RolloutResult", "rollout"]
 #: agent's episode, grading, waiting for the result, or a delegated rollout's transport
 Phase = Literal["place", "start", "agent", "grade", "wait", "delegate"]
 
-#: An agent acts on a started Run and may return what it saw (steps, timings, ...).
-Agent = Callable[[Run], Awaitable[dict[str, Any] | None]]
+#: An agent acts on a started Run and may say what it saw: a RobotAgent's EpisodeReport
+#: (steps, timings, ...), or a mapping of the same fields from an agent of one's own.
+Agent = Callable[[Run], Awaitable[EpisodeReport | Mapping[str, Any] | None]]
 
 
 @dataclass
@@ -148,7 +150,9 @@ async def rollout(
                         with contextlib.suppress(Exception):
                             await asyncio.shield(control.cancel(run))
                         raise
-                    result.agent_info = dict(info or {})
+                    result.agent_info = (
+                        info.to_dict() if isinstance(info, EpisodeReport) else dict(info or {})
+                    )
                     phase = "grade"
                     grade = await control.result(run)
                     graded = True

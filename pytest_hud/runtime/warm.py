@@ -15,6 +15,7 @@ from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any
 
+from pytest_hud.runtime.backends import RuntimeSpec
 from pytest_hud.runtime.provider import Provider, Runtime
 from pytest_hud.runtime.shared import Shared
 from pytest_hud.runtime.task import Task
@@ -47,14 +48,12 @@ def pool_size(provider: object, warm: int | None, concurrency: int) -> int:
     return concurrency if warms_by_default(provider) else 0
 
 
-def spec_pool_size(runtime: str, warm: int | None, concurrency: int) -> int:
+def spec_pool_size(runtime: RuntimeSpec, warm: int | None, concurrency: int) -> int:
     """:func:`pool_size` for the provider an ``--hud-runtime`` value names (the xdist
     controller sizes each worker's queue by it: a worker plans only what it holds)."""
     if warm is not None:
         return warm
-    from pytest_hud.runtime.backends import parse
-
-    return concurrency if parse(runtime).backend.warm else 0
+    return concurrency if runtime.backend.warm else 0
 
 
 class _Entry:

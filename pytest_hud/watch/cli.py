@@ -17,6 +17,7 @@ from pathlib import Path
 from types import FrameType
 
 from pytest_hud.plumbing.cli import from_args
+from pytest_hud.robot.agent.registry import CHECKPOINT_TEMPLATE
 from pytest_hud.watch.checkpoints import (
     DEFAULT_PATTERN,
     DEFAULT_REQUIRE,
@@ -48,7 +49,7 @@ class Watch:
     out: Path
     pattern: Pattern = field(default_factory=lambda: Pattern(DEFAULT_PATTERN))
     require: tuple[str, ...] = DEFAULT_REQUIRE
-    agent: str = "lerobot:{path}"
+    agent: str = CHECKPOINT_TEMPLATE
     poll: float = 5.0
     until_step: int | None = None
     final_step: int | None = None
@@ -92,9 +93,9 @@ def parse(argv: Sequence[str]) -> Watch:
     parser.add_argument("--require", action="append",
                         help="a file a complete checkpoint holds (repeatable; default for the "
                         f"default pattern: {', '.join(DEFAULT_REQUIRE)})")  # fmt: skip
-    parser.add_argument("--agent", default="lerobot:{path}",
+    parser.add_argument("--agent", default=CHECKPOINT_TEMPLATE,
                         help="the --hud-agent of each checkpoint; {path} and {step} are "
-                        "filled in (default lerobot:{path})")  # fmt: skip
+                        f"filled in (default {CHECKPOINT_TEMPLATE})")  # fmt: skip
     parser.add_argument("--out", type=Path, help="outputs (default RUN/hud-watch)")
     parser.add_argument("--poll", type=float, default=5.0, help="seconds between polls")
     parser.add_argument("--until-step", type=int, help="stop once training reached this step")

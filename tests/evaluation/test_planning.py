@@ -17,24 +17,22 @@ import numpy as np
 import pytest
 from scipy.stats import binom, multinomial
 
+from pytest_hud.commands.plan import main
 from pytest_hud.evaluation.paired_sequential import WORSE, mcnemar_power
-from pytest_hud.evaluation.planning import (
-    Setting,
+from pytest_hud.evaluation.planning import Setting, plan
+from pytest_hud.evaluation.proportions import newcombe_paired, newcombe_unpaired
+from pytest_hud.evaluation.sample_size import (
     design_rows,
-    main,
     mcnemar_pairs,
-    more_pairs,
     newcombe_paired_pairs,
     newcombe_paired_power,
     newcombe_unpaired_episodes,
     newcombe_unpaired_power,
     paired_noninferiority_pairs,
-    plan,
-    simulate_paired_sequential,
     unpaired_episodes,
     unpaired_noninferiority_episodes,
 )
-from pytest_hud.evaluation.proportions import newcombe_paired, newcombe_unpaired
+from pytest_hud.evaluation.simulation import more_pairs, simulate_paired_sequential
 
 RUNS = 4000
 

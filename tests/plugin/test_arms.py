@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from line_suite import AB_AGENTS, ENV, run
 
-from pytest_hud._plugin.arm_specs import arms_of, expand_spec, split_arm, task_of_nodeid
+from pytest_hud._plugin.arms import arms_of, split_arm, task_of_nodeid
+from pytest_hud.robot.agent.registry import AgentSpec
 
 #: goal 0: both arms succeed; goal 2: only forward does (the discordant pairs)
 TESTS = """
@@ -307,16 +308,19 @@ def test_a_sweep_glob_is_sorted_by_step_and_counts_last_once(tmp_path: Path) -> 
     for step in ("010000", "002000", "000500"):
         (root / step / "pretrained_model").mkdir(parents=True)
     (root / "last").symlink_to(root / "010000")
-    specs = expand_spec(f"lerobot:{root}/*/pretrained_model")
-    assert specs == [f"lerobot:{root}/{s}/pretrained_model" for s in ("000500", "002000", "010000")]
+    specs = AgentSpec(f"lerobot:{root}/*/pretrained_model").expand()
+    assert [s.text for s in specs] == [
+        f"lerobot:{root}/{s}/pretrained_model" for s in ("000500", "002000", "010000")
+    ]
     arms = arms_of(specs)
     assert [(a.letter, a.label, a.step) for a in arms] == [
         ("A", "500", 500),
         ("B", "2000", 2000),
         ("C", "10000", 10000),
     ]
-    assert arms_of(["zero"]) == []  # one agent: no arms
-    assert [a.label for a in arms_of(["zero", specs[0]])] == ["zero", specs[0]]
+    assert arms_of([AgentSpec("zero")]) == []  # one agent: no arms
+    labels = [a.label for a in arms_of([AgentSpec("zero"), specs[0]])]
+    assert labels == ["zero", specs[0].text]
 
 
 def test_node_ids_split_into_pair_and_arm() -> None:

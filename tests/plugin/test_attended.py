@@ -214,7 +214,7 @@ def test_budgets_read_durations_and_counts() -> None:
     assert parse_budget("2h") == (7200.0, None)
     assert parse_budget("12") == (None, 12)
     for bad in ("0", "1.5", "-3m", "2d", ""):
-        with pytest.raises(pytest.UsageError, match="--hud-budget"):
+        with pytest.raises(ValueError, match="--hud-budget"):
             parse_budget(bad)
 
 

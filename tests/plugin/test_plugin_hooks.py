@@ -146,7 +146,7 @@ def test_the_sequential_plugin_alone_decides_and_skips(pytester: pytest.Pytester
     config = pytester.parseconfig("--hud-gate=sequential", "--hud-min-success=0.5")
     options = HudOptions.from_config(config)
     order = [f"test_x.py::test_x[line/reach[{i}]]" for i in range(16)]
-    seq = SequentialPlugin(config, options, lambda: order, None, pytester.path / "cache")
+    seq = SequentialPlugin(options, lambda: order, None, pytester.path / "cache")
     for nodeid in order[:6]:
         row = _row(nodeid, True)
         seq.pytest_hud_row(row)
@@ -163,13 +163,15 @@ def test_the_ledger_plugin_alone_appends_each_row(pytester: pytest.Pytester) -> 
     path = pytester.path / "l.jsonl"
     config = pytester.parseconfig()
     identity = RunIdentity(config, HudOptions.from_config(config), "zero")
-    plugin = LedgerPlugin(path, identity)
+    failures: list[str] = []
+    plugin = LedgerPlugin(path, identity, failures.append)
     plugin.pytest_hud_rollout_finished(_row("t.py::a", True))
     plugin.pytest_hud_rollout_finished(_row("t.py::b", False))
     plugin.close()
     episodes = ledger.read(path).episodes
     assert [e["nodeid"] for e in episodes] == ["t.py::a", "t.py::b"]
     assert plugin.pytest_hud_results_meta() == {"ledger": str(path)}
+    assert failures == []
 
 
 def test_the_session_is_no_stack_of_mixins() -> None:

@@ -20,7 +20,7 @@ from needs import require
 
 from pytest_hud.evaluation.results import Gate, results_document
 from pytest_hud.runtime.ports import free_port
-from pytest_hud.trackers import (
+from pytest_hud.features.trackers.figures import (
     TrackerError,
     TrackerWarning,
     figures_of,
@@ -201,7 +201,7 @@ def test_mlflow_without_a_run_keeps_its_own_store_and_leaves_mlflows_globals(
     mlflow = _need("mlflow")
     from mlflow.tracking import MlflowClient
 
-    from pytest_hud.trackers.mlflow import EXPERIMENT
+    from pytest_hud.features.trackers.mlflow import EXPERIMENT
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
@@ -331,7 +331,7 @@ def test_wandb_attaches_to_the_run_wandb_run_id_names(
 
 TRACKIO = """
 import json, sys
-from pytest_hud.trackers import Figures, log_figures
+from pytest_hud.features.trackers.figures import Figures, log_figures
 import trackio
 from trackio import context_vars
 from trackio.sqlite_storage import SQLiteStorage
@@ -379,7 +379,7 @@ def test_a_tracker_not_installed_is_one_warning(
     import sys
 
     monkeypatch.setitem(sys.modules, "trackio", None)  # import trackio raises ImportError
-    monkeypatch.delitem(sys.modules, "pytest_hud.trackers.trackio", raising=False)
+    monkeypatch.delitem(sys.modules, "pytest_hud.features.trackers.trackio", raising=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         done = log_figures(["trackio"], figures_of(doc), directory=tmp_path)

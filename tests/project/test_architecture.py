@@ -44,3 +44,17 @@ def test_every_package_is_named() -> None:
     packages = [p for p in packages if not (p.startswith("suites/") and p.count("/") > 2)]
     absent = [p for p in packages if p not in found]
     assert not absent, f"{PAGE.name} does not name these packages: {absent}"
+
+
+def test_the_command_lines_docstring_lists_every_command() -> None:
+    """``python -m pytest_hud``'s docstring names each command its table runs, and each
+    command's module has its ``main(argv)``."""
+    import importlib
+
+    from pytest_hud import __main__ as entry
+
+    doc = entry.__doc__ or ""
+    listed = {line.split()[0] for line in doc.splitlines() if line.startswith("    ")}
+    assert listed == set(entry.COMMANDS), (listed, set(entry.COMMANDS))
+    for module, _ in entry.COMMANDS.values():
+        assert callable(getattr(importlib.import_module(module), "main", None)), module

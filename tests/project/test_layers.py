@@ -113,21 +113,21 @@ LAYERS: list[tuple[str, ...]] = [
         "pytest_hud.api",
         "pytest_hud.serve",
         "pytest_hud.check",
+        "pytest_hud.commands",
         "pytest_hud.doctor",
         "pytest_hud.watch",
         "pytest_hud.suites",
     ),
-    # pytest: the hooks, the features, the core, the fixtures, wrap(env)
+    # pytest: the hooks, the features, the core, the fixtures
     (
         "pytest_hud.plugin",
         "pytest_hud.hookspecs",
         "pytest_hud.features",
         "pytest_hud._plugin",
         "pytest_hud.fixtures",
-        "pytest_hud.wrapping",
     ),
     ("pytest_hud.interop",),  # LeRobot envs, vla-eval: over robot/ and runtime/
-    ("pytest_hud.runtime", "pytest_hud.evaluation", "pytest_hud.trackers"),
+    ("pytest_hud.runtime", "pytest_hud.evaluation"),
     ("pytest_hud.robot",),
     ("pytest_hud.plumbing", "pytest_hud.forkserver", "pytest_hud.errors"),
 ]

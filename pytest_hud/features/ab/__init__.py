@@ -5,24 +5,26 @@ shuffled by ``--hud-ab-seed`` (every worker collects the same order); reports an
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_hud._plugin.arm_specs import HANDED_AGENTS, HANDED_SEED, Arm, split_arm
-from pytest_hud._plugin.cases import HudCase
-from pytest_hud._plugin.internals import (
+from pytest_hud._plugin.feature_api import (
     OUR_FIXTURES,
-    HudSequentialScheduling,
-    WorkerNode,
-    hand_to_workers,
+    Arm,
+    Figure,
+    Hud,
+    HudCase,
+    HudOptions,
+    option,
+    split_arm,
     uses_fixture_from,
 )
-from pytest_hud._plugin.report_images import Figure, figure_path
-from pytest_hud._plugin.state import BLINDED, CASE
 from pytest_hud.evaluation import provenance
 from pytest_hud.evaluation.results import Row, uncovered
 from pytest_hud.evaluation.verdict import CoveredGate
@@ -39,10 +41,69 @@ from pytest_hud.features.ab.verdicts import (
 from pytest_hud.runtime.backends import DEFAULT
 
 if TYPE_CHECKING:
-    from pytest_hud._plugin.session import HudSession
     from pytest_hud.runtime.rollout import Agent
 
-__all__ = ["ArmsPlugin", "enable"]
+__all__ = ["AB_METRICS", "ArmsPlugin", "Settings", "configure", "enable"]
+
+#: what --hud-ab-metric may name
+AB_METRICS = ("success", "score", "steps")
+
+
+def _metrics(text: str) -> tuple[str, ...]:
+    found = tuple(m.strip() for m in text.split(",") if m.strip())
+    if not found or set(found) - set(AB_METRICS) or len(set(found)) < len(found):
+        raise ValueError(
+            f"--hud-ab-metric: expected distinct metrics among {', '.join(AB_METRICS)} "
+            f"(comma-separated), got {text or 'none'}"
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class Settings:
+    gate: bool = option(
+        "--hud-ab-gate",
+        "with several --hud-agent: fail the session when the candidate (the last agent) is "
+        "worse than the reference (the first) on any task or overall (paired verdict at "
+        "--hud-alpha); the gate owns every arm's episode failures",
+        default=False,
+        kind="flag",
+    )
+    metrics: tuple[str, ...] = option(
+        "--hud-ab-metric",
+        "with several --hud-agent: the metrics the paired verdicts and the gate judge, "
+        "comma-separated, the first also --hud-gate=sequential's live stopping: success "
+        "(default), score (a grade in [0, 1], e.g. partial credit), steps (time to success, "
+        "lower better, bounded by --hud-max-steps); rows are the units (a row's repeats are "
+        "averaged first), and the gate is Holm over every task and metric",
+        default=("success",),
+        parse=_metrics,
+    )
+
+    @property
+    def metric(self) -> str:
+        """The live test's metric: the first."""
+        return self.metrics[0]
+
+
+def configure(settings: Settings, options: HudOptions) -> HudOptions:
+    """What the arms' settings cannot be combined with (one usage error naming the fix);
+    a paired sequential session decides items before they run."""
+    if len(options.agents) < 2:
+        if settings.gate:
+            raise pytest.UsageError(
+                "--hud-ab-gate compares agents: expected --hud-agent at least twice "
+                f"(reference first, candidate last), got {options.agent_texts}"
+            )
+        return options
+    if "steps" in settings.metrics and not options.max_steps:
+        raise pytest.UsageError(
+            "--hud-ab-metric=steps compares time to success, which needs a bound: expected "
+            "--hud-max-steps=N (a failed episode counts as N steps), got none"
+        )
+    if options.gate == "sequential":
+        return dataclasses.replace(options, drops_items=True)
+    return options
 
 
 def _task(case: HudCase) -> str:
@@ -52,24 +113,24 @@ def _task(case: HudCase) -> str:
 class ArmsPlugin:
     """The paired session's ordering, agents, statistics and reports (see the module doc)."""
 
-    def __init__(self, session: HudSession) -> None:
-        self.session = session
-        self.config = session.config
-        self.options = session.options
-        self.arms: list[Arm] = session.arms
-        self.seed = int(session.options.ab_seed or 0)
+    def __init__(self, settings: Settings, hud: Hud) -> None:
+        self.hud = hud
+        self.settings = settings
+        self.options = hud.options
+        self.arms: list[Arm] = list(hud.arms)
+        self.seed = int(hud.options.ab_seed or 0)
         self.task_pairs: dict[str, int] = {}  # where items are collected: pairs per task
         self.stopping: PairedStopping | None = None
         if self.options.gate == "sequential":
             self.stopping = PairedStopping(
                 self.arms,
                 self.options.alpha,
-                lambda: session.order,
-                family=self.options.ab_gate,
-                metric=self.options.ab_metric,
+                lambda: list(hud.order),
+                family=settings.gate,
+                metric=settings.metric,
                 repeats=self.options.group or 1,
                 max_steps=self.options.max_steps,
-                metrics=len(self.options.ab_metrics),
+                metrics=len(settings.metrics),
             )
         self._cache: tuple[tuple[int, int, int], list[Comparison]] | None = None
         self.plot: Path | None = None
@@ -81,9 +142,9 @@ class ArmsPlugin:
         for arm in self.arms:
             role = "reference" if arm.index == 0 else None
             role = "candidate" if arm.index == len(self.arms) - 1 else role
-            entry: ArmEntry = {"arm": arm.letter, "spec": arm.spec, "label": arm.label}
+            entry: ArmEntry = {"arm": arm.letter, "spec": arm.spec.text, "label": arm.label}
             entry["step"], entry["role"] = arm.step, role
-            path = arm.checkpoint_path
+            path = arm.spec.checkpoint
             if hashes and path is not None:
                 try:
                     digest: str | None = provenance.checkpoint_hash(path)
@@ -99,18 +160,13 @@ class ArmsPlugin:
             f"hud A/B: {len(self.arms)} agents, pairs in a shuffled interleaved order, "
             f"seed {self.seed} (--hud-ab-seed={self.seed} replays it)"
         ]
-        if config.stash.get(BLINDED, False):
+        if config.hook.pytest_hud_blinded(config=config):
             return [*lines, "  the arms are blinded: which agent is which is said at the end"]
         for entry in self.describe():
             role = f" ({entry['role']})" if entry["role"] else ""
             step = f", step {entry['step']}" if entry["step"] is not None else ""
             lines.append(f"  {entry['arm']} = {entry['spec']}{step}{role}")
         return lines
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: WorkerNode) -> None:
-        hand_to_workers(node, HANDED_AGENTS, list(self.options.agents))
-        hand_to_workers(node, HANDED_SEED, self.seed)
 
     # -- collection --------------------------------------------------------------------------
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -149,9 +205,8 @@ class ArmsPlugin:
                 pairs[_task(case)].add(found[0])
         self.task_pairs = {task: len(ids) for task, ids in pairs.items()}
 
-    @staticmethod
-    def _case(item: pytest.Item) -> HudCase | None:
-        case = item.stash.get(CASE, None)
+    def _case(self, item: pytest.Item) -> HudCase | None:
+        case = self.hud.case_of(item)
         return case if case is not None and case.arm is not None else None
 
     # -- running -----------------------------------------------------------------------------
@@ -159,7 +214,7 @@ class ArmsPlugin:
     def pytest_hud_case_agent(self, case: HudCase) -> Agent | None:
         if case.arm is None:
             return None
-        return self.session.load_agent(case.arm.spec)
+        return self.hud.load_agent(case.arm.spec)
 
     @pytest.hookimpl
     def pytest_hud_skip_case(self, case: HudCase) -> str | None:
@@ -176,26 +231,25 @@ class ArmsPlugin:
             return
         row["pair"] = found[0]
         row["task_pairs"] = self.task_pairs.get(_task(case), 0)
-        runtime = None if self.options.runtime == DEFAULT else self.options.runtime
+        runtime = None if self.options.runtime.raw == DEFAULT else self.options.runtime.raw
         # with one --hud-agent the id has no tag: the pair's id is this episode's
         row["repro"] = provenance.repro_command(
-            found[0], case.arm.spec, self.options.seed, runtime=runtime
+            found[0], case.arm.spec.text, self.options.seed, runtime=runtime
         )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Where rows are collected: feed the paired sequential tests, count skips."""
-        if self.stopping is None or self.session.is_worker:
+        if self.stopping is None or self.hud.is_worker:
             return
-        self.stopping.decisions.reported(report)
+        if report.when == "setup" and report.skipped:
+            self.stopping.decisions.skipped_at_setup(report.nodeid, str(report.longrepr))
         if report.when == "teardown":
-            self.stopping.reported_item(report.nodeid, self.session.rows.get(report.nodeid))
+            self.stopping.reported_item(report.nodeid, self.hud.rows.get(report.nodeid))
 
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_make_scheduler(
-        self, config: pytest.Config, log: object
-    ) -> HudSequentialScheduling | None:
-        """With ``--dist load``: a decided task's items are dropped before they are sent."""
-        return None if self.stopping is None else self.stopping.decisions.scheduler(config, log)
+    @pytest.hookimpl
+    def pytest_hud_decided(self, nodeid: str) -> str | None:
+        """On the xdist controller: a decided task's items are dropped before they are sent."""
+        return None if self.stopping is None else self.stopping.decisions.item_reason(nodeid)
 
     @pytest.hookimpl
     def pytest_hud_unrun(self, nodeid: str) -> str | None:
@@ -215,9 +269,9 @@ class ArmsPlugin:
                 self.describe(),
                 alpha=self.options.alpha,
                 sequential=seq,
-                metric=self.options.ab_metric,
+                metric=self.settings.metric,
                 max_steps=self.options.max_steps,
-                also=self.options.ab_metrics[1:],
+                also=self.settings.metrics[1:],
             )
             self._cache = (key, block)
         return self._cache[1]
@@ -227,7 +281,7 @@ class ArmsPlugin:
         """The sweep plot; with --hud-ab-gate, the candidate-not-worse gate."""
         comparisons = self.comparisons(rows)
         self._write_plot(rows)
-        if not self.options.ab_gate or not comparisons:
+        if not self.settings.gate or not comparisons:
             return []
         last = comparisons[-1]
         ref, cand = self.arms[0], self.arms[-1]
@@ -243,7 +297,7 @@ class ArmsPlugin:
                 return [CoveredGate(name, False, missing.message, covers)]
         worse = worse_for_the_gate(last, self.options.alpha)
         tasks = len(last["tasks"])
-        metrics = self.options.ab_metrics
+        metrics = self.settings.metrics
         over = f"{tasks} tasks and overall" + (
             f" x {len(metrics)} metrics" if len(metrics) > 1 else ""
         )
@@ -271,7 +325,7 @@ class ArmsPlugin:
                 run_from_rows([r for r in rows if r.get("arm") == a.letter], a.label)
                 for a in self.arms
             ]
-            path = figure_path(self.config, self.options.results, self.session.artifacts, "sweep")
+            path = self.hud.figure_path("sweep")
             write_plot(runs, path)
             self.plot = path
         except Exception as exc:  # matplotlib missing or the file cannot be written
@@ -285,7 +339,7 @@ class ArmsPlugin:
 
     @pytest.hookimpl
     def pytest_hud_results_meta(self) -> dict[str, object]:
-        rows = list(self.session.rows.values())
+        rows = list(self.hud.rows.values())
         return {
             "agents": agent_blocks(rows, self.describe(hashes=True)),
             "paired": {
@@ -293,12 +347,12 @@ class ArmsPlugin:
                 "candidate": self.arms[-1].letter,
                 "order_seed": self.seed,
                 "alpha": self.options.alpha,
-                "metric": self.options.ab_metric,
-                "metrics": self.options.ab_metrics,
+                "metric": self.settings.metric,
+                "metrics": self.settings.metrics,
                 "min_coverage": self.options.min_coverage,
                 "sequential": self.stopping is not None,
                 "saved": self.stopping.saved() if self.stopping is not None else 0,
-                "gate": self.options.ab_gate,
+                "gate": self.settings.gate,
                 "plot": None if self.plot is None else str(self.plot),
                 "comparisons": self.comparisons(rows),
             },
@@ -312,7 +366,7 @@ class ArmsPlugin:
             f"candidate) on {len(rows)} rollouts"
         )
         table = format_ab_table(
-            rows, self.describe(), self.comparisons(rows), self.options.ab_metrics
+            rows, self.describe(), self.comparisons(rows), self.settings.metrics
         )
         return [title, *table]
 
@@ -340,6 +394,6 @@ class ArmsPlugin:
         return [arms_html(self.describe(), rows, self.comparisons(rows))] if rows else []
 
 
-def enable(session: HudSession) -> object | None:
+def enable(settings: Settings, hud: Hud) -> ArmsPlugin | None:
     """The feature's plugin for this session (several --hud-agent), else None."""
-    return ArmsPlugin(session) if session.arms else None
+    return ArmsPlugin(settings, hud) if hud.arms else None

@@ -5,12 +5,12 @@ Pairs are fed in run order once all earlier ones reported, so ``-n`` decides as 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 
-from pytest_hud._plugin.arm_specs import Arm, split_arm, task_of_nodeid
-from pytest_hud._plugin.decided import DecidedTasks
+from pytest_hud._plugin.feature_api import Arm, split_arm, task_of_nodeid
 from pytest_hud.evaluation.bounded import PairedBettingTest
+from pytest_hud.evaluation.decided import DecidedTasks
 from pytest_hud.evaluation.results import Row, task_of, unit_of
 from pytest_hud.features.ab.paired import PairedSequentialTest, fixed_n_pairs
 from pytest_hud.features.ab.verdicts import (
@@ -35,7 +35,7 @@ class PairedStopping:
 
     arms: list[Arm]
     alpha: float
-    order: Callable[[], list[str]]
+    order: Callable[[], Sequence[str]]
     _: KW_ONLY
     family: bool = False
     metric: str = "success"

@@ -310,18 +310,21 @@ def _signed(x: float | None) -> str:
 
 def _verdict_text(paired: TaskComparison) -> str:
     """The verdict; an undecided one adds about how many more pairs would tell its
-    ``min_effect`` (:func:`~pytest_hud.evaluation.planning.more_pairs`) when computable."""
+    ``min_effect`` (:func:`~pytest_hud.evaluation.simulation.more_pairs`) when computable."""
     verdict = str(paired["verdict"])
     if verdict != "undecided" or paired.get("decided_by") == "rows (permutation)":
         return verdict  # the pairs figure is McNemar's: no estimate for a rows test
-    from pytest_hud.evaluation.planning import more_pairs
+    from pytest_hud.evaluation.simulation import more_pairs
 
     counts = (paired["both"], paired["a_only"], paired["b_only"], paired["neither"])
     try:
         more = more_pairs(*counts, alpha=paired["alpha"], effect=paired["min_effect"])
     except (ValueError, ImportError):  # no n within reach; scipy absent
         return verdict
-    return f"undecided: about {more} more pairs" if more else verdict
+    if not more:
+        return verdict
+    effect = 100 * float(paired["min_effect"])  # what the pairs are counted for: say so
+    return f"undecided: about {more} more pairs to detect a {effect:g}-point difference"
 
 
 def format_ab_table(

@@ -5,62 +5,64 @@ usage errors (exit 4), soft ones a warning table.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_hud._plugin.option_table import OptionTable
+from pytest_hud._plugin.feature_api import (
+    OUR_FIXTURES,
+    Hud,
+    is_task_file,
+    option,
+    overriding_plugin,
+    uses_fixture_from,
+)
 
 if TYPE_CHECKING:
-    from pytest_hud._plugin.session import HudSession
     from pytest_hud.features.preflight.checks import Subject
+    from pytest_hud.robot.agent.registry import AgentSpec
     from pytest_hud.robot.compat import Table
     from pytest_hud.runtime.task import Task
 
-__all__ = ["MODES", "OPTIONS", "PreflightPlugin", "enable", "read_preflight"]
+__all__ = ["MODES", "PreflightPlugin", "Settings", "enable"]
 
 MODES = ("off", "warn", "strict")
 
-OPTIONS: OptionTable = [
-    (
+
+def _mode(text: str) -> str:
+    mode = text.strip().lower()
+    if mode not in MODES:
+        raise ValueError(f"is off, warn or strict, got {text!r}")
+    return mode
+
+
+@dataclass(frozen=True)
+class Settings:
+    mode: str = option(
         "--hud-preflight",
         "before any item, set each agent's policy (a LeRobot checkpoint's features and "
         "stats, an openpi or vla-eval server's metadata) against each env's contract and "
         "run it for a few steps: off, warn (a hard mismatch is a usage error, the rest one "
         "warning table) or strict (warnings are usage errors too) (default: warn)",
-        {"choices": list(MODES)},
-    ),
-]
-
-#: agent kinds the xdist controller loads for the check (the workers load their own)
-_CONTROLLER_KINDS = ("lerobot", "pi05", "openpi", "vla-eval")
-
-
-def read_preflight(config: pytest.Config) -> str:
-    """``--hud-preflight`` (else the ini's, else ``warn``)."""
-    raw = config.getoption("hud_preflight", None) or config.getini("hud_preflight") or "warn"
-    mode = str(raw).strip().lower()
-    if mode not in MODES:
-        raise pytest.UsageError(f"--hud-preflight is off, warn or strict, got {raw!r}")
-    return mode
+        default="warn",
+        choices=MODES,
+        parse=_mode,
+    )
 
 
 class PreflightPlugin:
     """Registered on the controller (or the only process) unless ``--hud-preflight=off``."""
 
-    def __init__(self, session: HudSession, mode: str) -> None:
-        self.session = session
-        self.config = session.config
+    def __init__(self, hud: Hud, mode: str) -> None:
+        self.hud = hud
+        self.config = hud.config
         self.mode = mode
-        self.done: set[str] = set()  # agent specs checked (once per distinct agent)
+        self.done: set[AgentSpec] = set()  # agents checked (once per distinct agent)
         self._controller_done = False
 
     # -- where it runs -------------------------------------------------------------------
-    @property
-    def _distributed(self) -> bool:
-        return self.config.getoption("dist", "no") != "no"
-
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
         """Under xdist: the controller decides once the first worker collected, before
@@ -75,59 +77,52 @@ class PreflightPlugin:
         envs = [s for s in subjects(_task_file_rows(self.config)) if _collected(s.env, ids)]
         if not envs:
             return
-        for spec in self._specs():  # Ray replicas are checked without xdist only
-            kind = spec.partition(":")[0]
-            if kind in _CONTROLLER_KINDS and not spec.startswith("openpi:ray:"):
+        for spec in self._specs():  # the kinds the controller builds (the registry says)
+            if spec.checked_in_controller:
                 self._check(spec, envs)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """Without xdist: the collected items' envs, the session's agent(s)."""
-        if self._distributed or self._skipped():
+        if self.hud.distributed or self._skipped():
             return
-        from pytest_hud._plugin.internals import OUR_FIXTURES, uses_fixture_from
-        from pytest_hud._plugin.state import CASE
-
-        items = [
-            i
+        cases = {
+            i.nodeid: case
             for i in session.items
-            if CASE in i.stash
+            if (case := self.hud.case_of(i)) is not None
             and uses_fixture_from(i, "hud_agent", OUR_FIXTURES)
             and uses_fixture_from(i, "hud_provider", OUR_FIXTURES)
             and i.get_closest_marker("skip") is None
-        ]
-        if not items:
+        }
+        if not cases:
             return
         from pytest_hud.features.preflight.checks import first_rows
 
-        envs = first_rows(i.stash[CASE].task for i in items)
-        arms = {getattr(i.stash[CASE], "arm", None) for i in items}
+        envs = first_rows(c.task for c in cases.values())
+        arms = {c.arm for c in cases.values()}
         for spec in self._specs():
-            if any(a is None or getattr(a, "spec", None) == spec for a in arms):
+            if any(a is None or a.spec == spec for a in arms):
                 self._check(spec, envs)
 
     def _skipped(self) -> bool:
         """Nothing to check here: only collecting, or rollouts run elsewhere (delegated)."""
-        return bool(self.config.option.collectonly) or not self.session.evaluator.boots_here
+        return bool(self.config.option.collectonly) or not self.hud.options.boots_here
 
-    def _specs(self) -> list[str]:
-        options = self.session.options
-        return list(dict.fromkeys(options.agents or [options.agent]))
-
-    def _load(self, spec: str) -> object:
-        return self.session.load_agent(spec)  # the session's own, loaded once per process
+    def _specs(self) -> list[AgentSpec]:
+        return list(dict.fromkeys(self.hud.options.agents))
 
     # -- the check -----------------------------------------------------------------------
-    def _check(self, spec: str, envs: list[Subject]) -> None:
+    def _check(self, spec: AgentSpec, envs: list[Subject]) -> None:
         if spec in self.done:
             return
         self.done.add(spec)
         from pytest_hud.features.preflight.checks import check_agent
         from pytest_hud.runtime.placement import provider_for
 
-        options = self.session.options
+        options = self.hud.options
+        agent = self.hud.load_agent(spec)  # the session's own, loaded once per process
         provider = provider_for(options.runtime)
-        tables = check_agent(self._load(spec), spec, envs, provider, max_steps=options.max_steps)
-        self._decide(spec, tables)
+        tables = check_agent(agent, spec.text, envs, provider, max_steps=options.max_steps)
+        self._decide(spec.text, tables)
 
     def _decide(self, spec: str, tables: list[Table]) -> None:
         hard = [t for t in tables if t.hard]
@@ -178,14 +173,11 @@ def _collected(env: str, ids: list[str]) -> bool:
 
 def _overridden(config: pytest.Config, fixture: str) -> bool:
     """Whether a conftest (or another plugin) defines ``fixture`` beside the plugin's."""
-    from pytest_hud._plugin.internals import overriding_plugin
-
     return overriding_plugin(config, fixture) is not None
 
 
 def _task_file_rows(config: pytest.Config) -> list[Task]:
     """The rows of the task files given on the command line (the controller collects none)."""
-    from pytest_hud._plugin.items import is_task_file
     from pytest_hud.runtime.task import Taskset
 
     rows: list[Task] = []
@@ -199,9 +191,8 @@ def _task_file_rows(config: pytest.Config) -> list[Task]:
     return rows
 
 
-def enable(session: HudSession) -> object | None:
+def enable(settings: Settings, hud: Hud) -> PreflightPlugin | None:
     """The feature's plugin for this session (--hud-preflight, on the controller), else None."""
-    mode = read_preflight(session.config)
-    if session.is_worker or mode == "off":
+    if hud.is_worker or settings.mode == "off":
         return None
-    return PreflightPlugin(session, mode)
+    return PreflightPlugin(hud, settings.mode)

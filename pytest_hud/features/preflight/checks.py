@@ -8,7 +8,6 @@ import copy
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -27,6 +26,7 @@ from pytest_hud.robot.compat import (
     state_rows,
 )
 from pytest_hud.robot.contract import Contract, Spaces
+from pytest_hud.robot.episode import EpisodeReport
 from pytest_hud.runtime.contracts import contract_of, declared_robots, run_apart
 from pytest_hud.runtime.control import Run
 from pytest_hud.runtime.provider import Provider
@@ -119,7 +119,7 @@ class _Probe:
     spec: PolicySpec | None = None
     spaces: Spaces | None = None
     recorder: _Recorder = field(default_factory=_Recorder)
-    report: dict[str, Any] = field(default_factory=dict)
+    report: EpisodeReport | None = None
     limit: int = PROBE_STEPS
 
     async def static(self, contract: Contract) -> Table:
@@ -132,14 +132,14 @@ class _Probe:
             return Table(_title(self.label, self.env))
         return compare(self.spec, contract, self.env)
 
-    async def __call__(self, run: Run) -> dict[str, object]:
+    async def __call__(self, run: Run) -> EpisodeReport | None:
         """The probe episode's agent: the static rows, then (if nothing is missing) the
         agent itself for the first steps."""
         robot = run.robot
         contract = Contract.from_dict((robot.get("params") or {}).get("contract"))
         self.table = await self.static(contract)
         if self.table.hard:
-            return {}
+            return None
         chunk = self.spec.chunk if self.spec is not None else None
         self.limit = min(max(PROBE_STEPS, (chunk or 0) + 1), PROBE_CAP)
         if self.max_steps is not None:
@@ -151,7 +151,7 @@ class _Probe:
         agent = copy.copy(self.agent)
         agent.observers = []
         self.report = await agent(run, settings)
-        return {}
+        return None  # the probe's own report: this episode is not graded
 
     def run_rows(self) -> list[Row]:
         """What the first steps showed: states, actions, the chunk against the episode."""
@@ -163,9 +163,9 @@ class _Probe:
         needs = self.spec.of_kind("action") if self.spec is not None else []
         trained = needs[0].stats if needs else None
         rows += action_rows(self.spaces, self.recorder.actions, self.label, trained)
-        steps = int(self.report.get("steps") or 0)
+        steps = self.report.steps if self.report is not None else 0
         length, why = None, f"{steps} steps"
-        if self.report.get("terminated") and steps:
+        if self.report is not None and self.report.terminated and steps:
             length, why = steps, "ended in the preflight"
         if self.max_steps is not None and (length is None or self.max_steps < length):
             length, why = self.max_steps, "--hud-max-steps"

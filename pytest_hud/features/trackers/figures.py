@@ -30,10 +30,10 @@ __all__ = [
 
 #: ``--hud-log`` name -> (module, the pip install that brings its library)
 TRACKERS: dict[str, tuple[str, str]] = {
-    "wandb": ("pytest_hud.trackers.wandb", "pip install wandb"),
-    "tensorboard": ("pytest_hud.trackers.tensorboard", "pip install tensorboard"),
-    "mlflow": ("pytest_hud.trackers.mlflow", "pip install mlflow-skinny"),
-    "trackio": ("pytest_hud.trackers.trackio", "pip install trackio"),
+    "wandb": ("pytest_hud.features.trackers.wandb", "pip install wandb"),
+    "tensorboard": ("pytest_hud.features.trackers.tensorboard", "pip install tensorboard"),
+    "mlflow": ("pytest_hud.features.trackers.mlflow", "pip install mlflow-skinny"),
+    "trackio": ("pytest_hud.features.trackers.trackio", "pip install trackio"),
 }
 
 

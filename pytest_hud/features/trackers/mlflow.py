@@ -10,7 +10,7 @@ from pathlib import Path
 import mlflow
 from mlflow.tracking import MlflowClient
 
-from pytest_hud.trackers import Figures
+from pytest_hud.features.trackers.figures import Figures
 
 __all__ = ["EXPERIMENT", "MlflowTracker", "open_tracker"]
 

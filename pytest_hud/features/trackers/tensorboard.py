@@ -14,7 +14,7 @@ from tensorboard.compat.proto.tensor_pb2 import TensorProto
 from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-from pytest_hud.trackers import Figures
+from pytest_hud.features.trackers.figures import Figures
 
 __all__ = ["TensorBoardTracker", "open_tracker"]
 

@@ -13,7 +13,7 @@ from typing import Any
 import trackio
 from trackio import context_vars
 
-from pytest_hud.trackers import Figures
+from pytest_hud.features.trackers.figures import Figures
 
 __all__ = ["PROJECT", "TrackioTracker", "open_tracker"]
 

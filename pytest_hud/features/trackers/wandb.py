@@ -11,7 +11,7 @@ from typing import Literal
 
 import wandb
 
-from pytest_hud.trackers import Figures
+from pytest_hud.features.trackers.figures import Figures
 
 __all__ = ["WandbTracker", "open_tracker"]
 

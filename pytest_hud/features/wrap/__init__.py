@@ -1,26 +1,42 @@
-"""The plugin's side of :func:`pytest_hud.wrap`: a test's own episodes become rows on its report
-(crossing xdist). Registered in every run.
+"""``wrap(env)`` (:mod:`.episodes`) and the plugin's side of it: a test's own gym loop, through
+the ``hud_wrap`` fixture or :func:`pytest_hud.wrap`, gives episodes that become rows on its
+report (crossing xdist). Registered in every run.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
-from pytest_hud import wrapping as wrap_mod
-from pytest_hud._plugin.video import VideoObserver
+from pytest_hud._plugin.feature_api import Hud, VideoObserver
 from pytest_hud.evaluation.results import Row
-from pytest_hud.wrapping import WrappedEpisode
+from pytest_hud.features.wrap import episodes as wrap_mod
+from pytest_hud.features.wrap.episodes import HudEnv, WrappedEpisode, wrap
 
-if TYPE_CHECKING:
-    from pytest_hud._plugin.session import HudSession
+__all__ = ["Settings", "WrapPlugin", "enable", "hud_wrap", "wrapped_row"]
 
-__all__ = ["WrapPlugin", "enable", "wrapped_row"]
+Settings = None
+
+
+@pytest.fixture
+def hud_wrap() -> Iterator[Callable[..., HudEnv]]:
+    """``env = hud_wrap(gym.make(...))``: the episodes the test drives become its rows;
+    an episode still running when the test ends is dropped, not reported."""
+    made: list[HudEnv] = []
+
+    def make(env: object, **kwargs: Any) -> HudEnv:
+        wrapped = wrap(env, **kwargs)
+        made.append(wrapped)
+        return wrapped
+
+    yield make
+    for wrapped in made:
+        wrapped._finish({})
 
 
 def wrapped_row(nodeid: str, ep: WrappedEpisode, failed: bool, repro: str) -> Row:
@@ -88,6 +104,6 @@ class WrapPlugin:
         return report
 
 
-def enable(session: HudSession) -> object | None:
-    """The feature's plugin for this session (registered in every run), else None."""
-    return WrapPlugin(session.videos, session.identity.repro)
+def enable(settings: None, hud: Hud) -> WrapPlugin:
+    """The feature's plugin (registered in every run)."""
+    return WrapPlugin(hud.videos, hud.identity.repro)

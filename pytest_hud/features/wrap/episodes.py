@@ -12,7 +12,7 @@ __all__ = ["FrameWriter", "HudEnv", "WrappedEpisode", "configure", "episodes", "
 
 
 class WrappedEpisode(TypedDict):
-    """One episode driven through a wrapped env (``features/wrap.py`` makes its row)."""
+    """One episode driven through a wrapped env (the feature makes its row)."""
 
     name: str
     env: str

@@ -26,6 +26,7 @@ from pytest_hud.robot.agent.agent import EpisodeReport, RobotAgent, RunSettings
 from pytest_hud.robot.agent.errors import AdapterError
 from pytest_hud.robot.agent.model import Model, episode_task
 from pytest_hud.robot.contract import Spaces
+from pytest_hud.robot.episode import EpisodeRun
 
 __all__ = ["VlaEvalAdapter", "VlaEvalAgent", "VlaEvalError", "VlaEvalModel", "task_info"]
 
@@ -215,7 +216,7 @@ class VlaEvalAgent(RobotAgent):
         *,
         token: str | None = None,
         prompt: str = "",
-        run: object = None,
+        run: EpisodeRun | None = None,
         settings: RunSettings | None = None,
     ) -> EpisodeReport:
         session = await self.model.session()

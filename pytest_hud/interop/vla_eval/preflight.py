@@ -72,4 +72,6 @@ def load(arg: str | None) -> VlaEvalAgent:
 
 
 #: ``--hud-agent=vla-eval:URL``, registered under the ``pytest_hud.agents`` entry points.
-KIND = AgentKind(load=load, form="vla-eval:ws://HOST:PORT", preflight=preflight)
+KIND = AgentKind(
+    load=load, form="vla-eval:ws://HOST:PORT", preflight=preflight, checked_in_controller=True
+)

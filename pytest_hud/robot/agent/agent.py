@@ -9,7 +9,7 @@ import contextvars
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -20,9 +20,18 @@ from pytest_hud.robot.agent.errors import ModelOutputError
 from pytest_hud.robot.agent.model import EPISODE_TASK, Model, check_chunk
 from pytest_hud.robot.agent.timed import INSTRUCTION, STOP, TimedCounters, Timing, run_timed
 from pytest_hud.robot.contract import Spaces
+from pytest_hud.robot.episode import EpisodeReport, EpisodeRun
 from pytest_hud.robot.wire.client import RobotClient
 
-__all__ = ["STEPS_ALONE", "EpisodeObserver", "EpisodeReport", "RobotAgent", "RunSettings"]
+__all__ = [
+    "STEPS_ALONE",
+    "ConfiguredAgent",
+    "EpisodeObserver",
+    "EpisodeReport",
+    "ObserverFactory",
+    "RobotAgent",
+    "RunSettings",
+]
 
 #: True inside an episode whose sim steps its slot without waiting for other slots (the
 #: bridge's ``slots_step_alone``): a BatchedModel may then run part of the rows while
@@ -50,8 +59,9 @@ class EpisodeObserver(Protocol):
     def end(self, ok: bool) -> dict[str, Any]: ...
 
 
-#: Makes an observer for one episode from the run and the env's spaces.
-ObserverFactory = Callable[[Any, Spaces], EpisodeObserver]
+#: Makes an observer for one episode from the run (None: an episode driven without one, from
+#: a capability alone) and the env's spaces.
+ObserverFactory = Callable[[EpisodeRun | None, Spaces], EpisodeObserver]
 
 
 @dataclass(frozen=True)
@@ -69,24 +79,16 @@ class RunSettings:
     timing: Timing | None = None
 
 
-@dataclass
-class EpisodeReport:
-    """What the agent saw: steps, why it stopped, and where the time went."""
+@dataclass(frozen=True)
+class ConfiguredAgent:
+    """An agent as a session's rollouts call it: the agent the user made, unchanged, and the
+    session's :class:`RunSettings`, which travel with each call."""
 
-    steps: int = 0
-    terminated: bool = False
-    truncated_by_agent: bool = False
-    inferences: int = 0
-    infer_s: float = 0.0
-    env_s: float = 0.0
-    wall_s: float = 0.0
-    total_reward: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    agent: RobotAgent
+    settings: RunSettings
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if k != "extra"}
-        out.update(self.extra)
-        return out
+    async def __call__(self, run: EpisodeRun) -> EpisodeReport:
+        return await self.agent(run, self.settings)
 
 
 class RobotAgent:
@@ -136,13 +138,11 @@ class RobotAgent:
         if model is not None:
             await model.aclose()
 
-    async def __call__(self, run: Any, settings: RunSettings | None = None) -> dict[str, Any]:
+    async def __call__(self, run: EpisodeRun, settings: RunSettings | None = None) -> EpisodeReport:
         """The Agent protocol of the scheduler: drive one started Run."""
-        kwargs: dict[str, Any] = {} if settings is None else {"settings": settings}
-        report = await self.run_episode(
-            run.robot, token=run.robot_token, prompt=run.prompt, run=run, **kwargs
+        return await self.run_episode(
+            run.robot, token=run.robot_token, prompt=run.prompt, run=run, settings=settings
         )
-        return report.to_dict()
 
     async def run_episode(
         self,
@@ -150,7 +150,7 @@ class RobotAgent:
         *,
         token: str | None = None,
         prompt: str = "",
-        run: Any = None,
+        run: EpisodeRun | None = None,
         settings: RunSettings | None = None,
     ) -> EpisodeReport:
         settings = settings or RunSettings()

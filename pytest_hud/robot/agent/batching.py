@@ -20,6 +20,7 @@ from pytest_hud.robot.agent.model import Model, check_chunk, run_infer, stack_ro
 from pytest_hud.robot.agent.pacing import CURRENT, Arrivals, Rollout
 from pytest_hud.robot.agent.split import Split
 from pytest_hud.robot.contract import Spaces
+from pytest_hud.robot.episode import EpisodeRun
 
 __all__ = ["BatchedAgent", "BatchedModel"]
 
@@ -294,7 +295,7 @@ class BatchedAgent(RobotAgent):
         *,
         token: str | None = None,
         prompt: str = "",
-        run: object = None,
+        run: EpisodeRun | None = None,
         settings: RunSettings | None = None,
     ) -> EpisodeReport:
         kwargs: dict[str, Any] = {} if settings is None else {"settings": settings}

@@ -7,6 +7,7 @@ entry-point group: an agent or a factory under its whole spec (``metaworld-exper
 
 from __future__ import annotations
 
+import glob
 import inspect
 import os
 import re
@@ -22,6 +23,8 @@ if TYPE_CHECKING:  # the agent stack loads with the first agent built, not with 
     from pytest_hud.robot.agent.agent import RobotAgent
 
 __all__ = [
+    "CHECKPOINT_TEMPLATE",
+    "DEFAULT_AGENT",
     "AgentKind",
     "AgentSpec",
     "AgentSpecError",
@@ -33,6 +36,7 @@ __all__ = [
 
 ENTRY_POINT_GROUP = "pytest_hud.agents"
 _STEP = re.compile(r"(?:^|/)checkpoints/(\d+)(?:/|$)")
+_GLOB = re.compile(r"[*?\[]")
 
 
 def checkpoint_step(path: str) -> int | None:
@@ -72,9 +76,57 @@ class AgentSpec:
         return self.kind in BUILTINS or self.text in _entry_points() or ":" in self.text
 
     @property
+    def checkpoint(self) -> str | None:
+        """The checkpoint a ``lerobot:PATH`` spec loads (None for other kinds)."""
+        return self.arg if self.kind == "lerobot" else None
+
+    @property
     def step(self) -> int | None:
         """The training step of a ``lerobot:.../checkpoints/NNNNNN/...`` checkpoint."""
-        return checkpoint_step(self.arg or "") if self.kind == "lerobot" else None
+        return checkpoint_step(self.checkpoint or "")
+
+    @property
+    def model_backed(self) -> bool:
+        """Whether the spec builds a model in this process (a checkpoint, pi05, a
+        ``MODULE:FACTORY``): what one process per device may serve to the others, where
+        ``zero``, ``random``, scripted experts and ``openpi:`` clients cost nothing."""
+        entry = _kind_of(self)
+        if entry is not None:
+            return entry.model
+        return self.text not in _entry_points() and ":" in self.text  # MODULE:FACTORY
+
+    @property
+    def checked_in_controller(self) -> bool:
+        """Whether the xdist controller builds this agent to check it against the envs
+        (``--hud-preflight``) before the workers build their own."""
+        entry = _kind_of(self)
+        return entry is not None and entry.checked_in_controller and self.replicas is None
+
+    def expand(self) -> list[AgentSpec]:
+        """A ``lerobot:GLOB`` as one spec per matched checkpoint folder, by training step;
+        else ``[self]``. AgentSpecError when the glob matches none."""
+        path = self.checkpoint
+        if path is None or not _GLOB.search(path):
+            return [self]
+        found: dict[str, str] = {}  # real path -> the match naming it (a step beats "last")
+        for match in sorted(glob.glob(path)):
+            if not os.path.isdir(match):
+                continue
+            real = os.path.realpath(match)
+            if real not in found or checkpoint_step(found[real]) is None:
+                found[real] = match
+        if not found:
+            raise AgentSpecError(
+                f"{self.text}: expected the glob to match checkpoint folders, got none; "
+                "fix: point it at a training run's checkpoints, e.g. "
+                "lerobot:outputs/train/act/checkpoints/*/pretrained_model"
+            )
+
+        def order(match: str) -> tuple[int, int, str]:
+            step = checkpoint_step(match)
+            return (step is None, step or 0, match)
+
+        return [AgentSpec(f"lerobot:{m}") for m in sorted(found.values(), key=order)]
 
     @property
     def replicas(self) -> str | None:
@@ -90,15 +142,25 @@ class AgentSpec:
         return self
 
 
+#: the agent of a session that names none
+DEFAULT_AGENT = AgentSpec("random")
+#: a checkpoint folder's spec, ``{path}`` filled in (``python -m pytest_hud watch``'s default)
+CHECKPOINT_TEMPLATE = "lerobot:{path}"
+
+
 @dataclass(frozen=True)
 class AgentKind:
-    """Specs ``NAME:ARG`` of a kind registered under ``NAME`` in the entry-point group:
-    ``load(arg)`` builds the agent, ``preflight(arg)`` checks what it can without building it
-    (the xdist controller's check), ``form`` shows the spelling in errors."""
+    """Specs ``NAME[:ARG]`` of one kind (a built-in, or one registered under ``NAME`` in the
+    entry-point group): ``load(arg)`` builds the agent, ``preflight(arg)`` checks what it can
+    without building it (the xdist controller's check), ``form`` shows the spelling in
+    errors; ``model``: it builds a model worth serving once per device; ``checked_in_controller``:
+    ``--hud-preflight`` builds it on the xdist controller to check it against the envs."""
 
     load: Callable[[str | None], Any]
     form: str
     preflight: Callable[[str | None], None] | None = None
+    model: bool = False
+    checked_in_controller: bool = False
 
 
 def _zero(arg: str | None = None) -> RobotAgent:
@@ -124,10 +186,27 @@ def _lerobot(arg: str | None = None) -> RobotAgent:
     return lerobot_agent(arg)
 
 
+def _check_lerobot(arg: str | None) -> None:
+    if not arg:
+        raise AgentSpecError("lerobot: needs a checkpoint, e.g. --hud-agent=lerobot:path")
+    from pytest_hud.robot.agent.lerobot import check_checkpoint
+
+    check_checkpoint(arg)
+
+
 def _pi05(arg: str | None = None) -> RobotAgent:
     from pytest_hud.robot.agent.lerobot import pi05_agent
 
     return pi05_agent(arg)
+
+
+def _check_pi05(arg: str | None) -> None:
+    from pytest_hud.robot.agent.lerobot import check_checkpoint, pi05_source
+
+    if arg:
+        check_checkpoint(arg)
+    else:  # its own message, naming the pi05:/path form
+        pi05_source()
 
 
 def _openpi(arg: str | None = None) -> RobotAgent:
@@ -146,13 +225,28 @@ def _openpi(arg: str | None = None) -> RobotAgent:
     return RobotAgent(model, name=f"openpi:{host}:{port}")
 
 
-BUILTINS: dict[str, Callable[[str | None], RobotAgent]] = {
-    "zero": _zero,
-    "random": _random,
-    "lerobot": _lerobot,
-    "pi05": _pi05,
-    "openpi": _openpi,
+#: The built-in kinds (registered ones come through the entry-point group).
+BUILTINS: dict[str, AgentKind] = {
+    "zero": AgentKind(_zero, "zero"),
+    "random": AgentKind(_random, "random[:SEED]"),
+    "lerobot": AgentKind(
+        _lerobot,
+        "lerobot:PATH_OR_REPO",
+        _check_lerobot,
+        model=True,
+        checked_in_controller=True,
+    ),
+    "pi05": AgentKind(_pi05, "pi05", _check_pi05, model=True, checked_in_controller=True),
+    "openpi": AgentKind(_openpi, "openpi:HOST:PORT", checked_in_controller=True),
 }
+
+
+def _kind_of(spec: AgentSpec) -> AgentKind | None:
+    """The kind ``spec`` is of: a built-in, or one registered under its prefix (a whole-spec
+    entry point, ``metaworld-expert``, is an agent, not a kind)."""
+    if spec.kind in BUILTINS:
+        return BUILTINS[spec.kind]
+    return _kind(spec.kind)
 
 
 def _entry_points() -> dict[str, metadata.EntryPoint]:
@@ -174,11 +268,7 @@ def _kind(name: str) -> AgentKind | None:
 def available_agents() -> list[str]:
     """Names ``--hud-agent`` accepts (forms with arguments shown as such)."""
     forms = [
-        "zero",
-        "random[:SEED]",
-        "lerobot:PATH_OR_REPO",
-        "pi05",
-        "openpi:HOST:PORT",
+        *(kind.form for kind in BUILTINS.values()),
         "openpi:ray:NAME",
         "MODULE:FACTORY",
         "path/to/file.py:FACTORY",
@@ -207,7 +297,7 @@ def load_agent(spec: str | AgentSpec, *, cluster: str | None = None) -> Any:
         return _replicas(parsed, cluster)
     spec, name, arg = parsed.text, parsed.kind, parsed.arg or ""
     if name in BUILTINS:
-        return BUILTINS[name](arg or None)
+        return BUILTINS[name].load(arg or None)
     eps = _entry_points()
     if spec in eps:
         return _as_agent(eps[spec].load(), spec)
@@ -248,28 +338,18 @@ def _replicas(spec: AgentSpec, cluster: str | None) -> object:
     return replica_agent(spec.replicas, cluster, agent_name=spec.text)
 
 
-def preflight(spec: str) -> None:
+def preflight(spec: AgentSpec) -> None:
     """load_agent's checks that build nothing (a checkpoint's folder or hub reachability,
     a factory's module and name), for a process that will not run the agent itself:
     the xdist controller, so a bad --hud-agent is one usage error before workers start."""
-    spec = spec.strip()
-    name, _, arg = spec.partition(":")
-    if name in ("lerobot", "pi05"):
-        from pytest_hud.robot.agent.lerobot import check_checkpoint, pi05_source
-
-        if name == "lerobot" and not arg:
-            raise AgentSpecError("lerobot: needs a checkpoint, e.g. --hud-agent=lerobot:path")
-        if arg:
-            check_checkpoint(arg)
-        else:  # pi05: its own message, naming the pi05:/path form
-            pi05_source()
-    elif name not in BUILTINS and spec not in _entry_points() and (kind := _kind(name)):
-        if kind.preflight is not None:
-            kind.preflight(arg)
-    elif name not in BUILTINS and spec not in _entry_points() and ":" in spec:
+    entry = _kind_of(spec)
+    if entry is not None:
+        if entry.preflight is not None:
+            entry.preflight(spec.arg)
+    elif spec.text not in _entry_points() and spec.arg is not None:
         from pytest_hud.plumbing.loader import load_object
 
         try:
-            load_object(spec)
+            load_object(spec.text)
         except (ImportError, AttributeError, FileNotFoundError, ValueError) as exc:
-            raise AgentSpecError(f"cannot load agent {spec!r}: {exc}") from None
+            raise AgentSpecError(f"cannot load agent {spec.text!r}: {exc}") from None

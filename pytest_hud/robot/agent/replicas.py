@@ -14,6 +14,7 @@ from typing import Any
 from pytest_hud.plumbing.cluster import connect
 from pytest_hud.robot.agent.agent import RobotAgent, RunSettings
 from pytest_hud.robot.agent.errors import AgentSpecError, RemoteModelError
+from pytest_hud.robot.episode import EpisodeReport, EpisodeRun
 
 __all__ = [
     "NAMESPACE",
@@ -222,7 +223,7 @@ class ReplicaAgent(RobotAgent):
         super().__init__(self.agents[0].model, adapter, name=name)
         self.turn = 0
 
-    async def __call__(self, run: object, settings: RunSettings | None = None) -> dict[str, object]:
+    async def __call__(self, run: EpisodeRun, settings: RunSettings | None = None) -> EpisodeReport:
         agent, self.turn = self.agents[self.turn % len(self.agents)], self.turn + 1
         return await agent(run, settings)
 

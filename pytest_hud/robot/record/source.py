@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from pytest_hud.robot.contract import Contract, Spaces
+from pytest_hud.robot.episode import EpisodeRun
 
 __all__ = ["CONTRACT_COLUMN", "ROW_COLUMN", "episode_source", "has_source_columns", "run_contract"]
 
@@ -17,7 +17,7 @@ ROW_COLUMN = "hud/row"
 CONTRACT_COLUMN = "hud/contract"
 
 
-def run_contract(run: Any) -> dict[str, object] | None:
+def run_contract(run: EpisodeRun | None) -> dict[str, object] | None:
     """The contract (raw JSON object) the run's robot capability carries, or None."""
     try:
         cap = run.robot if run is not None else None
@@ -25,24 +25,28 @@ def run_contract(run: Any) -> dict[str, object] | None:
         cap = None
     if not isinstance(cap, Mapping):
         return None
-    raw = (cap.get("params") or {}).get("contract") or cap.get("contract")
+    params = cap.get("params")
+    raw = (params.get("contract") if isinstance(params, Mapping) else None) or cap.get("contract")
     return dict(raw) if isinstance(raw, Mapping) else None
 
 
-def _row(run: object) -> dict[str, object] | None:
-    task = getattr(run, "task", None)
-    to_row = getattr(task, "to_row", None)
-    if not callable(to_row):
+def _row(run: EpisodeRun | None) -> dict[str, object] | None:
+    if run is None:
         return None
-    row: dict[str, Any] = to_row()
-    module = task.metadata.get("module") or getattr(task, "declared_in", None)  # type: ignore[union-attr]
+    task = run.task
+    row: dict[str, object] = dict(task.to_row())
+    module = task.metadata.get("module") or task.declared_in
     if module:
-        row["metadata"] = {**row.get("metadata", {}), "module": str(module)}
+        metadata = row.get("metadata")
+        row["metadata"] = {
+            **(metadata if isinstance(metadata, dict) else {}),
+            "module": str(module),
+        }
     return row
 
 
 def episode_source(
-    run: object, spaces: Spaces, rate: float | None, robot_type: str | None
+    run: EpisodeRun | None, spaces: Spaces, rate: float | None, robot_type: str | None
 ) -> dict[str, str]:
     """The episode's ``hud/row`` and ``hud/contract`` columns (the contract from the run,
     else rebuilt from the spaces the agent bound)."""

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from pytest_hud.robot.contract import Contract, Spaces
+from pytest_hud.robot.episode import EpisodeRun
 from pytest_hud.robot.record.commit import (
     close_dataset,
     open_dataset,
@@ -203,7 +204,7 @@ class DatasetWriter:
                 )
 
     # -- the observer --------------------------------------------------------------
-    def observer(self, run: object, spaces: Spaces) -> _EpisodeRecorder:
+    def observer(self, run: EpisodeRun | None, spaces: Spaces) -> _EpisodeRecorder:
         """An ``ObserverFactory``: ``agent.observers.append(writer.observer)``."""
         rate, robot_type = _run_contract(run)
         if rate is None:
@@ -462,7 +463,7 @@ class _EpisodeRecorder:
         return self.writer._commit(self.schema, frames, self.task, self.source)
 
 
-def _run_contract(run: object) -> tuple[float | None, str | None]:
+def _run_contract(run: EpisodeRun | None) -> tuple[float | None, str | None]:
     """control_rate and robot_type of the contract the run's robot capability carries."""
     raw = run_contract(run)
     if not raw:
@@ -471,9 +472,7 @@ def _run_contract(run: object) -> tuple[float | None, str | None]:
     return contract.control_rate, contract.robot_type
 
 
-def _task_text(run: object) -> str:
-    prompt = getattr(run, "prompt", "") or ""
-    if prompt:
-        return str(prompt)
-    task = getattr(run, "task", None)
-    return str(getattr(task, "key", "") or "") if task is not None else ""
+def _task_text(run: EpisodeRun | None) -> str:
+    if run is None:
+        return ""
+    return run.prompt or run.task.key
