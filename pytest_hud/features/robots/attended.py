@@ -206,7 +206,7 @@ class RobotsPlugin:
         return Gate(
             row=row,
             setup=str(args.get("setup") or ""),
-            prompt=prompt or "the env's own (shown once it has run)",
+            prompt=prompt or "the env's (shown once the episode starts)",
             arm=self.codes.get(arm) if arm else None,
             number=self.run + 1,
             image=image,
@@ -226,7 +226,9 @@ class RobotsPlugin:
         if self.grader is not None:
             sink = self.frames
             found.append(lambda run, spaces: Frames(sink, id(run.task) if run is not None else 0))
-        found.append(lambda run, spaces: Clock(self.episode, self._first_frame))
+        found.append(
+            lambda run, spaces: Clock(self.episode, self._first_frame, getattr(run, "prompt", ""))
+        )
         if self.operator is not None:
             folder, refs = self.hud.artifacts / "references", self.references
             found.append(lambda run, spaces: self._reference(run, spaces, folder, refs))

@@ -27,8 +27,12 @@ class Clock:
     """The running episode's first frame (its timer and the budget's clock start there,
     after the robot connected) and its ticks."""
 
-    def __init__(self, episode: Episode | None, first: Callable[[float], None]) -> None:
+    def __init__(
+        self, episode: Episode | None, first: Callable[[float], None], prompt: str = ""
+    ) -> None:
         self.episode, self.first = episode, first
+        if episode is not None and prompt:
+            episode.given = prompt  # what the env told the policy: the consoles show it
 
     def step(self, data: dict[str, object], action: object) -> None:
         episode = self.episode

@@ -88,6 +88,8 @@ class Episode:
     steps: int = 0
     #: the operator's instruction the policy gets now ("" until one is sent: the row's own)
     prompt: str = ""
+    #: the instruction the env gave the policy (known from the episode's first frame)
+    given: str = ""
     #: every instruction the operator sent: the step it took effect at and its text
     instructions: list[tuple[int, str]] = field(default_factory=list)
     early: Verdict | None = None
@@ -110,8 +112,14 @@ class Episode:
         return sent
 
     def current(self) -> str:
+        """The operator's latest instruction ("" for none)."""
         with self._lock:
             return self.prompt
+
+    def told(self) -> str:
+        """What the policy is told now: the operator's latest instruction, else the env's."""
+        with self._lock:
+            return self.prompt or self.given
 
     def grade_now(self, verdict: Verdict) -> None:
         """The operator's verdict during the episode: it ends at its next tick and no

@@ -20,8 +20,7 @@ def budget_left(
     """What the budget has left, in words (None: no budget). A duration's clock starts at
     the first episode's first frame: connecting the robot is not spent."""
     if episodes is not None:
-        left = max(0, episodes - run)
-        return f"{left} of {episodes} episodes left"
+        return f"{max(0, episodes - run)} of {episodes} episodes left"
     if seconds is None:
         return None
     if clock is None:
