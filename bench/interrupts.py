@@ -8,7 +8,7 @@ server started by hand), ``-n 2`` or no xdist, a moment and a signal pattern:
   reach mid-rollout (the shortest so far; 20 s before the first);
 * mid-rollout: once an episode is in the ledger and an endless row's rollout runs, plus a
   random 0-3 s;
-* teardown: every row quick; once the results file is written, plus a random delay within
+* teardown: every row quick; once every row is in the ledger, plus a random delay within
   the runtime's teardown (3 s at first; a session that ended before its signal shrinks it
   to 0.8 of what it took, and the run is drawn again);
 * SIGINT, SIGTERM, or SIGINT and a second SIGINT a random 0.2-3 s later; to the process
@@ -104,7 +104,7 @@ def hand_server(kind: str, folder: Path, tmp: Path) -> HandServer:
 
 
 def moment_met(session: Session) -> str:
-    if session.results.exists():
+    if session.results.exists() or len(set(session.episodes())) >= session.quick + session.endless:
         return "teardown"
     if session.episodes() or session.started() or session.endless_running():
         return "mid-rollout"
@@ -168,10 +168,11 @@ class Bench:
         if run.moment == "mid-rollout":
             phase = lambda: session.episodes() and session.endless_running()  # noqa: E731
             window = 3.0
-        else:
-            phase, window = session.results.exists, self.teardown[run.runtime]
+        else:  # every row is in the ledger: what follows is the session's teardown
+            phase = lambda: len(set(session.episodes())) >= session.quick  # noqa: E731
+            window = self.teardown[run.runtime]
         if not session.until(phase, PHASE_BOUND):
-            return "hung"
+            return "missed" if run.moment == "teardown" and phase() else "hung"
         met = time.monotonic()
         run.delay = self.rng.uniform(0, window)
         wait_for(lambda: session.ended(), run.delay)
