@@ -1,6 +1,6 @@
 """What the seeded suites share (:mod:`.robosuite`, :mod:`.gymnasium_robotics`, :mod:`.gym_hil`):
-rows are (task, seed), one template per task, a contract known without building a sim, the
-shipped ``tasks.jsonl`` packages and the camera variables. Tasks whose observations differ
+rows are (task, seed), one template per task, a contract known without building a sim and the
+camera variables. Tasks whose observations differ
 (FetchReach has no block, each robosuite task its own objects) are served by Environments of
 their own in one module, each named as its rows' ``env``.
 
@@ -11,10 +11,8 @@ function of the seed; success comes through ``info["success"]``, latched by the 
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,11 +24,10 @@ __all__ = [
     "action_feature",
     "cameras_from_environ",
     "image_feature",
-    "make_environment",
     "render_cameras",
     "seed_rows",
+    "serve_tasks",
     "state_feature",
-    "write_rows",
 ]
 
 #: Debian packages for headless MuJoCo rendering (EGL and OSMesa with Mesa, libGL that
@@ -83,25 +80,24 @@ def render_cameras(renderer: Any, data: Any, cameras: Sequence[str]) -> dict[str
     return out
 
 
-def make_environment(
-    name: str,
+def serve_tasks(
+    environment: Environment,
     prompts: Mapping[str, str],
     factory: Callable[..., Any],
     *,
     contract: Mapping[str, Any],
     fps: float,
-    requires: list[str],
-    apt: list[str],
     make_kwargs: Mapping[str, Any],
     rendering: bool,
     what: str,
 ) -> Environment:
-    """An Environment serving one template per task of ``prompts`` (its rows' ids)."""
+    """``environment`` serving ``factory``'s sim and one template per task of ``prompts``
+    (its rows' ids). The suite's own module constructs the Environment: the file that does
+    is the env module ``--hud-runtime=docker`` specifies the image from."""
     if rendering:
         from pytest_hud.doctor import preflight
 
         preflight()  # one RenderError with the fix, before any sim spawns
-    environment = Environment(name, requires=requires, apt=apt)
     sim = environment.gym(factory, make_kwargs=dict(make_kwargs), contract=contract, fps=fps)
     for task, prompt in prompts.items():
         environment.template(task)(_episode(sim, task, prompt, what))
@@ -134,18 +130,3 @@ def seed_rows(
         for t in tasks
         for s in range(seeds)
     ]
-
-
-def write_rows(module: str, files: Mapping[Path, Callable[[], list[Task]]]) -> list[Path]:
-    """Write each shipped ``tasks.jsonl`` from its row function (the module column at the top
-    level, as users write it)."""
-    out = []
-    for path, rows in files.items():
-        lines = []
-        for task in rows():
-            row: dict[str, object] = dict(task.to_row())
-            row.pop("metadata", None)
-            lines.append(json.dumps({**row, "module": module}))
-        path.write_text("\n".join(lines) + "\n")
-        out.append(path)
-    return out

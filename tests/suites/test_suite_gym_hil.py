@@ -8,20 +8,20 @@ window); a config registered the way a ``lerobot_env_*`` plugin registers one ma
 own ``make_env`` build gym-hil's PandaPickCube on its generic path, and lerobot-eval's
 ``rollout`` drives it. gym-hil reports ``info["succeed"]`` where ``rollout`` reads
 ``is_success`` (a KeyError at the episode's end without it), so the registered gym id adds
-that key from gym-hil's own, as such a plugin must."""
+that key from gym-hil's own, as such a plugin must (tests/helpers/own_loops.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from needs import require, require_lerobot
+from own_loops import gym_hil_episodes
 
 from pytest_hud import LocalRuntime, Task, Taskset, run
 from pytest_hud.suites.gym_hil import tasks as hil_tasks
@@ -48,9 +48,21 @@ def test_rows_and_shipped_file() -> None:
     rows = hil_tasks.pick_cube()
     assert len(rows) == 50 and {t.env for t in rows} == {"gym-hil"}
     assert rows[3].args == {"seed": 3} and rows[3].metadata["module"] == MODULE
-    for path, make in hil_tasks.SUITE_FILES.items():
+    for path, make in hil_tasks.SUITE_FILES.values():
         assert path.parent.joinpath("__init__.py").exists()
         assert [t.key for t in Taskset.load(path)] == [t.key for t in make()]
+
+
+def test_the_image_is_specified_from_the_suites_module() -> None:
+    """``--hud-runtime=docker`` specifies its image from the files that declared the rows'
+    Environments: the suite's own module, with its REQUIRES and APT."""
+    from pytest_hud.runtime.docker.auto import image_spec
+    from pytest_hud.suites import gym_hil as suite
+
+    assert suite.env.declared_in == suite.__file__
+    spec = image_spec([suite.__file__])
+    assert list(spec.modules.values()) == [MODULE]
+    assert set(suite.REQUIRES) <= set(spec.requires) and set(suite.APT) <= set(spec.apt)
 
 
 def test_the_seed_places_the_cube() -> None:
@@ -86,91 +98,6 @@ def test_a_do_nothing_agent_fails_at_the_limit() -> None:
     assert (result.steps, result.success, result.total_reward) == (100, False, 0.0)
 
 
-@dataclass
-class _Expert:
-    """gym-hil-expert as the torch module lerobot-eval's ``rollout`` drives."""
-
-    module: Any = field(default=None)
-
-    @staticmethod
-    def make() -> Any:
-        import torch
-
-        from pytest_hud.suites.gym_hil.expert import pick
-
-        class Policy(torch.nn.Module):
-            def reset(self) -> None:
-                pass
-
-            def select_action(self, batch: dict[str, Any]) -> Any:
-                state = batch["observation.state"].numpy().astype(np.float64)
-                cube = batch["observation.environment_state"].numpy().astype(np.float64)
-                rows = [pick(s[15:18], float(s[14]), c) for s, c in zip(state, cube, strict=True)]
-                return torch.from_numpy(np.stack(rows).astype(np.float32))
-
-        return Policy()
-
-
-def _lerobot_eval_episodes(seeds: list[int]) -> list[tuple[int, float, bool]]:
-    """lerobot-eval's ``rollout`` over LeRobot's ``make_env`` of gym-hil, one seed per call
-    (the suite's seeding: NumPy's global RNG, then ``reset(seed=)``)."""
-    from dataclasses import dataclass as config_dataclass
-
-    from lerobot.envs.configs import EnvConfig
-    from lerobot.envs.factory import make_env, make_env_pre_post_processors
-    from lerobot.scripts.lerobot_eval import rollout
-
-    if "hil" not in EnvConfig.get_known_choices():
-        import gymnasium as gym
-
-        class IsSuccess(gym.Wrapper):  # type: ignore[type-arg]
-            def step(self, action: Any) -> Any:
-                obs, reward, terminated, truncated, info = self.env.step(action)
-                return obs, reward, terminated, truncated, {**info, "is_success": info["succeed"]}
-
-        def make(**kwargs: Any) -> Any:
-            import gym_hil  # noqa: F401
-
-            return IsSuccess(gym.make("gym_hil/PandaPickCube-v0", **kwargs))
-
-        gym.register("gym_hil_eval/PandaPickCube-v0", entry_point=make, max_episode_steps=100)
-
-        @EnvConfig.register_subclass("hil")
-        @config_dataclass
-        class HilEnv(EnvConfig):  # what a lerobot_env_* plugin for gym-hil would register
-            task: str | None = "PandaPickCube-v0"
-            fps: int = 10
-
-            @property
-            def package_name(self) -> str:
-                return "gym_hil"
-
-            @property
-            def gym_id(self) -> str:
-                return f"gym_hil_eval/{self.task}"
-
-            @property
-            def gym_kwargs(self) -> dict:
-                return {"reset_delay_seconds": 0.0, "random_block_position": True}
-
-    config = EnvConfig.get_choice_class("hil")()
-    [vec] = [v for tasks in make_env(config, n_envs=1).values() for v in tasks.values()]
-    env_pre, env_post = make_env_pre_post_processors(config, None)
-    policy = _Expert.make()
-    out = []
-    try:
-        for seed in seeds:
-            np.random.seed(seed)
-            data = rollout(vec, policy, env_pre, env_post, lambda b: b, lambda a: a, seeds=[seed])
-            done = data["done"][0].numpy()
-            length = int(np.argmax(done)) + 1
-            reward = float(data["reward"][0, :length].sum())
-            out.append((length, reward, bool(data["success"][0, :length].any())))
-    finally:
-        vec.close()
-    return out
-
-
 @pytest.mark.lerobot
 def test_fidelity_against_lerobot_eval_rollout() -> None:
     """The same expert, seeds and 100-step limit: per episode the same length, summed reward
@@ -180,7 +107,7 @@ def test_fidelity_against_lerobot_eval_rollout() -> None:
 
     rows = hil_tasks.pick_cube(3)
     ours = rollouts(rows, expert_agent())
-    theirs = _lerobot_eval_episodes([t.args["seed"] for t in rows])
+    theirs = gym_hil_episodes("PandaPickCube-v0", [t.args["seed"] for t in rows])
     for row, result, (length, reward, success) in zip(rows, ours, theirs, strict=True):
         assert result.error is None, result.error
         assert (result.steps, result.success) == (length, success), row.key

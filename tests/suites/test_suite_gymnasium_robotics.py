@@ -1,7 +1,8 @@
 """The shipped gymnasium-robotics suite: its rows, its envs (real gymnasium-robotics 1.4.2 on
-MuJoCo), ``fetch-expert`` through the plugin, the fidelity of its episodes against a plain
-gymnasium loop, and a camera-rendered smoke episode. Kept to a few short episodes (Fetch's
-are 50 steps); the full-size runs are bench/suites.py's."""
+MuJoCo), ``fetch-expert`` and ``kitchen-expert`` through the plugin, the fidelity of their
+episodes against a plain gymnasium loop, and a camera-rendered smoke episode. Kept to a few
+short episodes (Fetch's are 50 steps, the kitchen's here 35-60); the full-size runs are
+bench/suites.py's."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 from needs import require
+from own_loops import fetch_episodes, kitchen_episodes
 
 from pytest_hud import LocalRuntime, SubprocessRuntime, Task, Taskset, run
 from pytest_hud.robot import RandomModel, RobotAgent
@@ -45,13 +47,25 @@ def test_rows_and_shipped_files() -> None:
     assert {t.env for t in kitchen} == {"franka-kitchen"}
     assert fetch[0].args == {"seed": 0} and fetch[0].metadata["module"] == MODULE
     assert len({t.key for t in fetch + kitchen}) == 230
-    for path, rows in gr_tasks.SUITE_FILES.items():
+    for path, rows in gr_tasks.SUITE_FILES.values():
         assert path.parent.joinpath("__init__.py").exists()  # --pyargs needs a package
         assert [t.key for t in Taskset.load(path)] == [t.key for t in rows()]
     with pytest.raises(ValueError, match="unknown task"):
         gr_tasks.fetch(tasks=("FetchSlide-v4",))
     with pytest.raises(LookupError, match="names no gymnasium-robotics task"):
         gr_tasks.task_for_prompt("dance")
+
+
+def test_the_image_is_specified_from_the_suites_module() -> None:
+    """``--hud-runtime=docker`` specifies its image from the files that declared the rows'
+    Environments: the suite's own module, with its REQUIRES and APT."""
+    from pytest_hud.runtime.docker.auto import image_spec
+    from pytest_hud.suites import gymnasium_robotics as suite
+
+    assert {e.declared_in for e in suite.make_environments().values()} == {suite.__file__}
+    spec = image_spec([suite.__file__])
+    assert list(spec.modules.values()) == [MODULE]
+    assert set(suite.REQUIRES) <= set(spec.requires) and set(suite.APT) <= set(spec.apt)
 
 
 def test_contracts_match_the_envs() -> None:
@@ -99,31 +113,28 @@ def test_expert_solves_each_fetch_task_through_the_plugin(pytester: pytest.Pytes
     assert {r["prompt"] for r in data["rollouts"]} == set(gr_tasks.FETCH.values())
 
 
-def _plain_loop(task: str, seed: int) -> tuple[int, float, bool]:
-    """gymnasium-robotics as a user drives it: make, reset(seed), step the expert until the
-    env ends the episode; success is the final step's ``is_success``."""
-    import gymnasium as gym
-    import gymnasium_robotics
+@pytest.mark.docker
+@pytest.mark.timeout(3600)  # a cold image: gymnasium-robotics + mujoco ~5 min under load
+def test_fetch_expert_under_the_docker_runtime(pytester: pytest.Pytester) -> None:
+    """``--hud-runtime=docker`` with no image flag builds (or finds: scripts/setup --all
+    prebuilds it) the image from the suite's REQUIRES and APT, and serves the Fetch rows in
+    it: one seed of each task, fetch-expert, every episode a success."""
+    from docker_helpers import engine
 
-    from pytest_hud.suites.gymnasium_robotics.expert import pick_and_place, push, reach
-
-    gym.register_envs(gymnasium_robotics)
-    env = gym.make(task)
-    obs, _ = env.reset(seed=seed)
-    steps, total = 0, 0.0
-    while True:
-        o, goal = obs["observation"].astype(np.float64), obs["desired_goal"].astype(np.float64)
-        if task == "FetchReach-v4":
-            action = reach(o[0:3], goal)
-        elif task == "FetchPush-v4":
-            action = push(o[0:3], o[3:6], goal)
-        else:
-            action = pick_and_place(o[0:3], o[3:6], o[9:11], goal)
-        obs, reward, terminated, truncated, info = env.step(action.astype(np.float32))
-        steps, total = steps + 1, total + float(reward)
-        if terminated or truncated:
-            env.close()
-            return steps, total, bool(info["is_success"])
+    client = engine()
+    require(client, "a Docker engine", "start one with scripts/setup --docker")
+    client.close()
+    rows = gr_tasks.fetch(1)
+    lines = [json.dumps({**t.to_row(), "module": MODULE}) for t in rows]
+    pytester.makefile(".jsonl", fetch_docker="\n".join(lines))
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--hud-runtime=docker", "--hud-agent=fetch-expert",
+        "--hud-results=r.json", timeout=3000,
+    )  # fmt: skip
+    result.assert_outcomes(passed=3)
+    data = json.loads(Path(pytester.path, "r.json").read_text())
+    assert [r["steps"] for r in data["rollouts"]] == [50, 50, 50]
+    assert data["overall"]["success_rate"] == 1.0
 
 
 def test_fidelity_against_a_plain_gymnasium_loop() -> None:
@@ -134,7 +145,7 @@ def test_fidelity_against_a_plain_gymnasium_loop() -> None:
     ours = rollouts(rows, expert_agent())
     for row, result in zip(rows, ours, strict=True):
         assert result.error is None, result.error
-        steps, total, success = _plain_loop(row.id, row.args["seed"])
+        ((steps, total, success),) = fetch_episodes(row.id, [row.args["seed"]])
         assert (result.steps, result.success) == (steps, success), row.key
         assert result.total_reward == pytest.approx(total, abs=1e-9), row.key
     assert all(r.success for r in ours)
@@ -146,6 +157,35 @@ def test_kitchen_episode_runs_to_its_limit_with_a_random_agent() -> None:
     assert result.error is None, result.error
     assert (result.steps, result.success) == (30, False)
     assert result.prompt == "open the microwave"
+
+
+def test_kitchen_expert_and_fidelity_against_a_plain_gymnasium_loop() -> None:
+    """kitchen-expert opens the microwave and turns on the light, and per episode the plugin
+    gives the steps, reward and success of a plain gymnasium loop with the same policy."""
+    from pytest_hud.suites.gymnasium_robotics import kitchen_agent
+
+    rows = gr_tasks.kitchen(1, ("kitchen-microwave", "kitchen-light-switch"))
+    ours = rollouts(rows, kitchen_agent())
+    for row, result in zip(rows, ours, strict=True):
+        assert result.error is None, result.error
+        assert result.success, row.key
+        ((steps, total, success),) = kitchen_episodes(row.id, [row.args["seed"]])
+        assert (result.steps, result.success) == (steps, success), row.key
+        assert result.total_reward == pytest.approx(total, abs=1e-9), row.key
+
+
+def test_kitchen_expert_refuses_other_contracts_and_tasks() -> None:
+    from pytest_hud.robot import ContractError
+    from pytest_hud.robot.contract import Contract
+    from pytest_hud.suites import gymnasium_robotics as suite
+    from pytest_hud.suites.gymnasium_robotics import KitchenExpert
+
+    expert = KitchenExpert()
+    expert.bind(Contract.from_dict(suite.contract("kitchen-kettle")).spaces())
+    with pytest.raises(LookupError, match="FrankaKitchen goals only"):
+        expert.act("FetchPush-v4", np.zeros(59))
+    with pytest.raises(ContractError, match="kitchen rows"):
+        expert.bind(Contract.from_dict(suite.contract("FetchPush-v4")).spaces())
 
 
 def test_rendered_smoke_episode(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,7 +1,7 @@
 """The shipped robosuite suite: its rows, its envs (real robosuite 1.5.1 on MuJoCo, default OSC
-controller), ``robosuite-expert`` through the plugin on Lift and Stack, and the fidelity of its
-episodes against robosuite's own env loop. A few episodes (~50-80 steps each); the full-size
-runs are bench/suites.py's."""
+controller), ``robosuite-expert`` through the plugin on Lift, Stack, Door and TwoArmLift, and the
+fidelity of its episodes against robosuite's own env loop. One seed a task (~50-130 steps each);
+the full-size runs are bench/suites.py's."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 from needs import require
+from own_loops import robosuite_episodes
 
 from pytest_hud import LocalRuntime, Task, Taskset, run
 from pytest_hud.robot import RobotAgent, ZeroModel
@@ -36,7 +37,7 @@ def rollouts(rows: list[Task], agent: Any) -> list[Any]:
 
 
 def test_rows_and_shipped_files() -> None:
-    for path, make in rs_tasks.SUITE_FILES.items():
+    for path, make in rs_tasks.SUITE_FILES.values():
         assert path.parent.joinpath("__init__.py").exists()
         assert [t.key for t in Taskset.load(path)] == [t.key for t in make()]
     rows = rs_tasks.rows("TwoArmLift", 3)
@@ -44,6 +45,18 @@ def test_rows_and_shipped_files() -> None:
     assert rows[2].args == {"seed": 2}
     with pytest.raises(ValueError, match="unknown task"):
         rs_tasks.rows("NutAssembly")
+
+
+def test_the_image_is_specified_from_the_suites_module() -> None:
+    """``--hud-runtime=docker`` specifies its image from the files that declared the rows'
+    Environments: the suite's own module, with its REQUIRES and APT."""
+    from pytest_hud.runtime.docker.auto import image_spec
+    from pytest_hud.suites import robosuite as suite
+
+    assert {e.declared_in for e in suite.make_environments().values()} == {suite.__file__}
+    spec = image_spec([suite.__file__])
+    assert list(spec.modules.values()) == [MODULE]
+    assert set(suite.REQUIRES) <= set(spec.requires) and set(suite.APT) <= set(spec.apt)
 
 
 def test_contracts_match_robosuite() -> None:
@@ -73,43 +86,19 @@ def test_a_do_nothing_agent_fails_at_the_cut() -> None:
     assert result.prompt == "open the door"
 
 
-def _robosuite_loop(task: str, seed: int) -> tuple[int, float, bool]:
-    """robosuite as its scripts drive it: ``robosuite.make``, seed NumPy, reset, step until the
-    task's ``_check_success()`` or the step limit."""
-    import robosuite
-
-    from pytest_hud.suites.robosuite.expert import lift, stack
-    from pytest_hud.suites.robosuite.sim import robosuite_kwargs
-
-    policy = {"Lift": lift, "Stack": stack}[task]
-    env = robosuite.make(**robosuite_kwargs(task))
-    np.random.seed(seed)
-    obs = env.reset()
-    total = 0.0
-    try:
-        for step in range(1, rs_tasks.MAX_STEPS[task] + 1):
-            state = {k: np.asarray(v, np.float32).astype(np.float64) for k, v in obs.items()}
-            action = policy(state["robot0_eef_pos"], state["robot0_gripper_qpos"], state)
-            obs, reward, _, _ = env.step(action.astype(np.float32).astype(np.float64))
-            total += float(reward)
-            if env._check_success():
-                return step, total, True
-        return step, total, False
-    finally:
-        env.close()
-
-
+@pytest.mark.timeout(900)  # 4 episodes twice, ~50-130 steps each: minutes on a loaded machine
 def test_expert_and_fidelity_against_robosuites_loop() -> None:
-    """robosuite-expert succeeds on Lift and Stack, and per episode the plugin gives the
-    steps, reward and success robosuite's own loop gives for the same policy and seed."""
+    """robosuite-expert succeeds on each task (Door: the lever turned past its latch, then
+    pulled; TwoArmLift: both arms), and per episode the plugin gives the steps, reward and
+    success robosuite's own loop gives for the same policy and seed."""
     from pytest_hud.suites.robosuite import expert_agent
 
-    rows = rs_tasks.rows("Lift", 2) + rs_tasks.rows("Stack", 1)
+    rows = [t for task in rs_tasks.PROMPTS for t in rs_tasks.rows(task, 1)]
     ours = rollouts(rows, expert_agent())
     for row, result in zip(rows, ours, strict=True):
         assert result.error is None, result.error
         assert result.success, row.key
-        steps, total, success = _robosuite_loop(row.id, row.args["seed"])
+        ((steps, total, success),) = robosuite_episodes(row.id, [row.args["seed"]])
         assert (result.steps, result.success) == (steps, success), row.key
         assert result.total_reward == pytest.approx(total, abs=1e-9), row.key
 
@@ -117,5 +106,5 @@ def test_expert_and_fidelity_against_robosuites_loop() -> None:
 def test_expert_refuses_tasks_it_has_no_policy_for() -> None:
     from pytest_hud.suites.robosuite import RobosuiteExpert
 
-    with pytest.raises(LookupError, match="no policy for 'Door'"):
-        RobosuiteExpert().act("Door", np.zeros(9), np.zeros(14))
+    with pytest.raises(LookupError, match="no policy for 'NutAssembly'"):
+        RobosuiteExpert().act("NutAssembly", np.zeros(9), np.zeros(14))

@@ -22,7 +22,7 @@ from pytest_hud.suites.seeded import (
     action_feature,
     cameras_from_environ,
     image_feature,
-    make_environment,
+    serve_tasks,
     state_feature,
 )
 
@@ -66,14 +66,12 @@ def contract(cameras: Sequence[str] = (), size: int = 128) -> dict[str, object]:
 def make_hil_environment(cameras: Sequence[str] = (), size: int = 128) -> Environment:
     """An Environment serving gym-hil's tasks, one template per task."""
     cameras = tuple(cameras)
-    return make_environment(
-        ENV,
+    return serve_tasks(
+        Environment(ENV, requires=REQUIRES, apt=APT),
         PROMPTS,
         make_env,
         contract=contract(cameras, size),
         fps=CONTROL_RATE,
-        requires=REQUIRES,
-        apt=APT,
         make_kwargs={"cameras": cameras, "size": size},
         rendering=True,  # gym-hil renders at build, cameras or not
         what="gym-hil",

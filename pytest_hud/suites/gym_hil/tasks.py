@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_hud import Task
-from pytest_hud.suites.seeded import seed_rows, write_rows
+from pytest_hud.suites.seeded import seed_rows
 
-__all__ = ["ENV", "MODULE", "PROMPTS", "SUITE_FILES", "pick_cube", "write_suite_files"]
+__all__ = ["ENV", "MODULE", "PROMPTS", "SUITE_FILES", "pick_cube"]
 
 ENV = "gym-hil"
 MODULE = "pytest_hud.suites.gym_hil"
@@ -20,10 +20,6 @@ def pick_cube(seeds: int = 50) -> list[Task]:
     return seed_rows(MODULE, tuple(PROMPTS), seeds, dict.fromkeys(PROMPTS, ENV))
 
 
-#: The shipped JSONL file (a package, so ``pytest --pyargs`` names it).
-SUITE_FILES = {Path(__file__).parent / "pick_cube" / "tasks.jsonl": lambda: pick_cube()}
-
-
-def write_suite_files() -> list[Path]:
-    """Regenerate the shipped JSONL file from the function above."""
-    return write_rows(MODULE, SUITE_FILES)
+#: The shipped JSONL file, name -> (path, rows): a package, so ``pytest --pyargs`` names it
+#: (scripts/write_suites.py writes it).
+SUITE_FILES = {"pick_cube": (Path(__file__).parent / "pick_cube" / "tasks.jsonl", pick_cube)}

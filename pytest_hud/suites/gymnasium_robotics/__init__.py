@@ -1,5 +1,5 @@
 """gymnasium-robotics as a shipped suite: the Fetch tasks and FrankaKitchen, env module, rows (in
-``.fetch`` / ``.kitchen``) and the Fetch expert (guide: docs/guides/suites.md).
+``.fetch`` / ``.kitchen``), the Fetch expert and the kitchen's (guide: docs/guides/suites.md).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from pytest_hud import Environment
 from pytest_hud.suites.gymnasium_robotics.expert import FetchExpert, expert_agent
+from pytest_hud.suites.gymnasium_robotics.kitchen_expert import KitchenExpert, kitchen_agent
 from pytest_hud.suites.gymnasium_robotics.sim import (
     FETCH_RATE,
     KITCHEN_RATE,
@@ -22,7 +23,7 @@ from pytest_hud.suites.seeded import (
     action_feature,
     cameras_from_environ,
     image_feature,
-    make_environment,
+    serve_tasks,
     state_feature,
 )
 
@@ -34,12 +35,14 @@ __all__ = [
     "REQUIRES",
     "SIZE_VAR",
     "FetchExpert",
+    "KitchenExpert",
     "contract",
     "expert_agent",
     "fetch_pick_and_place",
     "fetch_push",
     "fetch_reach",
     "franka_kitchen",
+    "kitchen_agent",
     "make_environments",
 ]
 
@@ -76,14 +79,12 @@ def make_environments(cameras: Sequence[str] = (), size: int = 224) -> dict[str,
     out: dict[str, Environment] = {}
     for name in dict.fromkeys(ENVS.values()):
         tasks = [t for t, e in ENVS.items() if e == name]
-        out[name] = make_environment(
-            name,
+        out[name] = serve_tasks(
+            Environment(name, requires=REQUIRES, apt=APT),
             {t: PROMPTS[t] for t in tasks},
             make_env,
             contract=contract(tasks[0], cameras, size),
             fps=KITCHEN_RATE if tasks[0] in KITCHEN_GOALS else FETCH_RATE,
-            requires=REQUIRES,
-            apt=APT,
             make_kwargs={"cameras": cameras, "size": size},
             rendering=bool(cameras),
             what="gymnasium-robotics",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_hud import Task
-from pytest_hud.suites.seeded import seed_rows, write_rows
+from pytest_hud.suites.seeded import seed_rows
 
 __all__ = [
     "ENVS",
@@ -20,7 +20,6 @@ __all__ = [
     "fetch",
     "kitchen",
     "task_for_prompt",
-    "write_suite_files",
 ]
 
 MODULE = "pytest_hud.suites.gymnasium_robotics"
@@ -92,13 +91,9 @@ def kitchen(seeds: int = 10, tasks: tuple[str, ...] = tuple(KITCHEN)) -> list[Ta
 
 
 _HERE = Path(__file__).parent
-#: The shipped JSONL files (one package each, so ``pytest --pyargs`` names them).
+#: The shipped JSONL files, name -> (path, rows): one package each, so ``pytest --pyargs``
+#: names them (scripts/write_suites.py writes them).
 SUITE_FILES = {
-    _HERE / "fetch" / "tasks.jsonl": lambda: fetch(),
-    _HERE / "kitchen" / "tasks.jsonl": lambda: kitchen(),
+    "fetch": (_HERE / "fetch" / "tasks.jsonl", lambda: fetch()),
+    "kitchen": (_HERE / "kitchen" / "tasks.jsonl", lambda: kitchen()),
 }
-
-
-def write_suite_files() -> list[Path]:
-    """Regenerate the shipped JSONL files from the functions above."""
-    return write_rows(MODULE, SUITE_FILES)

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pytest_hud import Task
@@ -21,7 +20,6 @@ __all__ = [
     "mt10",
     "mt50",
     "task_for_prompt",
-    "write_suite_files",
 ]
 
 ENV = "metaworld"
@@ -143,25 +141,10 @@ def mt50(variations: int = 2) -> list[Task]:
     return _rows(MT50, variations)
 
 
-#: The shipped JSONL files (one package each, so ``pytest --pyargs`` names them).
+#: The shipped JSONL files, name -> (path, rows): one package each, so ``pytest --pyargs``
+#: names them (scripts/write_suites.py writes them).
 SUITE_FILES = {
     "mt1": (Path(__file__).parent / "mt1" / "tasks.jsonl", lambda: mt1()),
     "mt10": (Path(__file__).parent / "mt10" / "tasks.jsonl", lambda: mt10()),
     "mt50": (Path(__file__).parent / "mt50" / "tasks.jsonl", lambda: mt50()),
 }
-
-
-def _plain(task: Task) -> dict[str, object]:
-    row: dict[str, object] = dict(task.to_row())
-    row.pop("metadata", None)  # the module column goes at the top level, as users write it
-    return row
-
-
-def write_suite_files() -> list[Path]:
-    """Regenerate the shipped JSONL files from the functions above."""
-    out = []
-    for path, rows in SUITE_FILES.values():
-        lines = [json.dumps({**_plain(t), "module": MODULE}) for t in rows()]
-        path.write_text("\n".join(lines) + "\n")
-        out.append(path)
-    return out

@@ -16,7 +16,7 @@ from pytest_hud.suites.seeded import (
     action_feature,
     cameras_from_environ,
     image_feature,
-    make_environment,
+    serve_tasks,
     state_feature,
 )
 
@@ -71,14 +71,12 @@ def make_environments(cameras: Sequence[str] = (), size: int = 224) -> dict[str,
     """One Environment per task (their observations differ), named as in :data:`ENVS`."""
     cameras = tuple(cameras)
     return {
-        name: make_environment(
-            name,
+        name: serve_tasks(
+            Environment(name, requires=REQUIRES, apt=APT),
             {task: PROMPTS[task]},
             make_env,
             contract=contract(task, cameras, size),
             fps=CONTROL_RATE,
-            requires=REQUIRES,
-            apt=APT,
             make_kwargs={"cameras": cameras, "size": size},
             rendering=bool(cameras),
             what="robosuite",

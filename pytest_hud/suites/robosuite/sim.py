@@ -18,7 +18,14 @@ import numpy as np
 
 from pytest_hud.suites.robosuite.tasks import MAX_STEPS, OBJECTS, ROBOTS
 
-__all__ = ["CONTROL_RATE", "ROBOT_PARTS", "RobosuiteEnv", "make_env", "robosuite_kwargs"]
+__all__ = [
+    "CONTROL_RATE",
+    "ROBOT_PARTS",
+    "RobosuiteEnv",
+    "flat_state",
+    "make_env",
+    "robosuite_kwargs",
+]
 
 #: robosuite's default control frequency.
 CONTROL_RATE = 20.0

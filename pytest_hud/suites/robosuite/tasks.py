@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_hud import Task
-from pytest_hud.suites.seeded import seed_rows, write_rows
+from pytest_hud.suites.seeded import seed_rows
 
 __all__ = [
     "ENVS",
@@ -19,7 +19,6 @@ __all__ = [
     "SUITE_FILES",
     "rows",
     "task_for_prompt",
-    "write_suite_files",
 ]
 
 MODULE = "pytest_hud.suites.robosuite"
@@ -99,15 +98,14 @@ def rows(task: str, seeds: int = 50) -> list[Task]:
 
 
 _HERE = Path(__file__).parent
-#: The shipped JSONL files (one package each, so ``pytest --pyargs`` names them).
+#: The shipped JSONL files, name -> (path, rows): one package each, so ``pytest --pyargs``
+#: names them (scripts/write_suites.py writes them).
 SUITE_FILES = {
-    _HERE / "lift" / "tasks.jsonl": lambda: rows("Lift"),
-    _HERE / "stack" / "tasks.jsonl": lambda: rows("Stack"),
-    _HERE / "door" / "tasks.jsonl": lambda: rows("Door"),
-    _HERE / "two_arm_lift" / "tasks.jsonl": lambda: rows("TwoArmLift"),
+    name: (_HERE / name / "tasks.jsonl", lambda task=task: rows(task))
+    for name, task in (
+        ("lift", "Lift"),
+        ("stack", "Stack"),
+        ("door", "Door"),
+        ("two_arm_lift", "TwoArmLift"),
+    )
 }
-
-
-def write_suite_files() -> list[Path]:
-    """Regenerate the shipped JSONL files from the functions above."""
-    return write_rows(MODULE, SUITE_FILES)
