@@ -287,12 +287,13 @@ def main() -> None:
     for suite in args.suites:
         module, make_rows, agent, own = SUITES[suite]
         print(f"\n{suite}: {agent}, {args.seeds} seed(s) per row (load {os.getloadavg()[0]:.1f})")
-        runs = [own(args.seeds)]
+        runs = [{**own(args.seeds), "load": os.getloadavg()[0]}]
         for runtime in args.runtimes:
             if suite == "maniskill" and runtime == "docker":
                 print("  docker: skipped (the image carries torch: see docs/guides/suites.md)")
                 continue
-            runs.append(plugin_run(module, make_rows(args.seeds), load_agent(agent), runtime))
+            run = plugin_run(module, make_rows(args.seeds), load_agent(agent), runtime)
+            runs.append({**run, "load": os.getloadavg()[0]})
         for r in runs:
             r["suite"] = suite
             r["episodes_per_s"] = r["episodes"] / r["wall_s"]
@@ -300,7 +301,7 @@ def main() -> None:
             print(
                 f"  {r['loop']:<30}{r['episodes']:>4} episodes {r['successes']:>4} ok "
                 f"{r['errors']:>2} errors {r['steps']:>6} steps {r['wall_s']:>7.1f} s "
-                f"{r['episodes_per_s']:>6.2f} eps/s",
+                f"{r['episodes_per_s']:>6.2f} eps/s  (load {r['load']:.1f} at its end)",
                 flush=True,
             )
     if args.json:

@@ -75,8 +75,11 @@ AGENT = "pytest_hud.suites.metaworld:expert_agent"
 SEEDED = {
     "pytest_hud.suites.gymnasium_robotics.fetch": "fetch-expert",
     "pytest_hud.suites.gym_hil.pick_cube": "gym-hil-expert",
+    "pytest_hud.suites.gymnasium_robotics.kitchen": "kitchen-expert",
     "pytest_hud.suites.robosuite.lift": "robosuite-expert",
     "pytest_hud.suites.robosuite.stack": "robosuite-expert",
+    "pytest_hud.suites.robosuite.door": "robosuite-expert",
+    "pytest_hud.suites.robosuite.two_arm_lift": "robosuite-expert",
     "pytest_hud.suites.kinetix.s": "kinetix-expert",
     # plans in $PYTEST_HUD_MANISKILL_PLANNER's python (.ci/venvs/maniskill)
     "pytest_hud.suites.maniskill.tabletop": "maniskill-expert",
