@@ -15,6 +15,7 @@ import json
 import os
 import select
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -42,6 +43,7 @@ def _mplib_fits() -> bool:
 class _Worker:
     def __init__(self, python: str) -> None:
         self.python = python
+        self.lock = threading.Lock()
         self.proc = subprocess.Popen(
             [python, str(Path(__file__).with_name("planner_worker.py"))],
             stdin=subprocess.PIPE,
@@ -52,6 +54,12 @@ class _Worker:
         )
 
     def ask(self, task: str, env_state: np.ndarray) -> tuple[np.ndarray, bool]:
+        """One plan; concurrent episodes (rows on several substrates, one agent) take
+        turns: the worker answers one request at a time, in order."""
+        with self.lock:
+            return self._ask(task, env_state)
+
+    def _ask(self, task: str, env_state: np.ndarray) -> tuple[np.ndarray, bool]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         request = {"task": task, "state": np.asarray(env_state, float).tolist()}
         try:
@@ -87,6 +95,7 @@ class _Worker:
 
 
 _WORKER: list[_Worker] = []
+_STARTING = threading.Lock()
 
 
 def plan(task: str, env_state: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -100,6 +109,8 @@ def plan(task: str, env_state: np.ndarray) -> tuple[np.ndarray, bool]:
             f"numpy {np.__version__}; fix: set ${PLANNER_VAR} to a python with numpy < 2 and "
             "mani-skill==3.0.1 (scripts/setup --all makes .ci/venvs/maniskill)"
         )
-    if not _WORKER or _WORKER[0].proc.poll() is not None or _WORKER[0].python != python:
-        _WORKER[:] = [_Worker(python)]
-    return _WORKER[0].ask(task, env_state)
+    with _STARTING:
+        if not _WORKER or _WORKER[0].proc.poll() is not None or _WORKER[0].python != python:
+            _WORKER[:] = [_Worker(python)]
+        worker = _WORKER[0]
+    return worker.ask(task, env_state)
