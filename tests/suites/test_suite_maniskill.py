@@ -53,7 +53,7 @@ def test_rows_files_and_templates() -> None:
     rows = ms_tasks.rows()
     assert len(rows) == 200 and len({t.key for t in rows}) == 200
     assert rows[0].id == "PickCube-v1" and rows[0].args == {"seed": 0}
-    for path in ms_tasks.SUITE_FILES.values():
+    for path, _ in ms_tasks.SUITE_FILES.values():
         assert path.parent.joinpath("__init__.py").exists()
         assert [t.key for t in Taskset.load(path)] == [t.key for t in rows]
         assert json.loads(path.read_text().splitlines()[0])["module"] == MODULE

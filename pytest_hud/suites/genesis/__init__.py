@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncGenerator
+from pathlib import Path
 from typing import Any
 
 from pytest_hud import Environment
@@ -26,6 +27,7 @@ __all__ = [
     "MODULE",
     "PROMPT",
     "REQUIRES",
+    "SUITE_FILES",
     "GenesisReachExpert",
     "env",
     "expert_agent",
@@ -70,3 +72,8 @@ async def franka_reach(seed: int = 0) -> AsyncGenerator[Any, Any]:
 def rows(seeds: int = 10) -> list[Any]:
     """FrankaReach x ``seeds`` (its reset is deterministic: the seed reaches the env only)."""
     return [franka_reach.task(seed=k) for k in range(seeds)]
+
+
+#: The shipped JSONL file, name -> (path, rows): a package, so ``pytest --pyargs`` names it
+#: (scripts/write_suites.py writes it).
+SUITE_FILES = {"franka_reach": (Path(__file__).parent / "franka_reach" / "tasks.jsonl", rows)}

@@ -4,9 +4,11 @@ level and one seed; ``.s``, ``.m`` and ``.l`` ship every level of that size once
 
 from __future__ import annotations
 
-import json
 import re
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from pytest_hud import Task
 
@@ -20,7 +22,6 @@ __all__ = [
     "level_file",
     "level_for_prompt",
     "rows",
-    "write_suite_files",
 ]
 
 ENV = "kinetix"
@@ -164,20 +165,15 @@ def rows(size: str | None = None, seeds: int = 1) -> list[Task]:
     ]
 
 
-#: The shipped JSONL files (one package per size, so ``pytest --pyargs`` names them).
-SUITE_FILES = {size: _HERE / size / "tasks.jsonl" for size in SIZES}
+def _rtc_rows() -> list[dict[str, Any]]:
+    from pytest_hud.suites.kinetix import vla_eval  # vla-eval's benchmark class: imported here
+
+    return vla_eval.rows()
 
 
-def write_suite_files() -> list[Path]:
-    """Regenerate the shipped JSONL files from :func:`rows`."""
-    out = []
-    for size, path in SUITE_FILES.items():
-        lines = []
-        for task in rows(size):
-            row = task.to_row()
-            row.pop("metadata", None)  # the module column at the top level, as users write it
-            lines.append(json.dumps({**row, "module": MODULE}))
-        path.parent.mkdir(exist_ok=True)
-        path.write_text("\n".join(lines) + "\n")
-        out.append(path)
-    return out
+#: The shipped JSONL files, name -> (path, rows): one package per size, so ``pytest --pyargs``
+#: names them, and ``.rtc``'s rows of vla-eval's Kinetix benchmark (scripts/write_suites.py).
+SUITE_FILES: dict[str, tuple[Path, Callable[[], Sequence[Any]]]] = {
+    size: (_HERE / size / "tasks.jsonl", partial(rows, size)) for size in SIZES
+}
+SUITE_FILES["rtc"] = (_HERE / "rtc" / "tasks.jsonl", _rtc_rows)

@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from pytest_hud import Task
@@ -24,7 +26,6 @@ __all__ = [
     "prompt_of",
     "rows",
     "suite_of",
-    "write_suite_files",
 ]
 
 ENV = "libero"
@@ -115,28 +116,14 @@ def pro_rows(suite: str, init_states: int = INIT_STATES) -> list[Task]:
     return [t.with_args(perturbation=perturbation) for t in rows(base, init_states)]
 
 
-#: The shipped JSONL files (one package per suite, so ``pytest --pyargs`` names them).
-SUITE_FILES = {
-    suite: (_HERE / suite / "tasks.jsonl", _SHIPPED.get(suite, INIT_STATES)) for suite in SUITES
-}
-
-
 #: LIBERO-PRO's: ``pro/<suite>/tasks.jsonl`` (``--pyargs pytest_hud.suites.libero.pro``).
 PRO_FILES = {suite: _HERE / "pro" / suite / "tasks.jsonl" for suite in PRO_SUITES}
-
-
-def write_suite_files() -> list[Path]:
-    """Regenerate the shipped JSONL files from :func:`rows` and :func:`pro_rows`."""
-    out = []
-    files = [(path, rows(suite, count)) for suite, (path, count) in SUITE_FILES.items()]
-    files += [(path, pro_rows(suite)) for suite, path in PRO_FILES.items()]
-    for path, tasks in files:
-        lines = []
-        for task in tasks:
-            row = task.to_row()
-            row.pop("metadata", None)  # the module column at the top level, as users write it
-            lines.append(json.dumps({**row, "module": MODULE}))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("\n".join(lines) + "\n")
-        out.append(path)
-    return out
+#: The shipped JSONL files, name -> (path, rows): one package per suite, so ``pytest
+#: --pyargs`` names them, LIBERO-PRO's among them (scripts/write_suites.py writes them).
+SUITE_FILES: dict[str, tuple[Path, Callable[[], list[Task]]]] = {
+    suite: (_HERE / suite / "tasks.jsonl", partial(rows, suite, _SHIPPED.get(suite, INIT_STATES)))
+    for suite in SUITES
+}
+SUITE_FILES |= {
+    f"pro/{suite}": (path, partial(pro_rows, suite)) for suite, path in PRO_FILES.items()
+}

@@ -4,7 +4,6 @@ rows, as pure data. Row ``k`` is ManiSkill's seeded episode ``k`` (object and go
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pytest_hud import Task
@@ -18,7 +17,6 @@ __all__ = [
     "SUITE_FILES",
     "rows",
     "task_for_prompt",
-    "write_suite_files",
 ]
 
 ENV = "maniskill"
@@ -76,20 +74,6 @@ def rows(tasks: list[str] | None = None, seeds: int = SEEDS) -> list[Task]:
     ]
 
 
-#: The shipped JSONL file (a package, so ``pytest --pyargs`` names it).
-SUITE_FILES = {"tabletop": Path(__file__).parent / "tabletop" / "tasks.jsonl"}
-
-
-def write_suite_files() -> list[Path]:
-    """Regenerate the shipped JSONL file from :func:`rows`."""
-    out = []
-    for path in SUITE_FILES.values():
-        lines = []
-        for task in rows():
-            row = task.to_row()
-            row.pop("metadata", None)  # the module column at the top level, as users write it
-            lines.append(json.dumps({**row, "module": MODULE}))
-        path.parent.mkdir(exist_ok=True)
-        path.write_text("\n".join(lines) + "\n")
-        out.append(path)
-    return out
+#: The shipped JSONL file, name -> (path, rows): a package, so ``pytest --pyargs`` names it
+#: (scripts/write_suites.py writes it).
+SUITE_FILES = {"tabletop": (Path(__file__).parent / "tabletop" / "tasks.jsonl", lambda: rows())}

@@ -4,6 +4,7 @@ every run. Pure data (robosuite is imported by the sim only).
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from pytest_hud import Task
@@ -101,7 +102,7 @@ _HERE = Path(__file__).parent
 #: The shipped JSONL files, name -> (path, rows): one package each, so ``pytest --pyargs``
 #: names them (scripts/write_suites.py writes them).
 SUITE_FILES = {
-    name: (_HERE / name / "tasks.jsonl", lambda task=task: rows(task))
+    name: (_HERE / name / "tasks.jsonl", partial(rows, task))
     for name, task in (
         ("lift", "Lift"),
         ("stack", "Stack"),
