@@ -267,3 +267,88 @@ def test_the_detector_grades_and_the_operator_may_override_it(robot_dir, monkeyp
     shown = (robot_dir.path / "shown.txt").read_text()
     assert "the env's detector says: success" in shown
     result.assert_outcomes(passed=1, failed=1)
+
+
+# -- issue 55: the try-it robot, blinded, graded in a browser ----------------------------------
+def test_a_blinded_ab_in_the_browser_keeps_every_fact(robot_dir, monkeypatch) -> None:
+    """A blinded A/B on the physics SO-101 with its detector, the web console answered from
+    a headless Chromium: a note typed while the detector's verdict counts down holds it and
+    is kept; a discarded episode is kept in its row; the budget leaves two rows unrun. The
+    results JSON holds the safety counts, the discard and why each unrun row was not run;
+    the html report shows them; the page ends on the session's summary, arm codes only."""
+    from browser import Browser, click, page_text, shown, type_into, until
+
+    monkeypatch.setenv("SO101_DETECTOR", "1")
+    write_suite(robot_dir, 3)
+    url_file = robot_dir.path / "url.txt"
+    out = robot_dir.path / "out.txt"
+    command = [
+        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--hud-operator=web",
+        "--hud-agent=policy_models:weak_reach_agent", "--hud-agent=policy_models:reach_agent",
+        "--hud-ab-seed=5", "--hud-max-steps=40", "--hud-budget=5", "--hud-ab-gate",
+        "--hud-override-window=60", "--hud-results=r.json", "--hud-ledger=l.jsonl",
+        "--html=report.html",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTEST_HUD_OPERATOR_URL_FILE": str(url_file)}
+    with out.open("w") as sink:
+        proc = subprocess.Popen(
+            command, cwd=robot_dir.path, env=env,
+            stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    browser = Browser()
+    try:
+        deadline = time.monotonic() + 300
+        while not (url_file.exists() and url_file.read_text().strip()):
+            assert proc.poll() is None and time.monotonic() < deadline, out.read_text()[-3000:]
+            time.sleep(0.2)
+        browser.get(url_file.read_text().strip())
+
+        noted = discarded = False
+        for number in range(1, 6):  # five episodes: the budget
+            head = f"episode {number} of"
+            until(browser, lambda h=head: shown(browser, "gate") and h in page_text(browser),
+                  f"gate {number}")  # fmt: skip
+            click(browser, "start")
+            until(browser, lambda: shown(browser, "ask"), f"verdict {number}")
+            counting = not browser.js("document.getElementById('countdown-box').hidden")
+            if counting and not noted:  # the detector said success: a note while it counts
+                type_into(browser, "notes", "typed while it counted down")
+                until(browser, lambda: "held" in page_text(browser), "the countdown held")
+                click(browser, "accept")
+                noted = True
+            elif not counting and not discarded:  # ran out of steps: thrown away, run again
+                type_into(browser, "notes", "the cube was knocked off its mark")
+                click(browser, "discard")
+                discarded = True
+            else:
+                click(browser, "accept" if counting else "failure")
+        assert noted and discarded
+        until(browser, lambda: shown(browser, "summary"), "the summary")
+        summary = page_text(browser)
+        assert "session ended: 4 graded, 0 errors, 2 not run" in summary, summary
+        assert "not run: 2 budget" in summary and "reach" not in summary.split("Session summary")[1]
+        assert proc.wait(timeout=300) == 0, out.read_text()[-4000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=60)
+        browser.quit()
+    doc = json.loads((robot_dir.path / "r.json").read_text())
+    rows = doc["rollouts"]
+    noted = [r for r in rows if r.get("notes") == "typed while it counted down"]
+    assert len(noted) == 1 and noted[0]["grade_source"] == "detector"
+    discarded = [r for r in rows if r.get("discards")]
+    assert len(discarded) == 1 and discarded[0]["discards"][0]["notes"] == (
+        "the cube was knocked off its mark"
+    )
+    ran = [r for r in rows if r["outcome"] != "skipped"]
+    assert len(ran) == 4 and all(isinstance(r.get("safety"), dict) for r in ran)
+    assert all(r.get("rubric") is None or isinstance(r["rubric"], str) for r in ran)
+    unrun = [r for r in rows if r["outcome"] == "skipped"]
+    assert [r["unrun"] for r in unrun] == ["budget", "budget"], unrun
+    assert doc["complete"] is False and doc["items"]["unrun"] == {"budget": 2}
+    html = (robot_dir.path / "report.html").read_text()
+    assert "Attended episodes" in html and "not run: budget" in html
+    assert "clamped 0" in html and "the cube was knocked off its mark" in html
+    ledger = [json.loads(x) for x in (robot_dir.path / "l.jsonl").read_text().splitlines()]
+    assert [r["kind"] for r in ledger].count("unrun") == 2
