@@ -19,6 +19,7 @@ from pytest_hud.suites.gym_hil.sim import (
 from pytest_hud.suites.gym_hil.tasks import ENV, PROMPTS
 from pytest_hud.suites.seeded import (
     GL_APT,
+    MUJOCO,
     action_feature,
     cameras_from_environ,
     image_feature,
@@ -40,8 +41,8 @@ __all__ = [
     "make_hil_environment",
 ]
 
-#: Python requirements of an image serving this module (the same pins as the extra).
-REQUIRES = ["gym-hil==0.1.14"]
+#: Python requirements of an image serving this module (the extra's pins, MuJoCo the host's).
+REQUIRES = ["gym-hil==0.1.14", MUJOCO]
 #: Debian packages for headless rendering: gym-hil builds a renderer even without cameras.
 APT = list(GL_APT)
 

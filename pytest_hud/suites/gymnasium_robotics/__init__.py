@@ -20,6 +20,7 @@ from pytest_hud.suites.gymnasium_robotics.sim import (
 from pytest_hud.suites.gymnasium_robotics.tasks import ENVS, KITCHEN_GOALS, PROMPTS
 from pytest_hud.suites.seeded import (
     GL_APT,
+    MUJOCO,
     action_feature,
     cameras_from_environ,
     image_feature,
@@ -46,8 +47,8 @@ __all__ = [
     "make_environments",
 ]
 
-#: Python requirements of an image serving this module (the same pins as the extra).
-REQUIRES = ["gymnasium-robotics==1.4.2"]
+#: Python requirements of an image serving this module (the extra's pins, MuJoCo the host's).
+REQUIRES = ["gymnasium-robotics==1.4.2", MUJOCO]
 #: Debian packages for headless rendering (cameras are off unless asked for).
 APT = list(GL_APT)
 

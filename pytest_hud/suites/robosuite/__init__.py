@@ -13,6 +13,7 @@ from pytest_hud.suites.robosuite.sim import CONTROL_RATE, ROBOT_PARTS, make_env
 from pytest_hud.suites.robosuite.tasks import ENVS, MAX_STEPS, OBJECTS, PROMPTS, ROBOTS
 from pytest_hud.suites.seeded import (
     GL_APT,
+    MUJOCO,
     action_feature,
     cameras_from_environ,
     image_feature,
@@ -37,9 +38,9 @@ __all__ = [
     "two_arm_lift_env",
 ]
 
-#: Python requirements of an image serving this module (the same pins as the extra:
+#: Python requirements of an image serving this module (the extra's pins, MuJoCo the host's:
 #: robosuite 1.5.2 pins mink 0.0.5, which needs numpy<2; 1.5.1 takes a newer mink).
-REQUIRES = ["robosuite==1.5.1", "mink>=0.0.10,<1"]
+REQUIRES = ["robosuite==1.5.1", "mink>=0.0.10,<1", MUJOCO]
 #: Debian packages for headless rendering (cameras are off unless asked for).
 APT = list(GL_APT)
 
