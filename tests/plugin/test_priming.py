@@ -135,9 +135,12 @@ def test_the_first_substrates_boot_while_the_agent_loads(suite, args) -> None:
 
 
 def test_each_xdist_worker_boots_its_first_substrates_before_it_loads_the_agent(suite) -> None:
+    """With a copy of the agent per worker (a model shared by the workers is loaded by the
+    controller's model server before they start: tests/plugin/test_model_servers.py)."""
     result = suite.runpytest_subprocess(
         "-p", "no:cacheprovider", "-p", "no:randomly", "-n", "2",
-        "--hud-agent=my_agents:slow_to_load", "--hud-runtime=subprocess", timeout=900,
+        "--hud-agent=my_agents:slow_to_load", "--hud-runtime=subprocess",
+        "--hud-model-placement=worker", timeout=900,
     )  # fmt: skip
     result.assert_outcomes(passed=4)
     loaded = loaded_after_a_boot(suite.path)
