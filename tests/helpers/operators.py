@@ -3,16 +3,19 @@
 The script comes from $OPERATOR_SCRIPT (JSON): ``gates`` (answers in turn: go, skip, quit),
 ``stop_after`` (episode numbers to stop at once), ``verdicts`` (in turn: a score, "discard",
 "detector" to take the env's verdict, {"score": S, "notes": "..."}, or {"discard": true,
-"notes": "..."}). Everything the
+"notes": "..."}), ``during`` (what the operator does while an episode runs: {"episode": N,
+"at": STEP, "instruct": TEXT} or {"episode": N, "at": STEP, "verdict": S, "notes": "..."}),
+``faults`` (answers to robot faults in turn: retry, skip, quit). Everything the
 operator was shown is written to $OPERATOR_SHOWN at the end, one line each."""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
-from pytest_hud.features.robots.operator import Ask, ScriptedOperator, Verdict
+from pytest_hud.features.robots.operator import Ask, Episode, ScriptedOperator, Verdict
 
 
 def scripted() -> ScriptedOperator:
@@ -31,8 +34,24 @@ def scripted() -> ScriptedOperator:
             return Verdict(float(step["score"]), step.get("notes", ""))
         return Verdict(float(step))
 
-    operator = ScriptedOperator(script.get("gates", []), grade, script.get("stop_after", []))
+    during = {(d["episode"], d["at"]): _during(d) for d in script.get("during", [])}
+    operator = ScriptedOperator(
+        script.get("gates", []),
+        grade,
+        script.get("stop_after", []),
+        during=during,
+        faults=script.get("faults", []),
+    )
     return dumping(operator)
+
+
+def _during(step: dict) -> Callable[[Episode], None]:
+    """What the operator does at an episode's step: ``instruct`` a text, or give the
+    ``verdict`` (a score, with ``notes``) at once."""
+    if "instruct" in step:
+        return lambda episode: episode.instruct(step["instruct"])
+    verdict = Verdict(float(step["verdict"]), step.get("notes", ""))
+    return lambda episode: episode.grade_now(verdict)
 
 
 def dumping(operator: ScriptedOperator) -> ScriptedOperator:
@@ -57,8 +76,16 @@ def dumping(operator: ScriptedOperator) -> ScriptedOperator:
         finally:
             dump()
 
+    def summary_and_dump(summary):  # type: ignore[no-untyped-def]
+        try:
+            return summarize(summary)
+        finally:
+            dump()
+
+    summarize = operator.summary
     operator.gate = gate_and_dump  # type: ignore[method-assign]
     operator.verdict = verdict_and_dump  # type: ignore[method-assign]
+    operator.summary = summary_and_dump  # type: ignore[method-assign]
     return operator
 
 

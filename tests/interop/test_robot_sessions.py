@@ -352,3 +352,31 @@ def test_a_blinded_ab_in_the_browser_keeps_every_fact(robot_dir, monkeypatch) ->
     assert "clamped 0" in html and "the cube was knocked off its mark" in html
     ledger = [json.loads(x) for x in (robot_dir.path / "l.jsonl").read_text().splitlines()]
     assert [r["kind"] for r in ledger].count("unrun") == 2
+
+
+def test_a_robot_fault_asks_the_operator_and_can_end_the_session(robot_dir, monkeypatch) -> None:
+    """A motor error mid-episode (the arm's send_action raises): the session asks the
+    operator; "retry" runs the row again (it faults again), "quit" ends the session; the
+    row is an ERROR saying what was done, and the row left says why it did not run."""
+    monkeypatch.setenv("SO101_FAULT_AT", "3")
+    monkeypatch.setenv("OPERATOR_SCRIPT", json.dumps({"faults": ["retry", "quit"]}))
+    write_suite(robot_dir, 2)
+    result = robot_dir.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--hud-agent=policy_models:reach_agent",
+        "--hud-operator=operators:scripted", "--hud-max-steps=20", "--hud-results=r.json",
+        timeout=600,
+    )  # fmt: skip
+    rows = json.loads((robot_dir.path / "r.json").read_text())["rollouts"]
+    faulted, left = rows
+    assert faulted["outcome"] == "error"
+    assert "robot so101_sim faulted during send_action" in faulted["error"]  # the row's line
+    assert faulted["fault"] == {
+        "kind": "robot fault",
+        "action": "ask",
+        "taken": "ended the session",
+    }
+    assert left["outcome"] == "skipped" and left["unrun"] == "halted"
+    shown = (robot_dir.path / "shown.txt").read_text()
+    assert shown.count("robot fault: robot so101_sim faulted during send_action") == 2
+    result.stdout.fnmatch_lines(["*the session ended on a robot fault (robot fault)*"])
+    assert lifecycle(robot_dir)[-1] == "disconnect"

@@ -315,3 +315,95 @@ def test_resumed_episodes_are_reported_as_resumed_not_skipped(suite, monkeypatch
     assert [r.get("resumed") for r in rows] == [True, True]
     doc = json.loads((suite.path / "r.json").read_text())
     assert doc["overall"]["resumed"] == 2 and doc["overall"]["skipped"] == 0
+
+
+# -- the operator during an episode (issue 55) ---------------------------------------------
+PROMPT_AGENT = """
+import json, os
+from pytest_hud.robot import RobotAgent, ZeroModel
+
+
+class Listening(ZeroModel):
+    \"\"\"zero, one action a chunk, writing the prompt of every inference to $PROMPTS.\"\"\"
+
+    def infer(self, batch):
+        with open(os.environ["PROMPTS"], "a") as f:
+            f.write(json.dumps(batch.get("prompt")) + "\\n")
+        return super().infer(batch)
+
+
+def listening():
+    return RobotAgent(Listening(chunk=1), name="listening")
+"""
+
+
+def test_an_instruction_reaches_the_policy_at_its_next_inference(suite, monkeypatch) -> None:
+    """The operator tells the policy something at step 1 of the first episode: every
+    inference from then on gets it (not the row's prompt), the row records when and what,
+    and the next episode starts from the row's own prompt again."""
+    suite.makepyfile(listening=PROMPT_AGENT)
+    prompts = suite.path / "prompts.jsonl"
+    monkeypatch.setenv("PROMPTS", str(prompts))
+    script = {
+        "verdicts": [1, 1],
+        "during": [{"episode": 1, "at": 1, "instruct": "now   go left"}],
+    }
+    _, rows, _ = attended(suite, monkeypatch, script, "--hud-agent=listening:listening")
+    said = [json.loads(line) for line in prompts.read_text().splitlines()]
+    flat = [p[0] if isinstance(p, list) else p for p in said]
+    # sent at the loop's step 1, after that step's inference: the next one gets it
+    assert flat[:3] == ["reach 0.0", "reach 0.0", "now go left"], flat
+    assert flat[3] == "reach 5.0"  # the next episode: its own prompt
+    first = by_goal(rows)[0.0]
+    assert first["instructions"] == [{"step": 1, "text": "now go left"}]
+    assert "instructions" not in by_goal(rows)[5.0]
+
+
+def test_a_verdict_given_during_the_episode_ends_it_and_no_question_follows(
+    suite, monkeypatch
+) -> None:
+    suite.makepyfile(listening=PROMPT_AGENT)
+    monkeypatch.setenv("PROMPTS", str(suite.path / "prompts.jsonl"))
+    script = {
+        "verdicts": [1],  # the second episode's only: the first was graded while it ran
+        "during": [{"episode": 1, "at": 1, "verdict": 0.25, "notes": "wrong cup"}],
+    }
+    _, rows, shown = attended(suite, monkeypatch, script, "--hud-agent=listening:listening")
+    first = by_goal(rows)[0.0]
+    assert first["score"] == 0.25 and first["notes"] == "wrong cup"
+    assert first["grade_source"] == "operator" and first["stopped"] == "verdict"
+    assert first["steps"] < 3  # it ended at its next tick
+    assert not any(line.startswith("episode 1 ended") for line in shown)  # not asked again
+    assert by_goal(rows)[5.0]["success"] is True
+
+
+def test_the_gate_shows_progress_the_rubric_and_the_budget_left(suite, monkeypatch) -> None:
+    script = {"verdicts": [1, 1]}
+    _, rows, shown = attended(
+        suite,
+        monkeypatch,
+        script,
+        "--hud-rubric=the dot must end past the goal",
+        "--hud-budget=2",
+    )
+    assert "rubric: the dot must end past the goal" in shown
+    assert "budget: 2 of 2 episodes left" in shown and "budget: 1 of 2 episodes left" in shown
+    assert all(r["rubric"] == "the dot must end past the goal" for r in rows)
+    assert all(r["episode_seconds"] >= 0 for r in rows)
+    assert "session ended: 2 graded, 0 errors, 0 not run" in shown
+
+
+def test_the_fault_taxonomy_says_what_the_session_does() -> None:
+    from pytest_hud.features.robots.faults import classify
+
+    said = {
+        "robot so101 'a' faulted during connect: OSError: no such port": "halt",
+        "robot so101 is not calibrated; fix: run lerobot-calibrate": "halt",
+        "robot so101 a is already driven by pid 12: one robot is one slot": "halt",
+        "robot so101 faulted during send_action: ConnectionError: no status packet": "ask",
+        "robot so101 faulted during get_observation: OSError: read failed": "ask",
+        "the policy server's connection closed mid-episode": "retry",
+        "the env server could not set up this task": "error",
+    }
+    assert {text: classify(text).action for text in said} == said
+    assert classify("boom", "TimeoutError").action == "retry"

@@ -226,8 +226,11 @@ class RobotsPlugin:
         if self.grader is not None:
             sink = self.frames
             found.append(lambda run, spaces: Frames(sink, id(run.task) if run is not None else 0))
+        tick = getattr(self.operator, "at_step", None)
         found.append(
-            lambda run, spaces: Clock(self.episode, self._first_frame, getattr(run, "prompt", ""))
+            lambda run, spaces: Clock(
+                self.episode, self._first_frame, getattr(run, "prompt", ""), tick
+            )
         )
         if self.operator is not None:
             folder, refs = self.hud.artifacts / "references", self.references
@@ -328,6 +331,8 @@ class RobotsPlugin:
             self.halted = fault.kind
         taken = {"retry": "ran the row again", "skip": "went on", "quit": "ended the session"}
         result.grade["fault"] = fault.record(taken[answer])
+        if result.error is not None and not result.error.startswith(fault.message):
+            result.error = f"{fault.message}\n{result.error}"  # the row's first line says it
         return answer
 
     def _finish(

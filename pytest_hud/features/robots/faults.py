@@ -40,6 +40,10 @@ _RULES: tuple[tuple[re.Pattern[str], str, Action], ...] = (
 )
 
 
+#: "pytest_hud.interop.lerobot.robots.RobotFault: " before a relayed error's message
+_CLASS = re.compile(r"^[\w.]*(?:Error|Fault|Exception): ")
+
+
 @dataclass(frozen=True)
 class Fault:
     """An episode's error as the session reads it: its ``kind`` (robot unreachable, robot
@@ -55,10 +59,13 @@ class Fault:
 
 
 def classify(error: str, error_type: str | None = None) -> Fault:
-    """The fault an episode's ``error`` (its first line) is."""
+    """The fault an episode's ``error`` is; its ``message`` is the line that says so (an
+    error relayed from the robot's process may start with the traceback)."""
     for pattern, kind, action in _RULES:
-        if pattern.search(error):
-            return Fault(kind, action, error)
+        for line in error.splitlines():
+            if pattern.search(line):  # without the exception's class name before it
+                return Fault(kind, action, _CLASS.sub("", line.strip()))
+    first = next((line for line in error.splitlines() if line.strip()), error)
     if error_type in ("TimeoutError", "ConnectionClosedError", "ConnectionResetError"):
-        return Fault("link", "retry", error)
-    return Fault("error", "error", error)
+        return Fault("link", "retry", first)
+    return Fault("error", "error", first)

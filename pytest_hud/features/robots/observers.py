@@ -28,9 +28,13 @@ class Clock:
     after the robot connected) and its ticks."""
 
     def __init__(
-        self, episode: Episode | None, first: Callable[[float], None], prompt: str = ""
+        self,
+        episode: Episode | None,
+        first: Callable[[float], None],
+        prompt: str = "",
+        tick: Callable[[Episode], None] | None = None,
     ) -> None:
-        self.episode, self.first = episode, first
+        self.episode, self.first, self.tick = episode, first, tick
         if episode is not None and prompt:
             episode.given = prompt  # what the env told the policy: the consoles show it
 
@@ -41,6 +45,8 @@ class Clock:
         if episode.started is None:
             episode.started = time.monotonic()
             self.first(episode.started)
+        if self.tick is not None:  # a scripted operator acts at a step: on the loop
+            self.tick(episode)
         episode.steps += 1
 
     def end(self, ok: bool) -> dict[str, object]:

@@ -29,7 +29,6 @@ __all__ = [
     "Summary",
     "Verdict",
     "check_verdict",
-    "wait_for_step",
 ]
 
 GateAnswer = Literal["go", "skip", "quit"]
@@ -178,17 +177,6 @@ class Verdict:
         return None if self.score is None else self.score >= 1.0
 
 
-def wait_for_step(episode: Episode, step: int, timeout: float = 120.0) -> bool:
-    """For a scripted operator: wait (bounded) until ``episode`` ran ``step`` ticks or
-    stopped; whether it got there."""
-    deadline = time.monotonic() + timeout
-    while episode.steps < step and not episode.stop.is_set():
-        if time.monotonic() > deadline:
-            return False
-        episode.stop.wait(0.01)
-    return episode.steps >= step
-
-
 def check_verdict(verdict: Verdict) -> Verdict:
     if not verdict.discard and (verdict.score is None or not 0.0 <= verdict.score <= 1.0):
         raise ValueError(f"a verdict's score is between 0 and 1, got {verdict.score!r}")
@@ -231,17 +219,18 @@ class Operator(Protocol):
 class ScriptedOperator:
     """An operator for tests and CI: ``gates`` answers the reset gates in turn ("go" when
     run out); ``grade(ask) -> Verdict`` grades (default: take the detector's verdict,
-    else failure); ``stop_after`` stops the n-th episode (1-based) at once; ``during``
-    maps an episode number to what happens while it runs (``instruct`` texts, an ``early``
-    verdict); ``faults`` answers robot faults in turn ("skip" when run out). Keeps
-    everything it was shown in ``shown``."""
+    else failure); ``stop_after`` stops the n-th episode (1-based) at once; ``during`` maps
+    (episode number, step) to what the operator does then (send an instruction, grade at
+    once), done on the loop at that step (:meth:`at_step`), so a script is deterministic;
+    ``faults`` answers robot faults in turn ("skip" when run out). Keeps everything it was
+    shown in ``shown``."""
 
     def __init__(
         self,
         gates: Sequence[GateAnswer] = (),
         grade: Callable[[Ask], Verdict] | None = None,
         stop_after: Sequence[int] = (),
-        during: dict[int, Callable[[Episode], None]] | None = None,
+        during: dict[tuple[int, int], Callable[[Episode], None]] | None = None,
         faults: Sequence[FaultAnswer] = (),
     ) -> None:
         self.gates = list(gates)
@@ -259,12 +248,13 @@ class ScriptedOperator:
     def watch(self, episode: Episode) -> Callable[[], None]:
         if episode.gate.number in self.stop_after:
             episode.stop.set()  # the loop sees it at its next tick
-        act = self.during.get(episode.gate.number)
-        if act is None:
-            return lambda: None
-        thread = threading.Thread(target=act, args=(episode,), daemon=True)
-        thread.start()  # it acts as the episode runs (see wait_for_step)
-        return lambda: thread.join(timeout=30)
+        return lambda: None
+
+    def at_step(self, episode: Episode) -> None:
+        """Called on the loop at each of ``episode``'s ticks: what the script does then."""
+        act = self.during.get((episode.gate.number, episode.steps))
+        if act is not None:
+            act(episode)
 
     def verdict(self, ask: Ask) -> Verdict:
         self.shown.extend(ask.lines())
