@@ -380,3 +380,20 @@ def test_a_robot_fault_asks_the_operator_and_can_end_the_session(robot_dir, monk
     assert shown.count("robot fault: robot so101_sim faulted during send_action") == 2
     result.stdout.fnmatch_lines(["*the session ended on a robot fault (robot fault)*"])
     assert lifecycle(robot_dir)[-1] == "disconnect"
+
+
+def test_the_budgets_clock_starts_at_the_first_frame_not_at_connect(robot_dir, monkeypatch) -> None:
+    """Issue 55: --hud-budget=15s allowed one episode on an arm that took 22 s to connect:
+    connecting was spent. An arm that takes 30 s to connect, a 20 s budget: the clock starts
+    at the first episode's first frame, so more than one episode runs; the rows it left say
+    budget."""
+    monkeypatch.setenv("SO101_CONNECT_DELAY", "30")
+    write_suite(robot_dir, 4)
+    robot_dir.runpytest_subprocess(
+        *pytest_args("--hud-agent=policy_models:reach_agent", "--hud-budget=20s"), timeout=600
+    )
+    rows = json.loads((robot_dir.path / "r.json").read_text())["rollouts"]
+    ran = [r for r in rows if r["outcome"] != "skipped"]
+    assert len(ran) >= 2, rows
+    assert all(r["episode_seconds"] < r["duration"] for r in ran[:1])  # connect not in it
+    assert all(r["unrun"] == "budget" for r in rows if r["outcome"] == "skipped")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import time
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +61,8 @@ class SO101SimConfig(RobotConfig):
     #: where the robot appends its lifecycle, one word a line
     log: str | None = None
     random_block: bool = True
+    #: seconds connect() takes, as a real arm's bus scan and handshake do
+    connect_delay: float = 0.0
 
 
 class SO101Sim(Robot):
@@ -106,6 +109,8 @@ class SO101Sim(Robot):
         pass
 
     def connect(self, calibrate: bool = True) -> None:
+        if self.config.connect_delay > 0:
+            time.sleep(self.config.connect_delay)
         env_cls, policy, _ = _so101()
         self.env = env_cls(
             seed=self.config.seed,

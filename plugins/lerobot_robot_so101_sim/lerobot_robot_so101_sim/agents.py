@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from pytest_hud.robot import RobotAgent
-from pytest_hud.robot.agent.model import Model
 
 from lerobot_robot_so101_sim import reach_close_action
+from pytest_hud.robot import RobotAgent
+from pytest_hud.robot.agent.model import Model
 
 __all__ = ["ReachModel", "reach_agent", "slow_reach_agent"]
 

@@ -2,7 +2,8 @@
 served as a real robot through LeRobot's factory. Variants come from the environment, so
 one module serves every test: SO101_LOG (the robot's lifecycle file), SO101_FAULT_AT (a
 motor error at that step), SO101_DETECTOR=0 (no success detector: the operator grades),
-SO101_LIMITS=1 (a tight clamp and max move), SO101_FPS, SO101_CAMERA=1 (its front camera)."""
+SO101_LIMITS=1 (a tight clamp and max move), SO101_FPS, SO101_CAMERA=1 (its front camera),
+SO101_CONNECT_DELAY (seconds the arm takes to connect)."""
 
 import os
 
@@ -23,6 +24,7 @@ arm = env.lerobot_robot(
     log=os.environ.get("SO101_LOG"),
     fault_at=int(fault) if fault else None,
     camera=os.environ.get("SO101_CAMERA") == "1",
+    connect_delay=float(os.environ.get("SO101_CONNECT_DELAY", "0")),
 )
 
 
