@@ -68,6 +68,10 @@ def test_discard_runs_the_row_again(suite, monkeypatch) -> None:
         "episode 1 ended after 3 steps",
         "episode 2 of 3 · line/reach[goal:0.0][seed:1]",  # the rerun is one more episode
     ]
+    # the first gate of a row cannot know the env's instruction; the rerun's shows it
+    gates = [i for i, line in enumerate(shown) if line.startswith("episode ") and "·" in line]
+    assert shown[gates[0] + 1] == "instruction: the env's (shown once the episode starts)"
+    assert shown[gates[1] + 1] == "instruction: reach 0.0"
     result.assert_outcomes(passed=2)
 
 

@@ -56,9 +56,9 @@ def test_an_operator_grades_two_episodes_at_the_terminal(suite) -> None:
         assert "EXIT=1" in screen  # the partial grade fails its item
         assert "zero" not in screen.split("===== FAILURES")[0]  # unnamed until the report
         if os.environ.get("PYTEST_HUD_DOCS_IMAGES") == "1":
-            shown = screen.split("test_line.py", 1)[1].split("=====", 1)[0]
+            shown = screen[screen.index("  ┌") :].split("=====", 1)[0]  # the gates to the end
             RECORDING.write_text(
-                "$ pytest -k reach --hud-operator=terminal\n...\ntest_line.py" + shown
+                "$ pytest -k reach --hud-operator=terminal\n...\ntest_line.py\n" + shown
             )
     finally:
         pane.close()

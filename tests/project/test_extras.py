@@ -110,6 +110,22 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, src], src, 600),
         "pip wheel",
     )
+    # the robot-sim extra's plugin, a second distribution of this repo, released beside it:
+    # its wheel in the same folder, which venv_with hands pip as --find-links
+    plugin = tmp_path_factory.mktemp("plugin-src")
+    shutil.copytree(
+        ROOT / "plugins" / "lerobot_robot_so101_sim",
+        plugin / "lerobot_robot_so101_sim",
+        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"),
+    )
+    ok(
+        run(
+            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out,
+             plugin / "lerobot_robot_so101_sim"],
+            plugin, 600,
+        ),
+        "pip wheel of the robot plugin",
+    )  # fmt: skip
     [built] = out.glob("pytest_hud-*.whl")
     return built
 
@@ -134,7 +150,9 @@ def venv_with(wheel: Path, folder: Path, extras: str, version: str | None = None
     ok(run([base, "-m", "venv", folder], folder.parent, 300), "python -m venv")
     python = folder / "bin" / "python"
     done = run(
-        [python, "-m", "pip", "install", "-q", f"{wheel}[{extras}]"], folder, INSTALL_TIMEOUT
+        [python, "-m", "pip", "install", "-q", "--find-links", wheel.parent, f"{wheel}[{extras}]"],
+        folder,
+        INSTALL_TIMEOUT,
     )
     ok(done, f"pip install pytest-hud[{extras}]")
     return python
@@ -281,7 +299,9 @@ def test_the_lerobot_extra_records_a_dataset_lerobot_reads_and_runs_lerobot_eval
     v3 dataset that LeRobot reads back (frames decoded), that venv's ``lerobot-eval`` runs
     PushT with a local checkpoint (no hub: a tiny random ACT saved like a real one), and
     the robot path has its parts (on 3.12 the third-party dummy robot builds through
-    LeRobot's factory; on 3.11 the physics SO-101's env is there)."""
+    LeRobot's factory; on 3.11 the physics SO-101's env is there), and the robots guide's
+    "Try it without a robot" section runs as written from this install, outside the checkout
+    (the extra brings the physics SO-101 plugin from its wheel beside pytest-hud's)."""
     python = venv_with(wheel, venv, "lerobot,pusht,robot-sim", version)
     where = project(
         tmp_path / "work",
@@ -343,6 +363,16 @@ def test_the_lerobot_extra_records_a_dataset_lerobot_reads_and_runs_lerobot_eval
     cal = {"HF_LEROBOT_CALIBRATION": str(tmp_path / "calibration")}
     said = ok(run([python, "-c", robot], where, RUN_TIMEOUT, **hub, **cal), "the robot extra")
     assert said.splitlines()[-1] == "robot ok", said
+    # the robots guide's try-it section from this install (the web console in Chromium)
+    from browser import Browser
+    from robots_guide import check_results, run_guide
+
+    guide, locks = project(tmp_path / "guide", {}), tmp_path / "locks"
+    locks.mkdir(mode=0o700)
+    home = clean_env(tmp_path / "home", **hub, **cal, PYTEST_HUD_ROBOT_LOCKS=str(locks))
+    home["PATH"] = f"{python.parent}{os.pathsep}{home.get('PATH', '')}"
+    run_guide(guide, home, Browser, timeout=RUN_TIMEOUT)
+    check_results(guide)
 
 
 #: the third-party robot plugin through LeRobot's discovery and factory, served as an env

@@ -85,7 +85,7 @@ class RobotsPlugin:
         #: row -> the first camera frame of its first episode (a PNG): the next gate of the
         #: same row (the other arm's, a rerun) shows it, so the scene is set up alike
         self.references: dict[str, str] = {}
-        self.prompts: dict[str, str] = {}  # env/template -> the instruction its env gave
+        self.prompts: dict[str, str] = {}  # row (task key) -> the instruction its env gave
         self.episode: Episode | None = None  # the one running
         arms = hud.arms if operator is not None and len(hud.arms) > 1 else []
         #: blinded arms: letter -> the code the operator sees
@@ -202,7 +202,7 @@ class RobotsPlugin:
         # the row's own reference image, else the first frame its earlier episode saw here
         image = str(args["image"]) if args.get("image") else self.references.get(row)
         told = args.get("task") or args.get("instruction") or args.get("prompt")
-        prompt = str(told or self.prompts.get(f"{task.env}/{task.id}") or "")
+        prompt = str(told or self.prompts.get(task.key) or "")
         return Gate(
             row=row,
             setup=str(args.get("setup") or ""),
@@ -300,8 +300,8 @@ class RobotsPlugin:
                     gate = self._gate(task, self.cases.get(id(task)))
                     continue
                 return self._finish(result, episode, facts, discards)
-            if result.prompt:
-                self.prompts[f"{task.env}/{task.id}"] = result.prompt
+            if result.prompt:  # the row's next gate (a rerun, the other arm's) shows it
+                self.prompts[task.key] = result.prompt
             verdict = await self._grade(task, gate, result, episode)
             if verdict is None or not verdict.discard:
                 self.graded += 1
