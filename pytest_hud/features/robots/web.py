@@ -44,7 +44,7 @@ from pytest_hud.features.robots.web_server import (
     MAX_CONNECTIONS,
     MAX_UNPROVEN,
     ConsoleServer,
-    Refused,
+    _Refused,
 )
 
 __all__ = [
@@ -227,18 +227,18 @@ class WebOperator:
             return self._answer if self._seq == seq else None
 
     def take(self, body: Mapping[str, object]) -> str:
-        """Apply an answer from the page; what the page shows back. Raises Refused."""
+        """Apply an answer from the page; what the page shows back. Raises _Refused."""
         action = str(body.get("action"))
         with self._cond:
             if self._phase == "closed":
-                raise Refused(410, "the session ended")
+                raise _Refused(410, "the session ended")
             if body.get("seq") != self._seq or self._answer is not None:
-                raise Refused(409, "that question was already answered")
+                raise _Refused(409, "that question was already answered")
             if action not in ACTIONS.get(self._phase, ()):
-                raise Refused(409, f"{action!r} is not an answer to this question")
+                raise _Refused(409, f"{action!r} is not an answer to this question")
             try:
                 said = self._apply(action, body)
-            except Refused as refused:
+            except _Refused as refused:
                 if refused.status == 400:  # the page shows it: so does the transcript
                     self.shown.append(refused.message)
                 raise
@@ -263,7 +263,7 @@ class WebOperator:
                 try:
                     sent = self._episode.instruct(text)
                 except ValueError as exc:
-                    raise Refused(400, str(exc)) from None
+                    raise _Refused(400, str(exc)) from None
                 return self._say(f"told the policy: {sent}")
             verdict = Verdict(_score(action, body), notes)
             self._episode.grade_now(verdict)
@@ -274,7 +274,7 @@ class WebOperator:
         if action == "accept":
             assert self._ask is not None
             if self._ask.detector is None:
-                raise Refused(409, "there is no detector's verdict to accept")
+                raise _Refused(409, "there is no detector's verdict to accept")
             return self._settle(self._ask.accepted(notes), "graded by the detector")
         if action == "discard":
             return self._settle(Verdict(None, notes, discard=True), "discarded: the row runs again")
@@ -369,7 +369,7 @@ def _score(action: str, body: Mapping[str, object]) -> float:
         value = math.nan
     if not (math.isfinite(value) and 0.0 <= value <= 1.0):
         shown = text[:40] + ("…" if len(text) > 40 else "")
-        raise Refused(400, f"{shown!r} is not a number between 0 and 1")
+        raise _Refused(400, f"{shown!r} is not a number between 0 and 1")
     return value
 
 

@@ -43,7 +43,6 @@ __all__ = [
     "MAX_UNPROVEN",
     "OPEN_TIMEOUT",
     "ConsoleServer",
-    "Refused",
 ]
 
 #: The largest message or request admitted (an answer is a few hundred bytes).
@@ -65,7 +64,7 @@ KINDS = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=u
          ".css": "text/css; charset=utf-8"}  # fmt: skip
 
 
-class Refused(Exception):
+class _Refused(Exception):
     """An answer the console does not take: its status and the line the page shows."""
 
     def __init__(self, status: int, message: str) -> None:
@@ -202,7 +201,7 @@ class ConsoleServer:
             return {"error": "an answer is a JSON object", "status": 400}
         try:
             return {"ok": True, "said": self.console.take(body), "seq": body.get("seq")}
-        except Refused as refused:
+        except _Refused as refused:
             return {"error": refused.message, "status": refused.status, "seq": body.get("seq")}
 
     async def _push(self, ws: ServerConnection) -> None:
