@@ -236,3 +236,46 @@ def test_a_note_typed_in_the_detectors_window_holds_it_and_is_kept(suite) -> Non
     rows = json.loads((suite.path / "r.json").read_text())["rollouts"]
     assert rows[0]["grade_source"] == "detector" and rows[0]["notes"] == "the cube slid"
     assert rows[1]["success"] is False  # the detector's failure, taken by n
+
+
+def test_the_operator_tells_the_policy_and_grades_during_the_episode(suite) -> None:
+    """A long episode at the terminal: i opens a line the policy gets at its next inference
+    (the row keeps it), y grades it at once (the episode ends at its next tick, no verdict
+    question follows); the short one after is graded as usual."""
+    from camera_suite import ENV
+    from camera_suite import TESTS as CAMERA_TESTS
+
+    suite.makepyfile(camera_env=ENV, test_camera=CAMERA_TESTS)
+    env = {k: v for k, v in os.environ.items() if k.startswith(("PYTHON", "PATH", "HOME"))}
+    pane = Pane(
+        f"{sys.executable} -m pytest -p no:cacheprovider test_camera.py "
+        "--hud-operator=terminal --hud-results=r.json",
+        suite.path,
+        env,
+    )
+    try:
+        pane.wait_for("position the scene, then press Enter")
+        pane.send("Enter")
+        pane.wait_for("● running")
+        pane.send("i")
+        pane.wait_for("tell the policy (Enter sends, empty: nothing):")
+        pane.send("-l", "push it gently")
+        pane.send("Enter")
+        pane.wait_for("] push it gently")  # [sent at step N]
+        pane.send("y")
+        pane.wait_for("graded 1 now: the episode ends")
+        pane.wait_for("position the scene, then press Enter", after=1)
+        pane.send("Enter")
+        pane.wait_for("verdict?")
+        pane.send("n")
+        pane.wait_for("notes (Enter for none):")
+        pane.send("Enter")
+        screen = pane.wait_for("EXIT=")
+    finally:
+        pane.close()
+    assert "episode 1 ended" not in screen  # graded while it ran: not asked again
+    rows = json.loads((suite.path / "r.json").read_text())["rollouts"]
+    first = next(r for r in rows if r["args"]["length"] == 6000)
+    assert first["success"] is True and first["stopped"] == "verdict"
+    assert [i["text"] for i in first["instructions"]] == ["push it gently"]
+    assert first["steps"] < 6000
