@@ -565,3 +565,56 @@ def test_any_request_gets_one_answer_and_the_operator_is_still_served(
         status = int(answer.split(b" ", 2)[1])
         assert status in ANSWERS, answer[:200]
     assert _state(fuzzed.url) is not None
+
+
+def key(browser: Browser, name: str) -> None:
+    """A key pressed on the page (not in a field)."""
+    event = f"new KeyboardEvent('keydown', {{key: {name!r}, bubbles: true}})"
+    browser.js(f"document.body.dispatchEvent({event})")
+
+
+def test_the_page_takes_keys_instructions_and_a_verdict_during_the_episode(
+    browser: Browser,
+) -> None:
+    """Keys at every screen (Enter starts, y grades during the episode, h holds the
+    detector's countdown, Enter accepts it), an instruction sent from the page reaches the
+    episode, the progress and budget in the header, and the summary at the end."""
+    from pytest_hud.features.robots.operator import Summary
+
+    console = WebOperator()
+    try:
+        browser.get(console.url)
+        until(browser, lambda: "waiting for the first episode" in page_text(browser), "the page")
+        gate = Gate("cam/push", "block left", "push it", number=1, planned=3, budget="0:30 left")
+        asked = Asker(lambda: console.gate(gate))
+        until(browser, lambda: shown(browser, "gate"), "the gate")
+        assert element_text(browser, "progress") == "episode 1 of 3 · budget 0:30 left"
+        key(browser, "Enter")
+        assert asked.result() == "go"
+
+        episode = Episode(gate)
+        close = console.watch(episode)
+        until(browser, lambda: shown(browser, "run"), "the running episode")
+        type_into(browser, "instruction", "push it gently")
+        click(browser, "instruct")
+        until(browser, lambda: episode.current() == "push it gently", "the instruction")
+        until(browser, lambda: "push it gently" in element_text(browser, "told"), "it shown")
+        key(browser, "y")
+        until(browser, lambda: episode.stop.is_set(), "the verdict during the episode")
+        assert episode.early == Verdict(1.0)
+        close()
+
+        ask = Ask(gate, 9, detector=True, accept_after=60.0)
+        asked = Asker(lambda: console.verdict(ask))
+        until(browser, lambda: shown(browser, "countdown-box"), "the countdown")
+        key(browser, "h")
+        until(browser, lambda: not shown(browser, "countdown-box"), "the countdown held")
+        type_into(browser, "notes", "slid a little")
+        key(browser, "Enter")
+        assert asked.result() == Verdict(1.0, "slid a little")
+
+        console.summary(Summary(["session ended: 1 graded, 0 errors, 0 not run"]))
+        until(browser, lambda: shown(browser, "summary"), "the summary")
+        assert "session ended: 1 graded" in element_text(browser, "summary-lines")
+    finally:
+        console.close()
