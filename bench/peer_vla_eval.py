@@ -174,7 +174,7 @@ def bare_main(url: str, shard: int, shards: int, work: Work, inflight: int = 1) 
     from cartpole_bench import CartPoleBenchmark
     from peer_vla_eval_steps import bare_episode
 
-    from pytest_hud.interop.vla_eval.session import VlaEvalSession
+    from pytest_hud.interop.vla_eval.connection import VlaEvalSession
 
     out: dict[str, list[Any]] = {}
 

@@ -119,7 +119,7 @@ async def shards(script: str, url: str, server: int, n: int, steps: int) -> Row:
 BARE = """
 import asyncio, sys
 from peer_vla_eval_steps import bare
-import cartpole_bench, pytest_hud.interop.vla_eval.session  # imported before the clock starts
+import cartpole_bench, pytest_hud.interop.vla_eval.connection  # imported before the clock starts
 
 async def main(url, steps):
     print("ready", flush=True)
@@ -169,7 +169,7 @@ async def bare(url: str, server: int, n: int, steps: int, delay: float = 0.0) ->
     ``delay`` seconds of busy work added before each answer (the server-timing floor)."""
     from cartpole_bench import CartPoleBenchmark
 
-    from pytest_hud.interop.vla_eval.session import VlaEvalSession
+    from pytest_hud.interop.vla_eval.connection import VlaEvalSession
 
     async def loop(session: VlaEvalSession) -> int:
         bench = CartPoleBenchmark(max_steps=steps, goals=(1e9,))
@@ -235,7 +235,7 @@ async def minimal_loop(cap: dict[str, Any], token: str, url: str) -> int:
     """The fewest lines that run an episode over the same two sockets."""
     import numpy as np
 
-    from pytest_hud.interop.vla_eval.session import VlaEvalSession
+    from pytest_hud.interop.vla_eval.connection import VlaEvalSession
     from pytest_hud.robot.wire.client import RobotClient
 
     session = VlaEvalSession(url)
@@ -412,7 +412,7 @@ BUCKETS = (
     ("bridge + slot barrier", ("robot/sim/", "vla_eval/bridge")),
     ("codecs (openpi/0 carry, vla-eval msgpack)", ("codec.py", "msgpack")),
     ("transports (WebSocket client, in-process pair, watchdog)", ("robot/wire/",)),
-    ("vla-eval session", ("vla_eval/session",)),
+    ("vla-eval session", ("vla_eval/connection",)),
     ("the benchmark and its env (same in both harnesses)", ("cartpole", "gymnasium")),
     ("socket and poll syscalls", ("'send'", "'recv", "'poll'", "'sendall'")),
     ("the event loop (asyncio, selectors)", ("asyncio", "selectors")),

@@ -437,9 +437,9 @@ def pendulum(a: argparse.Namespace, seeds: list[int]) -> None:
 
 # -- ab -------------------------------------------------------------------------------------
 def ab(a: argparse.Namespace) -> None:
+    from pytest_hud.evaluation.paired import PairedSequentialTest, fixed_n_pairs
     from pytest_hud.evaluation.paired_sequential import BETTER, NO_DIFFERENCE, UNDECIDED, WORSE
     from pytest_hud.evaluation.proportions import wilson
-    from pytest_hud.features.ab.paired import PairedSequentialTest, fixed_n_pairs
 
     test = PairedSequentialTest(a.alpha, max_pairs=a.max_pairs)  # PairedStopping's settings
     rng = np.random.default_rng(a.seed)
@@ -516,6 +516,7 @@ def live_check(
     """Feed sessions pair by pair through PairedStopping, as the plugin does while rows
     come in; the number whose decision or pairs used differ from the vectorised run."""
     from pytest_hud._plugin.arm_specs import Arm
+
     from pytest_hud.evaluation.paired_sequential import DECISIONS
     from pytest_hud.features.ab.stopping import PairedStopping
 

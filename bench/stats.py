@@ -61,6 +61,12 @@ from pytest_hud.evaluation.bounded import (  # noqa: E402
     row_means,
 )
 from pytest_hud.evaluation.mixture import crossing_probability  # noqa: E402
+from pytest_hud.evaluation.paired import (  # noqa: E402
+    PairedSequentialTest,
+    fixed_n_pairs,
+    mcnemar_power,
+    summarize_counts,
+)
 from pytest_hud.evaluation.paired_sequential import (  # noqa: E402
     BETTER,
     NO_DIFFERENCE,
@@ -73,18 +79,12 @@ from pytest_hud.evaluation.proportions import (  # noqa: E402
     newcombe_unpaired,
     wilson,
 )
-from pytest_hud.evaluation.sequential import (  # noqa: E402
+from pytest_hud.evaluation.sequential_gates import (  # noqa: E402
     BaselineGate,
     FixedThresholdGate,
     ThresholdGate,
     Verdict,
     fixed_n_for_power,
-)
-from pytest_hud.features.ab.paired import (  # noqa: E402
-    PairedSequentialTest,
-    fixed_n_pairs,
-    mcnemar_power,
-    summarize_counts,
 )
 
 #: (discordance, effect 2q - 1) of the paired case; effect 0 is equal arms
@@ -447,7 +447,10 @@ def pair_counts_of(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def mcnemar_rejects(counts: np.ndarray, alpha: float = ALPHA) -> np.ndarray:
     """``summarize_counts``' verdict (exact McNemar, fixed n) is better or worse."""
     return np.array(
-        [summarize_counts(*map(int, c), alpha=alpha).verdict in ("better", "worse") for c in counts]
+        [
+            summarize_counts(*map(int, c), alpha=alpha)["verdict"] in ("better", "worse")
+            for c in counts
+        ]
     )
 
 
@@ -1066,7 +1069,7 @@ def example(rng: np.random.Generator, size: Size) -> Section:
         def mcnemar_drop(n: int, a_only: float = a_only, b_only: float = b_only) -> np.ndarray:
             return np.array(
                 [
-                    summarize_counts(*map(int, c)).verdict == "worse"
+                    summarize_counts(*map(int, c))["verdict"] == "worse"
                     for c in paired_counts(n, a_only, b_only)
                 ]
             )

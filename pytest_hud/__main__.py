@@ -1,8 +1,8 @@
 """``python -m pytest_hud COMMAND ...``: the package's command line.
 
     serve ENVS.py [--port N]                 serve an env module's environments (pytest_hud.serve)
-    compare base.json new.json [more.json]   checkpoint comparison (pytest_hud.evaluation.compare)
-    ledger merge a.jsonl b.jsonl -o c.jsonl  episode ledgers (pytest_hud.evaluation.ledger)
+    compare base.json new.json [more.json]   checkpoint comparison (pytest_hud.commands.compare)
+    ledger merge a.jsonl b.jsonl -o c.jsonl  episode ledgers (pytest_hud.commands.ledger)
     doctor                                   which MuJoCo GL backends render here, and the fix
     image build|ls|rm                        the env images --hud-runtime=docker builds
     check --agent SPEC ROWS_OR_MODULE        the compatibility preflight: policy vs env
@@ -22,8 +22,8 @@ from collections.abc import Sequence
 #: command -> (module with a ``main(argv) -> int``, one-line help)
 COMMANDS = {
     "serve": ("pytest_hud.serve", "serve an env module's environments on the control channel"),
-    "compare": ("pytest_hud.evaluation.compare", "compare results JSONs of checkpoints per task"),
-    "ledger": ("pytest_hud.evaluation.ledger", "episode ledgers: merge shards"),
+    "compare": ("pytest_hud.commands.compare", "compare results JSONs of checkpoints per task"),
+    "ledger": ("pytest_hud.commands.ledger", "episode ledgers: merge shards"),
     "doctor": ("pytest_hud.doctor", "which MuJoCo GL backends render here, and the fix"),
     "image": ("pytest_hud.runtime.docker.cli", "build, list, remove the env images of docker runs"),
     "check": ("pytest_hud.check", "an agent's policy against the envs of task rows, before a run"),

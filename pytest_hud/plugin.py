@@ -13,7 +13,6 @@ from pytest_hud import features
 from pytest_hud._plugin import heap, loggers
 from pytest_hud._plugin.arms import HANDED_AGENTS
 from pytest_hud._plugin.collect import Collector
-from pytest_hud._plugin.errors import EpisodeFailed
 from pytest_hud._plugin.feature_api import Hud
 from pytest_hud._plugin.html import HtmlHooks
 from pytest_hud._plugin.internals import (
@@ -29,6 +28,7 @@ from pytest_hud._plugin.options import HANDED_SEED, HudOptions, addoption
 from pytest_hud._plugin.reporting import Reporter
 from pytest_hud._plugin.session import PLUGIN, HudSession, restore_auth, sweep_runtime
 from pytest_hud._plugin.state import CASE, RESULT
+from pytest_hud.errors import EpisodeFailed
 from pytest_hud.features.wrap import hud_wrap  # noqa: F401
 from pytest_hud.fixtures import hud_agent, hud_provider, hud_result, hud_task  # noqa: F401
 

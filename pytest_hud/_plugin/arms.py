@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pytest
 
 from pytest_hud._plugin.internals import from_controller
-from pytest_hud.robot.agent.errors import AgentSpecError
+from pytest_hud.errors import AgentSpecError
 from pytest_hud.robot.agent.registry import DEFAULT_AGENT, AgentSpec
 
 __all__ = [

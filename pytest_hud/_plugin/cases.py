@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_hud._plugin.arms import Arm
+from pytest_hud.errors import TaskError
 from pytest_hud.plumbing.jsonvalue import JSONValue
-from pytest_hud.runtime.errors import TaskError
 from pytest_hud.runtime.task import Task, Taskset
 
 __all__ = ["HudCase", "derive_seed", "expand", "readable_id", "task_rows", "with_arms"]

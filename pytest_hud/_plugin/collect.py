@@ -23,7 +23,7 @@ from pytest_hud._plugin.items import TaskFile, is_task_file
 from pytest_hud._plugin.module_rows import check_module_columns
 from pytest_hud._plugin.row_check import check_rows
 from pytest_hud._plugin.state import CASE
-from pytest_hud.runtime.errors import TaskError
+from pytest_hud.errors import TaskError
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession

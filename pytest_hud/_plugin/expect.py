@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from pytest_hud._plugin.errors import ExpectError
+from pytest_hud.errors import ExpectError
 
 __all__ = ["ExpectError", "Expectations"]
 

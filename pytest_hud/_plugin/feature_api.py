@@ -22,7 +22,6 @@ import pytest
 
 from pytest_hud._plugin.arms import Arm, agent_given, split_arm, task_of_nodeid
 from pytest_hud._plugin.cases import HudCase, readable_id
-from pytest_hud._plugin.errors import ModuleColumnError
 from pytest_hud._plugin.identity import RunIdentity
 from pytest_hud._plugin.internals import (
     OUR_FIXTURES,
@@ -45,6 +44,7 @@ from pytest_hud._plugin.report_images import Figure, figure_path
 from pytest_hud._plugin.settings import add_options, handed, option, read_settings
 from pytest_hud._plugin.state import CASE
 from pytest_hud._plugin.video import VideoObserver, write_failures
+from pytest_hud.errors import ModuleColumnError
 
 if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession

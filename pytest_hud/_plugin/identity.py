@@ -50,11 +50,14 @@ class RunIdentity:
 
     def collect(self) -> Provenance:
         """The run's provenance (packages, host, git, checkpoint, command), kept."""
-        image = self.options.runtime.image
+        spec = self.options.runtime
+        image = spec.image
+        digest = spec.backend.image_digest
         out = provenance.collect(
             suite=self.config.rootpath,
             checkpoint=None,
             image=image,
+            image_digest=digest(image) if image is not None and digest is not None else None,
             seed=self.options.seed,
             command=["pytest", *self.config.invocation_params.args],
         )

@@ -34,7 +34,7 @@ class TaskFile(pytest.Module):
             """Passes when the episode succeeds."""
             __tracebackhide__ = True
             if not hud_result.success:
-                from pytest_hud._plugin.errors import EpisodeFailed
+                from pytest_hud.errors import EpisodeFailed
 
                 raise EpisodeFailed(hud_result)
 

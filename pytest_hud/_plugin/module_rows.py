@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from pytest_hud._plugin.errors import ModuleColumnError
+from pytest_hud.errors import ModuleColumnError
 from pytest_hud.plumbing.loader import names_a_file
 from pytest_hud.runtime.task import Task
 

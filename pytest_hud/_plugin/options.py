@@ -17,10 +17,10 @@ from pytest_hud._plugin.arms import read_agents
 from pytest_hud._plugin.internals import from_controller
 from pytest_hud._plugin.report_images import read_report_images
 from pytest_hud._plugin.settings import add_options, option, read_settings
+from pytest_hud.errors import PlacementError
 from pytest_hud.robot.agent.registry import DEFAULT_AGENT, AgentSpec
 from pytest_hud.robot.agent.split import WAYS
 from pytest_hud.runtime.backends import BACKENDS, DEFAULT, RuntimeSpec, forms, parse
-from pytest_hud.runtime.errors import PlacementError
 
 __all__ = ["HANDED_SEED", "HudOptions", "addoption"]
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from pytest_hud.errors import TaskError
 from pytest_hud.runtime.backends import RuntimeSpec
 from pytest_hud.runtime.environment import Environment
-from pytest_hud.runtime.errors import TaskError
 from pytest_hud.runtime.modules import declared_environments, environments_in, load_module
 from pytest_hud.runtime.task import Task
 

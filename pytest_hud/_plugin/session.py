@@ -14,7 +14,6 @@ import pytest
 
 from pytest_hud._plugin import heap
 from pytest_hud._plugin.arms import Arm, agent_given, arms_of
-from pytest_hud._plugin.errors import ExpectError
 from pytest_hud._plugin.evaluator import Evaluator
 from pytest_hud._plugin.expect import Expectations
 from pytest_hud._plugin.identity import RunIdentity
@@ -30,6 +29,7 @@ from pytest_hud._plugin.internals import (
 from pytest_hud._plugin.interrupts import SignalHandler
 from pytest_hud._plugin.options import HudOptions
 from pytest_hud._plugin.state import RESULT
+from pytest_hud.errors import ExpectError
 from pytest_hud.evaluation import results as rep
 from pytest_hud.evaluation.verdict import Verdict
 from pytest_hud.robot.agent.registry import AgentSpec
@@ -139,7 +139,7 @@ class HudSession:
         instead of erroring every item)."""
         given = self.options.agent if spec is None else spec
         if given not in self._agents:
-            from pytest_hud.robot.agent.errors import AgentSpecError
+            from pytest_hud.errors import AgentSpecError
             from pytest_hud.robot.agent.registry import load_agent
 
             parsed = given.seeded(self.options.seed)  # random: reproducible
@@ -261,7 +261,7 @@ def _preflight_runtime(spec: RuntimeSpec) -> None:
     """The backend's check before any item (runtime/backends.py: an engine that answers, the
     base images build FROM, with progress on the terminal): its failure is one usage error
     (exit 4), not an ERROR on every item."""
-    from pytest_hud.runtime.errors import SubstrateError
+    from pytest_hud.errors import SubstrateError
 
     check = spec.backend.preflight
     if check is None:
@@ -288,7 +288,7 @@ def _say(line: str) -> None:
 
 
 def _preflight_agent(spec: AgentSpec) -> None:
-    from pytest_hud.robot.agent.errors import AgentSpecError
+    from pytest_hud.errors import AgentSpecError
     from pytest_hud.robot.agent.registry import preflight
 
     try:

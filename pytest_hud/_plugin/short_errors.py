@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hud._plugin.errors import RolloutError
-from pytest_hud.runtime.errors import PlacementError
+from pytest_hud.errors import PlacementError, RolloutError
 
 __all__ = ["shorten_longrepr"]
 

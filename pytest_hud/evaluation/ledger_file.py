@@ -9,16 +9,14 @@ at most that window and no rollout waits on the disk; ``sync`` and ``close`` wai
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import errno
 import json
 import os
-import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Required, TypedDict, cast
@@ -41,12 +39,12 @@ __all__ = [
     "UnrunRecord",
     "episode_record",
     "key",
-    "main",
     "merge",
     "read",
     "results",
     "resume_index",
     "unrun_record",
+    "write_ledger",
 ]
 
 VERSION = 1
@@ -459,9 +457,9 @@ def merge(ledgers: Iterable[LedgerContents | str | Path], prefer: str = "last") 
     ran = {key(rec)[:4] for rec in out.episodes}  # a row run in any ledger is not unrun
     unrun: dict[Key, UnrunRecord] = {}
     for item in parts:
-        for rec in item.unrun:
-            if key(rec)[:4] not in ran and (prefer == "last" or key(rec) not in unrun):
-                unrun[key(rec)] = rec
+        for left in item.unrun:
+            if key(left)[:4] not in ran and (prefer == "last" or key(left) not in unrun):
+                unrun[key(left)] = left
     out.unrun = list(unrun.values())
     return out
 
@@ -489,7 +487,8 @@ def results(contents: LedgerContents) -> ResultsDocument:
     return results_document(rows, meta=meta, gates=[])
 
 
-def _write(path: Path, contents: LedgerContents) -> None:
+def write_ledger(path: Path, contents: LedgerContents) -> None:
+    """``contents`` as a ledger file at ``path``, written whole and then moved into place."""
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w") as f:
         for rec in [*contents.runs.values(), *contents.episodes, *contents.unrun]:
@@ -497,47 +496,3 @@ def _write(path: Path, contents: LedgerContents) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pytest_hud ledger")
-    sub = ap.add_subparsers(dest="command", required=True)
-    m = sub.add_parser("merge", help="merge ledgers without duplicate episodes")
-    m.add_argument("ledgers", nargs="+", type=Path)
-    m.add_argument("-o", "--output", type=Path, required=True, help="merged ledger (JSONL)")
-    m.add_argument("--results", type=Path, help="also write a results JSON (--hud-results shape)")
-    m.add_argument(
-        "--prefer",
-        choices=("last", "first"),
-        default="last",
-        help="which of two records of one episode to keep (default: the later)",
-    )
-    args = ap.parse_args(argv)
-    parts = []
-    for path in args.ledgers:
-        try:
-            contents = read(path)
-        except (OSError, LedgerError) as exc:
-            print(f"ledger merge: {exc}", file=sys.stderr)
-            return 2
-        if contents.torn is not None:
-            print(
-                f"ledger merge: {path}: dropped a torn last line (line {contents.torn.line}, "
-                f"{contents.torn.size} bytes)",
-                file=sys.stderr,
-            )
-        parts.append(contents)
-    merged = merge(parts, prefer=args.prefer)
-    total = sum(len(p.episodes) for p in parts)
-    _write(args.output, merged)
-    if args.results is not None:
-        args.results.write_text(json.dumps(results(merged), indent=2, default=str))
-    print(
-        f"ledger merge: {len(merged.episodes)} episodes ({total - len(merged.episodes)} "
-        f"duplicates dropped) from {len(parts)} ledgers -> {args.output}"
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

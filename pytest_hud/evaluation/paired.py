@@ -5,7 +5,6 @@ re-exported sequential test. Pure functions of outcomes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Literal, TypedDict
 
@@ -21,7 +20,6 @@ __all__ = [
     "PairedDecision",
     "PairedFields",
     "PairedSequentialTest",
-    "PairedSummary",
     "PairedVerdict",
     "fixed_n_pairs",
     "mcnemar_power",
@@ -37,8 +35,18 @@ MIN_EFFECT = 0.1
 
 
 class PairedFields(TypedDict):
-    """:meth:`PairedSummary.to_dict`: every field (intervals as ``[low, high]``) and the two
-    success counts, as the results JSON holds them."""
+    """What ``n_pairs`` paired outcomes say about candidate B against reference A, as the
+    results JSON holds it.
+
+    ``a_only``: pairs where only A succeeded, ``b_only``: only B (the discordant pairs);
+    ``both``/``neither``: the concordant ones; ``a_successes``/``b_successes`` each arm's
+    total. Rates are None and intervals (``[low, high]``) the whole range when there are no
+    pairs. ``diff`` is ``rate_b - rate_a``; every interval is at level ``1 - alpha``.
+    ``verdict``: "better"/"worse" when the exact McNemar p-value is below ``alpha`` (the side
+    the discordant pairs lean to), "no difference" when it is not and the difference's
+    interval lies strictly inside (-min_effect, +min_effect), else "undecided" (too few pairs
+    to tell either).
+    """
 
     n_pairs: int
     both: int
@@ -57,70 +65,6 @@ class PairedFields(TypedDict):
     verdict: PairedVerdict
     a_successes: int
     b_successes: int
-
-
-@dataclass(frozen=True)
-class PairedSummary:
-    """What ``n_pairs`` paired outcomes say about candidate B against reference A.
-
-    ``a_only``: pairs where only A succeeded, ``b_only``: only B (the discordant pairs);
-    ``both``/``neither``: the concordant ones. Rates are None and intervals the whole
-    range when there are no pairs. ``diff`` is ``rate_b - rate_a``; every interval is at
-    level ``1 - alpha``. ``verdict``: "better"/"worse" when the exact McNemar p-value is
-    below ``alpha`` (the side the discordant pairs lean to), "no difference" when it is
-    not and the difference's interval lies strictly inside (-min_effect, +min_effect),
-    else "undecided" (too few pairs to tell either).
-    """
-
-    n_pairs: int
-    both: int
-    a_only: int
-    b_only: int
-    neither: int
-    rate_a: float | None
-    rate_b: float | None
-    rate_a_ci: tuple[float, float]
-    rate_b_ci: tuple[float, float]
-    diff: float | None
-    diff_ci: tuple[float, float]
-    p_value: float
-    alpha: float
-    min_effect: float
-    verdict: PairedVerdict
-
-    @property
-    def a_successes(self) -> int:
-        return self.both + self.a_only
-
-    @property
-    def b_successes(self) -> int:
-        return self.both + self.b_only
-
-    @property
-    def discordant(self) -> int:
-        return self.a_only + self.b_only
-
-    def to_dict(self) -> PairedFields:
-        """A JSON-able dict: every field, intervals as lists, plus the success counts."""
-        return {
-            "n_pairs": self.n_pairs,
-            "both": self.both,
-            "a_only": self.a_only,
-            "b_only": self.b_only,
-            "neither": self.neither,
-            "rate_a": self.rate_a,
-            "rate_b": self.rate_b,
-            "rate_a_ci": list(self.rate_a_ci),
-            "rate_b_ci": list(self.rate_b_ci),
-            "diff": self.diff,
-            "diff_ci": list(self.diff_ci),
-            "p_value": self.p_value,
-            "alpha": self.alpha,
-            "min_effect": self.min_effect,
-            "verdict": self.verdict,
-            "a_successes": self.a_successes,
-            "b_successes": self.b_successes,
-        }
 
 
 def pair_counts(pairs: Iterable[tuple[bool, bool]]) -> tuple[int, int, int, int]:
@@ -148,7 +92,7 @@ def summarize_counts(
     *,
     alpha: float = 0.05,
     min_effect: float = MIN_EFFECT,
-) -> PairedSummary:
+) -> PairedFields:
     """:func:`summarize_pairs` from the four pair counts (e.g. a running tally)."""
     _check_level(alpha, min_effect)
     counts = (both, a_only, b_only, neither)
@@ -166,23 +110,25 @@ def summarize_counts(
         verdict = "better" if b_only > a_only else "worse"
     elif n and -min_effect < diff_ci[0] and diff_ci[1] < min_effect:
         verdict = "no difference"
-    return PairedSummary(
-        n_pairs=n,
-        both=both,
-        a_only=a_only,
-        b_only=b_only,
-        neither=neither,
-        rate_a=rate_a,
-        rate_b=rate_b,
-        rate_a_ci=wilson(both + a_only, n, z),
-        rate_b_ci=wilson(both + b_only, n, z),
-        diff=diff,
-        diff_ci=diff_ci,
-        p_value=p,
-        alpha=float(alpha),
-        min_effect=float(min_effect),
-        verdict=verdict,
-    )
+    return {
+        "n_pairs": n,
+        "both": both,
+        "a_only": a_only,
+        "b_only": b_only,
+        "neither": neither,
+        "rate_a": rate_a,
+        "rate_b": rate_b,
+        "rate_a_ci": list(wilson(both + a_only, n, z)),
+        "rate_b_ci": list(wilson(both + b_only, n, z)),
+        "diff": diff,
+        "diff_ci": list(diff_ci),
+        "p_value": p,
+        "alpha": float(alpha),
+        "min_effect": float(min_effect),
+        "verdict": verdict,
+        "a_successes": both + a_only,
+        "b_successes": both + b_only,
+    }
 
 
 def summarize_pairs(
@@ -190,7 +136,7 @@ def summarize_pairs(
     *,
     alpha: float = 0.05,
     min_effect: float = MIN_EFFECT,
-) -> PairedSummary:
+) -> PairedFields:
     """Summarize paired outcomes, each (reference A succeeded, candidate B succeeded) on
     the same row and seed.
 
@@ -198,6 +144,6 @@ def summarize_pairs(
     interval for paired proportions (method 10 of Newcombe 1998, Stat. Med. 17:2635-2650),
     near-nominal at small n and extreme rates where the Wald interval is not. Test: exact
     two-sided McNemar, the binomial test of the discordant pairs against 1/2. The verdict
-    is defined on :class:`PairedSummary`.
+    is defined on :class:`PairedFields`.
     """
     return summarize_counts(*pair_counts(pairs), alpha=alpha, min_effect=min_effect)

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final, Required, TypedDict, cast
 
 from pytest_hud.evaluation.bounded import PairedScores, holm, paired_scores
+from pytest_hud.evaluation.paired import PairedFields, PairedVerdict, summarize_pairs
 from pytest_hud.evaluation.paired_sequential import PairedDecision
 from pytest_hud.evaluation.results import (
     Aggregate,
@@ -20,7 +21,6 @@ from pytest_hud.evaluation.results import (
     task_of,
     unit_of,
 )
-from pytest_hud.features.ab.paired import PairedFields, PairedVerdict, summarize_pairs
 from pytest_hud.plumbing.printable import printable
 
 __all__ = [
@@ -225,7 +225,7 @@ def _summary(
     """One task's (or overall) comparison: the pair counts, the rows test, and the verdict
     of whichever decides (a decided sequential test, the rows test with repeats or a
     score, else McNemar on the pairs)."""
-    fields = summarize_pairs(pairs, alpha=alpha).to_dict()
+    fields = summarize_pairs(pairs, alpha=alpha)
     summary: TaskComparison = {**fields, "summary_verdict": fields["verdict"]}
     try:
         rows_test = paired_scores(units, metric=metric, alpha=alpha)
@@ -269,7 +269,7 @@ def paired_block(
     also: Sequence[str] = (),
 ) -> list[Comparison]:
     """The results JSON's ``paired.comparisons``: for each candidate against the reference,
-    per task and overall, :class:`~pytest_hud.features.ab.paired.PairedSummary`'s fields,
+    per task and overall, :class:`~pytest_hud.evaluation.paired.PairedFields`,
     the rows test (``rows_test``: rows as the units, on ``metric``), the ``verdict`` (a
     decided sequential test's, else the deciding fixed-n test's, ``decided_by``) and, with
     ``--hud-gate=sequential``, the task's ``sequential`` state (``decision``,

@@ -331,7 +331,7 @@ def _shares(sim: Simulated) -> str:
 
 
 def _threshold(s: Setting) -> Figure:
-    from pytest_hud.evaluation.sequential import fixed_n_for_power
+    from pytest_hud.evaluation.sequential_gates import fixed_n_for_power
 
     a, d = s.test_alpha, s.effect
     gate_alpha = 2 * a if s.one_sided else a  # the gate splits alpha over its two sides

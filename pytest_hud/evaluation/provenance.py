@@ -27,7 +27,6 @@ __all__ = [
     "Provenance",
     "checkpoint_hash",
     "collect",
-    "docker_image_digest",
     "git_revision",
     "host",
     "package_versions",
@@ -168,31 +167,6 @@ def checkpoint_hash(path: str | Path) -> str:
     return f"sha256:{digest.hexdigest()}"
 
 
-def docker_image_digest(image: str, timeout: float = 10.0) -> str | None:
-    """The image's repo digest (``name@sha256:...``) or, for a local-only build, its id;
-    ``None`` without the docker SDK, an engine, or the image."""
-    try:
-        import docker
-        from docker.errors import DockerException
-    except ImportError:
-        return None
-    try:
-        client = docker.from_env(timeout=int(timeout))
-    except DockerException:
-        return None
-    try:
-        attrs = client.images.get(image).attrs
-    except (DockerException, OSError):
-        return None
-    finally:
-        client.close()
-    digests = attrs.get("RepoDigests") or []
-    if digests:
-        return str(digests[0])
-    ident = attrs.get("Id")
-    return str(ident) if ident else None
-
-
 def repro_command(
     nodeid: str,
     agent: str | None,
@@ -225,6 +199,7 @@ def collect(
     env_packages: Iterable[str] = (),
     checkpoint: str | Path | None = None,
     image: str | None = None,
+    image_digest: str | None = None,
     seed: int | None = None,
     command: Sequence[str] | None = None,
 ) -> Provenance:
@@ -237,7 +212,7 @@ def collect(
         "checkpoint": None
         if checkpoint is None
         else {"path": str(checkpoint), "hash": checkpoint_hash(checkpoint)},
-        "image": None if image is None else {"name": image, "digest": docker_image_digest(image)},
+        "image": None if image is None else {"name": image, "digest": image_digest},
         "seed": seed,
         "command": None if command is None else shlex.join(redact(arg) for arg in command),
     }

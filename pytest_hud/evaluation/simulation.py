@@ -131,10 +131,10 @@ def simulate_threshold_gate(
     sessions: int = SESSIONS,
     seed: int = 0,
 ) -> Simulated:
-    """``sessions`` runs of :class:`~pytest_hud.evaluation.sequential.ThresholdGate` (bar,
+    """``sessions`` runs of :class:`~pytest_hud.evaluation.sequential_gates.ThresholdGate` (bar,
     alpha, ``horizon`` episodes) on a task whose true rate is ``rate``: right is "above"
     when the rate is above the bar, else "below" (as ``bench/stats.py`` simulates it)."""
-    from pytest_hud.evaluation.sequential import ThresholdGate
+    from pytest_hud.evaluation.sequential_gates import ThresholdGate
 
     gate = ThresholdGate(bar, alpha, horizon)
     want = 1 if rate > bar else -1

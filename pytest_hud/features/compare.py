@@ -1,5 +1,5 @@
 """``--hud-compare=RESULTS.json``: this run against a previous one, per task
-(:mod:`pytest_hud.evaluation.compare`), with ``--hud-compare-fail=DROP`` as a gate.
+(:mod:`pytest_hud.evaluation.comparison`), with ``--hud-compare-fail=DROP`` as a gate.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hud._plugin.feature_api import Figure, Hud, option
-from pytest_hud.evaluation import compare as cmp
+from pytest_hud.evaluation import comparison as cmp
 from pytest_hud.evaluation import results as rep
 
 __all__ = ["ComparePlugin", "Settings", "enable"]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 from pytest_hud._plugin.feature_api import HudCase, HudOptions, option
-from pytest_hud.evaluation import ledger as ledger_mod
+from pytest_hud.evaluation import ledger_file as ledger_mod
 from pytest_hud.evaluation.results import Row
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
-"""``--hud-gate=sequential``: decide each task after every episode and stop scheduling its repeats
-once decided (:mod:`pytest_hud.evaluation.sequential`); under ``-n`` the controller's scheduler
-drops decided tasks' pending items.
+"""``--hud-gate=sequential``: decide each task after every episode and stop scheduling its
+repeats once decided (:mod:`pytest_hud.evaluation.sequential_gates`); under ``-n`` the
+controller's scheduler drops decided tasks' pending items.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pytest_hud._plugin.feature_api import Hud, HudOptions
 from pytest_hud.evaluation import results as rep
 from pytest_hud.evaluation.decided import DecidedTasks
 from pytest_hud.evaluation.results import ResultsDocument
-from pytest_hud.evaluation.sequential import BaselineGate, ThresholdGate, Verdict
+from pytest_hud.evaluation.sequential_gates import BaselineGate, ThresholdGate, Verdict
 
 __all__ = ["SequentialPlugin", "Settings", "configure", "enable", "task_of"]
 

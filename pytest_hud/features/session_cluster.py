@@ -43,7 +43,7 @@ def session_cluster(hud: Hud) -> SessionCluster | None:
     start = spec.backend.cluster
     if start is None or not _needs_cluster(hud.options) or hud.is_worker or not hud.distributed:
         return None
-    from pytest_hud.runtime.errors import SubstrateError
+    from pytest_hud.errors import SubstrateError
 
     try:
         cluster = start()

@@ -5,11 +5,19 @@ from typing import TYPE_CHECKING
 from pytest_hud.plumbing.lazy import exports
 
 if TYPE_CHECKING:
+    from pytest_hud.errors import (
+        AdapterError,
+        AgentSpecError,
+        BridgeError,
+        ModelOutputError,
+        RobotError,
+        SimError,
+        WireError,
+    )
     from pytest_hud.robot.agent.adapter import Adapter, LeRobotAdapter, OpenPIAdapter
     from pytest_hud.robot.agent.agent import EpisodeReport, RobotAgent, RunSettings
     from pytest_hud.robot.agent.batching import BatchedAgent, BatchedModel
     from pytest_hud.robot.agent.ensembler import Ensembler
-    from pytest_hud.robot.agent.errors import AdapterError, AgentSpecError, ModelOutputError
 
     # (LeRobotModel ... DatasetWriter: heavy or optional, torch or lerobot; not in __all__)
     from pytest_hud.robot.agent.lerobot import LeRobotModel as LeRobotModel
@@ -23,12 +31,10 @@ if TYPE_CHECKING:
     from pytest_hud.robot.record.writer import DatasetWriter as DatasetWriter
     from pytest_hud.robot.sim.bridge import RobotBridge
     from pytest_hud.robot.sim.endpoint import RobotEndpoint
-    from pytest_hud.robot.sim.errors import BridgeError, SimError
     from pytest_hud.robot.sim.gym import GymBridge
     from pytest_hud.robot.sim.program import serve_bridge
     from pytest_hud.robot.wire.client import RobotClient
     from pytest_hud.robot.wire.codec import PROTOCOL
-    from pytest_hud.robot.wire.errors import RobotError, WireError
 
 __getattr__, __dir__ = exports(__name__, __file__)
 

@@ -5,10 +5,7 @@ from typing import TYPE_CHECKING
 from pytest_hud.plumbing.lazy import exports
 
 if TYPE_CHECKING:
-    from pytest_hud.runtime.control import ControlClient, Run
-    from pytest_hud.runtime.docker.container import DockerRuntime
-    from pytest_hud.runtime.environment import Environment, Template
-    from pytest_hud.runtime.errors import (
+    from pytest_hud.errors import (
         ControlError,
         EnvError,
         PlacementError,
@@ -18,14 +15,17 @@ if TYPE_CHECKING:
     )
 
     # the old name of EnvError (it shadowed the builtin): importable, not exported
-    from pytest_hud.runtime.errors import EnvError as EnvironmentError  # noqa: F401
+    from pytest_hud.errors import EnvError as EnvironmentError  # noqa: F401
+    from pytest_hud.runtime.control import ControlClient, Run
+    from pytest_hud.runtime.daytona import DaytonaRuntime
+    from pytest_hud.runtime.docker.container import DockerRuntime
+    from pytest_hud.runtime.environment import Environment, Template
     from pytest_hud.runtime.local import LocalRuntime
+    from pytest_hud.runtime.modal import ModalRuntime
     from pytest_hud.runtime.placement import resolve_placement
     from pytest_hud.runtime.provider import Provider, Runtime
     from pytest_hud.runtime.ray.runtime import RayRuntime
     from pytest_hud.runtime.rollout import Agent, RolloutResult, rollout
-    from pytest_hud.runtime.sandbox.daytona import DaytonaRuntime
-    from pytest_hud.runtime.sandbox.modal import ModalRuntime
     from pytest_hud.runtime.scheduler import run
     from pytest_hud.runtime.server import EnvServer
     from pytest_hud.runtime.shared import Shared

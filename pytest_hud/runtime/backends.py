@@ -1,8 +1,10 @@
-"""Every ``--hud-runtime`` backend, in one table: the kind a value starts with, the provider it
-builds, and how a session treats it (boot ahead, rows routed by declaration, a check before any
-item, a sweep at the end). Nothing else names a backend: the plugin, ``check``, the warm pool
-and the features ask this table. Adding one: a folder under ``runtime/`` with its provider and
-a ``backend.py``, and one entry below (docs/contributing.md).
+"""Every ``--hud-runtime`` backend, in one table: the kind a value starts with, the folder of its
+own it lives in, and how a session treats it (boot ahead, rows routed by declaration, an image
+argument, images built from a base). Each backend's ``backend.py`` holds a :class:`BackendParts`
+(``PARTS``): the provider it builds and, where they apply, a check before any item, a sweep at
+the end, the cluster it joins, an image's digest. Nothing else names a backend: the plugin,
+``check``, the warm pool and the features ask this table. Adding one: a folder under
+``runtime/`` with its provider and a ``backend.py``, and one entry below (docs/contributing.md).
 """
 
 from __future__ import annotations
@@ -10,14 +12,23 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from pytest_hud.runtime.errors import PlacementError
+from pytest_hud.errors import PlacementError
 
 if TYPE_CHECKING:
     from pytest_hud.runtime.provider import Provider
 
-__all__ = ["BACKENDS", "DEFAULT", "Backend", "RuntimeSpec", "SessionCluster", "forms", "parse"]
+__all__ = [
+    "BACKENDS",
+    "DEFAULT",
+    "Backend",
+    "BackendParts",
+    "RuntimeSpec",
+    "SessionCluster",
+    "forms",
+    "parse",
+]
 
 
 class SessionCluster(Protocol):
@@ -64,61 +75,85 @@ class RuntimeSpec:
 
 
 @dataclass(frozen=True)
+class BackendParts:
+    """What a backend's ``backend.py`` gives the session (its ``PARTS``): ``provider(spec)``
+    always; where they apply, ``preflight(spec, say)`` (the check before any item; ``say``
+    prints a progress line), ``reap()`` (the controller's sweep at unconfigure),
+    ``address(spec)`` (the cluster it joins), ``start_cluster()`` (one cluster for a ``-n K``
+    session that names none) and ``image_digest(image)`` (for the run's provenance)."""
+
+    provider: Callable[[RuntimeSpec], Provider]
+    preflight: Callable[[RuntimeSpec, Callable[[str], None]], None] | None = None
+    reap: Callable[[], None] | None = None
+    address: Callable[[RuntimeSpec], str | None] | None = None
+    start_cluster: Callable[[], SessionCluster] | None = None
+    image_digest: Callable[[str], str | None] | None = None
+
+
+@dataclass(frozen=True)
 class Backend:
-    """What a kind means. ``module`` holds its callables (imported on first use):
-    ``provider(spec)`` always; where they apply, ``preflight(spec, say)`` (the check before
-    any item; ``say`` prints a progress line), ``reap()`` (the controller's sweep at
-    unconfigure), ``address(spec)`` (the cluster it joins) and ``start_cluster()`` (one
-    cluster for a ``-n K`` session that names none)."""
+    """What a kind means. ``module``: its ``backend.py`` (dotted; a leading dot: under
+    pytest_hud.runtime), whose ``PARTS`` are imported on first use."""
 
     kind: str
     forms: tuple[str, ...]  # its spellings, for help and errors
-    module: str  # dotted; a leading dot: under pytest_hud.runtime
+    module: str
     warm: bool = False  # a boot worth hiding: substrates booted ahead (runtime/warm.py)
     routed: bool = False  # rows served from this process's module declaring their env
     images: bool = False  # its argument names an image
     builds: bool = False  # builds images FROM a base (--hud-docker-base)
 
-    def part(self, name: str) -> Callable[..., Any] | None:
-        """The module's callable ``name``, or None where the backend has none."""
-        found = getattr(importlib.import_module(self.module, __package__), name, None)
-        return found if callable(found) else None
+    @property
+    def parts(self) -> BackendParts:
+        """The backend module's :class:`BackendParts`; TypeError naming the module without."""
+        found = getattr(importlib.import_module(self.module, __package__), "PARTS", None)
+        if not isinstance(found, BackendParts):
+            raise TypeError(
+                f"backend {self.kind!r}: expected {self.module} to define PARTS = "
+                f"BackendParts(provider=...), got {type(found).__name__}"
+            )
+        return found
 
     @property
     def provider(self) -> Callable[[RuntimeSpec], Provider]:
-        build = self.part("provider")
-        if build is None:
-            raise TypeError(f"backend {self.kind!r}: {self.module} has no provider(spec)")
-        return build
+        return self.parts.provider
 
     @property
     def preflight(self) -> Callable[[RuntimeSpec, Callable[[str], None]], None] | None:
-        return self.part("preflight")
+        return self.parts.preflight
 
     @property
     def reap(self) -> Callable[[], None] | None:
-        return self.part("reap")
+        return self.parts.reap
 
     @property
     def address(self) -> Callable[[RuntimeSpec], str | None] | None:
-        return self.part("address")
+        return self.parts.address
 
     @property
     def cluster(self) -> Callable[[], SessionCluster] | None:
-        return self.part("start_cluster")
+        return self.parts.start_cluster
+
+    @property
+    def image_digest(self) -> Callable[[str], str | None] | None:
+        return self.parts.image_digest
 
 
-#: kind -> Backend, for every ``--hud-runtime`` kind (one entry a backend).
+#: kind -> Backend, for every ``--hud-runtime`` kind (one entry a backend). Each lives in
+#: ``runtime/KIND/`` but two: ``local``, the in-process server the runtime core itself falls
+#: back to (placement without a runtime), is the core's ``runtime/local.py``; ``ws`` is
+#: ``tcp``'s client over a WebSocket, in ``runtime/tcp/``. (Daytona, ``runtime/daytona/``, is
+#: a provider users build in a conftest, not a kind.)
 BACKENDS: dict[str, Backend] = {
     b.kind: b
     for b in [
         Backend("local", ("local",), ".local", routed=True),
-        Backend("subprocess", ("subprocess[:PYTHON]",), ".subprocess", warm=True, routed=True),
+        Backend("subprocess", ("subprocess[:PYTHON]",), ".subprocess.backend", warm=True, routed=True),  # noqa: E501
         Backend("docker", ("docker[:IMAGE]",), ".docker.backend", warm=True, images=True, builds=True),  # noqa: E501
-        Backend("modal", ("modal[:IMAGE]",), ".sandbox.backend", warm=True, images=True),
+        Backend("modal", ("modal[:IMAGE]",), ".modal.backend", warm=True, images=True),
         Backend("ray", ("ray", "ray:HOST:PORT", "ray://HOST:PORT"), ".ray.backend"),
-        Backend("tcp", ("tcp://HOST:PORT",), ".control"),
-        Backend("ws", ("ws://HOST:PORT",), ".control"),
+        Backend("tcp", ("tcp://HOST:PORT",), ".tcp.backend"),
+        Backend("ws", ("ws://HOST:PORT",), ".tcp.backend"),
     ]
 }  # fmt: skip
 

@@ -9,8 +9,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 
+from pytest_hud.errors import ControlError
 from pytest_hud.runtime.control import ControlClient
-from pytest_hud.runtime.errors import ControlError
 from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.task import Task
 

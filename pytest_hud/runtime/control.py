@@ -8,23 +8,22 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse, urlunparse
 
+from pytest_hud.errors import ControlError, TemplateError
 from pytest_hud.plumbing.auth import (
     RUNTIME_TOKEN_ENV,
-    borrowed_token,
     session_secret,
     strip_token,
     url_token,
 )
 from pytest_hud.plumbing.rpc import AuthError, RemoteError, RpcClient, RpcClosed, tcp_address
-from pytest_hud.runtime.errors import ControlError, TemplateError
-from pytest_hud.runtime.provider import Provider, Runtime
+from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.remote_traceback import user_frames
 from pytest_hud.runtime.task import Task
 
 if TYPE_CHECKING:
-    from pytest_hud.runtime.backends import RuntimeSpec
+    pass
 
-__all__ = ["ControlClient", "ControlError", "Run", "provider", "rewrite_url"]
+__all__ = ["ControlClient", "ControlError", "Run", "rewrite_url"]
 
 
 @dataclass
@@ -157,15 +156,3 @@ class ControlClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-def provider(spec: RuntimeSpec) -> Provider:
-    """``--hud-runtime=tcp://HOST:PORT`` or ``ws://...`` (runtime/backends.py): a running env
-    server, borrowed (nothing to boot or tear down). Its token comes from
-    ``$PYTEST_HUD_RUNTIME_TOKEN`` or, for a server started by hand on this host, the file it
-    keeps it in (a ``?token=`` in the url is still taken, and kept out of every record)."""
-    token = borrowed_token(spec.raw)
-    runtime = Runtime(spec.raw)
-    if token is None:
-        return runtime
-    return Runtime(runtime.url, {**runtime.params, "token": token}, runtime.config)

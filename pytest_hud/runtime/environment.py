@@ -9,9 +9,9 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_hud.errors import EnvError, TaskError
 from pytest_hud.plumbing.loader import registered
 from pytest_hud.robot.sim.endpoint import RobotEndpoint, serve_inline
-from pytest_hud.runtime.errors import EnvError, TaskError
 from pytest_hud.runtime.task import Task, declare
 
 __all__ = ["SIM_KINDS", "EnvError", "Environment", "Template", "sim_kind"]

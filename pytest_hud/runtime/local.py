@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from pytest_hud.plumbing.loader import load_module
+from pytest_hud.runtime.backends import BackendParts
 from pytest_hud.runtime.environment import Environment
 from pytest_hud.runtime.modules import module_environments
 from pytest_hud.runtime.provider import Runtime
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from pytest_hud.runtime.backends import RuntimeSpec
     from pytest_hud.runtime.provider import Provider
 
-__all__ = ["LocalRuntime", "provider"]
+__all__ = ["PARTS", "LocalRuntime", "provider"]
 
 
 class _LocalSubstrate:
@@ -67,3 +68,7 @@ def provider(spec: RuntimeSpec) -> Provider:
     from pytest_hud.runtime.routing import by_declaration, undeclared
 
     return by_declaration(LocalRuntime, undeclared)
+
+
+#: the local entry of the backends table (runtime/backends.py): the core's own in-process server
+PARTS = BackendParts(provider=provider)

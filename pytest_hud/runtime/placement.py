@@ -9,9 +9,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pytest_hud.errors import PlacementError
 from pytest_hud.plumbing.loader import load_module
 from pytest_hud.runtime.backends import RuntimeSpec, parse
-from pytest_hud.runtime.errors import PlacementError
 from pytest_hud.runtime.local import LocalRuntime
 from pytest_hud.runtime.modules import environments_in
 from pytest_hud.runtime.provider import Provider

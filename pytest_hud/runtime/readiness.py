@@ -8,9 +8,8 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
-from pytest_hud.errors import HudError
+from pytest_hud.errors import ControlError, HudError
 from pytest_hud.runtime.control import ControlClient
-from pytest_hud.runtime.errors import ControlError
 from pytest_hud.runtime.provider import Runtime
 
 __all__ = ["NotReady", "ping", "wait_until_ping"]

@@ -11,11 +11,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from pytest_hud.errors import TemplateError
 from pytest_hud.plumbing.tracebacks import format_exc
 from pytest_hud.robot.episode import EpisodeReport
 from pytest_hud.runtime.control import ControlClient, Run
 from pytest_hud.runtime.control_pool import current_pool
-from pytest_hud.runtime.errors import TemplateError
 from pytest_hud.runtime.provider import Provider
 from pytest_hud.runtime.shared import Shared
 from pytest_hud.runtime.task import Task

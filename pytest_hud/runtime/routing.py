@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
-from pytest_hud.runtime.errors import PlacementError
+from pytest_hud.errors import PlacementError
 from pytest_hud.runtime.modules import declared_environments
 from pytest_hud.runtime.provider import Provider, Runtime
 from pytest_hud.runtime.task import Task

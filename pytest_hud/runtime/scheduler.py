@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 from collections.abc import Iterable
 
-from pytest_hud.runtime.errors import PlacementError
+from pytest_hud.errors import PlacementError
 from pytest_hud.runtime.placement import resolve_placement
 from pytest_hud.runtime.provider import Provider
 from pytest_hud.runtime.rollout import Agent, RolloutResult, rollout

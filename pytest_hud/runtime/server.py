@@ -14,11 +14,11 @@ import json
 from collections.abc import AsyncGenerator, Iterable
 from typing import Any, Literal
 
+from pytest_hud.errors import EnvError
 from pytest_hud.plumbing.auth import server_secret
 from pytest_hud.plumbing.rpc import Connection, serve_rpc
 from pytest_hud.robot.sim.endpoint import RobotEndpoint, release_claims, track_claims
 from pytest_hud.runtime.environment import Environment
-from pytest_hud.runtime.errors import EnvError
 
 __all__ = ["ANNOUNCE", "EnvServer"]
 

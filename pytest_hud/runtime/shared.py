@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import cast
 
+from pytest_hud.errors import SharedScopeError, SubstrateError
 from pytest_hud.runtime.capacity import Seats, Substrate, substrate_capacity
-from pytest_hud.runtime.errors import SharedScopeError, SubstrateError
 from pytest_hud.runtime.provider import Provider, Runtime
 from pytest_hud.runtime.substrate import died_during
 from pytest_hud.runtime.task import Task

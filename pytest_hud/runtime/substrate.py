@@ -13,7 +13,7 @@ from collections.abc import Awaitable
 from types import TracebackType
 from typing import Any, ClassVar
 
-from pytest_hud.runtime.errors import SubstrateError
+from pytest_hud.errors import SubstrateError
 from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.readiness import NotReady, wait_until_ping
 from pytest_hud.runtime.task import Task

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Protocol, overload
 
+from pytest_hud.errors import TaskError
 from pytest_hud.plumbing.jsonread import loads
 from pytest_hud.plumbing.jsonvalue import JSONValue
 from pytest_hud.plumbing.loader import load_module
-from pytest_hud.runtime.errors import TaskError
 
 __all__ = [
     "RuntimeConfig",

@@ -27,11 +27,11 @@ from pytest_hud.watch.checkpoints import (
     final_step,
     lerobot_last_step,
 )
+from pytest_hud.watch.child_run import pytest_argv, run_session
 from pytest_hud.watch.index import append as append_line
 from pytest_hud.watch.index import entry as index_entry
 from pytest_hud.watch.index import read as read_index
 from pytest_hud.watch.report import best, write_report
-from pytest_hud.watch.session import pytest_argv, run_session
 
 __all__ = ["Watch", "main", "parse"]
 

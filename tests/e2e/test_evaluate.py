@@ -23,8 +23,8 @@ from procs import live_children_of, tcp_sockets
 from waiting import wait_for
 
 from pytest_hud import Taskset, evaluate
-from pytest_hud._plugin.errors import ModuleColumnError
 from pytest_hud.api import EvaluationError
+from pytest_hud.errors import ModuleColumnError
 from pytest_hud.robot import load_agent
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -181,7 +181,7 @@ INTERRUPTED = """
 import json, os, signal, sys, time
 from pathlib import Path
 from pytest_hud import Taskset, evaluate
-from pytest_hud._plugin.errors import ModuleColumnError
+from pytest_hud.errors import ModuleColumnError
 from pytest_hud.robot import RobotAgent, ZeroModel
 
 

@@ -13,9 +13,7 @@ import pytest
 from scipy.stats import binomtest
 
 from pytest_hud.evaluation.mixture import crossing_probability
-from pytest_hud.evaluation.paired_sequential import BETTER, NO_DIFFERENCE, UNDECIDED, WORSE
-from pytest_hud.evaluation.proportions import mcnemar_exact
-from pytest_hud.features.ab.paired import (
+from pytest_hud.evaluation.paired import (
     PairedSequentialTest,
     fixed_n_pairs,
     mcnemar_power,
@@ -23,6 +21,8 @@ from pytest_hud.features.ab.paired import (
     summarize_counts,
     summarize_pairs,
 )
+from pytest_hud.evaluation.paired_sequential import BETTER, NO_DIFFERENCE, UNDECIDED, WORSE
+from pytest_hud.evaluation.proportions import mcnemar_exact
 
 ALPHA, BETA = 0.05, 0.2
 
@@ -49,22 +49,27 @@ def sessions(
 
 def test_summary_by_hand_and_against_scipy() -> None:
     s = summarize_pairs(pairs_of(10, 1, 6, 3))
-    assert (s.n_pairs, s.a_successes, s.b_successes, s.discordant) == (20, 11, 16, 7)
-    assert (s.rate_a, s.rate_b, s.diff) == (0.55, 0.8, 0.25)
-    assert s.p_value == pytest.approx(16 / 128)  # 2 * (C(7,0) + C(7,1)) / 2^7
-    assert s.verdict == "undecided"  # not significant, and the interval is wide
-    for rate, ci, k in ((s.rate_a, s.rate_a_ci, 11), (s.rate_b, s.rate_b_ci, 16)):
+    assert (s["n_pairs"], s["a_successes"], s["b_successes"], (s["a_only"] + s["b_only"])) == (
+        20,
+        11,
+        16,
+        7,
+    )
+    assert (s["rate_a"], s["rate_b"], s["diff"]) == (0.55, 0.8, 0.25)
+    assert s["p_value"] == pytest.approx(16 / 128)  # 2 * (C(7,0) + C(7,1)) / 2^7
+    assert s["verdict"] == "undecided"  # not significant, and the interval is wide
+    for rate, ci, k in ((s["rate_a"], s["rate_a_ci"], 11), (s["rate_b"], s["rate_b_ci"], 16)):
         want = binomtest(k, 20).proportion_ci(0.95, method="wilson")
         assert ci == pytest.approx((want.low, want.high), abs=1e-9)
         assert ci[0] < rate < ci[1]
     for a_only, b_only in itertools.product(range(0, 9, 2), range(0, 12, 3)):
-        got = summarize_counts(5, a_only, b_only, 5).p_value
+        got = summarize_counts(5, a_only, b_only, 5)["p_value"]
         m = a_only + b_only
         assert got == pytest.approx(binomtest(b_only, m, 0.5).pvalue if m else 1.0, rel=1e-9)
     better = summarize_pairs(pairs_of(4, 0, 6, 2))
-    assert better.p_value == pytest.approx(2 / 64) and better.verdict == "better"
+    assert better["p_value"] == pytest.approx(2 / 64) and better["verdict"] == "better"
     worse = summarize_pairs(pairs_of(4, 6, 0, 2))
-    assert worse.verdict == "worse" and worse.diff == -0.5
+    assert worse["verdict"] == "worse" and worse["diff"] == -0.5
 
 
 def test_paired_difference_interval_is_newcombes_method_10() -> None:
@@ -72,30 +77,35 @@ def test_paired_difference_interval_is_newcombes_method_10() -> None:
     # Cavo et al. (2012), 59 / 6 / 16 / 80 pairs, Newcombe square-and-add -0.1186 to
     # -0.0046 for the first arm minus the second; ours is B - A, the mirror
     s = summarize_counts(59, 6, 16, 80)
-    assert s.diff == pytest.approx(10 / 161)
-    assert (round(s.diff_ci[0], 4), round(s.diff_ci[1], 4)) == (0.0046, 0.1186)
+    assert s["diff"] == pytest.approx(10 / 161)
+    assert (round(s["diff_ci"][0], 4), round(s["diff_ci"][1], 4)) == (0.0046, 0.1186)
     # a wider level (alpha 0.01) widens every interval
     wide = summarize_counts(59, 6, 16, 80, alpha=0.01)
-    assert wide.diff_ci[0] < s.diff_ci[0] and wide.diff_ci[1] > s.diff_ci[1]
-    assert wide.rate_a_ci[0] < s.rate_a_ci[0]
+    assert wide["diff_ci"][0] < s["diff_ci"][0] and wide["diff_ci"][1] > s["diff_ci"][1]
+    assert wide["rate_a_ci"][0] < s["rate_a_ci"][0]
 
 
 def test_no_difference_needs_an_interval_inside_the_minimal_effect() -> None:
     tight = summarize_counts(100, 1, 1, 98)  # 200 pairs agreeing but for two
-    assert tight.p_value == 1.0 and tight.diff_ci[0] > -0.1 and tight.diff_ci[1] < 0.1
-    assert tight.verdict == "no difference"
-    assert summarize_counts(100, 1, 1, 98, min_effect=0.01).verdict == "undecided"
-    assert summarize_counts(3, 1, 1, 3).verdict == "undecided"  # 8 pairs: cannot tell
+    assert tight["p_value"] == 1.0 and tight["diff_ci"][0] > -0.1 and tight["diff_ci"][1] < 0.1
+    assert tight["verdict"] == "no difference"
+    assert summarize_counts(100, 1, 1, 98, min_effect=0.01)["verdict"] == "undecided"
+    assert summarize_counts(3, 1, 1, 3)["verdict"] == "undecided"  # 8 pairs: cannot tell
 
 
 def test_summary_is_json_able_and_empty_and_bad_input_are_handled() -> None:
     s = summarize_pairs(pairs_of(3, 1, 2, 0), alpha=0.1, min_effect=0.2)
-    doc = json.loads(json.dumps(s.to_dict()))
-    assert doc["diff_ci"] == list(s.diff_ci) and doc["a_successes"] == 4
-    assert doc["verdict"] == s.verdict and doc["alpha"] == 0.1 and doc["min_effect"] == 0.2
+    doc = json.loads(json.dumps(s))
+    assert doc["diff_ci"] == s["diff_ci"] and doc["a_successes"] == 4
+    assert doc["verdict"] == s["verdict"] and doc["alpha"] == 0.1 and doc["min_effect"] == 0.2
     empty = summarize_pairs([])
-    assert (empty.n_pairs, empty.rate_a, empty.diff, empty.verdict) == (0, None, None, "undecided")
-    assert empty.diff_ci == (-1.0, 1.0) and empty.rate_b_ci == (0.0, 1.0)
+    assert (empty["n_pairs"], empty["rate_a"], empty["diff"], empty["verdict"]) == (
+        0,
+        None,
+        None,
+        "undecided",
+    )
+    assert empty["diff_ci"] == [-1.0, 1.0] and empty["rate_b_ci"] == [0.0, 1.0]
     assert pair_counts(np.array([[1, 1], [0, 1], [0, 1], [0, 0]], dtype=bool)) == (1, 0, 2, 1)
     with pytest.raises(ValueError, match="alpha"):
         summarize_pairs([], alpha=1.5)
@@ -121,7 +131,7 @@ def test_intervals_cover_near_nominally(probs: tuple[float, float, float, float]
     for both, a_only, b_only, neither in tables:
         s = summarize_counts(int(both), int(a_only), int(b_only), int(neither))
         for i, (ci, truth) in enumerate(
-            ((s.diff_ci, true_b - true_a), (s.rate_a_ci, true_a), (s.rate_b_ci, true_b))
+            ((s["diff_ci"], true_b - true_a), (s["rate_a_ci"], true_a), (s["rate_b_ci"], true_b))
         ):
             hits[i] += ci[0] <= truth <= ci[1]
     assert (hits / len(tables) >= 0.92).all(), hits / len(tables)
@@ -217,9 +227,9 @@ def test_one_object_per_task_and_one_overall() -> None:
             overall.update(a, b)
     assert [t.decision for t in tasks.values()] == [None, None]
     assert overall.decision == "better" and overall.decided_at == 7
-    assert summarize_counts(
-        overall.both, overall.a_only, overall.b_only, overall.neither
-    ).verdict == ("better")
+    assert summarize_counts(overall.both, overall.a_only, overall.b_only, overall.neither)[
+        "verdict"
+    ] == ("better")
 
 
 def test_fixed_n_power_is_the_exact_mcnemar_power() -> None:

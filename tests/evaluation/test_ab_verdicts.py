@@ -1,5 +1,5 @@
-"""pytest_hud.features.ab.verdicts from rows alone: pairs matched by pair id whatever order the rows
-came in, a pair with an errored side dropped, each arm's own aggregates, a decided
+"""pytest_hud.evaluation.paired_verdicts from rows alone: pairs matched by pair id whatever
+order the rows came in, a pair with an errored side dropped, each arm's own aggregates, a decided
 sequential test's verdict over the fixed-n one, and the one table."""
 
 from __future__ import annotations
@@ -9,7 +9,12 @@ from typing import Any
 
 import pytest
 
-from pytest_hud.features.ab.verdicts import agent_blocks, format_ab_table, paired_block, pairs_of
+from pytest_hud.evaluation.paired_verdicts import (
+    agent_blocks,
+    format_ab_table,
+    paired_block,
+    pairs_of,
+)
 
 ARMS = [{"arm": "A", "label": "zero"}, {"arm": "B", "label": "forward"}]
 
@@ -74,7 +79,7 @@ def test_the_gate_judges_every_task_at_the_family_level() -> None:
     """A gate over K tasks and overall runs K + 1 tests: each counts "worse" below
     alpha / (K + 1), so a p of 0.03 on one of four tasks no longer fails the gate at
     alpha 0.05, while a sequential test that decided "worse" (at the family level) does."""
-    from pytest_hud.features.ab.verdicts import family_alpha, worse_for_the_gate
+    from pytest_hud.evaluation.paired_verdicts import family_alpha, worse_for_the_gate
 
     assert family_alpha(0.05, 4) == 0.01 and family_alpha(0.05, 1) == 0.05  # one: overall
     fine = {"verdict": "undecided", "p_value": 1.0}
@@ -100,7 +105,7 @@ def test_without_live_stopping_the_gate_is_holm_over_tasks_and_overall() -> None
     """Holm's step-down at 0.05 over 3 tasks and overall rejects 0.004 (<= 0.05/4), 0.014
     (<= 0.05/3) and 0.02 (<= 0.05/2), stops at 1.0; the 0.0125 split would reject only
     0.004. A p that is small but on the better side is never 'worse'."""
-    from pytest_hud.features.ab.verdicts import worse_for_the_gate
+    from pytest_hud.evaluation.paired_verdicts import worse_for_the_gate
 
     comparison = {
         "tasks": {
@@ -120,7 +125,7 @@ def test_without_live_stopping_the_gate_is_holm_over_tasks_and_overall() -> None
 def test_time_to_success_is_compared_lower_better_with_failures_at_the_bound() -> None:
     """--hud-ab-metric=steps: a row's speed 1 - steps/max_steps (0 when it failed); B
     succeeds in 10 steps where A needs 30 or fails, on eight rows: B is better."""
-    from pytest_hud.features.ab.verdicts import metric_value, paired_block
+    from pytest_hud.evaluation.paired_verdicts import metric_value, paired_block
 
     assert metric_value({"success": True, "steps": 25, "error": None}, "steps", 100) == 0.75
     assert metric_value({"success": False, "steps": 100, "error": None}, "steps", 100) == 0.0
@@ -145,7 +150,7 @@ def test_time_to_success_is_compared_lower_better_with_failures_at_the_bound() -
 def test_several_metrics_are_one_holm_family() -> None:
     """--hud-ab-metric=success,score: equal success, a lower score on all eight rows: the
     gate finds the candidate worse on the score only (2/2^8 against Holm's 0.05/2)."""
-    from pytest_hud.features.ab.verdicts import paired_block, worse_for_the_gate
+    from pytest_hud.evaluation.paired_verdicts import paired_block, worse_for_the_gate
 
     rows = []
     for i in range(8):

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from scipy.stats import binomtest, fisher_exact
 
-from pytest_hud.evaluation import compare as C
-from pytest_hud.evaluation.compare import figure, write_plot
+from pytest_hud.evaluation import comparison as C
+from pytest_hud.evaluation.comparison import figure, write_plot
 from pytest_hud.evaluation.proportions import fisher_exact as our_fisher
 from pytest_hud.evaluation.proportions import mcnemar_exact, newcombe_paired, newcombe_unpaired
 from pytest_hud.evaluation.results import results_document

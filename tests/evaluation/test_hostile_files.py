@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from line_suite import ENV, run
 
-from pytest_hud.evaluation import ledger
+from pytest_hud.evaluation import ledger_file as ledger
 from pytest_hud.evaluation.results import RowError, check_row, read_results
 
 TWO_ROWS = """
@@ -301,7 +301,7 @@ def test_a_ledger_of_any_depth_reads_or_is_one_ledger_error(
 def test_an_ab_tables_task_names_reach_the_terminal_as_text() -> None:
     """The A/B session's hud table (issue 52 #7): a task name read from a file is shown with
     its escapes as text."""
-    from pytest_hud.features.ab.verdicts import format_ab_table
+    from pytest_hud.evaluation.paired_verdicts import format_ab_table
 
     arms = [{"arm": "A", "label": "zero"}, {"arm": "B", "label": "forward" + ESCAPES}]
     rows = [

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hud.evaluation import ledger as L
+from pytest_hud.evaluation import ledger_file as L
 from pytest_hud.evaluation import provenance as P
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +67,7 @@ def test_append_then_read_round_trips_and_fsyncs_behind_the_appends(
 
 WRITER = """
 import os, sys, time
-from pytest_hud.evaluation.ledger import Ledger, episode_record
+from pytest_hud.evaluation.ledger_file import Ledger, episode_record
 led = Ledger(sys.argv[1])
 run = led.begin_run({})
 mode = sys.argv[2]
@@ -323,7 +323,9 @@ def test_checkpoint_hash_is_content_addressed_and_stable(tmp_path: Path) -> None
 @pytest.mark.docker
 def test_docker_image_digest_on_the_real_engine() -> None:
     docker = pytest.importorskip("docker")
-    assert P.docker_image_digest("pytest-hud-no-such-image:never") is None
+    from pytest_hud.runtime.docker.engine import image_digest
+
+    assert image_digest("pytest-hud-no-such-image:never") is None
     try:
         client = docker.from_env(timeout=10)
         images = [i for i in client.images.list() if i.tags]
@@ -333,7 +335,7 @@ def test_docker_image_digest_on_the_real_engine() -> None:
     if not images:
         pytest.skip("the engine has no tagged image to look up")
     image = images[0]
-    got = P.docker_image_digest(image.tags[0])
+    got = image_digest(image.tags[0])
     assert got in ([*image.attrs.get("RepoDigests", [])[:1], image.id])
 
 

@@ -243,7 +243,7 @@ def test_more_pairs() -> None:
 
 
 def test_an_undecided_ab_says_about_how_many_more_pairs() -> None:
-    from pytest_hud.features.ab.verdicts import format_ab_table, paired_block
+    from pytest_hud.evaluation.paired_verdicts import format_ab_table, paired_block
 
     arms = [{"arm": "A", "label": "zero"}, {"arm": "B", "label": "forward"}]
     rows = []

@@ -11,7 +11,7 @@ from scipy.stats import binomtest
 
 from pytest_hud.evaluation import step_tables
 from pytest_hud.evaluation.mixture import crossing_probability
-from pytest_hud.evaluation.sequential import (
+from pytest_hud.evaluation.sequential_gates import (
     BaselineGate,
     FixedThresholdGate,
     ThresholdGate,

@@ -325,7 +325,7 @@ class Session:
     def _check_ledger(self, left: Left) -> None:
         if not self.ledger.exists():
             return
-        from pytest_hud.evaluation.ledger import LedgerError, read
+        from pytest_hud.evaluation.ledger_file import LedgerError, read
 
         try:
             read(self.ledger)

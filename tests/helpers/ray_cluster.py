@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_hud.runtime.errors import SubstrateError
+from pytest_hud.errors import SubstrateError
 from pytest_hud.runtime.ports import free_port
 from pytest_hud.runtime.ray.head import RAY, RayHead, ray_env
 

@@ -148,8 +148,8 @@ def test_actions_are_clamped_to_limits_and_max_move(
 
 
 def test_non_finite_actions_never_reach_the_robot() -> None:
+    from pytest_hud.errors import BridgeError
     from pytest_hud.interop.lerobot.robots import Safety
-    from pytest_hud.robot.sim.errors import BridgeError
 
     safety = Safety(["a", "b"], {"a": (-1.0, 1.0)}, 0.5)
     assert safety.apply(np.array([3.0, 0.2]), np.array([0.0, 0.0])).tolist() == [0.5, 0.2]
@@ -183,8 +183,8 @@ def test_the_timed_loop_drives_the_robot_on_the_wall_clock(
 def test_one_robot_is_one_slot_across_processes(_robot_env: Path) -> None:
     """A second driver of the same robot (another xdist worker, another session) is refused
     with the fix; the first keeps it."""
+    from pytest_hud.errors import BridgeError
     from pytest_hud.interop.lerobot.robots import LeRobotRobotBridge
-    from pytest_hud.robot.sim.errors import BridgeError
 
     first = LeRobotRobotBridge("so101_sim", {"id": "bench-arm"})
     second = LeRobotRobotBridge("so101_sim", {"id": "bench-arm"})

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from needs import require_lerobot
 
+from pytest_hud.errors import CheckpointError
 from pytest_hud.robot.agent import hub, lerobot
-from pytest_hud.robot.agent.errors import CheckpointError
 from pytest_hud.robot.agent.registry import load_agent
 
 pytestmark = pytest.mark.lerobot_version

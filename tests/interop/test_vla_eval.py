@@ -275,7 +275,7 @@ def test_a_kept_connection_the_server_dropped_between_episodes_is_replaced() -> 
     from server_proc import controller_server
 
     from pytest_hud.interop.vla_eval.agent import VlaEvalModel
-    from pytest_hud.interop.vla_eval.session import VlaEvalSession
+    from pytest_hud.interop.vla_eval.connection import VlaEvalSession
 
     port = free_port()
     obs = {"states": [0.0, 0.0, 0.05, 0.0], "task_description": "balance the pole"}

@@ -127,7 +127,8 @@ def test_same_pairs_and_verdicts_with_and_without_xdist(
 ) -> None:
     ab.makepyfile(my_agents=AB_AGENTS + COUNTED)
     docs = []
-    for extra in ([], ["-n", "2"]):
+    # under -n a copy per worker: a model shared by the workers loads once (issue 54)
+    for extra in ([], ["-n", "2", "--hud-model-placement=worker"]):
         out, loads = ab.path / f"r{len(extra)}.json", ab.path / f"loads{len(extra)}.txt"
         monkeypatch.setenv("LOADS", str(loads))
         args = ["--hud-agent=zero", "--hud-agent=my_agents:counted", "--hud-group=4"]

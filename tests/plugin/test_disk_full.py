@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from needs import require
 
-from pytest_hud.evaluation import ledger
+from pytest_hud.evaluation import ledger_file as ledger
 from pytest_hud.evaluation.durable import OutputWriteError, write_atomically
 
 

@@ -49,7 +49,7 @@ def actions_of(ds: Any, episode: int) -> np.ndarray:
 @pytest.mark.lerobot_version
 def test_a_dataset_whose_disk_fills_keeps_its_finalized_episodes(disk: Path) -> None:
     require_lerobot()
-    from pytest_hud.robot.record.errors import DatasetError
+    from pytest_hud.errors import DatasetError
     from pytest_hud.robot.record.writer import DatasetWriter
 
     root = disk / "ds"

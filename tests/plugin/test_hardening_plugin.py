@@ -283,8 +283,8 @@ def test_a_relative_module_column_is_read_from_the_task_files_folder(
 def test_a_refused_module_column_names_each_allowed_folder_once(tmp_path: Path) -> None:
     """Issue 26 #6: a task file in the rootdir gave "outside DIR and DIR and DIR"."""
     from pytest_hud import Task
-    from pytest_hud._plugin.errors import ModuleColumnError
     from pytest_hud._plugin.module_rows import check_module_columns
+    from pytest_hud.errors import ModuleColumnError
 
     row = Task(env="evil", id="t", metadata={"module": "/elsewhere/evil.py"})
     with pytest.raises(ModuleColumnError) as err:

@@ -15,7 +15,7 @@ import pytest_hud
 from pytest_hud._plugin.identity import RunIdentity
 from pytest_hud._plugin.options import HudOptions
 from pytest_hud._plugin.session import HudSession
-from pytest_hud.evaluation import ledger
+from pytest_hud.evaluation import ledger_file as ledger
 from pytest_hud.evaluation.results import Row
 from pytest_hud.features.ledger import LedgerPlugin
 from pytest_hud.features.sequential import SequentialPlugin

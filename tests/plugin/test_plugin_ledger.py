@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from line_suite import BACKWARDS_AGENTS, ENV, run
 
-from pytest_hud.evaluation import ledger
+from pytest_hud.evaluation import ledger_file as ledger
 
 WORKTREE = Path(__file__).resolve().parents[2]
 GROUP = 12

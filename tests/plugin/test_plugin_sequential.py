@@ -12,7 +12,7 @@ from line_suite import BACKWARDS_AGENTS, ENV, run
 
 GROUP = 16
 #: ThresholdGate(bar=0.5, alpha=0.05, n_max=16) decides an all-success (or all-failure)
-#: sequence after 6 episodes (pytest_hud.evaluation.sequential)
+#: sequence after 6 episodes (pytest_hud.evaluation.sequential_gates)
 DECIDED_AT = 6
 
 TESTS = """

@@ -1,4 +1,4 @@
-"""Golden replay's verdict rules (pytest_hud.evaluation.replay) on arrays made by hand:
+"""Golden replay's verdict rules (pytest_hud.features.replay.judge) on arrays made by hand:
 which env replays reproduce and which drift (where, on what), which policies match and
 which diverge (on which dims, and which convention explains it)."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_hud.evaluation import replay as judge
-from pytest_hud.evaluation.replay_plot import table_html, write_episode_plot
+from pytest_hud.features.replay import judge
+from pytest_hud.features.replay.plot import table_html, write_episode_plot
 
 T = 40
 RNG = np.random.default_rng(0)

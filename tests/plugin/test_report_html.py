@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hud.evaluation import compare
+from pytest_hud.commands import compare as compare_command
 
 ENV = '''
 import numpy as np
@@ -92,7 +92,10 @@ def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rows = [{"env": "dots", "task_id": "reach", "args": {"goal": 0.0, "seed": s}, "seed": s,
              "success": s % 2 == 0} for s in range(4)]  # fmt: skip
     base.write_text(json.dumps({"rollouts": rows}))
-    assert compare.main([str(base), str(base), "--plot", str(root / "plots" / "ckpt.png")]) == 0
+    assert (
+        compare_command.main([str(base), str(base), "--plot", str(root / "plots" / "ckpt.png")])
+        == 0
+    )
     argv = ["-p", "no:cacheprovider", "--hud-agent=zero", "--hud-min-success=0.9",
             "--html=report.html", "--self-contained-html", "--hud-report-image=plots/ckpt.png",
             f"--hud-compare={base}", f"--basetemp={root / 'tmp'}"]  # fmt: skip

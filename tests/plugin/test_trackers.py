@@ -19,7 +19,6 @@ import pytest
 from needs import require
 
 from pytest_hud.evaluation.results import Gate, results_document
-from pytest_hud.runtime.ports import free_port
 from pytest_hud.features.trackers.figures import (
     TrackerError,
     TrackerWarning,
@@ -27,6 +26,7 @@ from pytest_hud.features.trackers.figures import (
     log_figures,
     parse_names,
 )
+from pytest_hud.runtime.ports import free_port
 
 
 def _gif(path: Path) -> Path:

@@ -144,7 +144,14 @@ def layer_of(module: str) -> int:
 
 PLUGIN = ("pytest_hud.plugin", "pytest_hud._plugin", "pytest_hud.fixtures", "pytest_hud.features")
 CORE = ("pytest_hud._plugin", "pytest_hud.fixtures")
-BACKENDS = ("pytest_hud.runtime.docker", "pytest_hud.runtime.ray", "pytest_hud.runtime.sandbox")
+BACKENDS = (
+    "pytest_hud.runtime.docker",
+    "pytest_hud.runtime.ray",
+    "pytest_hud.runtime.modal",
+    "pytest_hud.runtime.daytona",
+    "pytest_hud.runtime.subprocess",
+    "pytest_hud.runtime.tcp",
+)
 BOTTOM = ("pytest_hud.plumbing", "pytest_hud.forkserver", "pytest_hud.errors")
 
 
@@ -286,7 +293,7 @@ _HOMES = {
     "local": ("pytest_hud.runtime.local",),
     "subprocess": ("pytest_hud.runtime.subprocess",),
     "docker": ("pytest_hud.runtime.docker",),
-    "modal": ("pytest_hud.runtime.sandbox",),
+    "modal": ("pytest_hud.runtime.modal",),
     "ray": ("pytest_hud.runtime.ray",),
 }
 #: Where a kind's word means something else: Ray's own package (a module the fork server
@@ -334,3 +341,52 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
         if layer_of(dep) < layer_of(mod) and (mod, dep) not in _VERSION_ONLY
     ]
     assert not bad, "\n".join(bad)
+
+
+#: Each SDK a backend wraps, and where it may be imported: its backend's folder, and for Ray
+#: two more that say why (the agent side's policy replicas, and joining a cluster, shared by
+#: both sides; ``robot/`` cannot import ``runtime/``).
+_SDK_HOMES = {
+    "docker": ("pytest_hud.runtime.docker",),
+    "modal": ("pytest_hud.runtime.modal",),
+    "daytona": ("pytest_hud.runtime.daytona",),
+    "ray": (
+        "pytest_hud.runtime.ray",
+        "pytest_hud.robot.agent.replicas",
+        "pytest_hud.plumbing.cluster",
+    ),
+}
+
+
+def test_each_sdk_is_imported_only_by_its_backend() -> None:
+    """``import docker`` (ray, modal, daytona), lazy imports included: only in the backend's
+    folder (and where ``_SDK_HOMES`` says why not)."""
+    found = []
+    seen = set()
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            roots = []
+            if isinstance(node, ast.Import):
+                roots = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                roots = [node.module.split(".")[0]]
+            for root in roots:
+                if root in _SDK_HOMES:
+                    seen.add(root)
+                    if not under(name, *_SDK_HOMES[root]):
+                        found.append(f"{name}:{node.lineno}: imports {root}")
+    assert {"docker", "ray"} <= seen  # the scan sees the imports it polices
+    assert not found, "\n".join(found)
+
+
+def test_every_backend_lives_in_its_folder_and_gives_its_parts() -> None:
+    """A kind's module is ``runtime/KIND/backend.py`` (the table's comment says why not for
+    ``local``, the core's own, and ``ws``, tcp's client over a WebSocket) and defines its
+    ``PARTS``, typed."""
+    from pytest_hud.runtime.backends import BACKENDS, BackendParts
+
+    homes = {"local": ".local", "ws": ".tcp.backend"}
+    for kind, backend in BACKENDS.items():
+        assert backend.module == homes.get(kind, f".{kind}.backend"), (kind, backend.module)
+        assert isinstance(backend.parts, BackendParts), kind
+        assert callable(backend.provider), kind

@@ -46,9 +46,9 @@ def test_serving_an_env_imports_no_agent_stack_and_no_other_runtime(entry: str) 
         "pytest_hud.robot.agent.agent",
         "pytest_hud.robot.agent.batching",
         "pytest_hud.runtime.docker",
-        "pytest_hud.runtime.sandbox.modal",
+        "pytest_hud.runtime.modal",
         "pytest_hud.runtime.ray",
-        "pytest_hud.runtime.sandbox.daytona",
+        "pytest_hud.runtime.daytona",
         "torch",
     }
     assert loaded & unwanted == set()

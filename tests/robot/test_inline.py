@@ -11,9 +11,9 @@ import pytest
 from sims import CounterSim
 from websockets.exceptions import ConnectionClosed
 
+from pytest_hud.errors import TransportClosed
 from pytest_hud.robot import RobotClient, RobotEndpoint, RobotError, SimError
 from pytest_hud.robot.wire import inproc
-from pytest_hud.robot.wire.errors import TransportClosed
 from pytest_hud.robot.wire.inproc import InprocTransport
 from pytest_hud.robot.wire.wsclient import FrameTransport
 

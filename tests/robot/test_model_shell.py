@@ -17,9 +17,9 @@ from policy_wire import env_server
 from procs import COUNTER
 
 from pytest_hud import Runtime, Task, run
+from pytest_hud.errors import RemoteModelError
 from pytest_hud.robot import Ensembler, RobotAgent
 from pytest_hud.robot.agent.adapter import Adapter
-from pytest_hud.robot.agent.errors import RemoteModelError
 from pytest_hud.robot.agent.model import ZeroModel
 from pytest_hud.robot.agent.model_server import Metered
 from pytest_hud.robot.agent.policy_server import PolicyServer

@@ -22,6 +22,7 @@ import websockets
 from procs import COUNTER, env_server, raw_peers
 from sims import COUNTER_CONTRACT, CounterSim
 
+from pytest_hud.errors import ControlError
 from pytest_hud.plumbing.auth import derive, prove, session_secret
 from pytest_hud.plumbing.process import Child, child_env
 from pytest_hud.plumbing.rpc import AuthError, Connection, Limits, RpcClient, serve_rpc
@@ -31,7 +32,6 @@ from pytest_hud.robot.agent.policy_server import PolicyServer
 from pytest_hud.robot.agent.remote import RemoteModel
 from pytest_hud.robot.wire.codec import pack, unpack
 from pytest_hud.runtime.control import ControlClient
-from pytest_hud.runtime.errors import ControlError
 from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.server import ANNOUNCE as SERVER_ANNOUNCE
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_hud.errors import PlacementError
 from pytest_hud.runtime.backends import BACKENDS, DEFAULT, Backend, forms, parse
-from pytest_hud.runtime.errors import PlacementError
 
 #: A value of each advertised form, with its placeholders filled in.
 EXAMPLES = {
@@ -55,7 +55,7 @@ def test_the_flags_are_what_the_session_acts_on() -> None:
     for kind in ("local", "subprocess", "docker"):
         warm = BACKENDS[kind].warm
         assert bool(getattr(provider_for(kind), "warm_ahead", False)) is warm, kind
-        assert spec_pool_size(kind, None, 3) == (3 if warm else 0), kind
+        assert spec_pool_size(parse(kind), None, 3) == (3 if warm else 0), kind
     assert parse("docker:img").image == "img" and parse("modal:img").image == "img"
     assert parse("subprocess:/usr/bin/python3").image is None  # a python, not an image
     assert [k for k, b in BACKENDS.items() if b.builds] == ["docker"]
@@ -63,7 +63,7 @@ def test_the_flags_are_what_the_session_acts_on() -> None:
     assert [k for k, b in BACKENDS.items() if b.reap is not None] == ["docker"]
 
 
-def test_a_module_without_a_provider_is_one_clear_error() -> None:
-    broken = Backend("nothing", ("nothing",), ".errors")  # a real module with no provider
-    with pytest.raises(TypeError, match=r"backend 'nothing': .*has no provider\(spec\)"):
+def test_a_module_without_its_parts_is_one_clear_error() -> None:
+    broken = Backend("nothing", ("nothing",), ".provider")  # a real module with no PARTS
+    with pytest.raises(TypeError, match=r"backend 'nothing': expected .* to define PARTS"):
         broken.provider  # noqa: B018

@@ -24,7 +24,7 @@ from fake_daytona import FAKE_SSH, FakeDaytona
 from pytest_hud import Shared, Task, run
 from pytest_hud.plumbing.auth import session_secret
 from pytest_hud.runtime import rollout
-from pytest_hud.runtime.sandbox.daytona import DaytonaRuntime
+from pytest_hud.runtime.daytona import DaytonaRuntime
 
 ROOT = Path(__file__).resolve().parents[2]
 PENDULUM = ROOT / "examples" / "envs" / "pendulum.py"
@@ -131,7 +131,7 @@ async def test_server_that_never_serves_is_a_bounded_wait(
 def taken_ports(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Ports "found free" that another process took before the tunnel bound them: the first
     ``n`` picks are ports held by listening sockets here, later picks are really free."""
-    from pytest_hud.runtime.sandbox import daytona
+    from pytest_hud.runtime import daytona
 
     held: list[socket.socket] = []
     picks: list[int] = []

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 from docker_helpers import base_image
 
+from pytest_hud.errors import BaseImageError
 from pytest_hud.runtime.docker.base import build_host_base, ensure_base
 from pytest_hud.runtime.docker.image import build_image
-from pytest_hud.runtime.errors import BaseImageError
 
 pytestmark = pytest.mark.docker
 

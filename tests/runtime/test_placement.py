@@ -28,6 +28,7 @@ from pytest_hud.runtime import (
     SharedScopeError,
     rollout,
 )
+from pytest_hud.runtime.backends import parse
 from pytest_hud.runtime.modules import module_environments
 
 HERE = Path(__file__).resolve().parents[1] / "helpers"
@@ -447,7 +448,7 @@ async def test_a_row_goes_to_the_module_whose_template_made_it(tmp_path: Path) -
     row = alpha.task(seed=1)
     assert declaring_file(row) == str(first)
     assert declaring_file(Task("twin", "beta")) == str(second)  # a bare row: by name
-    check_rows([row], "local")  # the later "twin" has no template alpha: no TaskError
+    check_rows([row], parse("local"))  # the later "twin" has no template alpha: no TaskError
 
     async def no_robot(run: Any) -> dict[str, Any]:  # the template needs no agent
         return {}

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from pytest_hud.errors import BridgeError
 from pytest_hud.interop.lerobot.robots import _RobotLock
-from pytest_hud.robot.sim.errors import BridgeError
 
 #: what an attacker's file says: set the window title, clear the screen, write the clipboard
 ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b]52;c;ZWNobyBvd25lZA==\x07"

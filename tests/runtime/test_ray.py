@@ -256,8 +256,8 @@ def test_a_head_whose_port_was_taken_starts_on_another(tmp_path: Path) -> None:
 
 
 def test_runtime_specs_name_their_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_hud.errors import PlacementError
     from pytest_hud.runtime.backends import parse
-    from pytest_hud.runtime.errors import PlacementError
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     assert parse("ray").cluster is None  # a cluster of our own

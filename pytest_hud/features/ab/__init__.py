@@ -1,6 +1,6 @@
 """Several ``--hud-agent``: an A/B test or a checkpoint sweep in one paired session. Pairs are
 shuffled by ``--hud-ab-seed`` (every worker collects the same order); reports and the
-``--hud-ab-gate`` use :mod:`pytest_hud.features.ab.verdicts`.
+``--hud-ab-gate`` use :mod:`pytest_hud.evaluation.paired_verdicts`.
 """
 
 from __future__ import annotations
@@ -26,10 +26,7 @@ from pytest_hud._plugin.feature_api import (
     uses_fixture_from,
 )
 from pytest_hud.evaluation import provenance
-from pytest_hud.evaluation.results import Row, uncovered
-from pytest_hud.evaluation.verdict import CoveredGate
-from pytest_hud.features.ab.stopping import PairedStopping
-from pytest_hud.features.ab.verdicts import (
+from pytest_hud.evaluation.paired_verdicts import (
     ArmEntry,
     Comparison,
     agent_blocks,
@@ -38,6 +35,9 @@ from pytest_hud.features.ab.verdicts import (
     paired_block,
     worse_for_the_gate,
 )
+from pytest_hud.evaluation.results import Row, uncovered
+from pytest_hud.evaluation.verdict import CoveredGate
+from pytest_hud.features.ab.stopping import PairedStopping
 from pytest_hud.runtime.backends import DEFAULT
 
 if TYPE_CHECKING:
@@ -319,7 +319,7 @@ class ArmsPlugin:
         if any(str(a.step) != a.label for a in self.arms):
             return
         try:
-            from pytest_hud.evaluation.compare import run_from_rows, write_plot
+            from pytest_hud.evaluation.comparison import run_from_rows, write_plot
 
             runs = [
                 run_from_rows([r for r in rows if r.get("arm") == a.letter], a.label)

@@ -8,14 +8,14 @@ import html
 from collections import defaultdict
 from collections.abc import Sequence
 
-from pytest_hud.evaluation.results import Row, stats, task_of
-from pytest_hud.features.ab.verdicts import (
+from pytest_hud.evaluation.paired_verdicts import (
     OVERALL,
     ArmEntry,
     Comparison,
     TaskComparison,
     graded,
 )
+from pytest_hud.evaluation.results import Row, stats, task_of
 
 __all__ = ["arms_html"]
 

@@ -11,14 +11,14 @@ from dataclasses import KW_ONLY, dataclass
 from pytest_hud._plugin.feature_api import Arm, split_arm, task_of_nodeid
 from pytest_hud.evaluation.bounded import PairedBettingTest
 from pytest_hud.evaluation.decided import DecidedTasks
-from pytest_hud.evaluation.results import Row, task_of, unit_of
-from pytest_hud.features.ab.paired import PairedSequentialTest, fixed_n_pairs
-from pytest_hud.features.ab.verdicts import (
+from pytest_hud.evaluation.paired import PairedSequentialTest, fixed_n_pairs
+from pytest_hud.evaluation.paired_verdicts import (
     SequentialState,
     family_alpha,
     graded,
     metric_value,
 )
+from pytest_hud.evaluation.results import Row, task_of, unit_of
 
 __all__ = ["PairedStopping"]
 

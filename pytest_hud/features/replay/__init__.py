@@ -23,9 +23,9 @@ from pytest_hud._plugin.feature_api import (
     readable_id,
 )
 from pytest_hud.errors import HudError
-from pytest_hud.evaluation import replay as judge
-from pytest_hud.evaluation.replay import EnvCheck, PolicyCheck
 from pytest_hud.evaluation.results import Row
+from pytest_hud.features.replay import judge
+from pytest_hud.features.replay.judge import EnvCheck, PolicyCheck
 from pytest_hud.runtime.rollout import RolloutResult
 from pytest_hud.runtime.task import Task
 
@@ -103,7 +103,7 @@ class ReplayPlugin:
     """The replay items' judge and the replay's reports."""
 
     def __init__(self, hud: Hud, dataset: Path, tolerances: judge.Tolerances) -> None:
-        from pytest_hud.robot.record.errors import DatasetError
+        from pytest_hud.errors import DatasetError
         from pytest_hud.robot.record.reader import RecordedDataset
 
         agents = hud.options.agents
@@ -174,7 +174,7 @@ class ReplayPlugin:
         return episode, self._frames[episode.index]
 
     def replay_agent(self, case: HudCase) -> RobotAgent:
-        from pytest_hud.robot.record.replay import replay_agent
+        from pytest_hud.robot.record.recorded_actions import replay_agent
 
         episode, frames = self.frames(case)
         return replay_agent(
@@ -357,7 +357,7 @@ class ReplayPlugin:
     @pytest.hookimpl
     def pytest_hud_html_figures(self) -> list[Figure]:
         """One plot per judged episode (error over time), for the html report."""
-        from pytest_hud.evaluation.replay_plot import write_episode_plot
+        from pytest_hud.features.replay.plot import write_episode_plot
 
         folder = self.hud.artifacts / "replay"
         out = []
@@ -375,7 +375,7 @@ class ReplayPlugin:
     @pytest.hookimpl
     def pytest_hud_html_sections(self) -> list[str]:
         """The replay table for the html report's summary (none when nothing was judged)."""
-        from pytest_hud.evaluation.replay_plot import table_html
+        from pytest_hud.features.replay.plot import table_html
 
         blocks = self.blocks()
         return [table_html(blocks, str(self.dataset.root))] if blocks else []

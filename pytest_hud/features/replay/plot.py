@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_hud.evaluation.replay import Tolerances
+from pytest_hud.features.replay.judge import Tolerances
 
 __all__ = ["table_html", "write_episode_plot"]
 

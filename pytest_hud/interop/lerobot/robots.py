@@ -20,13 +20,12 @@ from typing import Protocol
 
 import numpy as np
 
-from pytest_hud.errors import HudError
+from pytest_hud.errors import BridgeError, HudError
 from pytest_hud.plumbing.loader import load_object
 from pytest_hud.plumbing.printable import printable
 from pytest_hud.plumbing.private_dir import open_private, private_dir
 from pytest_hud.robot.sim.bridge import RobotBridge
 from pytest_hud.robot.sim.endpoint import RobotEndpoint
-from pytest_hud.robot.sim.errors import BridgeError
 
 __all__ = [
     "BRIDGE_OPTIONS",

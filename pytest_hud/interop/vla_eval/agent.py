@@ -14,7 +14,8 @@ from typing import Any, Unpack, cast
 
 import numpy as np
 
-from pytest_hud.interop.vla_eval.session import (
+from pytest_hud.errors import AdapterError
+from pytest_hud.interop.vla_eval.connection import (
     SessionOptions,
     VlaEvalError,
     VlaEvalSession,
@@ -23,7 +24,6 @@ from pytest_hud.interop.vla_eval.session import (
 from pytest_hud.interop.vla_eval.specs import SPECS_KEY, camera_names, check_specs
 from pytest_hud.robot.agent.adapter import Adapter
 from pytest_hud.robot.agent.agent import EpisodeReport, RobotAgent, RunSettings
-from pytest_hud.robot.agent.errors import AdapterError
 from pytest_hud.robot.agent.model import Model, episode_task
 from pytest_hud.robot.contract import Spaces
 from pytest_hud.robot.episode import EpisodeRun

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from pytest_hud.errors import BridgeError
 from pytest_hud.interop.vla_eval.specs import SPECS_KEY
 from pytest_hud.robot.contract import Contract
 from pytest_hud.robot.sim.bridge import RobotBridge
-from pytest_hud.robot.sim.errors import BridgeError
 
 __all__ = ["VlaEvalBridge", "benchmark_rows", "build_benchmark", "flatten", "plain"]
 

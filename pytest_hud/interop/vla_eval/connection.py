@@ -9,6 +9,7 @@ import contextlib
 import logging
 from typing import Any, TypedDict, Unpack
 
+from pytest_hud.errors import ConnectError, ConnectTimeout, RemoteModelError, TransportClosed
 from pytest_hud.interop.vla_eval.codec import (
     Message,
     VlaEvalWireError,
@@ -16,9 +17,7 @@ from pytest_hud.interop.vla_eval.codec import (
     pack_message,
     unpack_message,
 )
-from pytest_hud.robot.agent.errors import RemoteModelError
 from pytest_hud.robot.wire.deadline import Watchdog
-from pytest_hud.robot.wire.errors import ConnectError, ConnectTimeout, TransportClosed
 from pytest_hud.robot.wire.transport import Transport, connect
 
 __all__ = ["SessionOptions", "VlaEvalError", "VlaEvalSession", "normalize_url"]

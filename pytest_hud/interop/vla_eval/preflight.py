@@ -7,11 +7,10 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 
-from pytest_hud.errors import HudError
+from pytest_hud.errors import AgentSpecError, HudError
 from pytest_hud.interop.vla_eval.agent import VlaEvalAgent, VlaEvalModel, env_specs
-from pytest_hud.interop.vla_eval.session import VlaEvalError, normalize_url
+from pytest_hud.interop.vla_eval.connection import VlaEvalError, normalize_url
 from pytest_hud.interop.vla_eval.specs import check_specs
-from pytest_hud.robot.agent.errors import AgentSpecError
 from pytest_hud.robot.agent.registry import AgentKind
 from pytest_hud.robot.contract import Contract
 from pytest_hud.runtime.contracts import declared_contracts, run_apart

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_hud.robot.agent.errors import AdapterError
+from pytest_hud.errors import AdapterError
 from pytest_hud.robot.contract import Spaces
 
 #: LeRobot's key for the environment's state (object poses, goals).

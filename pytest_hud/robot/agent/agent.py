@@ -14,9 +14,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from pytest_hud.errors import ModelOutputError
 from pytest_hud.robot.agent.adapter import Adapter
 from pytest_hud.robot.agent.ensembler import Ensembler
-from pytest_hud.robot.agent.errors import ModelOutputError
 from pytest_hud.robot.agent.model import EPISODE_TASK, Model, check_chunk
 from pytest_hud.robot.agent.timed import INSTRUCTION, STOP, TimedCounters, Timing, run_timed
 from pytest_hud.robot.contract import Spaces

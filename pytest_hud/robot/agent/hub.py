@@ -9,7 +9,7 @@ import socket
 import threading
 from urllib.parse import urlparse
 
-from pytest_hud.robot.agent.errors import CheckpointError
+from pytest_hud.errors import CheckpointError
 
 __all__ = ["cached_or_reachable", "hub_offline", "require_hub_checkpoint"]
 

@@ -12,13 +12,13 @@ from typing import Any
 
 import numpy as np
 
+from pytest_hud.errors import CheckpointError
 from pytest_hud.plumbing.threads import DaemonExecutor
 from pytest_hud.robot import lerobot_version as compat
 from pytest_hud.robot.agent.adapter import LeRobotAdapter
 from pytest_hud.robot.agent.agent import RobotAgent
 from pytest_hud.robot.agent.device import placed_device
 from pytest_hud.robot.agent.ensembler import Ensembler
-from pytest_hud.robot.agent.errors import CheckpointError
 from pytest_hud.robot.agent.hub import require_hub_checkpoint
 from pytest_hud.robot.agent.model import Model
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from pytest_hud.errors import ModelOutputError
 from pytest_hud.plumbing.threads import DaemonExecutor, abandon, model_threads
-from pytest_hud.robot.agent.errors import ModelOutputError
 from pytest_hud.robot.contract import Spaces
 
 __all__ = [

@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
-    from pytest_hud.robot.agent.errors import AgentSpecError
+    from pytest_hud.errors import AgentSpecError
     from pytest_hud.robot.agent.expects import metadata_entry
     from pytest_hud.robot.agent.policy_server import PolicyServer
     from pytest_hud.robot.agent.registry import AgentSpec, load_agent

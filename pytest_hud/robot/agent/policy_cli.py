@@ -25,7 +25,7 @@ __all__ = ["load_model", "main", "serve_forever"]
 
 def load_model(spec: str) -> Model:
     """The Model behind an agent spec (``--hud-agent`` syntax)."""
-    from pytest_hud.robot.agent.errors import AgentSpecError
+    from pytest_hud.errors import AgentSpecError
     from pytest_hud.robot.agent.registry import load_agent
 
     agent = load_agent(spec)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
+from pytest_hud.errors import AgentSpecError
 from pytest_hud.plumbing.loader import registered
-from pytest_hud.robot.agent.errors import AgentSpecError
 
 if TYPE_CHECKING:  # the agent stack loads with the first agent built, not with the plugin
     from pytest_hud.robot.agent.agent import RobotAgent
@@ -326,15 +326,8 @@ def _replicas(spec: AgentSpec, cluster: str | None) -> object:
     """``openpi:ray:NAME``: the agent of the named policy replicas on the Ray cluster."""
     if not spec.replicas:
         raise AgentSpecError(f"{spec.text}: expected openpi:ray:NAME, got no NAME")
-    import ray
-
     from pytest_hud.robot.agent.replicas import replica_agent
 
-    if cluster is None and not os.environ.get("RAY_ADDRESS") and not ray.is_initialized():
-        raise AgentSpecError(
-            "looks replicas up on a running Ray cluster; expected its address "
-            "(--hud-runtime=ray:HOST:PORT or ray://HOST:PORT) or $RAY_ADDRESS, got neither"
-        )
     return replica_agent(spec.replicas, cluster, agent_name=spec.text)
 
 

@@ -17,10 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from pytest_hud.robot.agent.errors import RemoteModelError
+from pytest_hud.errors import (
+    ConnectError,
+    ConnectTimeout,
+    RemoteModelError,
+    TransportClosed,
+    WireError,
+)
 from pytest_hud.robot.agent.model import Model, check_chunk, episode_task
 from pytest_hud.robot.wire.codec import pack, unpack
-from pytest_hud.robot.wire.errors import ConnectError, ConnectTimeout, TransportClosed, WireError
 from pytest_hud.robot.wire.transport import Transport, connect
 
 __all__ = ["RemoteModel", "RemoteModelError"]

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from pytest_hud.errors import AgentSpecError, RemoteModelError
 from pytest_hud.plumbing.cluster import connect
 from pytest_hud.robot.agent.agent import RobotAgent, RunSettings
-from pytest_hud.robot.agent.errors import AgentSpecError, RemoteModelError
 from pytest_hud.robot.episode import EpisodeReport, EpisodeRun
 
 __all__ = [
@@ -232,9 +233,15 @@ def replica_agent(
     name: str, address: str | None = None, *, agent_name: str | None = None
 ) -> ReplicaAgent:
     """A :class:`ReplicaAgent` over the replicas named ``name`` (:func:`replica_urls`),
-    following each to a new address when Ray restarts it."""
+    following each to a new address when Ray restarts it. AgentSpecError when no cluster is
+    named and none is joined."""
     import ray
 
+    if address is None and not os.environ.get("RAY_ADDRESS") and not ray.is_initialized():
+        raise AgentSpecError(
+            "looks replicas up on a running Ray cluster; expected its address "
+            "(--hud-runtime=ray:HOST:PORT or ray://HOST:PORT) or $RAY_ADDRESS, got neither"
+        )
     urls = replica_urls(name, address)
     handles = [ray.get_actor(f"{name}/{i}", namespace=NAMESPACE) for i in range(len(urls))]
     resolvers = [_resolver(h) for h in handles]

@@ -15,10 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from pytest_hud.errors import HudError
+from pytest_hud.errors import HudError, RemoteModelError
 from pytest_hud.robot.agent.agent import RobotAgent
 from pytest_hud.robot.agent.batching import BatchedAgent, BatchedModel
-from pytest_hud.robot.agent.errors import RemoteModelError
 from pytest_hud.robot.agent.model import Model
 from pytest_hud.robot.agent.remote import RemoteModel
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from pytest_hud.errors import DatasetError
 from pytest_hud.robot import lerobot_version as compat
-from pytest_hud.robot.record.errors import DatasetError
 from pytest_hud.robot.record.grade import save_with_metadata
 from pytest_hud.robot.record.schema import _PER_EPISODE_FILES_MB, _Schema
 from pytest_hud.robot.record.store import _lerobot_dataset, _quiet

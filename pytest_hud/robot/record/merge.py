@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_hud.robot.record.errors import DatasetError
+from pytest_hud.errors import DatasetError
 from pytest_hud.robot.record.schema import _comparable
 from pytest_hud.robot.record.store import _lerobot_dataset, _quiet, _read_info, _safe_name
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from pytest_hud.errors import DatasetError
 from pytest_hud.robot.contract import Contract
-from pytest_hud.robot.record.errors import DatasetError
 from pytest_hud.robot.record.schema import _build_schema, _Schema
 from pytest_hud.robot.record.source import CONTRACT_COLUMN, ROW_COLUMN
 

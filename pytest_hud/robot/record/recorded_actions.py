@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from pytest_hud.errors import DatasetError
 from pytest_hud.robot.agent.agent import RobotAgent
 from pytest_hud.robot.agent.model import Model
 from pytest_hud.robot.contract import Spaces
-from pytest_hud.robot.record.errors import DatasetError
 from pytest_hud.robot.record.reader import Frames
 from pytest_hud.robot.record.schema import _build_schema
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from pytest_hud.errors import DatasetError
 from pytest_hud.robot.contract import Feature, Spaces
-from pytest_hud.robot.record.errors import DatasetError
 from pytest_hud.robot.record.grade import NEXT_FEATURES, empty_outcome
 
 __all__ = ["MIN_VIDEO_HEIGHT", "MIN_VIDEO_WIDTH", "DatasetError", "camera_key"]

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_hud.robot.record.errors import DatasetError
+from pytest_hud.errors import DatasetError
 from pytest_hud.robot.record.schema import _comparable, _describe, _Schema
 
 __all__ = ["check_append", "inspect_root"]

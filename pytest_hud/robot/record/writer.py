@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_hud.errors import DatasetError
 from pytest_hud.robot.contract import Contract, Spaces
 from pytest_hud.robot.episode import EpisodeRun
 from pytest_hud.robot.record.commit import (
@@ -28,7 +29,6 @@ from pytest_hud.robot.record.commit import (
     push_dataset,
     write_episode,
 )
-from pytest_hud.robot.record.errors import DatasetError
 from pytest_hud.robot.record.grade import (
     GradeFuture,
     Grades,

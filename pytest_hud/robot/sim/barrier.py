@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from websockets.exceptions import ConnectionClosed
 
+from pytest_hud.errors import BridgeError
 from pytest_hud.plumbing.tracebacks import format_exc
-from pytest_hud.robot.sim.errors import BridgeError
 from pytest_hud.robot.sim.hooks import SimHooks
 from pytest_hud.robot.sim.messages import _send_error, slot_row
 from pytest_hud.robot.sim.slots import SlotState, _Slot

@@ -17,12 +17,12 @@ from urllib.parse import parse_qsl, urlparse
 import websockets
 from websockets.asyncio.server import serve
 
+from pytest_hud.errors import BridgeError
 from pytest_hud.plumbing.auth import derive, same, server_secret
 from pytest_hud.plumbing.rpc import Connection
 from pytest_hud.plumbing.tracebacks import format_exc
 from pytest_hud.robot.contract import Contract
 from pytest_hud.robot.sim.barrier import SlotBarrier
-from pytest_hud.robot.sim.errors import BridgeError
 from pytest_hud.robot.sim.messages import (
     _describe,
     _send_error,

@@ -13,13 +13,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_hud.errors import SimError
 from pytest_hud.plumbing.auth import session_secret, url_token
 from pytest_hud.plumbing.process import Child, ChildError, child_env
 from pytest_hud.plumbing.rpc import RemoteError, RpcClient, RpcClosed, tcp_address
 from pytest_hud.plumbing.tracebacks import format_exc
 from pytest_hud.robot.contract import Contract
 from pytest_hud.robot.sim.bridge import ANNOUNCE, RobotBridge
-from pytest_hud.robot.sim.errors import SimError
 from pytest_hud.robot.sim.program import build_bridge, encode_spec
 from pytest_hud.robot.wire import inproc
 from pytest_hud.robot.wire.codec import PROTOCOL

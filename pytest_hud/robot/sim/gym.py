@@ -12,9 +12,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from pytest_hud.errors import BridgeError
 from pytest_hud.robot.contract import Contract, load_or_derive
 from pytest_hud.robot.sim.bridge import RobotBridge
-from pytest_hud.robot.sim.errors import BridgeError
 from pytest_hud.robot.sim.vector import build_env, check_mode
 
 __all__ = ["SUCCESS_KEYS", "GymBridge", "flatten_observation", "gym_target"]

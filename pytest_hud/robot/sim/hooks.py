@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from pytest_hud.errors import BridgeError
 from pytest_hud.robot.contract import Contract
-from pytest_hud.robot.sim.errors import BridgeError
 
 __all__ = ["SimHooks"]
 

@@ -11,10 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from pytest_hud.robot.sim.errors import BridgeError
+from pytest_hud.errors import BridgeError, WireError
 from pytest_hud.robot.sim.slots import AgentConnection
 from pytest_hud.robot.wire.codec import unpack
-from pytest_hud.robot.wire.errors import WireError
 
 __all__ = ["decode_action", "decode_frame", "slot_row"]
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from websockets.asyncio.server import ServerConnection
 
-from pytest_hud.robot.sim.errors import BridgeError
+from pytest_hud.errors import BridgeError
 from pytest_hud.robot.wire.inproc import InprocServerEnd
 
 __all__ = ["AgentConnection", "SlotState"]

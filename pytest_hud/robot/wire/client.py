@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
+from pytest_hud.errors import ConnectError, RobotError, TransportClosed, WireError
 from pytest_hud.robot.contract import Contract, Spaces
 from pytest_hud.robot.wire.codec import pack, unpack
 from pytest_hud.robot.wire.deadline import Watchdog
-from pytest_hud.robot.wire.errors import ConnectError, RobotError, TransportClosed, WireError
 from pytest_hud.robot.wire.inproc import InprocTransport
 from pytest_hud.robot.wire.transport import Transport, connect
 

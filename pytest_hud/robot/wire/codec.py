@@ -12,7 +12,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from pytest_hud.robot.wire.errors import WireError
+from pytest_hud.errors import WireError
 
 __all__ = [
     "PROTOCOL",

@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from pytest_hud.robot.wire.errors import ConnectError
+from pytest_hud.errors import ConnectError
 
 __all__ = ["mask"]
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from websockets.exceptions import ConnectionClosedOK
 
+from pytest_hud.errors import TransportClosed
 from pytest_hud.robot.wire.codec import carry
-from pytest_hud.robot.wire.errors import TransportClosed
 from pytest_hud.robot.wire.mailbox import Mailbox
 
 __all__ = ["InprocServerEnd", "InprocTransport", "dial", "register", "unregister"]

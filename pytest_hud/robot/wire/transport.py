@@ -8,8 +8,8 @@ import os
 from collections.abc import Mapping
 from typing import Protocol
 
+from pytest_hud.errors import ConnectError, ConnectTimeout, TransportClosed
 from pytest_hud.robot.wire import inproc
-from pytest_hud.robot.wire.errors import ConnectError, ConnectTimeout, TransportClosed
 from pytest_hud.robot.wire.websockets_client import WebsocketsTransport
 from pytest_hud.robot.wire.wsclient import FrameTransport
 

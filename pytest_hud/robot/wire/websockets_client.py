@@ -9,8 +9,8 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 
+from pytest_hud.errors import ConnectError, ConnectTimeout, TransportClosed
 from pytest_hud.robot.wire.codec import ws_options
-from pytest_hud.robot.wire.errors import ConnectError, ConnectTimeout, TransportClosed
 
 __all__ = ["WebsocketsTransport"]
 

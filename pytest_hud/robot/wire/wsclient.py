@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from pytest_hud.robot.wire.errors import ConnectError, ConnectTimeout, TransportClosed
+from pytest_hud.errors import ConnectError, ConnectTimeout, TransportClosed
 from pytest_hud.robot.wire.frames import (
     _DATA_OPS,
     OP_BINARY,

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
+from pytest_hud.errors import SubstrateError
 from pytest_hud.plumbing.process import Child, child_env
-from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.ports import free_port, port_taken
 from pytest_hud.runtime.provider import Runtime
-from pytest_hud.runtime.sandbox.base import SandboxRuntime, import_sdk
+from pytest_hud.runtime.sandbox import SandboxRuntime, import_sdk
 from pytest_hud.runtime.substrate import (
     CONTROL_PORT,
     PingedSubstrate,

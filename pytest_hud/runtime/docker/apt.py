@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pytest_hud.runtime.errors import SubstrateError
+from pytest_hud.errors import SubstrateError
 
 __all__ = ["BASE_PROVIDED", "AptError", "apt_closure", "apt_rootfs"]
 

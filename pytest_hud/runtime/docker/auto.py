@@ -19,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from pytest_hud.errors import PlacementError
 from pytest_hud.plumbing.loader import load_module
 from pytest_hud.runtime.docker.container import DockerRuntime
 from pytest_hud.runtime.docker.engine import LABEL, RENDER_VARS
@@ -30,7 +31,6 @@ from pytest_hud.runtime.docker.image import (
     build_image,
     cache_dir,
 )
-from pytest_hud.runtime.errors import PlacementError
 from pytest_hud.runtime.modules import declared_environments
 from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.task import Task

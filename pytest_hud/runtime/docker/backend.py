@@ -7,11 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pytest_hud.runtime.backends import BackendParts
+
 if TYPE_CHECKING:
     from pytest_hud.runtime.backends import RuntimeSpec
     from pytest_hud.runtime.provider import Provider
 
-__all__ = ["preflight", "provider", "reap"]
+__all__ = ["PARTS", "image_digest", "preflight", "provider", "reap"]
 
 
 def provider(spec: RuntimeSpec) -> Provider:
@@ -49,3 +51,14 @@ def reap() -> None:
 
     reap_containers()
     settle_intents()
+
+
+def image_digest(image: str) -> str | None:
+    """The image's repo digest (``name@sha256:...``) or, for a local-only build, its id;
+    None without the docker SDK, an engine, or the image (for the run's provenance)."""
+    from pytest_hud.runtime.docker.engine import image_digest as digest
+
+    return digest(image)
+
+
+PARTS = BackendParts(provider=provider, preflight=preflight, reap=reap, image_digest=image_digest)

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_hud.errors import BaseImageError
 from pytest_hud.runtime.docker.engine import LABEL, _sdk
 from pytest_hud.runtime.docker.owners import owner_labels
-from pytest_hud.runtime.errors import BaseImageError
 
 __all__ = ["HostPython", "build_host_base", "ensure_base", "host_python"]
 

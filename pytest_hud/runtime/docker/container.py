@@ -13,6 +13,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_hud.errors import SubstrateError
 from pytest_hud.plumbing.auth import auth_env
 from pytest_hud.runtime.docker.engine import (
     LABEL,
@@ -28,7 +29,6 @@ from pytest_hud.runtime.docker.engine import (
 )
 from pytest_hud.runtime.docker.intents import create_container
 from pytest_hud.runtime.docker.owners import _reap_once, owner_labels
-from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.substrate import CONTROL_PORT, PingedSubstrate, serve_argv
 from pytest_hud.runtime.task import Task

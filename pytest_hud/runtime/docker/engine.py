@@ -13,10 +13,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from pytest_hud.errors import SubstrateError
 from pytest_hud.plumbing.process import environ_snapshot
-from pytest_hud.runtime.errors import SubstrateError
 
-__all__ = ["require_engine"]
+__all__ = ["image_digest", "require_engine"]
 
 log = logging.getLogger(__name__)
 
@@ -133,3 +133,28 @@ def _force_remove(container: Any) -> None:
     except docker.errors.APIError as exc:
         if exc.status_code != 409:  # 409: its removal is already in progress
             raise
+
+
+def image_digest(image: str, timeout: float = 10.0) -> str | None:
+    """The image's repo digest (``name@sha256:...``) or, for a local-only build, its id;
+    ``None`` without the docker SDK, an engine, or the image."""
+    try:
+        import docker
+        from docker.errors import DockerException
+    except ImportError:
+        return None
+    try:
+        client = docker.from_env(timeout=int(timeout))
+    except DockerException:
+        return None
+    try:
+        attrs = client.images.get(image).attrs
+    except (DockerException, OSError):
+        return None
+    finally:
+        client.close()
+    digests = attrs.get("RepoDigests") or []
+    if digests:
+        return str(digests[0])
+    ident = attrs.get("Id")
+    return str(ident) if ident else None

@@ -10,12 +10,14 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_hud.runtime.backends import BackendParts
+
 if TYPE_CHECKING:
     from pytest_hud.runtime.backends import RuntimeSpec
     from pytest_hud.runtime.provider import Provider
     from pytest_hud.runtime.ray.head import RayHead
 
-__all__ = ["HeadCluster", "address", "provider", "start_cluster"]
+__all__ = ["PARTS", "HeadCluster", "address", "provider", "start_cluster"]
 
 
 def address(spec: RuntimeSpec) -> str | None:
@@ -69,3 +71,6 @@ def start_cluster() -> HeadCluster:
         shutil.rmtree(head.temp_dir.parent, ignore_errors=True)
         raise
     return HeadCluster(head)
+
+
+PARTS = BackendParts(provider=provider, address=address, start_cluster=start_cluster)

@@ -14,8 +14,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_hud.errors import SubstrateError
 from pytest_hud.plumbing.reaper import Reaper, reap, targets
-from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.ports import free_port, port_taken
 
 __all__ = ["BOOT_TIMEOUT", "RayHead", "ray_env"]

@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_hud.errors import SubstrateError
 from pytest_hud.plumbing.auth import auth_env
 from pytest_hud.plumbing.cluster import connect
-from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.ray.resources import feasibility, placement_options, requested
 from pytest_hud.runtime.substrate import Substrate, bounded

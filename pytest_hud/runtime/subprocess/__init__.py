@@ -4,20 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from pytest_hud.errors import SubstrateError
 from pytest_hud.plumbing.process import Child, ChildError
-from pytest_hud.runtime.errors import SubstrateError
 from pytest_hud.runtime.provider import Runtime
 from pytest_hud.runtime.server import ANNOUNCE
 from pytest_hud.runtime.substrate import Substrate
 from pytest_hud.runtime.task import Task
 
-if TYPE_CHECKING:
-    from pytest_hud.runtime.backends import RuntimeSpec
-    from pytest_hud.runtime.provider import Provider
-
-__all__ = ["SubprocessRuntime", "provider"]
+__all__ = ["SubprocessRuntime"]
 
 
 class _ChildSubstrate(Substrate):
@@ -73,12 +68,3 @@ class SubprocessRuntime:
     def __call__(self, task: Task, /) -> _ChildSubstrate:
         argv = [self.python, "-m", "pytest_hud.serve", self.module, "--lifeline"]
         return _ChildSubstrate(argv, task, self.boot_timeout)
-
-
-def provider(spec: RuntimeSpec) -> Provider:
-    """``--hud-runtime=subprocess[:PYTHON]`` (runtime/backends.py): each row served by a child
-    process (of PYTHON, e.g. a LIBERO venv's) from the module that declares its env."""
-    from pytest_hud.runtime.routing import by_declaration, undeclared
-
-    python = spec.arg or None
-    return by_declaration(lambda path: SubprocessRuntime(path, python=python), undeclared)
