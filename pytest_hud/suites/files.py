@@ -1,9 +1,9 @@
 """The shipped ``tasks.jsonl`` files. Each suite holds its table of them, ``SUITE_FILES``
 (name -> (path, rows function)) beside its ``MODULE``, in its ``tasks`` module (or, without
 one, its package); this module finds every suite's table, says what a file's text is for its
-rows (the module column at the top level, as users write it), and writes them:
-``scripts/write_suites.py`` rewrites the shipped files and tests/suites/test_suite_files.py
-checks they are what their rows say.
+rows (the module column at the top level, as users write it), and writes them (the
+repository's maintainers rewrite the shipped files with it; a test checks they are what their
+rows say).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from typing import Any
 
 from pytest_hud import Environment
 from pytest_hud.suites.kinetix.expert import KinetixExpert, expert_agent
+from pytest_hud.suites.kinetix.image import APT, PIXELS_VAR, REQUIRES
 from pytest_hud.suites.kinetix.sim import CONTROL_RATE, MAX_STEPS, make_env
 from pytest_hud.suites.kinetix.tasks import ENV, LEVELS, PROMPTS, SIZES, rows
 
@@ -27,15 +28,6 @@ __all__ = [
     "make_environment",
     "rows",
 ]
-
-#: Python requirements of an image or venv serving this module: kinetix-env (JAX on the
-#: CPU; its levels ship in the package), and vla-eval, whose Kinetix benchmark class
-#: (:mod:`.vla_eval`) serves the same levels from the same image.
-REQUIRES = ["kinetix-env==3.0.2", "vla-eval==0.8.0"]
-#: Kinetix renders in JAX (no GL): no Debian packages.
-APT: list[str] = []
-
-PIXELS_VAR = "PYTEST_HUD_KINETIX_PIXELS"
 
 
 def make_environment(pixels: bool = False, name: str = ENV) -> Environment:

@@ -26,7 +26,7 @@ from vla_eval.benchmarks.kinetix.benchmark import (
 )
 
 from pytest_hud import Environment
-from pytest_hud.suites.kinetix import APT, PIXELS_VAR, REQUIRES
+from pytest_hud.suites.kinetix.image import APT, PIXELS_VAR, REQUIRES
 
 __all__ = ["ENV", "OFFLINE_TASKS", "env", "rows"]
 

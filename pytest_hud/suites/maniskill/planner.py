@@ -5,8 +5,8 @@ The solution runs on a private copy of the env set to the observed state (its ``
 made to land there), and its actions are recorded. mplib 0.1.1 (the version mani-skill 3.0.1
 pins) is built against numpy 1 and crashes in ``ArticulatedModel`` under numpy 2, so where
 this process has numpy >= 2 the planning runs in a worker process on another python
-(``$PYTEST_HUD_MANISKILL_PLANNER``: one with numpy < 2 and mani-skill, e.g. the venv
-``scripts/setup --all`` makes at .ci/venvs/maniskill), running :mod:`.planner_worker`.
+(``$PYTEST_HUD_MANISKILL_PLANNER``: one with numpy < 2 and mani-skill, e.g. a venv of its
+own), running :mod:`.planner_worker`.
 """
 
 from __future__ import annotations
@@ -107,7 +107,8 @@ def plan(task: str, env_state: np.ndarray) -> tuple[np.ndarray, bool]:
         raise PlannerError(
             f"ManiSkill's motion planner (mplib 0.1.1) needs numpy < 2, this process has "
             f"numpy {np.__version__}; fix: set ${PLANNER_VAR} to a python with numpy < 2 and "
-            "mani-skill==3.0.1 (scripts/setup --all makes .ci/venvs/maniskill)"
+            "mani-skill==3.0.1, e.g. python -m venv planner && planner/bin/pip install "
+            "'numpy<2' mani-skill==3.0.1, then the venv's bin/python"
         )
     with _STARTING:
         if not _WORKER or _WORKER[0].proc.poll() is not None or _WORKER[0].python != python:

@@ -2,8 +2,8 @@
 the Panda's joint-position controller (what ManiSkill's motion-planning solutions drive).
 
 SAPIEN opens a Vulkan device even without cameras: on a CPU that is Mesa's lavapipe, and
-Debian 12's (Mesa 22.3) lists llvmpipe as unsupported; Mesa >= 24 works (scripts/setup
-installs bookworm-backports' 25.0). ManiSkill is imported inside :func:`make_env` only.
+Debian 12's (Mesa 22.3) lists llvmpipe as unsupported; Mesa >= 24 works (Debian's
+bookworm-backports has 25.0). ManiSkill is imported inside :func:`make_env` only.
 """
 
 from __future__ import annotations
