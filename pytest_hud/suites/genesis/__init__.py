@@ -75,5 +75,5 @@ def rows(seeds: int = 10) -> list[Any]:
 
 
 #: The shipped JSONL file, name -> (path, rows): a package, so ``pytest --pyargs`` names it
-#: (scripts/write_suites.py writes it).
+#: (suites/files.py writes it).
 SUITE_FILES = {"franka_reach": (Path(__file__).parent / "franka_reach" / "tasks.jsonl", rows)}

@@ -21,5 +21,5 @@ def pick_cube(seeds: int = 50) -> list[Task]:
 
 
 #: The shipped JSONL file, name -> (path, rows): a package, so ``pytest --pyargs`` names it
-#: (scripts/write_suites.py writes it).
+#: (suites/files.py writes it).
 SUITE_FILES = {"pick_cube": (Path(__file__).parent / "pick_cube" / "tasks.jsonl", pick_cube)}

@@ -92,7 +92,7 @@ def kitchen(seeds: int = 10, tasks: tuple[str, ...] = tuple(KITCHEN)) -> list[Ta
 
 _HERE = Path(__file__).parent
 #: The shipped JSONL files, name -> (path, rows): one package each, so ``pytest --pyargs``
-#: names them (scripts/write_suites.py writes them).
+#: names them (suites/files.py writes them).
 SUITE_FILES = {
     "fetch": (_HERE / "fetch" / "tasks.jsonl", lambda: fetch()),
     "kitchen": (_HERE / "kitchen" / "tasks.jsonl", lambda: kitchen()),

@@ -172,7 +172,7 @@ def _rtc_rows() -> list[dict[str, Any]]:
 
 
 #: The shipped JSONL files, name -> (path, rows): one package per size, so ``pytest --pyargs``
-#: names them, and ``.rtc``'s rows of vla-eval's Kinetix benchmark (scripts/write_suites.py).
+#: names them, and ``.rtc``'s rows of vla-eval's Kinetix benchmark (suites/files.py writes them).
 SUITE_FILES: dict[str, tuple[Path, Callable[[], Sequence[Any]]]] = {
     size: (_HERE / size / "tasks.jsonl", partial(rows, size)) for size in SIZES
 }

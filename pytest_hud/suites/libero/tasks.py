@@ -119,7 +119,7 @@ def pro_rows(suite: str, init_states: int = INIT_STATES) -> list[Task]:
 #: LIBERO-PRO's: ``pro/<suite>/tasks.jsonl`` (``--pyargs pytest_hud.suites.libero.pro``).
 PRO_FILES = {suite: _HERE / "pro" / suite / "tasks.jsonl" for suite in PRO_SUITES}
 #: The shipped JSONL files, name -> (path, rows): one package per suite, so ``pytest
-#: --pyargs`` names them, LIBERO-PRO's among them (scripts/write_suites.py writes them).
+#: --pyargs`` names them, LIBERO-PRO's among them (suites/files.py writes them).
 SUITE_FILES: dict[str, tuple[Path, Callable[[], list[Task]]]] = {
     suite: (_HERE / suite / "tasks.jsonl", partial(rows, suite, _SHIPPED.get(suite, INIT_STATES)))
     for suite in SUITES

@@ -75,5 +75,5 @@ def rows(tasks: list[str] | None = None, seeds: int = SEEDS) -> list[Task]:
 
 
 #: The shipped JSONL file, name -> (path, rows): a package, so ``pytest --pyargs`` names it
-#: (scripts/write_suites.py writes it).
+#: (suites/files.py writes it).
 SUITE_FILES = {"tabletop": (Path(__file__).parent / "tabletop" / "tasks.jsonl", lambda: rows())}

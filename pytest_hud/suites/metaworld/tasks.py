@@ -142,7 +142,7 @@ def mt50(variations: int = 2) -> list[Task]:
 
 
 #: The shipped JSONL files, name -> (path, rows): one package each, so ``pytest --pyargs``
-#: names them (scripts/write_suites.py writes them).
+#: names them (suites/files.py writes them).
 SUITE_FILES = {
     "mt1": (Path(__file__).parent / "mt1" / "tasks.jsonl", lambda: mt1()),
     "mt10": (Path(__file__).parent / "mt10" / "tasks.jsonl", lambda: mt10()),

@@ -100,7 +100,7 @@ def rows(task: str, seeds: int = 50) -> list[Task]:
 
 _HERE = Path(__file__).parent
 #: The shipped JSONL files, name -> (path, rows): one package each, so ``pytest --pyargs``
-#: names them (scripts/write_suites.py writes them).
+#: names them (suites/files.py writes them).
 SUITE_FILES = {
     name: (_HERE / name / "tasks.jsonl", partial(rows, task))
     for name, task in (
