@@ -11,8 +11,9 @@ Per task: the light switch and the slide cabinet are pushed with closed fingers;
 microwave and the hinged cabinet door are gripped by their bar handle and pulled along the
 door's arc; the burner knobs are gripped across their ridge and turned by rolling the wrist;
 the kettle is lifted by its handle and set on the top-left burner. A goal of several tasks
-takes them in the prompt's order, the first not yet within the benchmark's threshold of its
-goal, letting go of the last one's handle first. Stateless: each action follows from the
+takes them in :data:`ORDER`, the first not yet within the benchmark's threshold of its goal;
+between two it lets go of the last one's handle and goes back to the start posture in joint
+space (each task's approach is made from there). Stateless: each action follows from the
 observation and the prompt.
 """
 
@@ -36,15 +37,21 @@ STATE_KEY = "observation/state"
 #: A unit action moves a joint 2 rad/s x 80 ms (the env's ``act_rng`` and step).
 STEP_RAD = 0.16
 #: The arm's joint position bounds (the env's franka_config.xml).
-BOUNDS = np.array([[-2.9, 2.9], [-1.8, 1.8], [-2.9, 2.9], [-3.1, 0.0], [-2.9, 2.9], [0.0, 3.8]])
-BOUNDS = np.vstack([BOUNDS, [-2.9, 2.9]])
+BOUNDS = np.array(
+    [[-2.9, 2.9], [-1.8, 1.8], [-2.9, 2.9], [-3.1, 0.0], [-2.9, 2.9], [0.0, 3.8], [-2.9, 2.9]]
+)
 #: The arm's posture at the kitchen's reset (its init_qpos).
 HOME = np.array([0.148, -1.768, 1.844, -2.477, 0.26, 0.713, 1.595])
+#: What :meth:`KitchenArm.act` does with the fingers.
 OPEN, CLOSE = -1.0, 1.0
+#: The kettle's mass (kg; the model's), fed forward while it is carried.
 KETTLE_MASS = 0.88
 #: Where the goal puts the kettle (its position; OBS_ELEMENT_GOALS["kettle"][:3]).
 KETTLE_GOAL = np.array([-0.23, 0.75, 1.62])
 
+#: Gripper orientations: pointing into the kitchen (+y) with the fingers closing along x;
+#: pointing down with the fingers along y, either way round; pointing up and in at 45 degrees
+#: (the high sliding door), the fingers in the same plane.
 FORWARD = frame(np.array([0.0, 1.0, 0.0]), np.array([1.0, 0.0, 0.0]))
 DOWN = frame(np.array([0.0, 0.0, -1.0]), np.array([0.0, 1.0, 0.0]))
 DOWN_TURNED = frame(np.array([0.0, 0.0, -1.0]), np.array([0.0, -1.0, 0.0]))
@@ -317,8 +324,9 @@ GRASPS: dict[str, Callable[[KitchenArm, np.ndarray], tuple[np.ndarray, np.ndarra
 }
 
 
-#: The order the expert takes a goal's tasks in: the pushes first, the kettle last (the
-#: least travel between them; the benchmark counts each task whenever it is done).
+#: The order the expert takes a goal's tasks in (the four-task goal's own: the microwave's
+#: door opened first is out of the way; a joint-space return from the sliding door would
+#: sweep the kettle off its burner). The benchmark counts each task whenever it is done.
 ORDER = tuple(POLICIES)
 #: How far inside the benchmark's threshold a task must be before the expert leaves it: the
 #: microwave's door, let go of at the threshold, can swing back out of it.
