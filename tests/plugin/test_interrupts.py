@@ -16,26 +16,11 @@ from pathlib import Path
 
 import pytest
 from docker_helpers import HANG_ENV, session_containers
+from interrupted import probed as _probed
 from waiting import wait_for
 
 from pytest_hud.plumbing.process import child_env
 from pytest_hud.runtime.docker.owners import reap_containers
-
-
-def _probed(token: str) -> list[int]:
-    """Pids of live processes whose environment carries the probe token."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if f"HUD_LEAK_PROBE={token}".encode() in environ and state != "Z":
-            found.append(int(entry.name))
-    return found
 
 
 def _is_zygote(pid: int) -> bool:
@@ -103,7 +88,7 @@ def test_an_interrupted_session_leaves_no_process(
             proc.wait(120)
         except subprocess.TimeoutExpired:
             pytest.fail(f"the session did not end within 120 s of {sig} to the {target}")
-        left = [] if wait_for(lambda: not _probed(token), 60) else _probed(token)
+        left = [] if wait_for(lambda: not _probed(token), 60) else sorted(_probed(token))
         assert left == [], f"{sig} to the {target} left processes behind: {left}"
         if runtime == "docker":
             if sig == "SIGKILL":  # nothing runs after SIGKILL: the next session's start reaps.
