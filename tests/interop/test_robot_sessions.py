@@ -426,3 +426,34 @@ def test_the_issues_small_session_ends_with_every_row_accounted_for(robot_dir) -
     assert [r["kind"] for r in ledger].count("unrun") == 5
     assert [r["kind"] for r in ledger].count("episode") == 3
     assert lifecycle(robot_dir)[-1] == "disconnect"
+
+
+def test_an_instruction_is_recorded_in_the_row_and_the_dataset(robot_dir, monkeypatch) -> None:
+    """The operator tells the policy something at step 2 of the first episode: the row keeps
+    it, and in the LeRobot dataset the frames from there on carry it as their task (the
+    frames before, and the other episode's, carry the env's)."""
+    monkeypatch.setenv(
+        "OPERATOR_SCRIPT",
+        json.dumps({"during": [{"episode": 1, "at": 2, "instruct": "close the jaw slowly"}]}),
+    )
+    write_suite(robot_dir, 2)
+    result = robot_dir.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--hud-agent=policy_models:weak_reach_agent",
+        "--hud-operator=operators:scripted", "--hud-max-steps=5", "--hud-record=ds",
+        "--hud-results=r.json", timeout=600,
+    )  # fmt: skip
+    assert result.ret in (0, 1), result.stdout.str()[-3000:]
+    rows = json.loads((robot_dir.path / "r.json").read_text())["rollouts"]
+    first = next(r for r in rows if r["args"]["seed"] == 0)
+    assert first["instructions"] == [{"step": 2, "text": "close the jaw slowly"}]
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    ds = LeRobotDataset("local/ds", root=robot_dir.path / "ds")
+    by_episode: dict[int, list[str]] = {}
+    for i in range(len(ds)):
+        frame = ds[i]
+        by_episode.setdefault(int(frame["episode_index"]), []).append(frame["task"])
+    env_says = "reach the cube and close the jaw"
+    index = first["dataset"]["episode_index"]
+    assert by_episode[index] == [env_says] * 2 + ["close the jaw slowly"] * 3
+    assert set(by_episode[1 - index]) == {env_says}

@@ -65,14 +65,17 @@ def open_dataset(
     return ds
 
 
-def write_episode(ds: Any, frames: list[dict[str, np.ndarray]], task: str, index: int) -> bool:
+def write_episode(
+    ds: Any, frames: list[dict[str, np.ndarray]], task: str | list[str], index: int
+) -> bool:
     """One whole episode as episode ``index``, then finalize so it reads back after a crash.
+    ``task`` is the episode's, or each frame's (an operator's instruction mid-episode).
 
     Returns whether ``ds`` can take another episode (lerobot 0.6+ finalizes a dataset
     object once: the next episode goes into the dataset reopened for appending)."""
     with _quiet():
-        for frame in frames:
-            ds.add_frame({**frame, "task": task})
+        for i, frame in enumerate(frames):
+            ds.add_frame({**frame, "task": task if isinstance(task, str) else task[i]})
         compat.prepare_save(ds, frames[0])
         ds.save_episode()
         ds.finalize()

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from pytest_hud.errors import DatasetError
+from pytest_hud.robot.agent.timed import INSTRUCTION
 from pytest_hud.robot.contract import Contract, Spaces
 from pytest_hud.robot.episode import EpisodeRun
 from pytest_hud.robot.record.commit import (
@@ -225,7 +226,7 @@ class DatasetWriter:
         self,
         schema: _Schema,
         frames: list[dict[str, np.ndarray]],
-        task: str,
+        task: str | list[str],
         source: dict[str, str] | None = None,
     ) -> dict:
         count = len(frames)  # the writer thread empties the list once written
@@ -272,7 +273,7 @@ class DatasetWriter:
         self,
         schema: _Schema,
         frames: list[dict[str, np.ndarray]],
-        task: str,
+        task: str | list[str],
         index: int,
         grade: GradeFuture | None = None,
         source: dict[str, str] | None = None,
@@ -438,6 +439,8 @@ class _EpisodeRecorder:
         self.task = task
         self.source = source or {}  # the episode's row and contract columns (.source)
         self.frames: list[dict[str, np.ndarray]] = []
+        #: each frame's task: the episode's, or the instruction an operator sent since
+        self.tasks: list[str] = []
         self._checked = False
 
     def step(self, data: dict[str, Any], action: np.ndarray) -> None:
@@ -446,6 +449,8 @@ class _EpisodeRecorder:
             self.writer._resolved(self.schema)
             self._checked = True
         self.frames.append(self.schema.frame(data, action))
+        told = INSTRUCTION.get()
+        self.tasks.append((told() if told is not None else "") or self.task)
 
     def outcome(self, reward: float | None, terminated: bool) -> None:
         """The env's answer to the last frame's action."""
@@ -460,7 +465,9 @@ class _EpisodeRecorder:
         if not self.frames:
             return {"dataset": {"root": root, "episode_index": None, "discarded": "no frames"}}
         frames, self.frames = self.frames, []
-        return self.writer._commit(self.schema, frames, self.task, self.source)
+        tasks, self.tasks = self.tasks, []
+        task: str | list[str] = tasks if set(tasks) - {self.task} else self.task
+        return self.writer._commit(self.schema, frames, task, self.source)
 
 
 def _run_contract(run: EpisodeRun | None) -> tuple[float | None, str | None]:
