@@ -134,7 +134,8 @@ def _pip(args: list[str], what: str, reqs: Sequence[str] = ()) -> None:
 
 
 def _deps_folder(reqs: list[str]) -> Path:
-    """A ``pip install --target`` folder of ``reqs``, cached by the requirement set."""
+    """A ``pip install --target`` folder of ``reqs``, cached by the requirement set until
+    the deps image built from it exists."""
     key_data = [f"{sys.version_info[0]}.{sys.version_info[1]}", platform.machine(), sorted(reqs)]
     key = hashlib.sha256(json.dumps(key_data).encode()).hexdigest()[:16]
     folder = cache_dir() / "site" / key
@@ -242,6 +243,9 @@ def _deps_image(client: Any, base: str, tag: str, reqs: list[str], apt: list[str
         log.info("deps layer: building %s (context %.0f MB)", tag, context.stat().st_size / 1e6)
         with open(context, "rb") as fileobj:
             _build(client, tag, {f"{LABEL}.deps": "1"}, fileobj=fileobj, custom_context=True)
+    # The engine holds the layer now; the host's copy (often GBs) was only its input, and
+    # a disk shared with the venvs and the engine is what runs out first.
+    shutil.rmtree(deps, ignore_errors=True)
 
 
 def _dockerfile(base: str, module: str | None) -> str:
