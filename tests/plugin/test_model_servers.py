@@ -212,7 +212,9 @@ def test_a_model_that_binds_to_each_env_runs_in_each_worker_and_says_why(
     assert "binds to each env's spaces" in err
     # the server built it once to find that out; then each worker its own
     assert sorted(str(c["worker"]) for c in calls(project, "binding")) == ["None", "gw0", "gw1"]
-    assert doc["devices"]["servers"] == [] and "binds" in doc["devices"]["fallback"]
+    block = doc["devices"]
+    assert block["placement"] == "worker" and block["servers"] == []
+    assert "binds to each env's spaces" in block["fallback"]
 
 
 def test_a_factory_that_raises_is_one_usage_error(project: pytest.Pytester) -> None:

@@ -117,6 +117,7 @@ def test_feature_plugins_are_registered_only_when_enabled(pytester: pytest.Pytes
     always = {"pytest-hud-session", "pytest-hud-abandoned", "pytest-hud-wrap", "pytest-hud-videos"}
     always.add("pytest-hud-robots")  # an ungraded robot episode is an ERROR in every run
     always.add("pytest-hud-preflight")  # --hud-preflight=warn by default
+    always.add("pytest-hud-devices")  # it places each process's models on a device
     assert _features(plain) - {"pytest-hud-html"} == always
     assert plain.pluginmanager.get_plugin("pytest-hud-ledger") is None
     plain._ensure_unconfigure()

@@ -364,6 +364,8 @@ def enable(settings: Settings, hud: Hud) -> DevicesPlugin:
     if plugin.placement == "shared":
         atexit.register(plugin.close)  # also when unconfigure never runs
         plugin.start(specs, workers)
-        if plugin.servers:  # the controller's own checks use the first device's server
-            plugin.mine = {spec: group[0].served for spec, group in plugin.servers.items()}
+        # the controller's own checks use the first device's server
+        plugin.mine = {spec: group[0].served for spec, group in plugin.servers.items()}
+        if not plugin.servers:  # none could be served apart: each worker holds a copy
+            plugin.placement, plugin.devices = "worker", devices
     return plugin
