@@ -24,19 +24,27 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
 from browser import WAIT, Browser, click, element_text, page_text, shown, type_into, until
 from camera_suite import ENV, TESTS
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from paths import ROOT
 from waiting import wait_for
 
 from pytest_hud.features.robots.operator import Ask, Episode, Gate, GateAnswer, Verdict
-from pytest_hud.features.robots.web import MAX_BODY, MAX_CONNECTIONS, URL_FILE_ENV, WebOperator
+from pytest_hud.features.robots.web import (
+    ACTIONS,
+    MAX_BODY,
+    MAX_CONNECTIONS,
+    URL_FILE_ENV,
+    ConsoleClosed,
+    WebOperator,
+)
 
 SCREENSHOT = ROOT / "docs" / "images" / "web-console.png"
 
@@ -545,6 +553,8 @@ def requests(draw: st.DrawFn) -> bytes:
 
 @FUZZ
 @given(raw=requests())
+@example(raw=b" //[ HTTP/1.1\r\nContent-Length: 0\r\n\r\n")  # urlsplit raised: a 500
+@example(raw=b"GET /state?token={TOKEN} HTTP/1.1\r\nUpgrade: a\r\nUpgrade: b\r\n\r\n")
 def test_any_request_gets_one_answer_and_the_operator_is_still_served(
     fuzzed: WebOperator, raw: bytes
 ) -> None:
@@ -565,6 +575,140 @@ def test_any_request_gets_one_answer_and_the_operator_is_still_served(
         status = int(answer.split(b" ", 2)[1])
         assert status in ANSWERS, answer[:200]
     assert _state(fuzzed.url) is not None
+
+
+# -- fuzzing the answers a page sends over its WebSocket (issue 52) ---------------------------
+class Questions:
+    """A console that always has a question up, each kind in turn (the gate, the running
+    episode, the verdict, a robot fault), the next one put up once the last is answered,
+    until ``done``: what the plugin's thread does, so every answer meets a live phase."""
+
+    def __init__(self, console: WebOperator) -> None:
+        self.console, self.done = console, threading.Event()
+        self.thread = threading.Thread(target=self._ask, daemon=True)
+        self.thread.start()
+
+    def _ask(self) -> None:
+        gate = Gate("line/reach", "cup left", "reach it", arm="K", number=1)
+        while not self.done.is_set():
+            self.console.gate(gate)
+            episode = Episode(gate)
+            leave = self.console.watch(episode)
+            while not (episode.stop.wait(0.5) or self.done.is_set()):
+                pass  # running until a page stops it or grades it
+            leave()
+            try:
+                if episode.early is None:  # graded during the episode: no question follows
+                    self.console.verdict(Ask(gate, 3, stopped=True))
+            except ConsoleClosed:
+                return
+            self.console.fault("motor 3 overheated", gate)
+
+
+@pytest.fixture(scope="module")
+def asking() -> Iterator[WebOperator]:
+    console = WebOperator()
+    questions = Questions(console)
+    try:
+        yield console
+    finally:
+        questions.done.set()
+        console.close()
+        questions.thread.join(timeout=WAIT)
+
+
+SEQ = "{SEQ}"  # replaced by the seq of the question the page shows now
+_any = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20))
+_actions = st.sampled_from(sorted({a for taken in ACTIONS.values() for a in taken}))
+
+
+def _mostly(strategy: st.SearchStrategy[object], other: st.SearchStrategy[object]) -> Any:
+    """``strategy`` in about three draws of four, else ``other``."""
+    return st.integers(0, 3).flatmap(lambda n: other if n == 0 else strategy)
+
+
+_answers = st.fixed_dictionaries(
+    {  # mostly to the question up, with an action some phase takes: the phases' own checks
+        "seq": _mostly(st.just(SEQ), _any),
+        "action": _mostly(_actions, _any),
+    },
+    optional={
+        "score": st.one_of(_any, st.sampled_from(["0.5", "1e400", "nan", "-0", " 1 "])),
+        "notes": st.one_of(_any, st.lists(_any, max_size=3), st.text(max_size=1200)),
+        "text": st.one_of(_any, st.text(max_size=1200), st.just(" \n\t ")),
+    },
+)
+_messages = _mostly(
+    _answers,
+    st.one_of(
+        st.text(max_size=300),
+        st.binary(max_size=300),
+        st.recursive(_any, lambda inner: st.lists(inner, max_size=3), max_leaves=8).map(json.dumps),
+        st.integers(1, 3000).map(lambda n: '{"seq": ' + "[" * n + "]" * n + "}"),
+    ),
+)
+
+
+#: answers that leave the question up (every other one that is taken ends it)
+KEEPS = ("instruct", "hold")
+
+
+def _next_question(ws: object, answered: int) -> int:
+    """The seq of the first question the page is shown after question ``answered``."""
+    for got in messages(ws):
+        state = got.get("state")
+        if isinstance(state, dict) and state["phase"] != "idle" and state["seq"] > answered:
+            return int(state["seq"])
+    raise AssertionError("unreachable: messages() waits at most WAIT for each")
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(sent=st.lists(_messages, min_size=1, max_size=8))
+@example(  # every phase in turn: gate, running (an instruction, then graded), gate, verdict, fault
+    sent=[
+        {"seq": SEQ, "action": "go"},
+        {"seq": SEQ, "action": "instruct", "text": "\x1b]2;x\x07 left"},
+        {"seq": SEQ, "action": "partial", "score": "0.5"},
+        {"seq": SEQ, "action": "go"},
+        {"seq": SEQ, "action": "stop"},
+        {"seq": SEQ, "action": "partial", "score": "1e400", "notes": ["x"]},
+        {"seq": SEQ, "action": "accept"},
+        {"seq": SEQ, "action": "discard"},
+        {"seq": SEQ, "action": "retry"},
+    ]
+)
+def test_any_message_from_a_page_gets_one_reply_and_the_page_stays(
+    asking: WebOperator, sent: list[object]
+) -> None:
+    """Whatever a page with the token sends over its WebSocket (an answer to the question
+    up or to another, with any fields, or any text, bytes or nesting), the console replies
+    to each message once, with what it did or one error line of a documented status,
+    and the page's connection stays open for the next."""
+    from websockets.sync.client import connect
+
+    with connect(ws_url(asking.url), open_timeout=WAIT) as ws:
+        seq = _next_question(ws, -1)
+        for message in sent:
+            action = message.get("action") if isinstance(message, dict) else None
+            if isinstance(message, dict):
+                message = json.dumps({k: seq if v == SEQ else v for k, v in message.items()})
+            ws.send(message)  # type: ignore[arg-type]
+            reply = next(m for m in messages(ws) if "reply" in m)["reply"]
+            assert isinstance(reply, dict), reply
+            if reply.get("ok") is True:
+                assert isinstance(reply["said"], str) and "\n" not in reply["said"]
+                if action not in KEEPS:  # answered: wait for the next question, as a person
+                    seq = _next_question(ws, seq)
+            else:
+                assert reply["status"] in (400, 409, 410), reply
+                error = reply["error"]
+                assert isinstance(error, str) and "\n" not in error, reply
+                assert "Traceback" not in error
+    assert _state(asking.url) is not None
 
 
 def key(browser: Browser, name: str) -> None:

@@ -141,15 +141,18 @@ class ConsoleServer:
     def _route(self, connection: ServerConnection, request: Request) -> Response | None:
         """Answer a request, or None to open the page's WebSocket."""
         self.unproven.pop(cast(_Connection, connection), None)
-        parts = urlsplit(request.path)
-        query = dict(parse_qsl(parts.query))
-        if not same(self.console.token, query.get("token")):
-            return _text(403, "forbidden: open the url with its token, as pytest printed it")
+        forbidden = _text(403, "forbidden: open the url with its token, as pytest printed it")
+        try:
+            parts = urlsplit(request.path)
+        except ValueError:  # a path urlsplit refuses ("//["): it shows no token (was a 500)
+            return forbidden
+        if not same(self.console.token, dict(parse_qsl(parts.query)).get("token")):
+            return forbidden
         if parts.path == "/ws":
             if len(self.pages) >= MAX_CONNECTIONS:
                 return _text(503, f"busy: {MAX_CONNECTIONS} pages at once; the page retries")
             return None
-        if request.headers.get("Upgrade"):  # a WebSocket anywhere else
+        if "Upgrade" in request.headers:  # a WebSocket anywhere else (get() raises on two)
             return _text(404, "not found")
         if parts.path in PAGE_FILES:
             return self._file(PAGE_FILES[parts.path])
