@@ -25,11 +25,10 @@ from pytest_hud.plumbing.auth import (
     NO_AUTH_ENV,
     RUNTIME_TOKEN_ENV,
     SECRET_ENV,
-    token_file,
+    keep_token,
     warn_no_auth,
 )
 from pytest_hud.plumbing.loader import load_module
-from pytest_hud.plumbing.private_dir import open_private
 from pytest_hud.plumbing.process import serve_until_stopped
 from pytest_hud.runtime.environment import Environment
 from pytest_hud.runtime.modules import module_environments
@@ -66,7 +65,7 @@ async def serve(args: argparse.Namespace) -> None:
         if server.secret is None:
             warn_no_auth(f"the env server at {url}")
         elif not args.inherited:  # started by hand: the url a user passes to pytest
-            kept = _keep_token(int(url.rsplit(":", 1)[1]), server.secret)
+            kept = keep_token(int(url.rsplit(":", 1)[1]), server.secret)
             print(f"pytest-hud: serving {sorted(server.envs)}; run pytest with "
                   f"--hud-runtime={url} (its token is in {kept}, which your sessions on "
                   f"this host read; from elsewhere, export {RUNTIME_TOKEN_ENV}=<its "
@@ -77,19 +76,6 @@ async def serve(args: argparse.Namespace) -> None:
             with contextlib.suppress(OSError):
                 kept.unlink()
         await asyncio.shield(server.stop())
-
-
-def _keep_token(port: int, secret: str) -> Path:
-    """Write ``secret`` to this user's token file for ``port`` (mode 0600, in a folder of
-    theirs alone); its path."""
-    path = token_file(port)
-    fd = open_private(path)
-    try:
-        os.ftruncate(fd, 0)
-        os.write(fd, secret.encode() + b"\n")
-    finally:
-        os.close(fd)
-    return path
 
 
 def main(argv: list[str] | None = None) -> None:

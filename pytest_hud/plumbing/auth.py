@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
-from pytest_hud.plumbing.private_dir import private_dir
+from pytest_hud.plumbing.private_dir import open_private, private_dir
 
 __all__ = [
     "NO_AUTH_ENV",
@@ -32,6 +32,8 @@ __all__ = [
     "auth_env",
     "borrowed_token",
     "derive",
+    "keep_token",
+    "kept_token",
     "prove",
     "redact",
     "same",
@@ -134,11 +136,34 @@ def with_token(url: str, token: str) -> str:
     return urlunparse(parsed._replace(query=urlencode(query)))
 
 
-def token_file(port: int) -> Path:
-    """Where a ``python -m pytest_hud.serve`` started by hand on ``port`` keeps its token: a
-    file in this user's own folder (mode 0700), so this user's sessions on this host find
-    it and nobody else can read it."""
-    return private_dir("serve") / f"{port}.token"
+def token_file(port: int, kind: str = "serve") -> Path:
+    """Where a server started by hand on ``port`` keeps its token (``kind``: ``serve`` for
+    ``python -m pytest_hud.serve``, ``policy`` for ``policy-server --token``): a file in
+    this user's own folder (mode 0700), so this user's sessions on this host find it and
+    nobody else can read it. A token is never printed: a terminal's output ends up in logs."""
+    return private_dir(kind) / f"{port}.token"
+
+
+def keep_token(port: int, token: str, kind: str = "serve") -> Path:
+    """Write ``token`` to this user's token file for ``port`` (mode 0600, opened without
+    following a link); its path. The server removes it when it stops."""
+    path = token_file(port, kind)
+    fd = open_private(path)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, token.encode() + b"\n")
+    finally:
+        os.close(fd)
+    return path
+
+
+def kept_token(host: str | None, port: int | None, kind: str = "serve") -> str | None:
+    """The token a server started by hand on this host's ``port`` keeps in its file (None:
+    ``host`` is not this host, or there is no such file)."""
+    if host not in ("127.0.0.1", "localhost", "::1") or port is None:
+        return None
+    path = token_file(port, kind)
+    return (path.read_text().strip() or None) if path.is_file() else None
 
 
 def borrowed_token(url: str) -> str | None:
@@ -150,10 +175,7 @@ def borrowed_token(url: str) -> str | None:
     if token:
         return token
     parsed = urlparse(url)
-    if parsed.hostname not in ("127.0.0.1", "localhost", "::1") or parsed.port is None:
-        return None
-    path = token_file(parsed.port)
-    return (path.read_text().strip() or None) if path.is_file() else None
+    return kept_token(parsed.hostname, parsed.port)
 
 
 def redact(text: str) -> str:

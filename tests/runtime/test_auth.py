@@ -259,6 +259,51 @@ async def test_serve_by_hand_keeps_its_token_out_of_command_lines_and_records(
     assert not kept.exists()  # the server removes its token file when it stops
 
 
+async def test_a_policy_server_keeps_the_token_it_made_out_of_its_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 52 (secrets never in logs): ``policy-server --token`` with no
+    ``$PYTEST_HUD_POLICY_TOKEN`` printed the token it made on stderr, which a terminal's
+    scrollback or a redirected log keeps. Now it keeps it in a file of the user's own (0600
+    in a 0700 folder) and prints that path; ``--hud-agent=openpi:HOST:PORT`` on this host
+    reads it, a client without it is refused (403), and the file goes when the server
+    stops."""
+    from pytest_hud.robot.agent.policy_server import ANNOUNCE as POLICY_ANNOUNCE
+    from pytest_hud.robot.agent.registry import load_agent
+
+    private = tmp_path / "run"
+    private.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(private))  # the login's folder, here and there
+    monkeypatch.delenv("PYTEST_HUD_POLICY_TOKEN", raising=False)
+    contract = tmp_path / "contract.json"
+    contract.write_text(json.dumps(COUNTER_CONTRACT))
+    argv = [sys.executable, "-m", "pytest_hud", "policy-server", "--agent=zero", "--port=0",
+            "--token", f"--contract={contract}"]  # fmt: skip
+    child = await Child.spawn(argv, announce=POLICY_ANNOUNCE, timeout=120, what="policy server")
+    try:
+        url = child.info["url"]
+        printed = await _stderr_line(child, "its token is in ")
+        kept = Path(printed.split("its token is in ", 1)[1].split(",", 1)[0])
+        token = kept.read_text().strip()
+        assert len(token) == 64 and token not in child.log_tail(200), printed
+        assert kept.is_relative_to(private) and stat.S_IMODE(kept.stat().st_mode) == 0o600
+        assert stat.S_IMODE(kept.parent.stat().st_mode) == 0o700
+        with pytest.raises(websockets.InvalidStatus) as refused:
+            await websockets.connect(url, open_timeout=30)
+        assert refused.value.response.status_code == 403
+        model = load_agent(f"openpi:127.0.0.1:{url.rsplit(':', 1)[1]}").model
+        assert isinstance(model, RemoteModel)
+        try:
+            await model.connect()
+            chunk = await model.ainfer({"state": np.zeros(3, np.float32)})
+            assert np.asarray(chunk).shape[-1] == 2
+        finally:
+            await model.aclose()
+    finally:
+        await child.terminate()
+    assert not kept.exists()  # the server removes its token file when it stops
+
+
 async def _stderr_line(child: Child, needle: str, timeout: float = 60.0) -> str:
     async with asyncio.timeout(timeout):
         while True:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -15,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from pytest_hud.plumbing.auth import keep_token
 from pytest_hud.plumbing.process import serve_until_stopped
 from pytest_hud.robot.agent.batching import BatchedModel
 from pytest_hud.robot.agent.model import Model
@@ -51,9 +53,13 @@ def serve_forever(
     max_frame_bytes: int | None = None,
     token: str | None = None,
     idle_s: float = 10.0,
+    keep: bool = False,
 ) -> None:
     """Load ``spec``'s model and serve it until SIGTERM, Ctrl-C or, when spawned with
     ``$PYTEST_HUD_LIFELINE=1``, the end of its stdin; ``token``: see :class:`PolicyServer`.
+    ``keep``: the token was made here, so it is kept in this user's token file for the port
+    (printed as that path, never as itself), which ``--hud-agent=openpi:`` on this host
+    reads; removed when the server stops.
 
     Prints ``PYTEST_HUD_POLICY_SERVER {"url": ...}`` on stdout once it listens.
     """
@@ -78,10 +84,18 @@ def serve_forever(
 
     async def main() -> None:
         url = await server.start()
+        kept = keep_token(server.port, token, "policy") if keep and token else None
         print(f"{ANNOUNCE} {json.dumps({'url': url, 'agent': spec})}", flush=True)
+        if kept is not None:
+            print(f"policy server: its token is in {kept}, which --hud-agent=openpi:HOST:PORT "
+                  f"on this host reads; other clients: export {TOKEN_ENV}=<its contents> "
+                  "(openpi_client: api_key)", file=sys.stderr, flush=True)  # fmt: skip
         try:
             await asyncio.Event().wait()
         finally:
+            if kept is not None:
+                with contextlib.suppress(OSError):
+                    kept.unlink()
             await server.stop()
             widths = server.batched.batches
             if widths:
@@ -129,9 +143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--token",
         action="store_true",
-        help="admit only clients sending the token in $PYTEST_HUD_POLICY_TOKEN (made and "
-        "printed when unset; never taken on the command line, where ps shows it); clients: "
-        "openpi_client's api_key, or $PYTEST_HUD_POLICY_TOKEN for --hud-agent=openpi:...",
+        help="admit only clients sending the token in $PYTEST_HUD_POLICY_TOKEN (when unset, "
+        "made and kept in a file of this user's, whose path is printed; never taken on the "
+        "command line, where ps shows it); clients: openpi_client's api_key, or "
+        "--hud-agent=openpi:HOST:PORT (the variable, else that file on this host)",
     )
     parser.add_argument(
         "--idle-s",
@@ -142,12 +157,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    token = None
-    if args.token:
-        token = os.environ.get(TOKEN_ENV) or secrets.token_hex(32)
-        if not os.environ.get(TOKEN_ENV):
-            print(f"policy server: token {token} (clients: export {TOKEN_ENV}={token})",
-                  file=sys.stderr, flush=True)  # fmt: skip
+    token, made = None, False
+    if args.token:  # never printed: a terminal's output ends up in logs (issue 52)
+        token = os.environ.get(TOKEN_ENV)
+        if not token:
+            token, made = secrets.token_hex(32), True
     serve_forever(
         args.agent,
         host=args.host,
@@ -158,6 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_frame_bytes=int(args.max_frame_mb * 2**20) if args.max_frame_mb else None,
         token=token,
         idle_s=args.idle_s,
+        keep=made,
     )
     return 0
 

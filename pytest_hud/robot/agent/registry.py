@@ -17,6 +17,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from pytest_hud.errors import AgentSpecError
+from pytest_hud.plumbing.auth import kept_token
 from pytest_hud.plumbing.loader import registered
 
 if TYPE_CHECKING:  # the agent stack loads with the first agent built, not with the plugin
@@ -218,9 +219,9 @@ def _openpi(arg: str | None = None) -> RobotAgent:
     from pytest_hud.robot.agent.agent import RobotAgent
     from pytest_hud.robot.agent.remote import RemoteModel
 
-    # a policy server started with --token wants it: from the environment, never the spec
-    # (specs are shown in reports and ledgers)
-    token = os.environ.get("PYTEST_HUD_POLICY_TOKEN") or None
+    # a policy server started with --token wants it: from the environment, else the file
+    # such a server on this host keeps it in, never the spec (shown in reports and ledgers)
+    token = os.environ.get("PYTEST_HUD_POLICY_TOKEN") or kept_token(host, int(port), "policy")
     model = RemoteModel(f"ws://{host}:{port}", api_key=token)
     return RobotAgent(model, name=f"openpi:{host}:{port}")
 
