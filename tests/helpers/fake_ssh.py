@@ -1,11 +1,13 @@
 """A stand-in for ``ssh -N -L ...`` to a fake Daytona sandbox (tests/helpers/fake_daytona.py).
 
-Accepts the options DaytonaRuntime passes (``-p``, ``-o``, ``-N``, ``-L
-BIND:LPORT:HOST:PORT``) and ``TOKEN@SANDBOX_IP``; for each ``-L`` it listens on
-BIND:LPORT (DaytonaRuntime asks for 127.0.0.1) and forwards every connection to the
-sandbox's own address (``127.0.0.1`` inside the sandbox is ``SANDBOX_IP`` here), like
-Daytona's SSH proxy would. A forward it cannot bind ends it with code 255 (as
-``ExitOnForwardFailure=yes``). Runs until SIGTERM.
+Accepts the options DaytonaRuntime passes (``-F CONFIG``, ``-p``, ``-o``, ``-N``, ``-L
+BIND:LPORT:HOST:PORT``) and ``SANDBOX_IP`` or ``TOKEN@SANDBOX_IP``; the login (the access
+token) is the config's ``User`` or the one before ``@``, and without one it is refused
+(code 255) as Daytona's SSH proxy would. For each ``-L`` it listens on BIND:LPORT
+(DaytonaRuntime asks for 127.0.0.1) and forwards every connection to the sandbox's own
+address (``127.0.0.1`` inside the sandbox is ``SANDBOX_IP`` here), like Daytona's SSH proxy
+would. A forward it cannot bind ends it with code 255 (as ``ExitOnForwardFailure=yes``).
+Runs until SIGTERM.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import asyncio
 import contextlib
 import signal
 import sys
+from pathlib import Path
 
 
 async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
@@ -38,9 +41,13 @@ async def _link(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ip: 
 async def main(argv: list[str]) -> int:
     forwards: list[tuple[str, int, int]] = []
     args = iter(argv)
-    dest = ""
+    dest, user = "", ""
     for arg in args:
-        if arg in ("-p", "-o"):
+        if arg == "-F":  # the login: the first User line, as ssh reads it
+            lines = Path(next(args)).read_text().splitlines()
+            users = [line.split()[1] for line in lines if line.strip().startswith("User ")]
+            user = user or (users[0] if users else "")
+        elif arg in ("-p", "-o"):
             next(args)
         elif arg == "-L":
             bind, lport, _host, port = next(args).split(":")
@@ -49,7 +56,10 @@ async def main(argv: list[str]) -> int:
             continue
         else:
             dest = arg
-    ip = dest.rpartition("@")[2]
+    given, _, ip = dest.rpartition("@")
+    if not (given or user):
+        print(f"{dest}: Permission denied (no login: the access token)", file=sys.stderr)
+        return 255
     servers = []
     for bind, lport, port in forwards:
         try:

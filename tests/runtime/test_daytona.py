@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import socket
+import stat
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,33 @@ async def test_runtime_yields_loopback_forwards_and_deletes(fake: FakeDaytona) -
         for port in [placed.url.rsplit(":", 1)[1], *map(str, placed.params["port_map"].values())]:
             assert f"127.0.0.1:{port} " in out, f"no loopback forward on {port}:\n{out}"
     assert sandbox.deleted and all(p.poll() is not None for p in sandbox.processes())
+
+
+async def test_the_tunnels_access_token_is_never_on_its_command_line(
+    fake: FakeDaytona, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 52 (secrets never in argv): Daytona's ssh command is ``ssh TOKEN@HOST``, and the
+    tunnel ran it as it is, so the access token (a way into the sandbox, which holds the
+    session's secret) was in ssh's argv, which ``ps`` shows every user. Now the login is
+    in an ssh config of the user's own (0600, removed with the tunnel); the fake proxy
+    refuses a tunnel without a login, so every test here goes through that config."""
+    private = tmp_path / "run"
+    private.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(private))
+    substrate = runtime(fake)(rows(1)[0])
+    async with substrate as placed:
+        (sandbox,) = fake.sandboxes
+        (token,) = sandbox.ssh_tokens
+        assert placed.url.startswith("tcp://127.0.0.1:") and substrate.tunnel is not None
+        cmdline = Path(f"/proc/{substrate.tunnel.pid}/cmdline").read_bytes().decode()
+        argv = cmdline.split("\0")
+        assert token not in cmdline, argv
+        login = substrate.login
+        assert login is not None and login.is_relative_to(private)
+        assert f"User {token}" in login.read_text()
+        assert stat.S_IMODE(login.stat().st_mode) == 0o600
+        assert argv[argv.index("-F") + 1] == str(login)
+    assert not login.exists() and not sandbox.ssh_tokens
 
 
 async def test_row_runtime_config_reaches_create_params(fake: FakeDaytona) -> None:

@@ -8,12 +8,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
+import re
 import shlex
 from collections.abc import Sequence
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from pytest_hud.errors import SubstrateError
+from pytest_hud.plumbing.private_dir import open_private, private_dir
 from pytest_hud.plumbing.process import Child, child_env
 from pytest_hud.runtime.ports import free_port, port_taken
 from pytest_hud.runtime.provider import Runtime
@@ -43,6 +47,12 @@ _MISSING = (
 
 #: how many times a tunnel that lost a local port to another process is re-opened
 _TUNNEL_REOPENS = 3
+#: a host name or an access token as they may stand in an ssh config (no spaces, no newlines)
+_SSH_WORD = re.compile(r"[A-Za-z0-9._:-]+")
+#: the tunnel's ssh config: the login for the gateway, then what ssh would read without -F
+_SSH_CONFIG = (
+    "Host {host}\n{user}Match all\n  Include /etc/ssh/ssh_config\n  Include ~/.ssh/config\n"
+)
 
 
 def _gpu_count(value: int | str) -> int:
@@ -63,6 +73,7 @@ class _DaytonaSubstrate(PingedSubstrate):
         self.cmd_id: str | None = None
         self.access: Any = None
         self.tunnel: Child | None = None
+        self.login: Path | None = None  # the tunnel's ssh config: its access token
         self.local: dict[int, int] = {}
         self.reopens = 0
 
@@ -93,8 +104,9 @@ class _DaytonaSubstrate(PingedSubstrate):
         """Forward each port to a free loopback port of this machine (ssh -N -L)."""
         self.local = {port: free_port() for port in self.owner.ports}
         self._runtime = None  # the endpoint names the local ports
+        self.login = private_dir("daytona") / f"{self.ident()}.ssh_config"
         self.tunnel = await Child.spawn(
-            self.owner.tunnel_argv(self.access.ssh_command, self.local),
+            self.owner.tunnel_argv(self.access.ssh_command, self.local, self.login),
             announce=None,  # ssh -N prints nothing: readiness is a ping through it
             timeout=0,
             what="ssh tunnel",
@@ -147,6 +159,9 @@ class _DaytonaSubstrate(PingedSubstrate):
         tunnel, self.tunnel = self.tunnel, None
         if tunnel is not None:
             await tunnel.terminate()
+        login, self.login = self.login, None
+        if login is not None:
+            login.unlink(missing_ok=True)
         sandbox, self.sandbox = self.sandbox, None
         if sandbox is None:
             return
@@ -202,16 +217,31 @@ class DaytonaRuntime(SandboxRuntime):
         """The session command: the env server on the sandbox's loopback."""
         return shlex.join(serve_argv("python", self.module, "127.0.0.1", len(self.ports) - 1))
 
-    def tunnel_argv(self, ssh_command: str, local: dict[int, int]) -> list[str]:
-        """The gateway's ssh command plus a loopback-only forward per port (no shell)."""
+    def tunnel_argv(self, ssh_command: str, local: dict[int, int], login: Path) -> list[str]:
+        """The gateway's ssh command plus a loopback-only forward per port (no shell). Its
+        login (``TOKEN@HOST``: the sandbox's ssh access token, which lets anyone into the
+        sandbox and its copy of the session's secret) is written to ``login``, an ssh config
+        of this user's own (0600) that includes the user's and the system's, and never put
+        in the argv, which ``ps`` shows every user of the host."""
         argv = shlex.split(ssh_command)
         if not argv or argv[0] != "ssh":
             raise SubstrateError(f"daytona gave an ssh command this cannot run: {ssh_command!r}")
-        options = ["-N", "-o", "ExitOnForwardFailure=yes", "-o", "ServerAliveInterval=15"]
-        options += ["-o", "StrictHostKeyChecking=accept-new"]
+        user, _, host = argv[-1].rpartition("@")
+        if not _SSH_WORD.fullmatch(host) or (user and not _SSH_WORD.fullmatch(user)):
+            raise SubstrateError(f"daytona gave an ssh login this cannot use: {ssh_command!r}")
+        fd = open_private(login)
+        try:
+            os.ftruncate(fd, 0)
+            os.write(
+                fd, _SSH_CONFIG.format(host=host, user=f"  User {user}\n" if user else "").encode()
+            )
+        finally:
+            os.close(fd)
+        options = ["-F", str(login), "-N", "-o", "ExitOnForwardFailure=yes"]
+        options += ["-o", "ServerAliveInterval=15", "-o", "StrictHostKeyChecking=accept-new"]
         for port, bound in local.items():
             options += ["-L", f"127.0.0.1:{bound}:127.0.0.1:{port}"]
-        return [*self.ssh, *argv[1:-1], *options, argv[-1]]
+        return [*self.ssh, *argv[1:-1], *options, host]
 
     def create_params(self, task: Task) -> object:
         """``CreateSandboxFromImageParams`` for ``task`` (its runtime_config wins)."""
