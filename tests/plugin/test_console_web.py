@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -180,6 +181,8 @@ def test_an_operator_grades_in_the_browser(suite: pytest.Pytester, browser: Brow
         # the verdict: a partial score out of range is refused on the page, then 0.5
         until(browser, lambda: shown(browser, "ask"), "the verdict")
         assert "episode 1 stopped by you after" in page_text(browser)
+        # the set-up text stays on the verdict screen (issue 55: it was dropped there)
+        assert "set up: the orange block at the left edge, gripper open" in page_text(browser)
         type_into(browser, "score", "1.5")
         click(browser, "partial")
         until(browser, lambda: "between 0 and 1" in element_text(browser, "error"), "an error")
@@ -379,10 +382,11 @@ def test_requests_with_the_token_are_bounded_and_bodies_checked() -> None:
     from websockets.sync.client import connect
 
     console = WebOperator()
-    held = []
+    held: list[Any] = []
+    pages = contextlib.ExitStack()
     try:
         for _ in range(MAX_CONNECTIONS):  # pages that stay: each holds one of the places
-            held.append(connect(ws_url(console.url), open_timeout=WAIT))
+            held.append(pages.enter_context(connect(ws_url(console.url), open_timeout=WAIT)))
         with pytest.raises(InvalidStatus) as refused:
             connect(ws_url(console.url), open_timeout=WAIT)
         assert refused.value.response.status_code == 503
@@ -403,8 +407,49 @@ def test_requests_with_the_token_are_bounded_and_bodies_checked() -> None:
         reply = answer(console.url, "go", seq=0)
         assert reply["status"] == 409 and "not an answer to this question" in str(reply["error"])
     finally:
-        for ws in held:
-            ws.close()
+        pages.close()
+        console.close()
+
+
+def test_the_url_file_is_never_written_through_a_link_or_into_anothers_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 52 (secrets in files of the user's own): ``$PYTEST_HUD_OPERATOR_URL_FILE`` was
+    opened ``O_CREAT | O_TRUNC``, following a link and keeping a file that was there: in a
+    shared folder, another user's link made the console truncate and write its target, and
+    another user's world-readable file there received the url with its token. Both are now
+    refused with the fix; a file of the user's own is written 0600."""
+    from pytest_hud.plumbing.private_dir import PrivateDirError
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # as /tmp
+    kept = tmp_path / "someone-elses.txt"
+    kept.write_text("theirs\n")
+    planted = shared / "console-url.txt"
+    planted.symlink_to(kept)
+    monkeypatch.setenv(URL_FILE_ENV, str(planted))
+    consoles = [t for t in threading.enumerate() if t.name == "pytest-hud-web-console"]
+    with pytest.raises(PrivateDirError, match="fix: remove it"):
+        WebOperator()
+    assert kept.read_text() == "theirs\n"
+    assert [t for t in threading.enumerate() if t.name == "pytest-hud-web-console"] == consoles
+    planted.unlink()
+    if os.getuid() == 0:  # another user's file: as root, one handed to nobody
+        planted.write_text("")
+        planted.chmod(0o666)
+        os.chown(planted, 65534, 65534)
+        with pytest.raises(PrivateDirError, match="not a regular file of this user's"):
+            WebOperator()
+        assert planted.read_text() == ""
+        planted.unlink()
+    planted.write_text("an old url\n")
+    planted.chmod(0o644)
+    console = WebOperator()
+    try:
+        assert planted.read_text() == console.url + "\n"
+        assert stat.S_IMODE(planted.stat().st_mode) == 0o600
+    finally:
         console.close()
 
 

@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Literal, cast
 
 import numpy as np
@@ -46,6 +47,7 @@ from pytest_hud.features.robots.web_server import (
     ConsoleServer,
     _Refused,
 )
+from pytest_hud.plumbing.private_dir import open_private
 
 __all__ = [
     "MAX_BODY",
@@ -109,7 +111,11 @@ class WebOperator:
         self._jpeg_lock = threading.Lock()
         self._server = ConsoleServer(self, host, 0 if port == 0 else port)
         self.url = f"http://{_host_for_url(host)}:{self._server.port}/?token={self.token}"
-        _announce(self.url)
+        try:
+            _announce(self.url)
+        except BaseException:  # a url file refused: no server left listening
+            self._server.close()
+            raise
 
     # -- the protocol --------------------------------------------------------------------
     def gate(self, gate: Gate) -> GateAnswer:
@@ -422,7 +428,9 @@ def _announce(url: str) -> None:
         sys.stderr.write(line)
         sys.stderr.flush()
     target = os.environ.get(URL_FILE_ENV)
-    if target:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    if target:  # never through a link, nor into a file someone else made for us to fill
+        fd = open_private(Path(target))
+        os.fchmod(fd, 0o600)
+        os.ftruncate(fd, 0)
         with os.fdopen(fd, "w") as out:
             out.write(url + "\n")
