@@ -15,7 +15,7 @@ PAGE = PACKAGE.parent / "docs" / "reference" / "architecture.md"
 #: A path in backticks or in the layer drawing: ``runtime/backends.py``, ``features/``.
 NAMED = re.compile(r"(?<![\w/.])((?:[a-z_][\w]*/)*[a-z_][\w]*(?:\.py|/))(?=[`\s:,)]|$)")
 #: Paths the page names that are not under pytest_hud/.
-ELSEWHERE = ("tests/", "docs/", "pytest_hud/")
+ELSEWHERE = ("tests/", "docs/", "scripts/", "pytest_hud/")
 
 
 def named() -> set[str]:

@@ -5,7 +5,8 @@
     features/                           one module or folder a feature (may import the core)
     fixtures/, _plugin/                 the pytest core: never imports a feature
     evaluation/                         results, gates, ledger, comparison: pure functions of rows
-    runtime/docker/ | ray/ | sandbox/   the backends: each imports the runtime core, never another
+    runtime/KIND/                       the backends (subprocess, docker, modal, daytona, ray,
+                                        tcp): each imports the runtime core, never another
     runtime/                            the core: placement, env servers, rollouts, the substrate
                                         lifecycle (backends.py's table names each backend's module
                                         by name; none is imported by the core)
@@ -190,8 +191,9 @@ def test_runtime_never_imports_the_plugin() -> None:
 
 
 def test_runtime_backends_never_import_each_other() -> None:
-    """docker/, ray/ and sandbox/ share only what the runtime core holds (the substrate
-    lifecycle, readiness, task and memory units): no helper is borrowed sideways."""
+    """The backends' folders share only what the runtime core holds (the substrate
+    lifecycle, readiness, the sandboxes' server, task and memory units): no helper is
+    borrowed sideways."""
     bad = [
         line
         for backend in BACKENDS
