@@ -332,3 +332,64 @@ def test_bench_tables_are_written_once_and_replaced(tmp_path: Path) -> None:
     assert re.search(r"- machine: \d+ cores, .+, Python \d", text)
     with pytest.raises(ValueError, match="lowercase"):
         report.write_table("Bad Name", "t", ["a"], [], path=page)
+
+
+def _table_after(text: str, heading: str) -> list[list[str]]:
+    """The rows (cells stripped) of the first markdown table after the line ``heading``."""
+    rest = text.split(heading, 1)[1].splitlines()
+    start = next(i for i, line in enumerate(rest) if line.startswith("| "))
+    rows = []
+    for line in rest[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split(" | ")])
+    return rows
+
+
+def test_the_accounted_for_tables_name_every_benchmark_and_count_them_truly() -> None:
+    """The suites guide's accounted-for tables: one row for each of vla-eval's benchmarks,
+    the counts under the tables are the rows' own, and every test named as what shows a row
+    is a test of this suite."""
+    spec = importlib.util.find_spec("vla_eval")
+    require(spec and spec.origin, "vla-eval", "run scripts/setup --vla-eval")
+    assert spec is not None and spec.origin is not None
+    text = (DOCS / "guides" / "suites.md").read_text()
+    bench = _table_after(text, "vla-eval 0.8.0 (")
+    lerobot = _table_after(text, "LeRobot 0.6.1 (")
+    shipped = sorted(
+        p.parent.name for p in Path(spec.origin).parent.glob("benchmarks/*/benchmark.py")
+    )
+    assert sorted(row[0] for row in bench) == shipped
+
+    def tally(rows: list[list[str]]) -> dict[str, int]:
+        kinds = {"runs": 0, "download": 0, "GPU": 0, "not tried here": 0}
+        for row in rows:
+            kind = next((k for k in kinds if row[1].startswith(k)), None)
+            assert kind is not None, f"row {row[0]}: status {row[1]!r} is none of {list(kinds)}"
+            kinds[kind] += 1
+        return kinds
+
+    b, le = tally(bench), tally(lerobot)
+    counts = re.sub(r"\s+", " ", text.split("Counts: ", 1)[1].split("\n\n", 1)[0])
+    assert (
+        f"vla-eval {len(bench)} = {b['runs']} run here + {b['download']} need a download + "
+        f"{b['GPU']} need a GPU + {b['not tried here']} not tried" in counts
+    ), counts
+    assert (
+        f"LeRobot {len(lerobot)} = {le['runs']} run here + {le['download']} need a download + "
+        f"{le['GPU']} need a GPU" in counts
+    ), counts
+    assert le["not tried here"] == 0
+    defined = {
+        node.name
+        for path in (ROOT / "tests").rglob("test_*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    for row in bench + lerobot:
+        for name in re.findall(r"`(test_\w+)", row[2]):
+            assert name in defined, f"row {row[0]}: {name} is not a test here"
+        for path in re.findall(r"`(tests/[\w/]+\.py)`", row[2]):
+            assert (ROOT / path).is_file(), f"row {row[0]}: {path} does not exist"
+        if row[1].startswith("runs"):
+            assert row[2] != "-", f"row {row[0]} runs here, yet no test shows it"
