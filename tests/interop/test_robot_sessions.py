@@ -352,6 +352,10 @@ def test_a_blinded_ab_in_the_browser_keeps_every_fact(robot_dir, monkeypatch) ->
     assert "clamped 0" in html and "the cube was knocked off its mark" in html
     ledger = [json.loads(x) for x in (robot_dir.path / "l.jsonl").read_text().splitlines()]
     assert [r["kind"] for r in ledger].count("unrun") == 2
+    episodes = [r for r in ledger if r["kind"] == "episode"]
+    assert len(episodes) == 4 and all(isinstance(r.get("safety"), dict) for r in episodes)
+    assert sum(1 for r in episodes if r.get("discards")) == 1
+    assert any(r.get("notes") == "typed while it counted down" for r in episodes)
 
 
 def test_a_robot_fault_asks_the_operator_and_can_end_the_session(robot_dir, monkeypatch) -> None:

@@ -303,12 +303,16 @@ def test_a_session_that_ran_every_row_is_complete(suite, monkeypatch) -> None:
 def test_discarded_episodes_are_kept_in_the_row(suite, monkeypatch) -> None:
     """A discarded episode is thrown away as a grade, not as a fact: the row keeps it."""
     script = {"verdicts": [{"discard": True, "notes": "the cube fell off"}, 1.0, 1.0]}
-    _, rows, _ = attended(suite, monkeypatch, script)
+    _, rows, _ = attended(suite, monkeypatch, script, "--hud-ledger=l.jsonl")
     row = by_goal(rows)[0.0]
     assert row["success"] is True and len(row["discards"]) == 1, row
     discard = row["discards"][0]
     assert discard["notes"] == "the cube fell off" and discard["steps"] == 3
     assert "discards" not in by_goal(rows)[5.0]
+    episodes = [r for r in ledger_lines(suite.path / "l.jsonl") if r["kind"] == "episode"]
+    assert len(episodes) == 2  # the discarded episode is the row's fact, not an episode
+    kept = next(r for r in episodes if r["args"]["goal"] == 0.0)
+    assert kept["discards"] == row["discards"] and kept["grade_source"] == "operator"
 
 
 def test_resumed_episodes_are_reported_as_resumed_not_skipped(suite, monkeypatch) -> None:
@@ -411,3 +415,40 @@ def test_the_fault_taxonomy_says_what_the_session_does() -> None:
     }
     assert {text: classify(text).action for text in said} == said
     assert classify("boom", "TimeoutError").action == "retry"
+
+
+# -- test ids a person can select (issue 55) ------------------------------------------------
+ROWS_BY_SEED = """
+import pytest
+from pytest_hud import Environment
+
+env = Environment("arm")
+
+
+@env.template()
+async def pick(seed: int = 0, setup: str = ""):
+    yield {"prompt": "pick"}
+    yield {"success": True}
+
+
+SETUP = "cube on mark 2, the bowl on the right"
+
+
+@pytest.mark.hud(tasks=[pick.task(seed=1), pick.task(seed=10), pick.task(seed=2, setup=SETUP)])
+def test_pick(hud_result):
+    pass
+"""
+
+
+def test_a_row_is_selected_with_k_by_the_id_the_operator_sees(suite) -> None:
+    """The gate names a row as its test id does (arm/pick[seed:1]); -k takes that form as
+    written: [seed:1] picks seed 1 and not seed 10, and free text (a set-up) is one hash."""
+    suite.makepyfile(test_seeds=ROWS_BY_SEED)
+    ids = run(suite, "test_seeds.py", "--collect-only", "-q").stdout.lines
+    assert "test_seeds.py::test_pick[arm/pick[seed:1]]" in ids
+    assert "test_seeds.py::test_pick[arm/pick[seed:10]]" in ids
+    assert any(i.startswith("test_seeds.py::test_pick[arm/pick[seed:2][+") for i in ids), ids
+    picked = run(suite, "test_seeds.py", "--collect-only", "-q", "-k", "pick[seed:1]")
+    assert [i for i in picked.stdout.lines if "::" in i] == [
+        "test_seeds.py::test_pick[arm/pick[seed:1]]"
+    ]
