@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import websockets
+from paths import ROOT
 from procs import COUNTER, env_server, raw_peers
 from sims import COUNTER_CONTRACT, CounterSim
 
@@ -257,6 +258,64 @@ async def test_serve_by_hand_keeps_its_token_out_of_command_lines_and_records(
     finally:
         await child.terminate()
     assert not kept.exists()  # the server removes its token file when it stops
+
+
+SCANS_ARGV = """
+import os
+from pathlib import Path
+
+import pytest
+from pendulum import swing_up
+
+from pytest_hud.plumbing.auth import derive
+
+
+def holding(needle):
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes() if proc.name.isdigit() else b""
+        except OSError:  # gone meanwhile
+            continue
+        if needle.encode() in argv:
+            found.append(argv[:200])
+    return found
+
+
+@pytest.mark.hud(tasks=[swing_up.task(seed=s) for s in range(4)])
+def test_swing_up(hud_result):
+    secret = os.environ["PYTEST_HUD_SECRET"]
+    assert holding("--hud-runtime=subprocess")  # the scan sees this session's own argv
+    assert not holding(secret) and not holding(derive(secret, "bridge"))
+"""
+
+
+def test_the_sessions_secret_and_keys_are_in_no_command_line_record_or_output(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 52: no secret in argv, results, ledgers, reports or logs. A session under -n 2
+    with env servers in subprocesses: while its rollouts run, no process's command line
+    holds the session's secret or the bridge key derived from it, and neither is in any
+    file it wrote (results, ledger, html, JUnit) nor in its output."""
+    import secrets
+
+    from pytest_hud.plumbing.auth import SECRET_ENV, derive
+
+    secret = secrets.token_hex(32)
+    monkeypatch.setenv(SECRET_ENV, secret)  # the session inherits it, as a launcher's would
+    pytester.copy_example(str(ROOT / "examples" / "envs" / "pendulum.py"))
+    pytester.makepyfile(test_scan=SCANS_ARGV)
+    records = ("--hud-results=r.json", "--html=report.html", "--junitxml=junit.xml")
+    done = pytester.runpytest_subprocess(
+        "-n", "2", "--hud-runtime=subprocess", "--hud-agent=zero", *records
+    )
+    done.assert_outcomes(passed=4)
+    wrote = _records(pytester.path)
+    assert {"r.json", "r.ledger.jsonl", "report.html", "junit.xml"} <= set(wrote)
+    output = done.stdout.str() + done.stderr.str()
+    for needle in (secret, derive(secret, "bridge")):
+        assert not [name for name, text in wrote.items() if needle in text]
+        assert needle not in output
 
 
 async def test_a_policy_server_keeps_the_token_it_made_out_of_its_output(
