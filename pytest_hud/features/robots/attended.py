@@ -223,6 +223,8 @@ class RobotsPlugin:
     @pytest.hookimpl
     def pytest_hud_episode_observers(self) -> list[object]:
         found: list[object] = []
+        if self.operator is None and self.grader is None:
+            return found  # no attended episode: nothing to observe (and nothing to ship)
         if self.grader is not None:
             sink = self.frames
             found.append(lambda run, spaces: Frames(sink, id(run.task) if run is not None else 0))
