@@ -99,6 +99,12 @@ def test_a_blinded_ab_stops_live_when_the_paired_test_decides(robot_dir) -> None
     assert sequential["fixed_n"] is not None
     run_rows = [r for r in doc["rollouts"] if r["outcome"] != "skipped"]
     assert len(run_rows) == 2 * sequential["pairs_used"] or len(run_rows) < 32
+    # the pairs it no longer needed say so; decided is not undecided: the run is complete
+    decided = [r for r in doc["rollouts"] if r["outcome"] == "skipped"]
+    assert decided and {r["unrun"] for r in decided} == {"decided"}, decided
+    assert doc["items"]["unrun"] == {"decided": len(decided)} and doc["complete"] is True
+    ledger = [json.loads(x) for x in (robot_dir.path / "l.jsonl").read_text().splitlines()]
+    assert [r["reason"] for r in ledger if r["kind"] == "unrun"] == ["decided"] * len(decided)
     shown = (robot_dir.path / "shown.txt").read_text()
     assert "reach_agent" not in shown and "weak" not in shown and "reach-s" not in shown
     codes = {r["arm_code"] for r in run_rows}
