@@ -159,8 +159,8 @@ def _with_browser(
 
 def check_results(folder: Path) -> None:
     """What the guide says the results hold: every row of the first run graded by the
-    detector with safety counts; in the A/B, every unrun row says why, the run is
-    incomplete, and the ledger has an unrun line for each."""
+    detector with safety counts; in the A/B, each row run keeps the rubric it names, every
+    unrun row says why, the run is incomplete, and the ledger has an unrun line for each."""
     rows = json.loads((folder / "results.json").read_text())["rollouts"]
     assert len(rows) == 6 and {r["grade_source"] for r in rows} == {"detector"}, rows
     assert all(isinstance(r["safety"], dict) for r in rows)
@@ -170,6 +170,8 @@ def check_results(folder: Path) -> None:
     assert doc["complete"] is False and doc["items"]["unrun"] == {"budget": len(unrun)}
     ran = [r for r in doc["rollouts"] if r["outcome"] != "skipped"]
     assert all(isinstance(r.get("safety"), dict) and r.get("arm_code") for r in ran)
+    rubric = re.search(r'RUBRIC = "(.*)"', files()["test_so101.py"])
+    assert rubric is not None and {r.get("rubric") for r in ran} == {rubric.group(1)}, ran
     ledger = [json.loads(x) for x in (folder / "ab.ledger.jsonl").read_text().splitlines()]
     assert sum(1 for r in ledger if r["kind"] == "unrun") == len(unrun)
     html = (folder / "ab.html").read_text()

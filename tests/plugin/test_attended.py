@@ -394,7 +394,10 @@ def test_the_gate_shows_progress_the_rubric_and_the_budget_left(suite, monkeypat
         "--hud-rubric=the dot must end past the goal",
         "--hud-budget=2",
     )
-    assert "rubric: the dot must end past the goal" in shown
+    # at each gate and again at each verdict
+    assert shown.count("rubric: the dot must end past the goal") == 4, shown
+    verdict = next(i for i, line in enumerate(shown) if line.startswith("episode 1 ended"))
+    assert "rubric: the dot must end past the goal" in shown[verdict:]
     assert "budget: 2 of 2 episodes left" in shown and "budget: 1 of 2 episodes left" in shown
     assert all(r["rubric"] == "the dot must end past the goal" for r in rows)
     assert all(r["episode_seconds"] >= 0 for r in rows)
@@ -452,3 +455,20 @@ def test_a_row_is_selected_with_k_by_the_id_the_operator_sees(suite) -> None:
     assert [i for i in picked.stdout.lines if "::" in i] == [
         "test_seeds.py::test_pick[arm/pick[seed:1]]"
     ]
+
+
+def test_a_rubric_comes_from_the_row_else_its_template_else_its_env(tmp_path: Path) -> None:
+    """--hud-rubric=@FILE.json maps env/template or env to a rubric; a row's own rubric arg
+    (or metadata) comes first; a row the table does not name gets none."""
+    from pytest_hud.features.robots import parse_rubric
+    from pytest_hud.runtime.task import Task
+
+    table = tmp_path / "rubrics.json"
+    table.write_text(json.dumps({"so101": "the cube in the bowl", "so101/wipe": "no streaks"}))
+    rubric = parse_rubric(f"@{table}")
+    assert rubric(Task("so101", "pick", {"seed": 0})) == "the cube in the bowl"
+    assert rubric(Task("so101", "wipe", {"seed": 0})) == "no streaks"
+    assert rubric(Task("so101", "pick", {"rubric": " the  jaw closed "})) == "the jaw closed"
+    assert rubric(Task("so101", "pick", metadata={"rubric": "from metadata"})) == "from metadata"
+    assert rubric(Task("aloha", "fold", {})) == ""
+    assert parse_rubric("one for all")(Task("aloha", "fold", {})) == "one for all"
