@@ -41,7 +41,9 @@ from typing import Any
 import msgpack
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "helpers")]
+# this checkout's package unless PYTHONPATH names another (the code before a change)
+sys.path[:0] = [*filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)), str(ROOT)]
+sys.path.insert(1, str(ROOT / "tests" / "helpers"))
 
 from pytest_hud.plumbing.auth import session_secret  # noqa: E402
 from pytest_hud.plumbing.rpc import Connection, Limits, RpcClient, serve_rpc  # noqa: E402
