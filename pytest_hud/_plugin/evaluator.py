@@ -33,6 +33,10 @@ __all__ = ["Evaluator"]
 
 log = logging.getLogger(__name__)
 
+#: Seconds between looks for items handed to this worker while its rollouts run, when it
+#: holds fewer than the concurrency (see :meth:`Evaluator.result`).
+AHEAD_POLL_S = 0.05
+
 
 class Evaluator:
     """Owns the rollout loop, the provider's scope and every case's rollout future."""
@@ -161,27 +165,45 @@ class Evaluator:
         """
         binding = self._binding(provider, agent)
         pool = binding[0] if isinstance(binding[0], WarmPool) else None
-        extra = pool.size if pool is not None else 0
-        ahead = self._upcoming(nodeid, self.options.concurrency - 1 + extra)
-        if pool is not None:  # its next rows boot while these run
-            rows = [(n, self.cases[n].task) for n in [nodeid, *ahead]]
-            self.loop.loop.call_soon_threadsafe(pool.plan, rows)
-        for nid in [nodeid, *ahead][: max(self.options.concurrency, 1)]:
-            self._start(nid, self._binding(provider, self._agent_of(nid, agent)))
+        width = max(self.options.concurrency, 1)
+
+        def look_ahead(known: int = 0) -> int:
+            """Start this item's and the next items' rollouts (up to the concurrency); how
+            many items it found (nothing done when no more than ``known``)."""
+            extra = pool.size if pool is not None else 0
+            ahead = self._upcoming(nodeid, self.options.concurrency - 1 + extra)
+            if 1 + len(ahead) <= known:
+                return known
+            if pool is not None:  # its next rows boot while these run
+                rows = [(n, self.cases[n].task) for n in [nodeid, *ahead]]
+                self.loop.loop.call_soon_threadsafe(pool.plan, rows)
+            # this item's own rollout once only: its future leaves the table as it is taken
+            for nid in ahead[: width - 1] if known else [nodeid, *ahead][:width]:
+                self._start(nid, self._binding(provider, self._agent_of(nid, agent)))
+            return 1 + len(ahead)
+
+        found = look_ahead()
         fut = self.futures.pop(nodeid)
         task_key = id(self.cases[nodeid].task)
         deadline = time.monotonic() + self.options.timeout + 120
-        start = time.monotonic()
+        start = shown = time.monotonic()
         try:
             while True:
+                # an item handed to this worker while its rollouts run starts at once, not
+                # when this one ends: the hand-out races the start of this item (the
+                # rollouts it holds up would run a whole episode late, alone)
+                tick = AHEAD_POLL_S if found < width else 1.0
                 try:
-                    result = fut.result(timeout=min(1.0, max(deadline - time.monotonic(), 0)))
+                    result = fut.result(timeout=min(tick, max(deadline - time.monotonic(), 0)))
                     break
                 except concurrent.futures.TimeoutError:
                     if time.monotonic() >= deadline:
                         raise
-                    if progress is not None:
-                        progress(self.steps.get(task_key, 0), time.monotonic() - start)
+                    if found < width:
+                        found = look_ahead(found)
+                    if progress is not None and time.monotonic() - shown >= 0.9:  # once a second
+                        shown = time.monotonic()
+                        progress(self.steps.get(task_key, 0), shown - start)
         except concurrent.futures.TimeoutError:
             fut.cancel()
             result = RolloutResult(self.cases[nodeid].task, self.cases[nodeid].rep)

@@ -275,6 +275,68 @@ def test_a_gpu_that_is_not_visible_is_one_usage_error(project: pytest.Pytester) 
     assert not calls(project)
 
 
+# -- each worker keeps its rollouts in flight ---------------------------------------------------
+#: the pendulum with each rollout's start and end marked (one clock for every process)
+PACED_ENV = """
+import os, time
+from pathlib import Path
+
+from pytest_hud import Environment
+
+env = Environment("paced")
+sim = env.gym("Pendulum-v1")
+MARKS = Path(os.environ["MARKS"])
+
+
+@env.template()
+async def swing(seed: int = 0):
+    ep = await sim.reset(seed=seed)
+    (MARKS / f"start-{seed}").write_text(str(time.monotonic()))
+    yield {"prompt": "swing up", "robot": {"token": ep["token"]}}
+    grade = await sim.result(token=ep["token"])
+    (MARKS / f"end-{seed}").write_text(str(time.monotonic()))
+    yield grade
+"""
+
+#: the controller takes its time over each finished item, so the next items reach the
+#: worker while the rollouts it already holds run
+SLOW_HANDOUT = """
+import os, time
+import paced_env  # noqa: F401
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "teardown" and not os.environ.get("PYTEST_XDIST_WORKER"):
+        time.sleep(0.3)
+"""
+
+
+def test_items_handed_out_while_a_workers_rollouts_run_start_at_once(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker holds --hud-concurrency rollouts in flight whatever the hand-out's pace: an
+    item that reaches it while the item it runs waits on its rollout starts then, not when
+    that rollout ends (it would run a whole episode late, with fewer rows in every batch
+    the shared server forms)."""
+    project.makepyfile(paced_env=PACED_ENV, test_swing=TESTS.replace("pend_env", "paced_env"))
+    project.makeconftest(SLOW_HANDOUT)
+    monkeypatch.setenv("DELAY_S", "0.05")
+    result, doc = run(
+        project, "-n", "1", "--hud-agent=my_agents:make", "--hud-concurrency=4",
+        "--hud-max-steps=60",
+    )  # fmt: skip
+    assert result.ret == 0, result.stdout.str()
+    assert [r["error"] for r in doc["rollouts"]] == [None] * 8
+    marks = project.path / "marks"
+    spans = sorted(
+        (float((marks / f"start-{s}").read_text()), float((marks / f"end-{s}").read_text()))
+        for s in range(8)
+    )
+    # two rounds of four: the second four all started before the first of them ended
+    second = spans[4:]
+    assert max(start for start, _ in second) < min(end for _, end in second), spans
+
+
 # -- the server owned like a substrate ----------------------------------------------------------
 def start_session(
     project: pytest.Pytester, token: str, *args: str, rows: int = 24
