@@ -99,7 +99,8 @@ def hand_server(kind: str, folder: Path, tmp: Path) -> HandServer:
         env = {"INTERRUPT_DIR": str(folder / "marks")}
         (folder / "marks").mkdir(exist_ok=True)
         return HandServer(argv, "PYTEST_HUD_SERVER", tmp, folder, env=env)
-    argv = [python, "-m", "pytest_hud", "policy-server", "--agent=zero", "--port=0"]
+    # --token: it admits only clients with the token it keeps in its token file
+    argv = [python, "-m", "pytest_hud", "policy-server", "--agent=zero", "--port=0", "--token"]
     return HandServer(argv, "PYTEST_HUD_POLICY_SERVER", tmp, folder)
 
 

@@ -214,19 +214,25 @@ def test_tcp_env_server_by_hand_outlives_the_session(tmp_path: Path, tmp: Path) 
 
 
 def test_policy_server_by_hand_outlives_the_session(tmp_path: Path, tmp: Path) -> None:
-    """``python -m pytest_hud policy-server`` started by hand; a -n 2 session acting through
-    it (``--hud-agent=openpi:HOST:PORT``) is Ctrl-C'd mid-rollout: the server keeps
-    serving with none of the session's connections left; SIGTERM to it leaves nothing."""
+    """``python -m pytest_hud policy-server --token`` started by hand; a -n 2 session acting
+    through it (``--hud-agent=openpi:HOST:PORT``, the token read from the server's token
+    file) is Ctrl-C'd mid-rollout: the server keeps serving with none of the session's
+    connections left; SIGTERM to it leaves nothing (its token file included)."""
     server = HandServer(
-        [sys.executable, "-m", "pytest_hud", "policy-server", "--agent=zero", "--port=0"],
+        # --token: it admits only clients with the token it keeps in its token file
+        [sys.executable, "-m", "pytest_hud", "policy-server", "--agent=zero", "--port=0",
+         "--token"],
         "PYTEST_HUD_POLICY_SERVER",
         tmp,
         tmp_path,
-    )
+    )  # fmt: skip
     try:
         session = Session(
             tmp_path / "session", runtime="local", agent=f"openpi:{server.address}", tmp=tmp
         )
+        # its token file (written once it serves), which the session's agents read
+        assert wait_for(lambda: server.files(tmp), 60), "the server keeps no token file"
+        session.theirs = server.files(tmp)
         left = run_interrupted(session, [(signal.SIGINT, "group")])
         assert_nothing_left(left, session)
         assert server.alive(), "the hand-started policy server died with the session"
@@ -235,6 +241,7 @@ def test_policy_server_by_hand_outlives_the_session(tmp_path: Path, tmp: Path) -
         assert code is not None and not stayed, (code, stayed, "".join(server.lines[-20:]))
     finally:
         server.kill()
+    assert [f for f in tmp.rglob("*") if f.is_file()] == [], "the server's token file stayed"
 
 
 def test_the_web_operator_console_ctrl_c_at_its_gate(tmp_path: Path, tmp: Path) -> None:

@@ -45,8 +45,10 @@ EXIT_BOUND = 180.0
 #: seconds what the session started gets to be gone once it exited: a child's lifeline
 #: (15 s past a wedged teardown), the Ray watchdog (30 s at most), the engine's removals
 GONE_BOUND = 90.0
-#: what pytest-hud keeps in its private folder across sessions (empty between them)
-KEPT_FOLDERS = {"serve", "models", "pytest-hud-creates", "robot-locks"}
+#: what pytest-hud keeps in its private folder across sessions (empty between them): the
+#: token files' folders of servers started by hand (``serve``, ``policy``: plumbing/auth.py's
+#: token_file), models, Docker create intents, robot locks, Daytona's ssh configs
+KEPT_FOLDERS = {"serve", "policy", "models", "pytest-hud-creates", "robot-locks", "daytona"}
 #: a finished item as the controller prints it under -v: "[gw0] [ 50%] PASSED rows.jsonl::..."
 #: under xdist, "rows.jsonl::... PASSED [ 50%]" without it
 _OUTCOMES = "PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED"
