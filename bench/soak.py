@@ -197,11 +197,12 @@ HOG = """
 import os, signal, sys, tempfile, time
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stopped by terminate(): clean up
 end = time.monotonic() + float(sys.argv[1])
+parent = os.getppid()  # a hog whose starter died (SIGKILLed by a test's timeout) stops too
 fd, path = tempfile.mkstemp(prefix="soak-hog-")
 os.close(fd)
 n = 0
 try:
-    while time.monotonic() < end:  # CPU, and every so often 4 MB to disk, fsync'd
+    while time.monotonic() < end and os.getppid() == parent:  # CPU, 4 MB to disk, fsync'd
         n += sum(i * i for i in range(20000))
         with open(path, "wb") as f:
             f.write(os.urandom(1 << 22)); f.flush(); os.fsync(f.fileno())
