@@ -392,6 +392,31 @@ def test_a_robot_fault_asks_the_operator_and_can_end_the_session(robot_dir, monk
     assert lifecycle(robot_dir)[-1] == "disconnect"
 
 
+def test_a_robot_held_by_another_process_halts_the_session(robot_dir) -> None:
+    """The taxonomy's halt on the real path: the arm is held by another process (this
+    test's), so the first episode cannot drive it; nobody is asked, the session ends at
+    once, the row is an ERROR naming the fix and the rows left say halted."""
+    from pytest_hud.interop.lerobot.robots import LeRobotRobotBridge
+
+    holder = LeRobotRobotBridge("so101_sim", {"log": None})  # the lock the session's arm takes
+    holder.reset(seed=0)
+    try:
+        write_suite(robot_dir, 3)
+        result = robot_dir.runpytest_subprocess(
+            *pytest_args("--hud-agent=policy_models:reach_agent"), timeout=600
+        )
+    finally:
+        holder.close()
+    first, *left = json.loads((robot_dir.path / "r.json").read_text())["rollouts"]
+    assert first["outcome"] == "error" and "one robot is one slot" in first["error"], first
+    assert first["fault"] == {"kind": "robot busy", "action": "halt", "taken": "ended the session"}
+    assert [r["unrun"] for r in left] == ["halted", "halted"], left
+    result.stdout.fnmatch_lines(["*the session ended on a robot fault (robot busy)*"])
+    shown = (robot_dir.path / "shown.txt").read_text()
+    assert "robot fault: robot so101_sim" not in shown  # nobody was asked
+    assert "ended on a robot fault: robot busy" in shown.splitlines()  # the summary says why
+
+
 def test_the_budgets_clock_starts_at_the_first_frame_not_at_connect(robot_dir, monkeypatch) -> None:
     """Issue 55: --hud-budget=15s allowed one episode on an arm that took 22 s to connect:
     connecting was spent. An arm that takes 30 s to connect, a 20 s budget: the clock starts
