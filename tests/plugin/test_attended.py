@@ -472,3 +472,44 @@ def test_a_rubric_comes_from_the_row_else_its_template_else_its_env(tmp_path: Pa
     assert rubric(Task("so101", "pick", metadata={"rubric": "from metadata"})) == "from metadata"
     assert rubric(Task("aloha", "fold", {})) == ""
     assert parse_rubric("one for all")(Task("aloha", "fold", {})) == "one for all"
+
+
+FLAKY_AGENT = """
+import os
+from pytest_hud.robot import RobotAgent, ZeroModel
+
+
+class Flaky(RobotAgent):
+    \"\"\"zero, whose link drops in its first episode (a policy server resetting the
+    connection); every episode it starts is a line in $EPISODES.\"\"\"
+
+    dropped = False
+
+    async def run_episode(self, *args, **kwargs):
+        with open(os.environ["EPISODES"], "a") as f:
+            f.write("episode\\n")
+        if not Flaky.dropped:
+            Flaky.dropped = True
+            raise ConnectionResetError("connection reset by the policy server")
+        return await super().run_episode(*args, **kwargs)
+
+
+def flaky():
+    return Flaky(ZeroModel(), name="flaky")
+"""
+
+
+def test_a_dropped_link_runs_the_episode_again_by_itself(suite, monkeypatch) -> None:
+    """The taxonomy's retry: the link to the policy drops in the first episode; it runs
+    again once by itself (no question, no verdict on the dropped one) and is graded."""
+    suite.makepyfile(flaky_agents=FLAKY_AGENT)
+    episodes = suite.path / "episodes.txt"
+    monkeypatch.setenv("EPISODES", str(episodes))
+    result, rows, shown = attended(
+        suite, monkeypatch, {"verdicts": [1, 1]}, "--hud-agent=flaky_agents:flaky"
+    )
+    result.assert_outcomes(passed=2)
+    assert episodes.read_text().count("episode") == 3  # the dropped one, run again, the next
+    assert all(r["error"] is None and r["grade_source"] == "operator" for r in rows), rows
+    assert sum(1 for line in shown if " ended after " in line) == 2  # asked twice, not thrice
+    assert not any(line.startswith("robot fault") for line in shown)
