@@ -351,6 +351,14 @@ def _containers(session_id: str) -> list[str]:
     return out.stdout.split()
 
 
+def _others_ips(session_id: str) -> set[str]:
+    """The addresses other sessions' running containers hold now (the engine gives a
+    removed container's address to the next one)."""
+    out = subprocess.run(["docker", "ps", "-q"], capture_output=True, text=True, check=False)
+    mine = set(_containers(session_id))
+    return _container_ips([c for c in out.stdout.split() if c not in mine])
+
+
 def _container_ips(ids: list[str]) -> set[str]:
     if not ids:
         return set()
@@ -433,7 +441,11 @@ def session(
     if runtime.startswith("docker"):
         _settled(lambda: _containers(session_id))
         out.leftover_containers = _containers(session_id)
-    out.new_listeners = sorted(_listeners(set(seen), ips) - before)
+    # the session's processes still alive (on a busy machine a pid of the session's is soon
+    # another process's, which may listen) and docker-proxies to addresses its containers
+    # had that no other session's container holds now
+    others = _others_ips(session_id) if runtime.startswith("docker") else set()
+    out.new_listeners = sorted(_listeners(set(alive()), ips - others) - before)
     out.probes = [Probe(**json.loads(p.read_text())) for p in sorted(folder.glob("probe-*.json"))]
     return out
 
