@@ -394,19 +394,20 @@ def test_a_robot_fault_asks_the_operator_and_can_end_the_session(robot_dir, monk
 
 def test_a_robot_held_by_another_process_halts_the_session(robot_dir) -> None:
     """The taxonomy's halt on the real path: the arm is held by another process (this
-    test's), so the first episode cannot drive it; nobody is asked, the session ends at
-    once, the row is an ERROR naming the fix and the rows left say halted."""
-    from pytest_hud.interop.lerobot.robots import LeRobotRobotBridge
+    test's claim on it, the lock the session's arm takes), so the first episode cannot
+    drive it; nobody is asked, the session ends at once, the row is an ERROR naming the fix
+    and the rows left say halted. (The claim alone: building the robot here, in a pytester
+    test, left later tests in this process unable to register the plugin's config.)"""
+    from pytest_hud.interop.lerobot.robots import _RobotLock
 
-    holder = LeRobotRobotBridge("so101_sim", {"log": None})  # the lock the session's arm takes
-    holder.reset(seed=0)
+    holder = _RobotLock.take("so101_sim", {})
     try:
         write_suite(robot_dir, 3)
         result = robot_dir.runpytest_subprocess(
             *pytest_args("--hud-agent=policy_models:reach_agent"), timeout=600
         )
     finally:
-        holder.close()
+        holder.release()
     first, *left = json.loads((robot_dir.path / "r.json").read_text())["rollouts"]
     assert first["outcome"] == "error" and "one robot is one slot" in first["error"], first
     assert first["fault"] == {"kind": "robot busy", "action": "halt", "taken": "ended the session"}
