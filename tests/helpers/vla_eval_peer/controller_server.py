@@ -10,6 +10,9 @@ action size (a mismatched server);
 ``--push-format`` declares another action convention. ``--camera NAME`` makes a
 camera-only policy: its observation spec is one image named NAME (no state) and it
 decides from that image alone; ``--chunk T`` returns ``[T, 1]`` chunks (the push held).
+``--forward-ms F --row-ms R``: every forward first holds a GPU-shaped F + R x rows ms
+(gpu_shaped.py: a sleep, one forward at a time); the stats then carry ``busy_s`` and
+``span_s`` (the first forward's start to the latest's end).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -43,9 +47,15 @@ class BalanceServer(PredictModelServer):
         push: str = "binary_push_right",
         camera: str = "",
         chunk: int = 0,
+        forward_ms: float = 0.0,
+        row_ms: float = 0.0,
         **kw: Any,
     ) -> None:
         super().__init__(**kw)
+        self.forward_ms = forward_ms
+        self.row_ms = row_ms
+        self.busy_s = 0.0
+        self.span: list[float] = []  # the first forward's start, the latest's end
         self.action_dims = action_dims
         self.push = push
         self.die_after = die_after
@@ -65,6 +75,12 @@ class BalanceServer(PredictModelServer):
             os._exit(3)
 
     def _act(self, obs_batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if self.forward_ms or self.row_ms:
+            from gpu_shaped import forward
+
+            start = time.monotonic()
+            self.busy_s += forward(len(obs_batch), self.forward_ms, self.row_ms)
+            self.span[:] = [self.span[0] if self.span else start, time.monotonic()]
         if self.camera:  # the image under the name this server's spec gives it, or KeyError
             pushes = np.stack([read_frame(o["images"][self.camera]) for o in obs_batch])
         else:
@@ -99,6 +115,8 @@ async def main(args: argparse.Namespace) -> None:
         push=args.push_format,
         camera=args.camera,
         chunk=args.chunk,
+        forward_ms=args.forward_ms,
+        row_ms=args.row_ms,
         max_batch_size=args.batch,
         max_wait_time=args.wait,
     )
@@ -112,11 +130,14 @@ async def main(args: argparse.Namespace) -> None:
                 "sessions": server.sessions,
                 "connections": len(server.connections),
                 "observations": observations,
+                "busy_s": server.busy_s,
+                "span_s": server.span[1] - server.span[0] if server.span else 0.0,
             }
             Path(args.stats).write_text(json.dumps(stats))
         server.widths.clear()
         server.sessions = 0
         server.connections.clear()
+        server.busy_s, server.span[:] = 0.0, []
 
     def stop(*_: Any) -> None:
         dump()
@@ -140,4 +161,6 @@ if __name__ == "__main__":
     parser.add_argument("--push-format", default="binary_push_right")
     parser.add_argument("--camera", default="")
     parser.add_argument("--chunk", type=int, default=0)
+    parser.add_argument("--forward-ms", type=float, default=0.0)
+    parser.add_argument("--row-ms", type=float, default=0.0)
     anyio.run(main, parser.parse_args())
