@@ -55,9 +55,8 @@ def any_count(tree: ast.AST) -> int:
     """Uses of the name ``Any`` (``Any``, ``typing.Any``) in annotations and code."""
     count = 0
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id == "Any":
-            count += 1
-        elif isinstance(node, ast.Attribute) and node.attr == "Any":
+        name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+        if isinstance(node, ast.Name | ast.Attribute) and name == "Any":
             count += 1
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             # string annotations ("dict[str, Any]") parsed where they parse
