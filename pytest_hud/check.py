@@ -10,19 +10,20 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_hud.errors import HudError
+from pytest_hud.plumbing.cli import command_parser
 from pytest_hud.runtime.backends import DEFAULT
 
 __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m pytest_hud check",
-        description="Set an agent's policy against the envs of task rows: what it expects "
-        "(cameras, state, action, stats, chunk) against each env's contract, then a few "
-        "steps of a real episode.",
+    parser = command_parser(
+        "check",
+        "Set an agent's policy against the envs of task rows: what it expects (cameras, "
+        "state, action, stats, chunk) against each env's contract, then a few steps of a "
+        "real episode.",
+        agent=True,
     )
-    parser.add_argument("--agent", required=True, help="agent spec, as for --hud-agent")
     parser.add_argument("rows", help="a task file (.jsonl, .tasks.json) or an env module (.py)")
     parser.add_argument("--runtime", default=DEFAULT, help=f"as --hud-runtime (default: {DEFAULT})")
     parser.add_argument("--max-steps", type=int, default=None, help="as --hud-max-steps")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, TypeVar
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-__all__ = ["from_args"]
+__all__ = ["command_parser", "from_args"]
 
 T = TypeVar("T", bound="DataclassInstance")
 
@@ -24,3 +24,16 @@ def from_args(cls: type[T], args: argparse.Namespace, **given: object) -> T:
         if f.name not in given and hasattr(args, f.name)
     }
     return cls(**taken, **given)
+
+
+def command_parser(
+    command: str, description: str, *, agent: bool = False
+) -> argparse.ArgumentParser:
+    """The command line of ``python -m pytest_hud COMMAND``; with ``agent``, its required
+    ``--agent SPEC``, an agent spec as ``--hud-agent`` takes."""
+    parser = argparse.ArgumentParser(
+        prog=f"python -m pytest_hud {command}", description=description
+    )
+    if agent:
+        parser.add_argument("--agent", required=True, help="agent spec, as for --hud-agent")
+    return parser

@@ -5,7 +5,6 @@ the server, so the server (which the Ray replicas run) does not import the agent
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -17,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_hud.plumbing.auth import keep_token
+from pytest_hud.plumbing.cli import command_parser
 from pytest_hud.plumbing.process import serve_until_stopped
 from pytest_hud.robot.agent.batching import BatchedModel
 from pytest_hud.robot.agent.model import Model
@@ -111,13 +111,13 @@ def serve_forever(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m pytest_hud policy-server",
-        description="Serve an agent's model on the openpi policy-server protocol, batching "
-        "requests from all connections (clients: --hud-agent=openpi:HOST:PORT, or "
+    parser = command_parser(
+        "policy-server",
+        "Serve an agent's model on the openpi policy-server protocol, batching requests from "
+        "all connections (clients: --hud-agent=openpi:HOST:PORT, or "
         "openpi_client.WebsocketClientPolicy).",
+        agent=True,
     )
-    parser.add_argument("--agent", required=True, help="agent spec, as for --hud-agent")
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (0: any free port)")
     parser.add_argument(
