@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from pytest_hud.plumbing.jsonvalue import JSONValue
 
@@ -67,9 +67,9 @@ class EpisodeReport:
     env_s: float = 0.0
     wall_s: float = 0.0
     total_reward: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         out = {k: v for k, v in self.__dict__.items() if k != "extra"}
         out.update(self.extra)
         return out

@@ -10,7 +10,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
-from numpy.typing import ArrayLike
 
 from pytest_hud.robot.agent.agent import RobotAgent, RunSettings
 from pytest_hud.robot.agent.expects import declares, policy_spec
@@ -83,8 +82,9 @@ class _Recorder:
     frames: list[dict[str, np.ndarray]] = field(default_factory=list)
     actions: list[np.ndarray] = field(default_factory=list)
 
-    def step(self, data: dict[str, ArrayLike], action: np.ndarray) -> None:
-        self.frames.append({k: np.array(v) for k, v in data.items() if np.ndim(v) <= 1})
+    def step(self, data: dict[str, object], action: np.ndarray) -> None:
+        arrays = {k: np.asarray(v) for k, v in data.items()}
+        self.frames.append({k: a.copy() for k, a in arrays.items() if a.ndim <= 1})
         self.actions.append(np.array(action, np.float64))
 
     def end(self, ok: bool) -> dict[str, object]:

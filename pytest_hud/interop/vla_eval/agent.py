@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time
 import weakref
+from collections.abc import Mapping
 from typing import Any, Unpack, cast
 
 import numpy as np
@@ -21,12 +22,11 @@ from pytest_hud.interop.vla_eval.connection import (
     VlaEvalSession,
     normalize_url,
 )
-from pytest_hud.interop.vla_eval.specs import SPECS_KEY, camera_names, check_specs
+from pytest_hud.interop.vla_eval.specs import SPECS_KEY, camera_names, check_specs, spec_map
 from pytest_hud.robot.agent.adapter import Adapter
-from pytest_hud.robot.agent.agent import EpisodeReport, RobotAgent, RunSettings
-from pytest_hud.robot.agent.model import Model, episode_task
+from pytest_hud.robot.agent.agent import EpisodeArgs, EpisodeReport, RobotAgent
+from pytest_hud.robot.agent.model import Batch, Model, Row, episode_task
 from pytest_hud.robot.contract import Spaces
-from pytest_hud.robot.episode import EpisodeRun
 
 __all__ = ["VlaEvalAdapter", "VlaEvalAgent", "VlaEvalError", "VlaEvalModel", "task_info"]
 
@@ -42,7 +42,7 @@ class VlaEvalModel(Model):
     def __init__(self, url: str, **options: Unpack[SessionOptions]) -> None:
         self.url = normalize_url(url)
         self.options = options
-        self.server_info: dict[str, Any] = {}
+        self.server_info: dict[str, object] = {}
         self._sessions: weakref.WeakKeyDictionary[asyncio.Task[object], VlaEvalSession] = (
             weakref.WeakKeyDictionary()
         )
@@ -79,7 +79,7 @@ class VlaEvalModel(Model):
         task.add_done_callback(self._task_done)
         return session
 
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
+    def _task_done(self, task: asyncio.Task[object]) -> None:
         session = self._sessions.pop(task, None)
         if session is not None:
             session._drop()
@@ -105,7 +105,7 @@ class VlaEvalModel(Model):
             sessions.append(self._sessions.pop(task))
         await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
 
-    async def probe(self) -> dict[str, Any]:
+    async def probe(self) -> dict[str, object]:
         """Connect, exchange HELLO and hang up: the server's HELLO payload."""
         session = VlaEvalSession(self.url, **self.options)
         try:
@@ -114,13 +114,13 @@ class VlaEvalModel(Model):
             await session.close()
         return self.server_info
 
-    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+    def infer(self, batch: Batch) -> np.ndarray:
         raise NotImplementedError(
             "VlaEvalModel is per-row (one observation per message): use it in a RobotAgent "
             "(VlaEvalAgent); the vla-eval server batches across connections"
         )
 
-    async def ainfer(self, row: dict[str, Any]) -> np.ndarray:
+    async def ainfer(self, row: Row) -> np.ndarray:
         session = self._open_session() or await self.session()  # no coroutine once open
         actions = np.asarray(await session.act(row), dtype=np.float32)  # decoded once, no copy
         if actions.ndim == 1:
@@ -140,8 +140,8 @@ class VlaEvalAdapter(Adapter):
     camera or state, or an action of another size, raises AdapterError naming both
     sides; convention differences are logged once as a table."""
 
-    def __init__(self, server_info: dict[str, Any] | None = None) -> None:
-        self.server_info: dict[str, Any] = dict(server_info or {})
+    def __init__(self, server_info: Mapping[str, object] | None = None) -> None:
+        self.server_info: dict[str, object] = dict(server_info or {})
         self._cams: dict[str, str] = {}
         self._states: list[str] = []
 
@@ -155,10 +155,10 @@ class VlaEvalAdapter(Adapter):
             )
         if found.warnings:
             _warn_once(found.warning_table(server))
-        self._cams = camera_names(self.server_info.get("observation_spec") or {}, spaces)
+        self._cams = camera_names(spec_map(self.server_info.get("observation_spec")), spaces)
         self._states = [f.name for f in spaces.robot_states]
 
-    def observation(self, data: dict[str, Any], prompt: str) -> dict[str, Any]:
+    def observation(self, data: Mapping[str, object], prompt: str) -> Row:
         row: dict[str, object] = {
             "images": {key: np.asarray(data[c]) for c, key in self._cams.items()}
         }
@@ -178,13 +178,13 @@ def _warn_once(table: str) -> None:
         log.warning("%s", table)
 
 
-def env_specs(spaces: Spaces) -> Any:
+def env_specs(spaces: Spaces) -> object:
     """The benchmark's own specs, where the env published them (``env.vla_eval`` puts
     them on the action feature, under ``vla_eval``)."""
     return spaces.action_feature.extra.get(SPECS_KEY)
 
 
-def task_info(run: object, prompt: str) -> dict[str, Any]:
+def task_info(run: object, prompt: str) -> dict[str, object]:
     """The ``episode_start`` task: the row's id, env, args (scalars) and prompt."""
     task = getattr(run, "task", None)
     info: dict[str, object] = {"task_description": prompt}
@@ -211,24 +211,16 @@ class VlaEvalAgent(RobotAgent):
         super().__init__(model, VlaEvalAdapter(), name=name or f"vla-eval:{model.url}", **kwargs)
 
     async def run_episode(
-        self,
-        capability: str | dict[str, Any],
-        *,
-        token: str | None = None,
-        prompt: str = "",
-        run: EpisodeRun | None = None,
-        settings: RunSettings | None = None,
+        self, capability: str | dict[str, object], **episode: Unpack[EpisodeArgs]
     ) -> EpisodeReport:
         session = await self.model.session()
         assert isinstance(self.adapter, VlaEvalAdapter)
         self.adapter.server_info = session.server_info
-        await session.start_episode(task_info(run, prompt))
+        await session.start_episode(task_info(episode.get("run"), episode.get("prompt", "")))
         start = time.monotonic()
         report: EpisodeReport | None = None
         try:
-            report = await super().run_episode(
-                capability, token=token, prompt=prompt, run=run, settings=settings
-            )
+            report = await super().run_episode(capability, **episode)
             report.extra["vla_eval_reconnects"] = session.reconnects
             return report
         finally:

@@ -18,7 +18,7 @@ from pytest_hud.interop.vla_eval.codec import (
     unpack_message,
 )
 from pytest_hud.robot.wire.deadline import Watchdog
-from pytest_hud.robot.wire.transport import Transport, connect
+from pytest_hud.robot.wire.transport import Transport, connect, received
 
 __all__ = ["SessionOptions", "VlaEvalError", "VlaEvalSession", "normalize_url"]
 
@@ -157,19 +157,19 @@ class VlaEvalSession:
 
     async def _recv(self) -> Message:
         assert self._ws is not None
-        try:
-            frame = await self._watchdog.wait(self._ws.recv(), self.timeout)
-        except TimeoutError:
-            self._drop()
-            raise VlaEvalError(
-                f"the vla-eval model server at {self.url} sent nothing within {self.timeout} s"
-            ) from None
-        if isinstance(frame, str):
-            raise VlaEvalError(f"the vla-eval server at {self.url} sent text: {frame[:200]}")
-        try:
-            return unpack_message(frame)
-        except VlaEvalWireError as exc:
-            raise VlaEvalError(f"bad frame from the vla-eval server at {self.url}: {exc}") from None
+        return await received(
+            self._watchdog.wait(self._ws.recv(), self.timeout),
+            unpack_message,
+            VlaEvalWireError,
+            self._failed,
+            silent=f"sent nothing within {self.timeout} s",
+            text=lambda frame: f"sent text: {frame[:200]}",
+        )
+
+    def _failed(self, what: str) -> VlaEvalError:
+        """The server's failure to answer; the connection, out of step now, is dropped."""
+        self._drop()
+        return VlaEvalError(f"the vla-eval model server at {self.url} {what}")
 
     async def _request(self, kind: str, payload: dict[str, Any]) -> Message:
         await self._send(kind, payload)

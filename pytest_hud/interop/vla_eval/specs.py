@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from pytest_hud.robot.contract import Spaces
 
-__all__ = ["SPECS_KEY", "SpecCheck", "camera_names", "check_specs", "is_image_spec"]
+__all__ = ["SPECS_KEY", "SpecCheck", "camera_names", "check_specs", "is_image_spec", "spec_map"]
 
 #: Where a contract's action feature carries the benchmark's specs.
 SPECS_KEY = "vla_eval"
@@ -42,7 +41,21 @@ def _short(name: str) -> str:
     return name.rsplit("/", 1)[-1].rsplit(".", 1)[-1]
 
 
-def camera_names(server_obs: Mapping[str, Any], spaces: Spaces) -> dict[str, str]:
+def spec_map(value: object) -> dict[str, Mapping[str, object]]:
+    """A HELLO's ``observation_spec`` or ``action_spec``: its components that are maps (a peer
+    may send anything; none at all is an empty spec)."""
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): v for k, v in value.items() if isinstance(v, Mapping)}
+
+
+def _dims(spec: Mapping[str, object]) -> int:
+    """A component's ``dims`` (0: not declared)."""
+    dims = spec.get("dims")
+    return int(dims) if isinstance(dims, int | float) else 0
+
+
+def camera_names(server_obs: Mapping[str, Mapping[str, object]], spaces: Spaces) -> dict[str, str]:
     """Env camera -> the ``images`` key the server reads: the server's image component
     names when it names its cameras (matched by name, else in order), else the env's
     own names (the last path component: ``images/agentview`` -> ``agentview``)."""
@@ -67,18 +80,18 @@ def _state_size(spaces: Spaces) -> int | None:
     return sum(int(s or 0) for s in sizes)
 
 
-def _formats_differ(producer: Mapping[str, object], consumer: Mapping[str, Any]) -> bool:
+def _formats_differ(producer: Mapping[str, object], consumer: Mapping[str, object]) -> bool:
     accepts = consumer.get("accepts")
-    if accepts is not None:
+    if isinstance(accepts, list | tuple):
         return producer.get("format") not in accepts
     return producer.get("format") != consumer.get("format")
 
 
-def check_specs(server_info: Mapping[str, Any], spaces: Spaces, env_specs: object) -> SpecCheck:
+def check_specs(server_info: Mapping[str, object], spaces: Spaces, env_specs: object) -> SpecCheck:
     """Compare a HELLO payload with the env's spaces (and its vla-eval specs, if any)."""
     out = SpecCheck()
-    server_obs: Mapping[str, Any] = server_info.get("observation_spec") or {}
-    server_act: Mapping[str, Any] = server_info.get("action_spec") or {}
+    server_obs = spec_map(server_info.get("observation_spec"))
+    server_act = spec_map(server_info.get("action_spec"))
     cams = [f.name for f in spaces.cameras]
     images = [k for k, s in server_obs.items() if is_image_spec(s)]
     if len(images) > len(cams):
@@ -89,7 +102,7 @@ def check_specs(server_info: Mapping[str, Any], spaces: Spaces, env_specs: objec
     state = server_obs.get("state") or server_obs.get("states")
     size = _state_size(spaces)
     if state is not None:
-        dims = int(state.get("dims") or 0)
+        dims = _dims(state)
         if not spaces.robot_states:
             out.errors.append(
                 f"the server reads a state ({state.get('format')}, {dims or 'any'} dims), the "
@@ -102,7 +115,7 @@ def check_specs(server_info: Mapping[str, Any], spaces: Spaces, env_specs: objec
                 f"{[f.name for f in spaces.robot_states]} has {size}: pick a matching server "
                 "checkpoint or adapt the env's state"
             )
-    widths = [int(s.get("dims") or 0) for s in server_act.values()]
+    widths = [_dims(s) for s in server_act.values()]
     action = spaces.action_feature.size
     if widths and all(d > 0 for d in widths) and action is not None and sum(widths) != action:
         parts = ", ".join(f"{k} {d}" for k, d in zip(server_act, widths, strict=True))
@@ -112,8 +125,8 @@ def check_specs(server_info: Mapping[str, Any], spaces: Spaces, env_specs: objec
             "an adapter that maps its actions is missing"
         )
     specs = env_specs if isinstance(env_specs, Mapping) else {}
-    env_act: Mapping[str, Any] = specs.get("action_spec") or {}
-    env_obs: Mapping[str, Any] = specs.get("observation_spec") or {}
+    env_act = spec_map(specs.get("action_spec"))
+    env_obs = spec_map(specs.get("observation_spec"))
     for key in server_act.keys() & env_act.keys():  # the server produces, the env consumes
         if _formats_differ(server_act[key], env_act[key]):
             out.warnings.append(

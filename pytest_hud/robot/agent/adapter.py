@@ -5,12 +5,12 @@ bound per episode, so concurrent rollouts never share bound state.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from pytest_hud.errors import AdapterError
+from pytest_hud.robot.agent.model import Row
 from pytest_hud.robot.contract import Spaces
 
 #: LeRobot's key for the environment's state (object poses, goals).
@@ -34,7 +34,7 @@ class Adapter:
     def _wire(self, spaces: Spaces) -> None:
         """Subclasses check and record the mapping here."""
 
-    def observation(self, data: dict[str, Any], prompt: str) -> dict[str, Any]:
+    def observation(self, data: Mapping[str, object], prompt: str) -> Row:
         """One row of model input from one observation."""
         return {**data, "prompt": prompt}
 
@@ -61,7 +61,7 @@ class OpenPIAdapter(Adapter):
                 f"{list(spaces.observation)}"
             )
 
-    def observation(self, data: dict[str, Any], prompt: str) -> dict[str, Any]:
+    def observation(self, data: Mapping[str, object], prompt: str) -> Row:
         row: dict[str, object] = {}
         for key, value in data.items():
             arr = np.asarray(value)
@@ -130,7 +130,7 @@ class LeRobotAdapter(Adapter):
         self._states = [f.name for f in spaces.robot_states]
         self._env_states = [f.name for f in spaces.env_states]
 
-    def observation(self, data: dict[str, Any], prompt: str) -> dict[str, Any]:
+    def observation(self, data: Mapping[str, object], prompt: str) -> Row:
         row: dict[str, object] = {}
         for env_key, model_key in self._images:
             img = np.asarray(data[env_key])

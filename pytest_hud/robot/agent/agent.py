@@ -8,24 +8,25 @@ import asyncio
 import contextvars
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol, TypedDict
 
 import numpy as np
 
 from pytest_hud.errors import ModelOutputError
 from pytest_hud.robot.agent.adapter import Adapter
 from pytest_hud.robot.agent.ensembler import Ensembler
-from pytest_hud.robot.agent.model import EPISODE_TASK, Model, check_chunk
+from pytest_hud.robot.agent.model import EPISODE_TASK, Model, Row, check_chunk
 from pytest_hud.robot.agent.timed import INSTRUCTION, STOP, TimedCounters, Timing, run_timed
 from pytest_hud.robot.contract import Spaces
 from pytest_hud.robot.episode import EpisodeReport, EpisodeRun
-from pytest_hud.robot.wire.client import RobotClient
+from pytest_hud.robot.wire.client import Observed, RobotClient
 
 __all__ = [
     "STEPS_ALONE",
     "ConfiguredAgent",
+    "EpisodeArgs",
     "EpisodeObserver",
     "EpisodeReport",
     "ObserverFactory",
@@ -54,9 +55,9 @@ class EpisodeObserver(Protocol):
     encode on the loop would hold every other rollout (and the batched forward's next
     rows) for as long as it takes."""
 
-    def step(self, data: dict[str, Any], action: np.ndarray) -> None: ...
+    def step(self, data: dict[str, object], action: np.ndarray) -> None: ...
 
-    def end(self, ok: bool) -> dict[str, Any]: ...
+    def end(self, ok: bool) -> Mapping[str, object]: ...
 
 
 #: Makes an observer for one episode from the run (None: an episode driven without one, from
@@ -77,6 +78,16 @@ class RunSettings:
     #: A timed loop (``--hud-realtime``, ``--hud-latency``); None: lockstep, each tick waits
     #: for the policy.
     timing: Timing | None = None
+
+
+class EpisodeArgs(TypedDict, total=False):
+    """:meth:`RobotAgent.run_episode`'s keywords, as an agent that wraps the episode (a
+    batched model's session, a vla-eval server's episode) takes them and passes them on."""
+
+    token: str | None
+    prompt: str
+    run: EpisodeRun | None
+    settings: RunSettings | None
 
 
 @dataclass(frozen=True)
@@ -115,18 +126,13 @@ class RobotAgent:
         max_steps: int | None = None,
         name: str | None = None,
     ) -> None:
-        if model is not None:
-            self.model = model
-        if adapter is not None:
-            self.adapter = adapter
-        if ensembler is not None:
-            self.ensembler = ensembler
-        if chunk_size is not None:
-            self.chunk_size = chunk_size
-        if max_steps is not None:
-            self.max_steps = max_steps
-        if name is not None:
-            self.name = name
+        # the class's attributes are the defaults (a subclass sets its own): a value given
+        # overrides them on this agent
+        given: dict[str, object] = {"model": model, "adapter": adapter, "ensembler": ensembler}
+        given |= {"chunk_size": chunk_size, "max_steps": max_steps, "name": name}
+        for attribute, value in given.items():
+            if value is not None:
+                setattr(self, attribute, value)
         self.observers: list[ObserverFactory] = []
 
     def __repr__(self) -> str:
@@ -146,7 +152,7 @@ class RobotAgent:
 
     async def run_episode(
         self,
-        capability: str | dict[str, Any],
+        capability: str | dict[str, object],
         *,
         token: str | None = None,
         prompt: str = "",
@@ -173,7 +179,7 @@ class RobotAgent:
             ensembler = base.fresh() if base is not None else None
             queue: deque[np.ndarray] = deque()
             history = max(1, int(getattr(self.model, "n_obs_steps", 1) or 1))
-            recent: deque[dict[str, Any]] = deque(maxlen=history)
+            recent: deque[dict[str, object]] = deque(maxlen=history)
             obs = await client.get_observation()
             total = 0.0
             keep = self.chunk_size or getattr(self.model, "n_action_steps", None)
@@ -186,7 +192,7 @@ class RobotAgent:
                 row = _row(adapter, recent, history, said)  # the observations as of now
                 return forward(row)
 
-            async def forward(row: dict[str, Any]) -> np.ndarray:
+            async def forward(row: Row) -> np.ndarray:
                 t0 = time.monotonic()
                 raw = await self.model.ainfer(row)
                 chunk = adapter.action(check_chunk(raw, 1, size, model_name)[0])
@@ -194,7 +200,7 @@ class RobotAgent:
                 report.inferences += 1
                 return chunk
 
-            async def act(action: np.ndarray) -> dict[str, Any]:
+            async def act(action: np.ndarray) -> Observed:
                 nonlocal total
                 for observer in observers:
                     observer.step(recent[-1], action)
@@ -276,13 +282,11 @@ class RobotAgent:
         return report
 
 
-def _end_all(observers: list[EpisodeObserver], ok: bool) -> list[dict[str, Any]]:
+def _end_all(observers: list[EpisodeObserver], ok: bool) -> list[Mapping[str, object]]:
     return [observer.end(ok) for observer in observers]
 
 
-def _row(
-    adapter: Adapter, recent: deque[dict[str, Any]], history: int, prompt: str
-) -> dict[str, Any]:
+def _row(adapter: Adapter, recent: deque[dict[str, object]], history: int, prompt: str) -> Row:
     """The model's row: the latest observation, or with ``history > 1`` the last
     ``history`` ones stacked per array (the episode's first repeated until there are
     enough), each through the adapter; other values (the prompt) from the latest."""
@@ -291,6 +295,8 @@ def _row(
     steps = [recent[0]] * (history - len(recent)) + list(recent)
     rows = [adapter.observation(data, prompt) for data in steps]
     return {
-        key: np.stack([r[key] for r in rows]) if isinstance(value, np.ndarray) else value
+        key: np.stack([np.asarray(r[key]) for r in rows])
+        if isinstance(value, np.ndarray)
+        else value
         for key, value in rows[-1].items()
     }

@@ -10,17 +10,17 @@ import copy
 import os
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Executor
-from typing import Any, TypedDict, Unpack
+from typing import TypedDict, Unpack
 
 import numpy as np
 
-from pytest_hud.robot.agent.agent import STEPS_ALONE, EpisodeReport, RobotAgent, RunSettings
-from pytest_hud.robot.agent.model import Model, check_chunk, run_infer, stack_rows
+from pytest_hud.robot.agent.agent import STEPS_ALONE, EpisodeArgs, EpisodeReport, RobotAgent
+from pytest_hud.robot.agent.model import Batch, Model, Row, check_chunk, run_infer, stack_rows
 from pytest_hud.robot.agent.pacing import CURRENT, Arrivals, Rollout
 from pytest_hud.robot.agent.split import Split
 from pytest_hud.robot.contract import Spaces
-from pytest_hud.robot.episode import EpisodeRun
 
 __all__ = ["BatchedAgent", "BatchedModel"]
 
@@ -101,10 +101,10 @@ class BatchedModel(Model):
     def bind(self, spaces: Spaces) -> None:
         self.model.bind(spaces)
 
-    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+    def infer(self, batch: Batch) -> np.ndarray:
         return self.model.infer(batch)
 
-    def _timed_infer(self, batch: dict[str, Any]) -> np.ndarray:
+    def _timed_infer(self, batch: Batch) -> np.ndarray:
         """The wrapped model's forward, timed where it runs (two clock reads a forward)."""
         with self._busy_lock:
             start = self._busy_since = time.monotonic()
@@ -119,7 +119,7 @@ class BatchedModel(Model):
         return self.model.executor()
 
     @contextlib.contextmanager
-    def session(self) -> Any:
+    def session(self) -> Iterator[BatchedModel]:
         """Count one live rollout for as long as the block runs."""
         self.live += 1
         if self._span_start is None:
@@ -135,7 +135,7 @@ class BatchedModel(Model):
             self.live -= 1
             self._maybe_flush()
 
-    async def ainfer(self, row: dict[str, Any]) -> np.ndarray:
+    async def ainfer(self, row: Row) -> np.ndarray:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[np.ndarray] = loop.create_future()
         rollout = CURRENT.get()
@@ -204,7 +204,7 @@ class BatchedModel(Model):
         task.add_done_callback(self._tasks.discard)
 
     async def _forward(
-        self, rows: list[tuple[dict[str, Any], asyncio.Future[np.ndarray]]], alone: bool = False
+        self, rows: list[tuple[Row, asyncio.Future[np.ndarray]]], alone: bool = False
     ) -> None:
         try:
             start = time.monotonic()
@@ -236,9 +236,7 @@ class BatchedModel(Model):
                     loop = asyncio.get_running_loop()
                     self._timer = loop.call_later(self.max_wait_s, self._waited)
 
-    async def _rows_alone(
-        self, rows: list[tuple[dict[str, Any], asyncio.Future[np.ndarray]]]
-    ) -> None:
+    async def _rows_alone(self, rows: list[tuple[Row, asyncio.Future[np.ndarray]]]) -> None:
         """Rerun a failed forward's rows one by one, so only the rows that raise fail.
 
         One client's bad row (a NaN the model refuses, a malformed prompt) used to fail
@@ -260,7 +258,7 @@ class BatchedModel(Model):
                 fut.set_result(chunk)
 
 
-def _layout(row: dict[str, Any]) -> tuple[object, ...]:
+def _layout(row: Row) -> tuple[object, ...]:
     """What must match for rows to stack: keys in order, and each array's shape and dtype."""
     return tuple(
         (k, v.shape, v.dtype.str) if isinstance(v, np.ndarray) else (k, type(v))
@@ -290,22 +288,15 @@ class BatchedAgent(RobotAgent):
         return self.model
 
     async def run_episode(
-        self,
-        capability: Any,
-        *,
-        token: str | None = None,
-        prompt: str = "",
-        run: EpisodeRun | None = None,
-        settings: RunSettings | None = None,
+        self, capability: str | dict[str, object], **episode: Unpack[EpisodeArgs]
     ) -> EpisodeReport:
-        kwargs: dict[str, Any] = {} if settings is None else {"settings": settings}
+        if episode.get("settings") is None:  # an agent of an older shape takes none
+            episode.pop("settings", None)
         model = self.batched
         with model.session():
             start = time.monotonic()
             busy0 = model.busy_seconds(start)
-            report = await self.agent.run_episode(
-                capability, token=token, prompt=prompt, run=run, **kwargs
-            )
+            report = await self.agent.run_episode(capability, **episode)
             end = time.monotonic()
             busy1 = model.busy_seconds(end)
         whole = model.busy()

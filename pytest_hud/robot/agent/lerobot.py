@@ -20,7 +20,7 @@ from pytest_hud.robot.agent.agent import RobotAgent
 from pytest_hud.robot.agent.device import placed_device
 from pytest_hud.robot.agent.ensembler import Ensembler
 from pytest_hud.robot.agent.hub import require_hub_checkpoint
-from pytest_hud.robot.agent.model import Model
+from pytest_hud.robot.agent.model import Batch, Model
 
 __all__ = [
     "PI05_CHECKPOINT",
@@ -140,7 +140,7 @@ class LeRobotModel(Model):
     def executor(self) -> Executor:
         return torch_thread()
 
-    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+    def infer(self, batch: Batch) -> np.ndarray:
         torch = _import_torch()
         tensors = {
             key: torch.from_numpy(np.ascontiguousarray(value)).to(self.device)

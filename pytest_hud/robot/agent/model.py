@@ -8,18 +8,20 @@ import asyncio
 import contextvars
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
-from typing import Any
 
 import numpy as np
 
 from pytest_hud.errors import ModelOutputError
 from pytest_hud.plumbing.threads import DaemonExecutor, abandon, model_threads
+from pytest_hud.robot.agent.ensembler import Ensembler
 from pytest_hud.robot.contract import Spaces
 
 __all__ = [
+    "Batch",
     "Model",
     "ModelOutputError",
     "RandomModel",
+    "Row",
     "ZeroModel",
     "check_chunk",
     "episode_task",
@@ -39,7 +41,15 @@ def episode_task() -> asyncio.Task[object] | None:
     return EPISODE_TASK.get() or asyncio.current_task()
 
 
-def stack_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+#: One row of model input, as an adapter makes it from one observation: arrays by the model's
+#: input names and the prompt (a vla-eval row nests its cameras' images in a map).
+Row = dict[str, object]
+#: Rows stacked for one forward (:func:`stack_rows`): an ``[N, ...]`` array per numeric input,
+#: the list of the N values of any other (the prompts).
+Batch = dict[str, np.ndarray | list[object]]
+
+
+def stack_rows(rows: Sequence[Mapping[str, object]]) -> Batch:
     """Rows of per-step inputs stacked into one batch: arrays gain a leading N axis,
     anything else (prompts) becomes a list of N values."""
     if not rows:
@@ -48,7 +58,7 @@ def stack_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     for i, row in enumerate(rows[1:], 1):
         if list(row) != keys:
             raise ValueError(f"row {i} has keys {sorted(row)}, row 0 has {sorted(keys)}")
-    batch: dict[str, object] = {}
+    batch: Batch = {}
     for key in keys:
         values = [row[key] for row in rows]
         if isinstance(values[0], np.ndarray | np.generic | int | float) and not isinstance(
@@ -60,14 +70,15 @@ def stack_rows(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return batch
 
 
-def check_chunk(out: Any, n: int, action_size: int | None, who: str = "model") -> np.ndarray:
+def check_chunk(out: object, n: int, action_size: int | None, who: str = "model") -> np.ndarray:
     """``out`` as float32 ``[N, T, A]``; a clear error naming expected vs got otherwise."""
     arr = np.asarray(out, dtype=np.float32)
+    given = arr.shape
     if arr.ndim == 2 and n == 1:
         arr = arr[None]
     if arr.ndim != 3 or arr.shape[0] != n:
         raise ModelOutputError(
-            f"{who}.infer returned shape {tuple(np.shape(out))}; expected [N, T, A] = "
+            f"{who}.infer returned shape {given}; expected [N, T, A] = "
             f"[{n}, T, {action_size or 'A'}] (N rows in, one [T, A] action chunk per row out)"
         )
     if action_size is not None and arr.shape[2] != action_size:
@@ -85,7 +96,7 @@ class Model:
     """Subclass and implement :meth:`infer`; override :meth:`ainfer` only if natively async."""
 
     #: An Ensembler to reduce overlapping chunks; the agent uses it if it has none itself.
-    ensembler: Any = None
+    ensembler: Ensembler | None = None
     #: Whether ``infer`` runs a whole [N, ...] batch in one forward (BatchedModel can wrap it).
     batchable: bool = True
     #: Consecutive observations per row. Above 1, the agent sends the episode's last
@@ -96,7 +107,7 @@ class Model:
     def bind(self, spaces: Spaces) -> None:
         """Called once per episode with the env's spaces (models that need the action space)."""
 
-    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+    def infer(self, batch: Batch) -> np.ndarray:
         raise NotImplementedError(f"{type(self).__name__} must implement infer(batch)")
 
     def executor(self) -> Executor | None:
@@ -109,15 +120,15 @@ class Model:
         """Release what the model keeps between episodes (a server's connections); the
         session calls it once, at its end, on the loop its episodes ran on."""
 
-    async def ainfer(self, row: dict[str, Any]) -> np.ndarray:
+    async def ainfer(self, row: Row) -> np.ndarray:
         """One row in, one ``[T, A]`` chunk out; the forward runs off the event loop."""
         out = await run_infer(self, stack_rows([row]))
         return check_chunk(out, 1, None, type(self).__name__)[0]
 
 
 async def run_infer(
-    model: Model, batch: dict[str, Any], call: Callable[[dict[str, Any]], Any] | None = None
-) -> Any:
+    model: Model, batch: Batch, call: Callable[[Batch], object] | None = None
+) -> object:
     """``model.infer(batch)`` on the model's executor, awaited from the event loop.
 
     Without one, it runs on :func:`~pytest_hud.plumbing.threads.model_threads` (daemon threads:
@@ -157,7 +168,7 @@ class _ActionSpaceModel(Model):
         n = action.extra.get("n")
         self.discrete = int(n) if n is not None else None
 
-    def _n(self, batch: Mapping[str, Any]) -> int:
+    def _n(self, batch: Batch) -> int:
         for value in batch.values():
             return len(value)
         return 1
@@ -166,7 +177,7 @@ class _ActionSpaceModel(Model):
 class ZeroModel(_ActionSpaceModel):
     """Zeros (clipped into the action bounds): a do-nothing baseline."""
 
-    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+    def infer(self, batch: Batch) -> np.ndarray:
         zero = np.clip(np.zeros(self.size, np.float32), self.low, self.high)
         return np.broadcast_to(zero, (self._n(batch), self.chunk, self.size)).copy()
 
@@ -178,7 +189,7 @@ class RandomModel(_ActionSpaceModel):
         super().__init__(chunk)
         self.rng = np.random.default_rng(seed)
 
-    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+    def infer(self, batch: Batch) -> np.ndarray:
         shape = (self._n(batch), self.chunk, self.size)
         if self.discrete is not None:
             return self.rng.integers(0, self.discrete, shape).astype(np.float32)

@@ -13,7 +13,7 @@ import logging
 import time
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TypeVar
 
 import numpy as np
 
@@ -24,13 +24,15 @@ from pytest_hud.errors import (
     TransportClosed,
     WireError,
 )
-from pytest_hud.robot.agent.model import Model, check_chunk, episode_task
+from pytest_hud.robot.agent.model import Batch, Model, Row, check_chunk, episode_task
 from pytest_hud.robot.wire.codec import pack, unpack
-from pytest_hud.robot.wire.transport import Transport, connect
+from pytest_hud.robot.wire.transport import Transport, connect, received
 
 __all__ = ["RemoteModel", "RemoteModelError"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class RemoteModel(Model):
@@ -79,12 +81,12 @@ class RemoteModel(Model):
         return f"<RemoteModel {self.url}>"
 
     @property
-    def metadata(self) -> dict[str, Any] | None:
+    def metadata(self) -> dict[str, object] | None:
         """The server's metadata frame (from the latest connection); None before any."""
         return self._metadata
 
     # -- connections -------------------------------------------------------------
-    async def connect(self) -> dict[str, Any]:
+    async def connect(self) -> dict[str, object]:
         """Open the calling task's connection now (normally lazy); returns the metadata."""
         await self._connection()
         assert self._metadata is not None
@@ -192,7 +194,7 @@ class RemoteModel(Model):
             "(python -m pytest_hud policy-server, or openpi's serve_policy.py)?"
         )
 
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
+    def _task_done(self, task: asyncio.Task[object]) -> None:
         ws = self._conns.pop(task, None)
         if ws is not None:
             self._spawn_close(ws)
@@ -229,7 +231,7 @@ class RemoteModel(Model):
         await self.aclose()
 
     # -- inference -----------------------------------------------------------------
-    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+    def infer(self, batch: Batch) -> np.ndarray:
         raise NotImplementedError(
             "RemoteModel is per-row: the openpi protocol has no batched request, so it "
             "cannot back a BatchedModel/BatchedAgent. Use RemoteModel in a plain RobotAgent; "
@@ -237,7 +239,7 @@ class RemoteModel(Model):
             "requests from all its connections into one forward)"
         )
 
-    async def ainfer(self, row: dict[str, Any]) -> np.ndarray:
+    async def ainfer(self, row: Row) -> np.ndarray:
         """Send one observation row, return the server's ``[T, A]`` action chunk."""
         frame = pack(row)  # a bad row fails here, before the connection is touched
         ws = await self._connection()
@@ -265,27 +267,26 @@ class RemoteModel(Model):
         return check_chunk(actions, 1, None, "RemoteModel")[0]
 
     async def _recv(self, ws: Transport, timeout: float | None, what: str) -> object:
+        option = "connect_timeout" if what == "metadata frame" else "reply_timeout"
         try:
-            async with asyncio.timeout(timeout):
-                frame = await ws.recv()
-        except TimeoutError:
-            option = "connect_timeout" if what == "metadata frame" else "reply_timeout"
-            raise RemoteModelError(
-                f"the policy server at {self.url} sent no {what} within {timeout} s ({option})"
-            ) from None
+            return await received(
+                _within(ws.recv(), timeout),
+                unpack,
+                WireError,
+                lambda failure: RemoteModelError(f"the policy server at {self.url} {failure}"),
+                silent=f"sent no {what} within {timeout} s ({option})",
+                text=lambda frame: f"failed:\n{frame}",  # an openpi server's traceback
+            )
         except TransportClosed as exc:
             raise RemoteModelError(
                 f"the policy server connection was lost ({self.url}, {_closed(exc)}) while "
                 f"waiting for {what}; the server stopped or crashed"
             ) from None
-        if isinstance(frame, str):
-            raise RemoteModelError(f"the policy server at {self.url} failed:\n{frame}")
-        try:
-            return unpack(frame)
-        except WireError as exc:
-            raise RemoteModelError(
-                f"bad frame from the policy server at {self.url}: {exc}"
-            ) from None
+
+
+async def _within(waiting: Awaitable[T], timeout: float | None) -> T:
+    async with asyncio.timeout(timeout):
+        return await waiting
 
 
 def _closed(exc: TransportClosed) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pytest_hud.robot.clock import Clock, SimClock, WallClock, monotonic, percentile, rounded
+from pytest_hud.robot.wire.client import Observed
 
 __all__ = ["INSTRUCTION", "STOP", "TimedCounters", "Timing", "run_timed"]
 
@@ -38,7 +39,7 @@ Act = Callable[[np.ndarray], Awaitable["Frame"]]
 #: One inference on the observations seen so far: a ``[T, A]`` chunk. The call itself reads
 #: the observations (synchronously); the awaitable it returns runs the forward.
 Infer = Callable[[], Awaitable[np.ndarray]]
-Frame = dict[str, object]
+Frame = Observed
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import numpy as np
 
 from pytest_hud.errors import DatasetError
 from pytest_hud.robot.agent.agent import RobotAgent
-from pytest_hud.robot.agent.model import Model
+from pytest_hud.robot.agent.model import Batch, Model
 from pytest_hud.robot.contract import Spaces
 from pytest_hud.robot.record.reader import Frames
 from pytest_hud.robot.record.schema import _build_schema
@@ -29,7 +29,7 @@ class RecordedActions(Model):
     def __init__(self, actions: np.ndarray) -> None:
         self.actions = np.asarray(actions, np.float32)
 
-    def infer(self, batch: dict[str, object]) -> np.ndarray:
+    def infer(self, batch: Batch) -> np.ndarray:
         return self.actions[None].copy()
 
 

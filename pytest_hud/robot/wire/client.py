@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from collections.abc import Mapping
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
@@ -17,7 +18,16 @@ from pytest_hud.robot.wire.deadline import Watchdog
 from pytest_hud.robot.wire.inproc import InprocTransport
 from pytest_hud.robot.wire.transport import Transport, connect
 
-__all__ = ["RobotClient", "RobotError"]
+__all__ = ["Observed", "RobotClient", "RobotError"]
+
+
+class Observed(TypedDict):
+    """One observation as the agent reads it: the sim's values by name (arrays), whether the
+    episode ended, and the step's reward where the sim sends one."""
+
+    data: dict[str, object]
+    terminated: bool
+    reward: NotRequired[float]
 
 
 class RobotClient:
@@ -26,9 +36,9 @@ class RobotClient:
     def __init__(
         self,
         ws: Transport,
-        metadata: dict[str, Any],
+        metadata: dict[str, object],
         contract: Contract | None,
-        first: dict[str, Any] | None,
+        first: object,
         *,
         timeout: float | None,
     ) -> None:
@@ -43,10 +53,10 @@ class RobotClient:
     @classmethod
     async def connect(
         cls,
-        target: str | dict[str, Any],
+        target: str | Mapping[str, object],
         *,
         token: str | None = None,
-        contract: Contract | dict[str, Any] | None = None,
+        contract: Contract | Mapping[str, object] | None = None,
         open_timeout: float = 30.0,
         timeout: float | None = 300.0,
         websocket: str | None = None,
@@ -57,8 +67,8 @@ class RobotClient:
         ``websocket`` picks the implementation (see
         :func:`pytest_hud.robot.wire.transport.connect`).
         """
-        url, cap_contract = _target(target)
-        contract = contract if contract is not None else cap_contract
+        url, published = _target(target)
+        source = contract if contract is not None else published
         try:
             ws = await connect(url, open_timeout=open_timeout, impl=websocket)
         except ConnectError as exc:
@@ -67,8 +77,8 @@ class RobotClient:
             meta = await _recv(ws, open_timeout, "the metadata frame")
             if not isinstance(meta, dict):
                 raise RobotError(f"bridge metadata frame is not a map: {meta!r}")
-            if contract is None and meta.get("contract"):
-                contract = meta["contract"]
+            if source is None and meta.get("contract"):
+                source = meta["contract"]
             first = None
             if token is not None or meta.get("claim_required"):
                 await ws.send(pack({"claim": token}))
@@ -78,7 +88,7 @@ class RobotClient:
                 await ws.close()
             raise
         client = cls(
-            ws, meta, Contract.from_dict(contract) if contract else None, first, timeout=timeout
+            ws, meta, Contract.from_dict(source) if source else None, first, timeout=timeout
         )
         client.url = url
         return client
@@ -102,9 +112,9 @@ class RobotClient:
         return self._contract.control_rate if self._contract else None
 
     # -- the loop ------------------------------------------------------------------
-    async def get_observation(self, timeout: float | None = None) -> dict[str, Any]:
+    async def get_observation(self, timeout: float | None = None) -> Observed:
         """The next observation: ``{"data": {name: array}, "terminated": bool, "reward"?}``."""
-        msg: Any
+        msg: object
         if self._pending is not None:
             msg, self._pending = self._pending, None
         else:  # an inline sim's observation is usually queued already: no wait to bound
@@ -115,14 +125,15 @@ class RobotClient:
         if not isinstance(msg, dict):
             raise RobotError(f"bridge sent a {type(msg).__name__} where an observation was due")
         data = dict(msg)
-        out: dict[str, object] = {"terminated": bool(data.pop("terminated", False))}
-        if "reward" in data:
-            out["reward"] = data.pop("reward")
+        terminated = bool(data.pop("terminated", False))
+        reward = data.pop("reward", None)
         data.pop("meta", None)
-        out["data"] = data
+        out = Observed(data=data, terminated=terminated)
+        if reward is not None:
+            out["reward"] = reward
         return out
 
-    async def _recv_watched(self, timeout: float | None) -> Any:
+    async def _recv_watched(self, timeout: float | None) -> object:
         receive = _recv(self._ws, None, "an observation")
         if timeout is None:
             return await receive
@@ -141,12 +152,12 @@ class RobotClient:
         """Send a whole ``[T, A]`` chunk (for bridges that execute chunks themselves)."""
         await self._send({"actions": np.asarray(chunk, dtype=np.float32), **extra})
 
-    async def step(self, action: object) -> dict[str, Any]:
+    async def step(self, action: object) -> Observed:
         """Send one action and wait for the observation it produced."""
         await self.send_action(action)
         return await self.get_observation()
 
-    async def _send(self, msg: dict[str, Any]) -> None:
+    async def _send(self, msg: dict[str, object]) -> None:
         try:
             if isinstance(self._ws, InprocTransport):  # an inline sim: the message itself
                 await self._ws.send_message(msg)
@@ -167,16 +178,18 @@ class RobotClient:
         await self.close()
 
 
-def _target(target: str | dict[str, Any]) -> tuple[str, Any]:
+def _target(target: str | Mapping[str, object]) -> tuple[str, object]:
+    """The url a target names and the contract it publishes (None: none)."""
     if isinstance(target, str):
         return target, None
-    if isinstance(target, dict) and "url" in target:
-        params = target.get("params") or {}
-        return str(target["url"]), params.get("contract") or target.get("contract")
+    if isinstance(target, Mapping) and "url" in target:
+        params = target.get("params")
+        published = params.get("contract") if isinstance(params, Mapping) else None
+        return str(target["url"]), published or target.get("contract")
     raise RobotError(f"connect() takes a ws:// url or a capability dict with a url, got {target!r}")
 
 
-async def _recv(ws: Transport, timeout: float | None, what: str) -> Any:
+async def _recv(ws: Transport, timeout: float | None, what: str) -> object:
     try:
         if timeout is None:
             frame = await ws.recv()

@@ -1,12 +1,13 @@
 """The agent side's WebSocket seam: :class:`Transport`, our zero-copy client for ``ws://`` or
-``websockets`` (``wss://``, or asked for), raising the same errors.
+``websockets`` (``wss://``, or asked for), raising the same errors; and :func:`received`, a
+peer's next message decoded, each way it can fail said once.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol, TypeVar
 
 from pytest_hud.errors import ConnectError, ConnectTimeout, TransportClosed
 from pytest_hud.robot.wire import inproc
@@ -21,7 +22,10 @@ __all__ = [
     "TransportClosed",
     "WebsocketsTransport",
     "connect",
+    "received",
 ]
+
+T = TypeVar("T")
 
 #: Names :func:`connect` accepts for ``impl``.
 IMPLEMENTATIONS = ("frames", "websockets")
@@ -75,3 +79,28 @@ async def connect(
     return await WebsocketsTransport.connect(
         url, open_timeout=open_timeout, close_timeout=close_timeout, headers=headers
     )
+
+
+async def received(
+    waiting: Awaitable[bytes | memoryview | str],
+    decode: Callable[[bytes | memoryview], T],
+    invalid: type[Exception],
+    fail: Callable[[str], Exception],
+    *,
+    silent: str,
+    text: Callable[[str], str],
+) -> T:
+    """A peer's next message, decoded; else ``fail(what the peer did)`` raised: ``silent``
+    when ``waiting`` (a receive the caller bounds) times out, ``text(frame)`` for a text
+    frame, and ``sent a bad frame: ...`` when ``decode`` raises ``invalid``. What else the
+    receive raises (TransportClosed) passes through."""
+    try:
+        frame = await waiting
+    except TimeoutError:
+        raise fail(silent) from None
+    if isinstance(frame, str):
+        raise fail(text(frame))
+    try:
+        return decode(frame)
+    except invalid as exc:
+        raise fail(f"sent a bad frame: {exc}") from None
