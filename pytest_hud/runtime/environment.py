@@ -5,20 +5,29 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_hud.errors import EnvError, TaskError
+from pytest_hud.plumbing.jsonvalue import JSONValue
 from pytest_hud.plumbing.loader import registered
+from pytest_hud.robot.contract import Contract
 from pytest_hud.robot.sim.endpoint import RobotEndpoint, serve_inline
 from pytest_hud.runtime.task import Task, declare
 
-__all__ = ["SIM_KINDS", "EnvError", "Environment", "Template", "sim_kind"]
+__all__ = ["SIM_KINDS", "EnvError", "Environment", "Template", "TemplateFn", "sim_kind"]
 
 #: The entry-point group of sim kinds (``env.lerobot(...)``, ``env.vla_eval(...)``): the
 #: packages that serve them register here, so the runtime imports none of them.
 SIM_KINDS = "pytest_hud.sims"
+
+#: A template's function: an async generator that yields the prompt and the robot's bindings,
+#: then the grade (the env server sends it nothing).
+TemplateFn = Callable[..., AsyncGenerator[object, None]]
+#: A capability an environment publishes: a robot endpoint (started with the env) or a
+#: manifest entry of its own.
+C = TypeVar("C", bound="RobotEndpoint | Mapping[str, JSONValue]")
 
 
 def sim_kind(name: str) -> Callable[..., Any]:
@@ -37,7 +46,7 @@ def sim_kind(name: str) -> Callable[..., Any]:
 class Template:
     """A task template: an async generator function bound to an Environment."""
 
-    def __init__(self, env: Environment, fn: Callable[..., AsyncGenerator[Any, Any]], id: str):
+    def __init__(self, env: Environment, fn: TemplateFn, id: str):
         if not inspect.isasyncgenfunction(fn):
             raise TypeError(
                 f"@env.template() needs an async generator function (async def with two "
@@ -50,7 +59,7 @@ class Template:
         self.__doc__ = fn.__doc__
         self.__name__ = fn.__name__
 
-    def bind(self, args: dict[str, Any]) -> dict[str, Any]:
+    def bind(self, args: Mapping[str, JSONValue]) -> dict[str, JSONValue]:
         """Check args against the template's parameters; unknown or missing ones raise."""
         try:
             bound = self.signature.bind(**args)
@@ -61,7 +70,7 @@ class Template:
             ) from None
         return dict(bound.arguments)
 
-    def task(self, **args: Any) -> Task:
+    def task(self, **args: JSONValue) -> Task:
         """A Task row for this template with ``args`` bound; recorded on the environment."""
         task = Task(self.env.name, self.id, self.bind(args), declared_in=self.env.declared_in)
         if task.key not in self.env.task_keys:  # a set: declaring n tasks stays O(n)
@@ -69,7 +78,7 @@ class Template:
             self.env.tasks.append(task)
         return task
 
-    def __call__(self, **args: Any) -> AsyncGenerator[Any, Any]:
+    def __call__(self, **args: JSONValue) -> AsyncGenerator[object, None]:
         return self.fn(**args)
 
     def __repr__(self) -> str:
@@ -95,7 +104,7 @@ class Environment:
         self.templates: dict[str, Template] = {}
         self.tasks: list[Task] = []
         self.task_keys: set[str] = set()
-        self.capabilities: dict[str, RobotEndpoint | dict[str, Any]] = {}
+        self.capabilities: dict[str, RobotEndpoint | Mapping[str, JSONValue]] = {}
         self._initializers: list[Callable[[], Awaitable[None]]] = []
         self._shutdowns: list[Callable[[], Awaitable[None]]] = []
         self._started = False
@@ -108,10 +117,10 @@ class Environment:
         return f"<Environment {self.name!r} templates={list(self.templates)}>"
 
     # -- declaration ---------------------------------------------------------------
-    def template(self, id: str | None = None) -> Callable[[Callable[..., Any]], Template]:
+    def template(self, id: str | None = None) -> Callable[[TemplateFn], Template]:
         """Decorate an async generator: first yield the prompt and bindings, then the grade."""
 
-        def decorate(fn: Callable[..., Any]) -> Template:
+        def decorate(fn: TemplateFn) -> Template:
             tid = id or fn.__name__
             if tid in self.templates:
                 raise ValueError(f"environment {self.name!r} already has a template {tid!r}")
@@ -129,7 +138,7 @@ class Environment:
         self._shutdowns.append(fn)
         return fn
 
-    def add_capability(self, capability: RobotEndpoint | dict[str, Any], name: str = "robot"):
+    def add_capability(self, capability: C, name: str = "robot") -> C:
         """Publish a capability: a RobotEndpoint (started with the env) or a manifest dict."""
         if name in self.capabilities:
             raise ValueError(f"environment {self.name!r} already has a capability {name!r}")
@@ -138,15 +147,15 @@ class Environment:
 
     def gym(
         self,
-        target: Any,
+        target: object,
         *,
         name: str = "robot",
         num_envs: int = 1,
         fps: float | None = None,
         prompt: str | None = None,
-        contract: Any = None,
+        contract: str | Path | Mapping[str, object] | Contract | None = None,
         success_threshold: float | None = None,
-        make_kwargs: dict[str, Any] | None = None,
+        make_kwargs: Mapping[str, object] | None = None,
         robot_type: str | None = None,
         start_timeout: float = 300.0,
         step_slots_alone: bool | None = None,
@@ -194,7 +203,9 @@ class Environment:
         self.add_capability(endpoint, name)
         return endpoint
 
-    def vla_eval(self, benchmark: Any, *, name: str = "robot", **options: Any) -> RobotEndpoint:
+    def vla_eval(
+        self, benchmark: object, *, name: str = "robot", **options: object
+    ) -> RobotEndpoint:
         """Serve a vla-eval Benchmark/StepBenchmark (class or instance) as this environment's
         robot capability (the ``vla-eval`` sim kind: vla-eval's interop serves it)."""
         serve_benchmark = sim_kind("vla-eval")
@@ -209,7 +220,7 @@ class Environment:
         prompt: str | None = None,
         start_timeout: float = 300.0,
         inline: bool | None = False,
-        **config: Any,
+        **config: object,
     ) -> RobotEndpoint:
         """Serve LeRobot's own ``env_type`` env (``"pusht"``, ``"aloha"``, ``"metaworld"``,
         ...; ``config``: its EnvConfig's fields, e.g. ``task=``) built by LeRobot's
@@ -230,7 +241,7 @@ class Environment:
         )
 
     def lerobot_robot(
-        self, robot_type: str, *, name: str = "robot", **options: Any
+        self, robot_type: str, *, name: str = "robot", **options: object
     ) -> RobotEndpoint:
         """Serve a real robot LeRobot knows (``"so101_follower"``, ``"koch_follower"``, a
         third-party ``lerobot_robot_*`` plugin's type), built by LeRobot's own factory, as
@@ -283,9 +294,9 @@ class Environment:
         if errors:
             raise errors[0]
 
-    async def manifest(self) -> dict[str, dict[str, Any]]:
+    async def manifest(self) -> dict[str, Mapping[str, JSONValue]]:
         """Capability manifests by name (protocol, url, params)."""
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, Mapping[str, JSONValue]] = {}
         for name, cap in self.capabilities.items():
             out[name] = await cap.capability(name) if isinstance(cap, RobotEndpoint) else cap
         return out

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 from websockets.exceptions import ConnectionClosed
 
 from pytest_hud.errors import BridgeError
 from pytest_hud.plumbing.tracebacks import format_exc
-from pytest_hud.robot.sim.hooks import SimHooks
+from pytest_hud.robot.sim.hooks import Batched, SimHooks
 from pytest_hud.robot.sim.messages import _send_error, slot_row
 from pytest_hud.robot.sim.slots import SlotState, _Slot
 from pytest_hud.robot.wire.codec import pack_chunks
@@ -21,6 +22,9 @@ from pytest_hud.robot.wire.inproc import InprocServerEnd
 from pytest_hud.robot.wire.vectored import send_chunks
 
 __all__: list[str] = []
+
+
+T = TypeVar("T")
 
 
 class SlotBarrier(SimHooks):
@@ -41,15 +45,15 @@ class SlotBarrier(SimHooks):
 
     if TYPE_CHECKING:
 
-        async def _sim(self, fn: Any, *args: object, **kwargs: object) -> Any: ...
+        async def _sim(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T: ...
 
-        def _spawn(self, coro: object) -> None: ...
+        def _spawn(self, coro: Coroutine[object, object, None]) -> None: ...
 
     def _alone(self) -> bool:
         """Whether slots step without a barrier (a vectorized sim with ``step_slots``)."""
         return self.num_envs > 1 and self.can_step_slots()
 
-    async def _send_row(self, slot: _Slot, batch: tuple[Any, ...] | None) -> None:
+    async def _send_row(self, slot: _Slot, batch: Batched | None) -> None:
         """Send one slot's row of a batched observation; a terminated slot leaves the barrier."""
         ws = slot.ws
         if ws is None:
@@ -167,7 +171,7 @@ class SlotBarrier(SimHooks):
         for s in acting:
             await self._send_row(s, batch)
 
-    def _advance(self, indices: list[int] | None, rows: np.ndarray) -> tuple[Any, ...]:
+    def _advance(self, indices: list[int] | None, rows: np.ndarray) -> Batched:
         """One step of the sim (those slots, or all of them) and the observation after it:
         on the sim thread if there is one, in one hop."""
         if indices is None:

@@ -8,10 +8,10 @@ import asyncio
 import contextlib
 import functools
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict, TypeVar
 from urllib.parse import parse_qsl, urlparse
 
 import websockets
@@ -40,7 +40,22 @@ from pytest_hud.robot.wire.codec import (
 from pytest_hud.robot.wire.deadline import Watchdog
 from pytest_hud.robot.wire.inproc import InprocServerEnd
 
-__all__ = ["ANNOUNCE", "BridgeError", "RobotBridge"]
+if TYPE_CHECKING:
+    from websockets.asyncio.server import Server, ServerConnection
+    from websockets.http11 import Request, Response
+
+__all__ = ["ANNOUNCE", "BridgeError", "Grant", "RobotBridge"]
+
+T = TypeVar("T")
+
+
+class Grant(TypedDict):
+    """A claimed slot: the episode's prompt, the token its agent connects with, the slot."""
+
+    prompt: str
+    token: str
+    slot: int
+
 
 #: Prefix of the line a sim process prints on stdout once it serves: ``ANNOUNCE {json}``.
 ANNOUNCE = "PYTEST_HUD_SIM"
@@ -71,8 +86,8 @@ class RobotBridge(SlotBarrier):
     #: more is refused before the WebSocket opens. None: 16 per slot, at least 64.
     max_connections: int | None = None
 
-    contract: Contract | dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
+    contract: Contract | Mapping[str, object] | None = None
+    metadata: Mapping[str, object] | None = None
 
     def halt(self, index: int) -> None:
         """Slot ``index``'s agent left before its episode ended (an operator stop, max
@@ -85,12 +100,12 @@ class RobotBridge(SlotBarrier):
         if not isinstance(self.num_envs, int) or self.num_envs < 1:
             raise BridgeError(f"num_envs must be a positive int, got {self.num_envs!r}")
         self._slots = [_Slot(i) for i in range(self.num_envs)]
-        self._server: Any = None
+        self._server: Server | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._stepping = self._missed = False
         self._watchdog: asyncio.TimerHandle | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._batch_args: dict[str, Any] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._batch_args: dict[str, object] | None = None
         self._batch_prompt = ""
         self._lock: asyncio.Lock = asyncio.Lock()  # serialises claims and releases
         self._contract_obj: Contract | None = None
@@ -119,7 +134,7 @@ class RobotBridge(SlotBarrier):
         base = f"ws://{self._host}:{self._port}"
         return f"{base}/?key={self._key}" if self._key else base
 
-    async def _sim(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def _sim(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
         """Run a sim hook on the sim thread."""
         if self._executor is None:
             return fn(*args, **kwargs)
@@ -148,7 +163,7 @@ class RobotBridge(SlotBarrier):
         self._host, self._port = host, sock.getsockname()[1]
         return self.url
 
-    def _admit(self, connection: Any, request: Any) -> Any:
+    def _admit(self, connection: ServerConnection, request: Request) -> Response | None:
         """Before the WebSocket opens: refuse a peer without the bridge key (its url's
         ``?key=``, or openpi-client's ``Authorization: Api-Key``) and one past the
         connection cap, with a one-line HTTP answer and no traceback."""
@@ -182,16 +197,17 @@ class RobotBridge(SlotBarrier):
 
     async def stop(self) -> None:
         """Close every connection, stop serving and release the sim."""
-        if getattr(self, "_server", None) is None:
+        server = getattr(self, "_server", None)
+        if server is None:
             return
         if self._watchdog is not None:
             self._watchdog.cancel()
-        self._server.close()
+        server.close()
         for task in list(self._tasks):
             task.cancel()
         with contextlib.suppress(Exception):
             async with asyncio.timeout(10):
-                await self._server.wait_closed()
+                await server.wait_closed()
         self._server = None
         with contextlib.suppress(Exception):
             await self._sim(self.close)
@@ -199,7 +215,7 @@ class RobotBridge(SlotBarrier):
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Coroutine[object, object, None]) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -328,7 +344,7 @@ class RobotBridge(SlotBarrier):
             await ws.close()
 
     # -- the control side (driven by a RobotEndpoint) ----------------------------
-    async def claim(self, **task_args: Any) -> dict[str, Any]:
+    async def claim(self, **task_args: object) -> Grant:
         """Start an episode: a whole-sim reset when no slot is claimed, else the next slot."""
         self._init_serving()
         async with self._lock:
@@ -355,9 +371,9 @@ class RobotBridge(SlotBarrier):
             slot.state, slot.used, slot.action, slot.reason = SlotState.CLAIMED, True, None, ""
             slot.token_required = False  # control() sets it for a reset it carried
             slot.prompt = str(prompt or "")
-            return {"prompt": slot.prompt, "token": slot.token, "slot": slot.index}
+            return Grant(prompt=slot.prompt, token=slot.token, slot=slot.index)
 
-    async def release(self, token: str | None = None) -> dict[str, Any]:
+    async def release(self, token: str | None = None) -> dict[str, object]:
         """Grade a slot's episode and free the slot."""
         async with self._lock:
             slot = resolve_slot(self._slots, token)
@@ -371,7 +387,9 @@ class RobotBridge(SlotBarrier):
         await self._maybe_step()
         return grade
 
-    async def control(self, conn: Connection | None, method: str, params: dict[str, Any]) -> Any:
+    async def control(
+        self, conn: Connection | None, method: str, params: dict[str, object]
+    ) -> object:
         """The control side channel's methods (``conn`` is None for an inline endpoint's calls)."""
         if method == "info":
             return {

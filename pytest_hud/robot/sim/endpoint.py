@@ -10,11 +10,12 @@ import contextlib
 import contextvars
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
 
 from pytest_hud.errors import SimError
 from pytest_hud.plumbing.auth import session_secret, url_token
+from pytest_hud.plumbing.jsonvalue import JSONValue
 from pytest_hud.plumbing.process import Child, ChildError, child_env
 from pytest_hud.plumbing.rpc import RemoteError, RpcClient, RpcClosed, tcp_address
 from pytest_hud.plumbing.tracebacks import format_exc
@@ -24,7 +25,23 @@ from pytest_hud.robot.sim.program import build_bridge, encode_spec
 from pytest_hud.robot.wire import inproc
 from pytest_hud.robot.wire.codec import PROTOCOL
 
-__all__ = ["SIM_PROCESS_ENV", "RobotEndpoint", "SimError", "serve_inline", "track_claims"]
+__all__ = [
+    "SIM_PROCESS_ENV",
+    "Episode",
+    "RobotEndpoint",
+    "SimError",
+    "serve_inline",
+    "track_claims",
+]
+
+
+class Episode(TypedDict):
+    """An episode a sim started (:meth:`RobotEndpoint.reset`): its prompt, and the slot's token
+    a template binds its robot to (``{"robot": {"token": ep["token"]}}``)."""
+
+    prompt: str
+    token: str
+
 
 #: Set to ``1`` (``--hud-sim-process``): every sim whose placement was left to the session
 #: gets a process of its own again (isolation from the env server's process).
@@ -49,7 +66,9 @@ _claims: contextvars.ContextVar[list[tuple[RobotEndpoint, str]] | None] = contex
 )
 
 
-def track_claims(claims: list[tuple[RobotEndpoint, str]] | None) -> contextvars.Token[Any]:
+def track_claims(
+    claims: list[tuple[RobotEndpoint, str]] | None,
+) -> contextvars.Token[list[tuple[RobotEndpoint, str]] | None]:
     """Record claims made in this context into ``claims``; reset with the returned token."""
     return _claims.set(claims)
 
@@ -74,7 +93,7 @@ class RobotEndpoint:
         self,
         bridge: type[RobotBridge] | RobotBridge | object = None,
         *,
-        kwargs: dict[str, Any] | None = None,
+        kwargs: Mapping[str, object] | None = None,
         argv: Sequence[str] | None = None,
         control: str | None = None,
         start_timeout: float = 120.0,
@@ -150,17 +169,17 @@ class RobotEndpoint:
                 self._rpc = await RpcClient.connect(
                     *address, timeout=self.start_timeout, secret=secret
                 )
-                self._info = await self._call("info", timeout=self.start_timeout)
+                self._info = await self._call("info", {}, self.start_timeout)
             except BaseException:
                 await self.stop()
                 raise
 
-    async def _start_inline(self, target: object, kwargs: dict[str, Any]) -> None:
+    async def _start_inline(self, target: object, kwargs: Mapping[str, object]) -> None:
         try:
             self._bridge = build_bridge(target, kwargs)
             url = await self._bridge.start(self.sim_host, self.sim_port)
             inproc.register(url, self._bridge._serve_connection)
-            self._info = await self._call("info", timeout=self.start_timeout)
+            self._info = await self._call("info", {}, self.start_timeout)
         except BaseException:
             await self.stop()
             raise
@@ -216,9 +235,11 @@ class RobotEndpoint:
         await self.stop()
 
     # -- control -----------------------------------------------------------------
-    async def _call(self, method: str, timeout: float | None = None, **params: object) -> Any:
+    async def _call(
+        self, method: str, params: Mapping[str, object], timeout: float | None = None
+    ) -> Any:
         if self._bridge is not None:
-            return await self._call_inline(method, timeout or self.call_timeout, params)
+            return await self._call_inline(method, timeout or self.call_timeout, dict(params))
         if self._rpc is None:
             raise SimError(f"endpoint is not started; await start() before {method}()")
         try:
@@ -230,7 +251,7 @@ class RobotEndpoint:
         except TimeoutError as exc:
             raise SimError(f"sim {method}() timed out: {exc}") from None
 
-    async def _call_inline(self, method: str, timeout: float, params: dict[str, Any]) -> object:
+    async def _call_inline(self, method: str, timeout: float, params: dict[str, object]) -> object:
         assert self._bridge is not None
         try:
             async with asyncio.timeout(timeout):
@@ -268,23 +289,23 @@ class RobotEndpoint:
             raise SimError("endpoint is not started; await start() first")
         return self._info
 
-    async def reset(self, **task_args: Any) -> dict[str, Any]:
+    async def reset(self, **task_args: object) -> Episode:
         """Start an episode on the next slot: ``{"prompt", "token"}``."""
         await self.start()
-        out = await self._call("reset", **task_args)
+        out = await self._call("reset", task_args)
         claims = _claims.get()
         if claims is not None:
             claims.append((self, out["token"]))
-        return {"prompt": out["prompt"], "token": out["token"]}
+        return Episode(prompt=out["prompt"], token=out["token"])
 
-    async def result(self, token: str | None = None) -> dict[str, Any]:
+    async def result(self, token: str | None = None) -> dict[str, JSONValue]:
         """Grade the slot's episode and free the slot: ``{"score", "success", "total_reward"}``."""
         claims = _claims.get()
         if claims is not None:
             claims[:] = [c for c in claims if not (c[0] is self and c[1] == token)]
-        return dict(await self._call("result", token=token))
+        return dict(await self._call("result", {"token": token}))
 
-    async def capability(self, name: str = "robot") -> dict[str, Any]:
+    async def capability(self, name: str = "robot") -> dict[str, JSONValue]:
         """The robot capability's manifest entry: protocol, url and contract."""
         await self.start()
         info = self._require_info()

@@ -5,7 +5,7 @@ judged on the *final* total reward.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ SUCCESS_KEYS = ("success", "is_success", "task_success")
 STATE_KEY = "observation/state"
 
 
-def gym_target(target: Any) -> tuple[Any, dict[str, Any]]:
+def gym_target(target: object) -> tuple[str | Callable[..., object], dict[str, object]]:
     """Normalise a gym target to something the sim process can rebuild.
 
     An env instance made through the registry becomes its spec id plus the

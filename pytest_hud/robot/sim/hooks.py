@@ -5,21 +5,30 @@ contract it publishes.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from collections.abc import Mapping
+from typing import TypeAlias
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from pytest_hud.errors import BridgeError
 from pytest_hud.robot.contract import Contract
 
-__all__ = ["SimHooks"]
+__all__ = ["Batched", "SimHooks"]
+
+#: A sim's observation of all its slots: ``(data{name: [N, ...]}, terminated[N])``, with the
+#: step's ``reward[N]`` (or None) third where the sim has one.
+Batched: TypeAlias = (
+    tuple[Mapping[str, ArrayLike], ArrayLike]
+    | tuple[Mapping[str, ArrayLike], ArrayLike, ArrayLike | None]
+)
 
 
 class SimHooks(ABC):
     """The sim side of a bridge (see RobotBridge for the protocol around it)."""
 
     num_envs: int = 1
-    contract: Contract | dict[str, Any] | None = None
+    contract: Contract | Mapping[str, object] | None = None
 
     @property
     def action_size(self) -> int | None:
@@ -36,7 +45,7 @@ class SimHooks(ABC):
         """Advance the sim one control tick with a ``[num_envs, A]`` action batch."""
 
     @abstractmethod
-    def get_observation(self) -> tuple[Any, ...] | None:
+    def get_observation(self) -> Batched | None:
         """``(data{name: [N, ...]}, terminated[N])``, optionally ``reward[N]`` third."""
 
     def reset_slot(self, index: int, **task_args: object) -> str:
@@ -58,12 +67,12 @@ class SimHooks(ABC):
         """Whether :meth:`step_slots` works here (default: the subclass overrides it)."""
         return type(self).step_slots is not SimHooks.step_slots
 
-    def result_slots(self) -> list[dict[str, Any]]:
+    def result_slots(self) -> list[dict[str, object]]:
         """One grade dict per slot; default broadcasts :meth:`result`."""
         grade = self.result()
         return [dict(grade) for _ in range(self.num_envs)]
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> dict[str, object]:
         """The episode's grade: ``score``, ``success``, ``total_reward``."""
         success = bool(getattr(self, "success", False))
         return {

@@ -10,8 +10,10 @@ import math
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from pytest_hud.errors import BridgeError, WireError
+from pytest_hud.robot.sim.hooks import Batched
 from pytest_hud.robot.sim.slots import AgentConnection
 from pytest_hud.robot.wire.codec import unpack
 
@@ -60,7 +62,7 @@ def decode_action(frame: object, size: int | None) -> np.ndarray:
     return flat
 
 
-def slot_row(batch: tuple[Any, ...], i: int, n: int) -> tuple[dict[str, object], bool]:
+def slot_row(batch: Batched, i: int, n: int) -> tuple[dict[str, object], bool]:
     """Slot ``i``'s row of a batched ``(data, terminated[, reward])`` observation of ``n``
     slots, as the message an agent receives, and whether that slot terminated."""
     data, terminated = batch[0], batch[1]
@@ -71,16 +73,17 @@ def slot_row(batch: tuple[Any, ...], i: int, n: int) -> tuple[dict[str, object],
     at = i if n > 1 else 0
     done = bool(_item(terminated, at))
     msg["terminated"] = done
-    if len(batch) > 2 and batch[2] is not None:
-        msg["reward"] = float(_item(batch[2], at))
+    reward = batch[2] if len(batch) > 2 else None
+    if reward is not None:
+        msg["reward"] = float(_item(reward, at))
     return msg, done
 
 
-def _item(values: Any, at: int) -> Any:
+def _item(values: ArrayLike, at: int) -> float:
     """Element ``at`` of a flat array, a list or a scalar (as ``np.ravel(values)[at]``)."""
     if type(values) is np.ndarray and values.ndim == 1:  # the common case: no ravel
-        return values[at]
-    return np.ravel(values)[at]
+        return float(values[at])
+    return float(np.ravel(values)[at])
 
 
 def _describe(obj: object) -> str:

@@ -12,9 +12,8 @@ import json
 import os
 import pickle
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from pytest_hud.plumbing.auth import server_secret
 from pytest_hud.plumbing.loader import PATH_MODULES, load_object, load_path
@@ -60,7 +59,7 @@ async def run_bridge(
     port: int = 0,
     control_host: str = "127.0.0.1",
     control_port: int = 0,
-    announce: Callable[[dict[str, Any]], None] | None = None,
+    announce: Callable[[dict[str, str]], None] | None = None,
 ) -> None:
     """Serve ``bridge`` and its control channel until cancelled."""
     url = await bridge.start(host, port)
@@ -96,7 +95,7 @@ def serve_bridge(
     if port is None:
         port = int(os.environ.get("PYTEST_HUD_SIM_PORT") or 0)
 
-    def announce(info: dict[str, Any]) -> None:
+    def announce(info: dict[str, str]) -> None:
         print(f"{ANNOUNCE} {json.dumps(info)}", flush=True)
 
     serve_until_stopped(
@@ -107,7 +106,7 @@ def serve_bridge(
     )
 
 
-def encode_spec(target: object, kwargs: dict[str, Any] | None = None) -> bytes:
+def encode_spec(target: object, kwargs: Mapping[str, object] | None = None) -> bytes:
     """What the child builds its bridge from: a JSON header line and a base64 pickle line.
 
     Classes and functions travel by reference (the child imports them), so they
@@ -137,7 +136,7 @@ def _load_main(path: str) -> None:
     sys.modules["__main__"] = module
 
 
-def build_bridge(target: object, kwargs: dict[str, Any]) -> RobotBridge:
+def build_bridge(target: object, kwargs: Mapping[str, object]) -> RobotBridge:
     """A bridge from a class (called with kwargs), a factory, or an instance."""
     if isinstance(target, RobotBridge):
         return target
