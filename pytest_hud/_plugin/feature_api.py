@@ -16,7 +16,7 @@ import concurrent.futures
 from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
 
 import pytest
 
@@ -41,7 +41,7 @@ from pytest_hud._plugin.items import is_task_file
 from pytest_hud._plugin.module_rows import check_module_columns
 from pytest_hud._plugin.options import HudOptions
 from pytest_hud._plugin.report_images import Figure, figure_path
-from pytest_hud._plugin.settings import add_options, handed, option, read_settings
+from pytest_hud._plugin.settings import add_options, handed, option, path_option, read_settings
 from pytest_hud._plugin.state import CASE
 from pytest_hud._plugin.video import VideoObserver, write_failures
 from pytest_hud.errors import ModuleColumnError
@@ -57,6 +57,7 @@ __all__ = [
     "Arm",
     "Feature",
     "Figure",
+    "Gathered",
     "Hud",
     "HudCase",
     "HudOptions",
@@ -70,6 +71,7 @@ __all__ = [
     "is_task_file",
     "option",
     "overriding_plugin",
+    "path_option",
     "read_settings",
     "readable_id",
     "settle_setup",
@@ -220,3 +222,35 @@ class Hud:
     def from_controller(self, key: str) -> object:
         """In a worker: what the controller handed it under ``key`` (else None)."""
         return from_controller(self.config, key) if is_worker(self.config) else None
+
+
+class Gathered:
+    """A feature plugin's base for lines every process of the session finds (:meth:`own`)
+    and the controller reports: each xdist worker sends its own under ``KEY`` as its session
+    finishes; :meth:`gathered`, on the controller, is the workers' lines, then its own."""
+
+    #: The workeroutput key the workers' lines travel under.
+    KEY: ClassVar[str]
+
+    def __init__(self, hud: Hud) -> None:
+        self.hud = hud
+        self.from_workers: list[str] = []
+
+    def own(self) -> list[str]:
+        """This process's lines."""
+        raise NotImplementedError
+
+    @pytest.hookimpl  # after the session's own (tryfirst), which closes the rollout loop
+    def pytest_sessionfinish(self) -> None:
+        """On a worker: send its lines to the controller."""
+        if self.hud.is_worker:
+            self.hud.to_controller(self.KEY, self.own())
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: object) -> None:
+        """On the controller, a worker finished: keep the lines it sent."""
+        self.from_workers.extend(self.hud.from_worker(node, self.KEY))
+
+    def gathered(self) -> list[str]:
+        """On the controller: every worker's lines, then its own."""
+        return [*self.from_workers, *self.own()]

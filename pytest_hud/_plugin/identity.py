@@ -52,7 +52,7 @@ class RunIdentity:
         """The run's provenance (packages, host, git, checkpoint, command), kept."""
         spec = self.options.runtime
         image = spec.image
-        digest = spec.backend.image_digest
+        digest = spec.backend.parts.image_digest
         out = provenance.collect(
             suite=self.config.rootpath,
             checkpoint=None,

@@ -16,7 +16,7 @@ import pytest
 from pytest_hud._plugin.arms import read_agents
 from pytest_hud._plugin.internals import from_controller
 from pytest_hud._plugin.report_images import read_report_images
-from pytest_hud._plugin.settings import add_options, option, read_settings
+from pytest_hud._plugin.settings import add_options, option, path_option, read_settings
 from pytest_hud.errors import PlacementError
 from pytest_hud.robot.agent.registry import DEFAULT_AGENT, AgentSpec
 from pytest_hud.robot.agent.split import WAYS
@@ -30,10 +30,6 @@ HANDED_SEED = "hud_ab_seed"
 
 def _at_least_one(value: int) -> str | None:
     return None if value >= 1 else f"must be >= 1, got {value}"
-
-
-def _exists(path: Path) -> str | None:
-    return None if path.exists() else f": {path} does not exist"
 
 
 def _rate(value: float) -> str | None:
@@ -159,8 +155,8 @@ class HudOptions:
         parse=int,
         read=_read_seed,
     )
-    results: Path | None = option(
-        "--hud-results", "write per-rollout rows and aggregates to this JSON file", parse=Path
+    results: Path | None = path_option(
+        "--hud-results", "write per-rollout rows and aggregates to this JSON file"
     )
     min_success: float | None = option(
         "--hud-min-success",
@@ -198,12 +194,11 @@ class HudOptions:
         parse=float,
         check=lambda v: None if 0.0 <= v <= 1.0 else f"is a share of episodes in [0, 1], got {v}",
     )
-    baseline: Path | None = option(
+    baseline: Path | None = path_option(
         "--hud-baseline",
         "a previous results JSON: fail when success dropped by more than "
         "chance explains (two-proportion test)",
-        parse=Path,
-        check=_exists,
+        exists="pass the results JSON of an earlier run",
     )
     baseline_strict: bool = option(
         "--hud-baseline-strict",
@@ -217,11 +212,10 @@ class HudOptions:
         default=False,
         kind="flag",
     )
-    expect: Path | None = option(
+    expect: Path | None = path_option(
         "--hud-expect",
         "TOML/YAML of expected failures and skips per agent or checkpoint",
-        parse=Path,
-        check=_exists,
+        exists="pass the expectations file (TOML or YAML)",
     )
     checkpoint: str | None = option(
         "--hud-checkpoint", "the checkpoint name (selects --hud-expect tables; shown in reports)"

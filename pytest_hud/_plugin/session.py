@@ -263,7 +263,7 @@ def _preflight_runtime(spec: RuntimeSpec) -> None:
     (exit 4), not an ERROR on every item."""
     from pytest_hud.errors import SubstrateError
 
-    check = spec.backend.preflight
+    check = spec.backend.parts.preflight
     if check is None:
         return
     try:
@@ -277,7 +277,7 @@ def sweep_runtime(spec: RuntimeSpec) -> None:
     backend's sweep of what dead owners left (docker: their containers); other backends'
     children die with their worker. A sweep that fails is let be: with no engine to
     reach, nothing of ours can be running there."""
-    reap = spec.backend.reap
+    reap = spec.backend.parts.reap
     if reap is not None:
         with contextlib.suppress(Exception):
             reap()

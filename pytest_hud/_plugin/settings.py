@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import pytest
@@ -22,6 +23,7 @@ __all__ = [
     "handed",
     "option",
     "options_of",
+    "path_option",
     "read_settings",
     "read_value",
 ]
@@ -100,6 +102,18 @@ def option(
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata={"option": spec})
     return dataclasses.field(default=default, metadata={"option": spec})
+
+
+def path_option(flag: str, help: str, *, exists: str | None = None) -> Any:
+    """A settings field that is an option naming a file, read as a Path; with ``exists`` (what
+    to pass instead), one that must exist: ``--hud-x: P does not exist; fix: EXISTS``."""
+    if exists is None:
+        return option(flag, help, parse=Path)
+
+    def check(path: Path) -> str | None:
+        return None if path.exists() else f": {path} does not exist; fix: {exists}"
+
+    return option(flag, help, parse=Path, check=check)
 
 
 def handed(key: str) -> Any:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hud._plugin.feature_api import Hud
+from pytest_hud._plugin.feature_api import Gathered, Hud
 from pytest_hud.plumbing.threads import abandoned
 
 __all__ = ["KEY", "AbandonedPlugin", "Settings", "abandoned_lines", "enable"]
@@ -25,30 +25,20 @@ def abandoned_lines(where: str = "") -> list[str]:
     ]
 
 
-class AbandonedPlugin:
+class AbandonedPlugin(Gathered):
     """Collects abandoned model threads (this process's and the workers') for the
     summary (registered in every run: any rollout may time out)."""
 
-    def __init__(self, hud: Hud) -> None:
-        self.hud = hud
-        self.from_workers: list[str] = []
+    KEY = KEY
 
-    @pytest.hookimpl  # after the session's own (tryfirst), which closes the rollout loop
-    def pytest_sessionfinish(self) -> None:
-        """On a worker: send the lines to the controller."""
-        if self.hud.is_worker:
-            self.hud.to_controller(KEY, abandoned_lines(f" (on {self.hud.worker_id})"))
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: object) -> None:
-        """On the controller, a worker finished: keep the lines it sent."""
-        self.from_workers.extend(self.hud.from_worker(node, KEY))
+    def own(self) -> list[str]:
+        return abandoned_lines(f" (on {self.hud.worker_id})" if self.hud.is_worker else "")
 
     @pytest.hookimpl  # registered after the session: its lines come before the hud table
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.hud.is_worker:
             return
-        for line in [*self.from_workers, *abandoned_lines()]:
+        for line in self.gathered():
             terminalreporter.write_line(line, yellow=True, bold=True)
 
 

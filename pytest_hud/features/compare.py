@@ -9,24 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hud._plugin.feature_api import Figure, Hud, option
+from pytest_hud._plugin.feature_api import Figure, Hud, option, path_option
 from pytest_hud.evaluation import comparison as cmp
 from pytest_hud.evaluation import results as rep
 
 __all__ = ["ComparePlugin", "Settings", "enable"]
 
 
-def _exists(path: Path) -> str | None:
-    return None if path.exists() else f": {path} does not exist; fix: pass the results JSON"
-
-
 @dataclass(frozen=True)
 class Settings:
-    compare: Path | None = option(
+    compare: Path | None = path_option(
         "--hud-compare",
         "a previous results JSON: compare this run with it per task (table, PNG plot)",
-        parse=Path,
-        check=_exists,
+        exists="pass the results JSON",
     )
     compare_fail: float | None = option(
         "--hud-compare-fail",

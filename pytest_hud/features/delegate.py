@@ -10,13 +10,13 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 import pytest
 
 from pytest_hud._plugin.feature_api import Hud, HudOptions, option
 from pytest_hud.runtime.provider import Provider
-from pytest_hud.runtime.rollout import Agent, RolloutResult
+from pytest_hud.runtime.rollout import Agent, RolloutOptions, RolloutResult
 from pytest_hud.runtime.task import Task
 
 if TYPE_CHECKING:
@@ -147,24 +147,12 @@ class Delegation:
         return ConfiguredAgent(_unbatched(agent.agent), portable)
 
     async def __call__(
-        self,
-        task: Task,
-        agent: Agent,
-        provider: Provider,
-        *,
-        index: int = 0,
-        timeout: float | None = None,
+        self, task: Task, agent: Agent, provider: Provider, **options: Unpack[RolloutOptions]
     ) -> RolloutResult:
         from pytest_hud.runtime.ray.delegate import delegated_rollout
 
-        return await delegated_rollout(
-            task,
-            self._portable(agent),
-            pinned(provider, task),
-            index=index,
-            timeout=timeout,
-            address=self.address,
-        )
+        portable, placed = self._portable(agent), pinned(provider, task)
+        return await delegated_rollout(task, portable, placed, address=self.address, **options)
 
 
 class DelegatePlugin:

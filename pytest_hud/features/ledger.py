@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_hud._plugin.feature_api import Hud, option
+from pytest_hud._plugin.feature_api import Hud, path_option
 from pytest_hud.evaluation import ledger_file as ledger_mod
 from pytest_hud.evaluation.results import Row
 
@@ -25,11 +25,10 @@ __all__ = ["LedgerPlugin", "Settings", "enable"]
 
 @dataclass(frozen=True)
 class Settings:
-    ledger: Path | None = option(
+    ledger: Path | None = path_option(
         "--hud-ledger",
         "append every finished rollout (fsync'd behind) to this JSONL episode ledger, with the "
         "run's provenance (default: <results>.ledger.jsonl beside --hud-results)",
-        parse=Path,
     )
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from pytest_hud._plugin.feature_api import HudCase, HudOptions, option
+from pytest_hud._plugin.feature_api import HudCase, HudOptions, path_option
 from pytest_hud.evaluation import ledger_file as ledger_mod
 from pytest_hud.evaluation.results import Row
 
@@ -22,20 +22,13 @@ if TYPE_CHECKING:
 __all__ = ["ResumePlugin", "Settings", "configure", "enable"]
 
 
-def _exists(path: Path) -> str | None:
-    if path.exists():
-        return None
-    return f": {path} does not exist; fix: pass the ledger of the earlier run"
-
-
 @dataclass(frozen=True)
 class Settings:
-    resume: Path | None = option(
+    resume: Path | None = path_option(
         "--hud-resume",
         "a ledger of an earlier (killed) run: items whose episodes it holds are reported "
         "from it instead of run again",
-        parse=Path,
-        check=_exists,
+        exists="pass the ledger of the earlier run",
     )
 
 

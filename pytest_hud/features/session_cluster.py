@@ -32,7 +32,9 @@ class Settings:
 
 def _needs_cluster(options: HudOptions) -> bool:
     """A clustered runtime that names no cluster (``--hud-runtime=ray``, no ``$RAY_ADDRESS``)."""
-    return options.runtime.backend.cluster is not None and options.runtime.cluster is None
+    return (
+        options.runtime.backend.parts.start_cluster is not None and options.runtime.cluster is None
+    )
 
 
 def session_cluster(hud: Hud) -> SessionCluster | None:
@@ -40,7 +42,7 @@ def session_cluster(hud: Hud) -> SessionCluster | None:
     the session's cluster and return it. Else None (a worker adopts the controller's, see
     :func:`enable`; one process starts its own, a named one is joined)."""
     spec = hud.options.runtime
-    start = spec.backend.cluster
+    start = spec.backend.parts.start_cluster
     if start is None or not _needs_cluster(hud.options) or hud.is_worker or not hud.distributed:
         return None
     from pytest_hud.errors import SubstrateError

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hud._plugin.feature_api import Hud, write_failures
+from pytest_hud._plugin.feature_api import Gathered, Hud, write_failures
 
 __all__ = ["KEY", "Settings", "VideosPlugin", "enable"]
 
@@ -16,27 +16,17 @@ KEY = "pytest_hud_video_failures"
 Settings = None
 
 
-class VideosPlugin:
+class VideosPlugin(Gathered):
     """Failed episode videos of this process and the workers' (registered in every run)."""
 
-    def __init__(self, hud: Hud) -> None:
-        self.hud = hud
-        self.failed: list[str] = []
+    KEY = KEY
 
-    @pytest.hookimpl  # after the session's own (tryfirst), which closes the rollout loop
-    def pytest_sessionfinish(self) -> None:
-        """On a worker: send the failed videos to the controller."""
-        if self.hud.is_worker:
-            self.hud.to_controller(KEY, write_failures(self.hud.videos))
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: object) -> None:
-        """On the controller, a worker finished: keep its failed videos."""
-        self.failed.extend(self.hud.from_worker(node, KEY))
+    def own(self) -> list[str]:
+        return write_failures(self.hud.videos)
 
     @pytest.hookimpl
     def pytest_hud_results(self) -> None:
-        failed = [*self.failed, *write_failures(self.hud.videos)]
+        failed = self.gathered()
         if failed:
             self.hud.fail(
                 f"hud videos: {len(failed)} episode video(s) could not be written to "

@@ -67,11 +67,11 @@ class RuntimeSpec:
     @property
     def cluster(self) -> str | None:
         """The cluster address the value names (None: none named, or not a cluster)."""
-        find = self.backend.address
+        find = self.backend.parts.address
         return find(self) if find is not None else None
 
     def build(self) -> Provider:
-        return self.backend.provider(self)
+        return self.backend.parts.provider(self)
 
 
 @dataclass(frozen=True)
@@ -113,30 +113,6 @@ class Backend:
                 f"BackendParts(provider=...), got {type(found).__name__}"
             )
         return found
-
-    @property
-    def provider(self) -> Callable[[RuntimeSpec], Provider]:
-        return self.parts.provider
-
-    @property
-    def preflight(self) -> Callable[[RuntimeSpec, Callable[[str], None]], None] | None:
-        return self.parts.preflight
-
-    @property
-    def reap(self) -> Callable[[], None] | None:
-        return self.parts.reap
-
-    @property
-    def address(self) -> Callable[[RuntimeSpec], str | None] | None:
-        return self.parts.address
-
-    @property
-    def cluster(self) -> Callable[[], SessionCluster] | None:
-        return self.parts.start_cluster
-
-    @property
-    def image_digest(self) -> Callable[[str], str | None] | None:
-        return self.parts.image_digest
 
 
 #: kind -> Backend, for every ``--hud-runtime`` kind (one entry a backend). Each lives in

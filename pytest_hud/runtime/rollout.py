@@ -9,7 +9,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pytest_hud.errors import TemplateError
 from pytest_hud.plumbing.tracebacks import format_exc
@@ -20,7 +20,7 @@ from pytest_hud.runtime.provider import Provider
 from pytest_hud.runtime.shared import Shared
 from pytest_hud.runtime.task import Task
 
-__all__ = ["Agent", "Phase", "RolloutResult", "rollout"]
+__all__ = ["Agent", "Phase", "RolloutOptions", "RolloutResult", "rollout"]
 
 #: where a rollout's error happened: placing the substrate, starting the template, the
 #: agent's episode, grading, waiting for the result, or a delegated rollout's transport
@@ -29,6 +29,14 @@ Phase = Literal["place", "start", "agent", "grade", "wait", "delegate"]
 #: An agent acts on a started Run and may say what it saw: a RobotAgent's EpisodeReport
 #: (steps, timings, ...), or a mapping of the same fields from an agent of one's own.
 Agent = Callable[[Run], Awaitable[EpisodeReport | Mapping[str, Any] | None]]
+
+
+class RolloutOptions(TypedDict, total=False):
+    """:func:`rollout`'s keywords, as a scheduler running it elsewhere takes and passes them."""
+
+    index: int
+    timeout: float | None
+    connect_timeout: float
 
 
 @dataclass

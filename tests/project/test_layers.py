@@ -391,4 +391,4 @@ def test_every_backend_lives_in_its_folder_and_gives_its_parts() -> None:
     for kind, backend in BACKENDS.items():
         assert backend.module == homes.get(kind, f".{kind}.backend"), (kind, backend.module)
         assert isinstance(backend.parts, BackendParts), kind
-        assert callable(backend.provider), kind
+        assert callable(backend.parts.provider), kind

@@ -25,9 +25,9 @@ EXAMPLES = {
 def test_every_entry_has_a_provider_and_only_known_parts(kind: str) -> None:
     backend = BACKENDS[kind]
     assert backend.kind == kind and backend.forms
-    assert callable(backend.provider)
-    for part in ("preflight", "reap", "address", "cluster"):
-        found = getattr(backend, part)
+    assert callable(backend.parts.provider)
+    for part in ("preflight", "reap", "address", "start_cluster", "image_digest"):
+        found = getattr(backend.parts, part)
         assert found is None or callable(found), (kind, part)
 
 
@@ -59,11 +59,11 @@ def test_the_flags_are_what_the_session_acts_on() -> None:
     assert parse("docker:img").image == "img" and parse("modal:img").image == "img"
     assert parse("subprocess:/usr/bin/python3").image is None  # a python, not an image
     assert [k for k, b in BACKENDS.items() if b.builds] == ["docker"]
-    assert [k for k, b in BACKENDS.items() if b.cluster is not None] == ["ray"]
-    assert [k for k, b in BACKENDS.items() if b.reap is not None] == ["docker"]
+    assert [k for k, b in BACKENDS.items() if b.parts.start_cluster is not None] == ["ray"]
+    assert [k for k, b in BACKENDS.items() if b.parts.reap is not None] == ["docker"]
 
 
 def test_a_module_without_its_parts_is_one_clear_error() -> None:
     broken = Backend("nothing", ("nothing",), ".provider")  # a real module with no PARTS
     with pytest.raises(TypeError, match=r"backend 'nothing': expected .* to define PARTS"):
-        broken.provider  # noqa: B018
+        broken.parts  # noqa: B018

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_hud._plugin.feature_api import Hud, option
+from pytest_hud._plugin.feature_api import Hud, option, path_option
 
 if TYPE_CHECKING:
     from pytest_hud.evaluation.results import ResultsDocument
@@ -47,11 +47,10 @@ class Settings:
         "checkpoints/NNNNNN/ path, else 0)",
         parse=int,
     )
-    log_dir: Path | None = option(
+    log_dir: Path | None = path_option(
         "--hud-log-dir",
         "where offline trackers write (TensorBoard events, MLflow's SQLite store, wandb's "
         "run files) when they have no configuration of their own (default: .hud/trackers)",
-        parse=Path,
     )
     log_run: str | None = option(
         "--hud-log-run",
