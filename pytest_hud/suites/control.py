@@ -1,13 +1,31 @@
 """What the suites' scripted experts share: rotations as matrices (from a quaternion, the error
-between two as one axis-angle vector, a frame from its approach and finger axes) and a
-proportional step toward a target. Pure NumPy, so an expert needs no sim to run.
+between two as one axis-angle vector, a frame from its approach and finger axes), a
+proportional step toward a target and the check that an env's contract names the state an
+expert reads. Pure NumPy, so an expert needs no sim to run.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["frame", "quat_xyzw_matrix", "rotation_error", "rotz", "toward"]
+from pytest_hud.robot import ContractError, Spaces
+
+__all__ = ["frame", "named_state", "quat_xyzw_matrix", "rotation_error", "rotz", "toward"]
+
+
+def named_state(
+    spaces: Spaces, expert: str, keys: tuple[str, str], means: str, rows: str
+) -> dict[str, int]:
+    """Where each named element of the state ``keys[0]`` is, for an ``expert`` that reads it
+    and ``keys[1]`` (``means``: what the two are); ContractError naming the fix (run it on the
+    suite's ``rows``) when the contract lacks either or leaves the state unnamed."""
+    state, other = (spaces.observation.get(k) for k in keys)
+    if state is None or other is None or not state.names:
+        raise ContractError(
+            f"{expert} reads a named {keys[0]!r} and {keys[1]!r} ({means}); got "
+            f"{list(spaces.observation)}. Fix: run it on {rows} rows"
+        )
+    return {name: i for i, name in enumerate(state.names)}
 
 
 def toward(at: np.ndarray, target: np.ndarray, gain: float) -> np.ndarray:

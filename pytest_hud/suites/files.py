@@ -13,7 +13,6 @@ import json
 import pkgutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from pytest_hud import Task
 
@@ -22,7 +21,7 @@ __all__ = ["ROOT", "SuiteFiles", "rows_text", "suite_tables", "write_suites"]
 #: The folder the suites live in (the files' paths are shown and mirrored relative to it).
 ROOT = Path(__file__).parent
 #: A row as a rows function gives it: a Task, or a JSONL row already (with its module).
-Row = Task | Mapping[str, Any]
+Row = Task | Mapping[str, object]
 #: One suite's table: a file's name -> (its path, the function giving its rows).
 SuiteFiles = Mapping[str, tuple[Path, Callable[[], Sequence[Row]]]]
 

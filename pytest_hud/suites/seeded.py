@@ -1,8 +1,9 @@
 """What the seeded suites share (:mod:`.robosuite`, :mod:`.gymnasium_robotics`, :mod:`.gym_hil`):
-rows are (task, seed), one template per task, a contract known without building a sim and the
-camera variables. Tasks whose observations differ
-(FetchReach has no block, each robosuite task its own objects) are served by Environments of
-their own in one module, each named as its rows' ``env``.
+rows are (task, seed), one template per task (:func:`seeded_episode`, which the Kinetix and
+ManiSkill suites' templates are too), a contract known without building a sim and the camera
+variables. Tasks whose observations differ (FetchReach has no block, each robosuite task its
+own objects) are served by Environments of their own in one module, each named as its rows'
+``env``.
 
 A sim of these suites is a gymnasium env whose factory takes ``task`` (a build arg, so one
 substrate rebuilds only when the task changes) and whose ``reset(seed=)`` makes the episode a
@@ -17,18 +18,20 @@ from typing import Any
 
 import numpy as np
 
-from pytest_hud import Environment, Task
+from pytest_hud import Environment
+from pytest_hud.robot import RobotEndpoint
+from pytest_hud.runtime.environment import TemplateFn
 
 __all__ = [
     "GL_APT",
     "MUJOCO",
     "action_feature",
-    "cameras_from_environ",
     "image_feature",
     "render_cameras",
-    "seed_rows",
-    "serve_tasks",
+    "seeded_episode",
+    "serve_seeded",
     "state_feature",
+    "views_from_environ",
 ]
 
 #: Debian packages for headless MuJoCo rendering (EGL and OSMesa with Mesa, libGL that
@@ -72,9 +75,14 @@ def action_feature(
     }
 
 
-def cameras_from_environ(var: str) -> tuple[str, ...]:
-    """The comma-separated camera names in ``$var`` (none by default: state only)."""
-    return tuple(c.strip() for c in os.environ.get(var, "").split(",") if c.strip())
+def views_from_environ(suite: str, size: int) -> tuple[tuple[str, ...], int]:
+    """The cameras a suite's env module serves and their size, from ``PYTEST_HUD_<suite>_CAMERAS``
+    (comma-separated names; none by default: state only) and ``PYTEST_HUD_<suite>_SIZE`` (else
+    ``size``)."""
+    names = os.environ.get(f"PYTEST_HUD_{suite}_CAMERAS", "").split(",")
+    return tuple(c.strip() for c in names if c.strip()), int(
+        os.environ.get(f"PYTEST_HUD_{suite}_SIZE") or size
+    )
 
 
 def render_cameras(renderer: Any, data: Any, cameras: Sequence[str]) -> dict[str, np.ndarray]:
@@ -86,53 +94,61 @@ def render_cameras(renderer: Any, data: Any, cameras: Sequence[str]) -> dict[str
     return out
 
 
-def serve_tasks(
-    environment: Environment,
-    prompts: Mapping[str, str],
-    factory: Callable[..., Any],
-    *,
-    contract: Mapping[str, Any],
-    fps: float,
-    make_kwargs: Mapping[str, Any],
-    rendering: bool,
+def serve_seeded(
     what: str,
-) -> Environment:
-    """``environment`` serving ``factory``'s sim and one template per task of ``prompts``
-    (its rows' ids). The suite's own module constructs the Environment: the file that does
-    is the env module ``--hud-runtime=docker`` specifies the image from."""
-    if rendering:
+    new: Callable[[str], Environment],
+    envs: Mapping[str, str],
+    prompts: Mapping[str, str],
+    factory: Callable[..., object],
+    contract: Callable[[str, tuple[str, ...], int], Mapping[str, object]],
+    fps: float | Callable[[str], float],
+    cameras: Sequence[str],
+    size: int,
+    *,
+    renders: bool = False,
+) -> dict[str, Environment]:
+    """The suite ``what``'s Environments, one per env of ``envs`` (task -> the env serving it,
+    the rows' ``env`` column), each made by ``new(name)`` and serving ``factory``'s sim (built
+    with ``cameras`` of ``size`` pixels) with one template per task of ``prompts`` (its rows'
+    ids); an env's contract and rate (``fps``, or a function of the task) are those of its
+    first task. ``new`` is a function of the suite's own module: the file that constructs an
+    Environment is the env module ``--hud-runtime=docker`` specifies the image from.
+    ``renders``: the sim renders at build, cameras or not."""
+    cameras = tuple(cameras)
+    if cameras or renders:
         from pytest_hud.doctor import preflight
 
         preflight()  # one RenderError with the fix, before any sim spawns
-    sim = environment.gym(factory, make_kwargs=dict(make_kwargs), contract=contract, fps=fps)
-    for task, prompt in prompts.items():
-        environment.template(task)(_episode(sim, task, prompt, what))
-    return environment
+    out: dict[str, Environment] = {}
+    for name in dict.fromkeys(envs.values()):
+        tasks = [t for t, e in envs.items() if e == name]
+        environment = new(name)
+        sim = environment.gym(
+            factory,
+            make_kwargs={"cameras": cameras, "size": size},
+            contract=contract(tasks[0], cameras, size),
+            fps=fps(tasks[0]) if callable(fps) else fps,
+        )
+        for task in tasks:
+            doc = f"{what} {task}: {prompts[task]}."
+            fn = task.replace("-", "_").replace(" ", "_")
+            environment.template(task)(seeded_episode(sim, prompts[task], doc, fn, task=task))
+        out[name] = environment
+    return out
 
 
-def _episode(sim: Any, task: str, prompt: str, what: str) -> Any:
-    async def episode(seed: int = 0) -> AsyncGenerator[Any, Any]:
-        ep = await sim.reset(task=task, seed=seed)
+def seeded_episode(
+    sim: RobotEndpoint, prompt: str, doc: str, name: str, **build: str
+) -> TemplateFn:
+    """A template's function: an episode of ``sim`` reset with its ``build`` args (the task
+    or level: one substrate rebuilds only when they change) and the row's ``seed``, prompted
+    with ``prompt`` and graded by the sim; ``doc`` and ``name`` are its docstring and name."""
+
+    async def episode(seed: int = 0) -> AsyncGenerator[object, None]:
+        ep = await sim.reset(seed=seed, **build)
         yield {"prompt": prompt, "robot": {"token": ep["token"]}}
         yield await sim.result(token=ep["token"])
 
-    episode.__doc__ = f"{what} {task}: {prompt}."
-    episode.__name__ = episode.__qualname__ = task.replace("-", "_").replace(" ", "_")
+    episode.__doc__ = doc
+    episode.__name__ = episode.__qualname__ = name
     return episode
-
-
-def seed_rows(
-    module: str, tasks: Sequence[str], seeds: int, env_of: Mapping[str, str]
-) -> list[Task]:
-    """``tasks`` x seeds ``0..seeds-1``, each row in its task's env (``env_of``) and carrying
-    its ``module`` column."""
-    if seeds < 1:
-        raise ValueError(f"seeds: expected at least 1, got {seeds}")
-    unknown = [t for t in tasks if t not in env_of]
-    if unknown:
-        raise ValueError(f"unknown task(s) {unknown} in {module}; known: {', '.join(env_of)}")
-    return [
-        Task(env_of[t], t, {"seed": s}, metadata={"module": module})
-        for t in tasks
-        for s in range(seeds)
-    ]

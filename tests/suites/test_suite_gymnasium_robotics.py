@@ -50,7 +50,7 @@ def test_rows_and_shipped_files() -> None:
     for path, rows in gr_tasks.SUITE_FILES.values():
         assert path.parent.joinpath("__init__.py").exists()  # --pyargs needs a package
         assert [t.key for t in Taskset.load(path)] == [t.key for t in rows()]
-    with pytest.raises(ValueError, match="unknown task"):
+    with pytest.raises(ValueError, match="unknown Fetch task"):
         gr_tasks.fetch(tasks=("FetchSlide-v4",))
     with pytest.raises(LookupError, match="names no gymnasium-robotics task"):
         gr_tasks.task_for_prompt("dance")

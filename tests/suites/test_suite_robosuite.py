@@ -43,7 +43,7 @@ def test_rows_and_shipped_files() -> None:
     rows = rs_tasks.rows("TwoArmLift", 3)
     assert [t.env for t in rows] == ["robosuite-two-arm-lift"] * 3
     assert rows[2].args == {"seed": 2}
-    with pytest.raises(ValueError, match="unknown task"):
+    with pytest.raises(ValueError, match="unknown robosuite task"):
         rs_tasks.rows("NutAssembly")
 
 

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncGenerator
-from pathlib import Path
-from typing import Any
 
-from pytest_hud import Environment
+from pytest_hud import Environment, Task
 from pytest_hud.suites.genesis.expert import GenesisReachExpert, expert_agent
+from pytest_hud.suites.tables import shipped_files
 
 __all__ = [
     "APT",
@@ -62,18 +61,17 @@ sim = env.lerobot(
 
 
 @env.template()
-async def franka_reach(seed: int = 0) -> AsyncGenerator[Any, Any]:
+async def franka_reach(seed: int = 0) -> AsyncGenerator[object, None]:
     """lerobot-genesis's FrankaReach-v0 (success: LeRobot's ``is_success``)."""
     ep = await sim.reset(seed=seed)
     yield {"prompt": PROMPT, "robot": {"token": ep["token"]}}
     yield await sim.result(token=ep["token"])
 
 
-def rows(seeds: int = 10) -> list[Any]:
+def rows(seeds: int = 10) -> list[Task]:
     """FrankaReach x ``seeds`` (its reset is deterministic: the seed reaches the env only)."""
     return [franka_reach.task(seed=k) for k in range(seeds)]
 
 
-#: The shipped JSONL file, name -> (path, rows): a package, so ``pytest --pyargs`` names it
-#: (suites/files.py writes it).
-SUITE_FILES = {"franka_reach": (Path(__file__).parent / "franka_reach" / "tasks.jsonl", rows)}
+#: The shipped JSONL file, name -> (path, rows) (suites/files.py writes it).
+SUITE_FILES = shipped_files(__file__, {"franka_reach": rows})

@@ -5,11 +5,10 @@ the same as in Genesis's bundled ``panda.xml``), and the arm's PD gains take it 
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from pytest_hud.robot import ContractError, Model, RobotAgent, Spaces
+from pytest_hud.robot.agent.model import Batch
 
 __all__ = ["FRANKA_HIGH", "FRANKA_LOW", "GOAL", "GenesisReachExpert", "expert_agent"]
 
@@ -30,7 +29,7 @@ class GenesisReachExpert(Model):
                 f"{spaces.action_feature.size}. Fix: run it on pytest_hud.suites.genesis rows"
             )
 
-    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+    def infer(self, batch: Batch) -> np.ndarray:
         action = 2.0 * (GOAL - FRANKA_LOW) / (FRANKA_HIGH - FRANKA_LOW) - 1.0
         rows = len(batch["prompt"])
         return np.tile(action.astype(np.float32), (rows, 1, 1))

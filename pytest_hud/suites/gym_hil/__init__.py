@@ -4,10 +4,10 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 from pytest_hud import Environment
+from pytest_hud.suites import seeded
 from pytest_hud.suites.gym_hil.expert import HilExpert, expert_agent
 from pytest_hud.suites.gym_hil.sim import (
     CONTROL_RATE,
@@ -17,23 +17,13 @@ from pytest_hud.suites.gym_hil.sim import (
     make_env,
 )
 from pytest_hud.suites.gym_hil.tasks import ENV, PROMPTS
-from pytest_hud.suites.seeded import (
-    GL_APT,
-    MUJOCO,
-    action_feature,
-    cameras_from_environ,
-    image_feature,
-    serve_tasks,
-    state_feature,
-)
+from pytest_hud.suites.seeded import GL_APT as APT  # Debian packages for headless rendering
 
 __all__ = [
     "APT",
-    "CAMERAS_VAR",
     "MAX_STEPS",
     "PROMPTS",
     "REQUIRES",
-    "SIZE_VAR",
     "HilExpert",
     "contract",
     "env",
@@ -42,23 +32,18 @@ __all__ = [
 ]
 
 #: Python requirements of an image serving this module (the extra's pins, MuJoCo the host's).
-REQUIRES = ["gym-hil==0.1.14", MUJOCO]
-#: Debian packages for headless rendering: gym-hil builds a renderer even without cameras.
-APT = list(GL_APT)
-
-CAMERAS_VAR = "PYTEST_HUD_GYM_HIL_CAMERAS"
-SIZE_VAR = "PYTEST_HUD_GYM_HIL_SIZE"
+REQUIRES = ["gym-hil==0.1.14", seeded.MUJOCO]
 
 
 def contract(cameras: Sequence[str] = (), size: int = 128) -> dict[str, object]:
     """The robot contract, known without building a sim."""
     features: dict[str, object] = {
-        "observation/state": state_feature(STATE_NAMES),
-        "observation/environment_state": state_feature(ENV_STATE_NAMES),
+        "observation/state": seeded.state_feature(STATE_NAMES),
+        "observation/environment_state": seeded.state_feature(ENV_STATE_NAMES),
     }
     for cam in cameras:
-        features[f"observation/images/{cam}"] = image_feature(size)
-    features["action"] = action_feature(
+        features[f"observation/images/{cam}"] = seeded.image_feature(size)
+    features["action"] = seeded.action_feature(
         ["dx", "dy", "dz", "gripper"], [-1.0, -1.0, -1.0, 0.0], [1.0, 1.0, 1.0, 2.0]
     )
     return {"control_rate": CONTROL_RATE, "robot_type": "panda", "features": features}
@@ -66,17 +51,24 @@ def contract(cameras: Sequence[str] = (), size: int = 128) -> dict[str, object]:
 
 def make_hil_environment(cameras: Sequence[str] = (), size: int = 128) -> Environment:
     """An Environment serving gym-hil's tasks, one template per task."""
-    cameras = tuple(cameras)
-    return serve_tasks(
-        Environment(ENV, requires=REQUIRES, apt=APT),
+    envs = seeded.serve_seeded(
+        "gym-hil",
+        _environment,
+        dict.fromkeys(PROMPTS, ENV),
         PROMPTS,
         make_env,
-        contract=contract(cameras, size),
-        fps=CONTROL_RATE,
-        make_kwargs={"cameras": cameras, "size": size},
-        rendering=True,  # gym-hil renders at build, cameras or not
-        what="gym-hil",
+        lambda task, cameras, size: contract(cameras, size),
+        CONTROL_RATE,
+        cameras,
+        size,
+        renders=True,  # gym-hil builds a renderer, cameras or not
     )
+    return envs[ENV]
 
 
-env = make_hil_environment(cameras_from_environ(CAMERAS_VAR), int(os.environ.get(SIZE_VAR) or 128))
+def _environment(name: str) -> Environment:
+    """An Environment made in this module: ``--hud-runtime=docker`` specifies its image here."""
+    return Environment(name, requires=REQUIRES, apt=APT)
+
+
+env = make_hil_environment(*seeded.views_from_environ("GYM_HIL", 128))

@@ -5,11 +5,12 @@ with the gripper open, down, close, lift. Stateless: each action follows from th
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from pytest_hud.robot import ContractError, Model, RobotAgent, Spaces
+from pytest_hud.robot import Model, RobotAgent, Spaces
+from pytest_hud.robot.agent.model import Batch
+from pytest_hud.suites.control import named_state
+from pytest_hud.suites.gym_hil.tasks import MODULE
 
 __all__ = ["HilExpert", "expert_agent"]
 
@@ -37,18 +38,12 @@ class HilExpert(Model):
     """``infer(batch) -> [N, 1, 4]``: one scripted action per row."""
 
     def bind(self, spaces: Spaces) -> None:
-        state, cube = spaces.observation.get(STATE_KEY), spaces.observation.get(CUBE_KEY)
-        if state is None or cube is None or not state.names:
-            raise ContractError(
-                f"gym-hil-expert reads a named {STATE_KEY!r} and {CUBE_KEY!r} (gym-hil's "
-                f"agent_pos and the cube); got {list(spaces.observation)}. Fix: run it on "
-                "pytest_hud.suites.gym_hil rows"
-            )
-        index = {name: i for i, name in enumerate(state.names)}
+        means = "gym-hil's agent_pos and the cube"
+        index = named_state(spaces, "gym-hil-expert", (STATE_KEY, CUBE_KEY), means, MODULE)
         self.tcp = [index[f"tcp.{a}"] for a in "xyz"]
         self.gripper = index["gripper"]
 
-    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+    def infer(self, batch: Batch) -> np.ndarray:
         states = np.asarray(batch[STATE_KEY], np.float64)
         cubes = np.asarray(batch[CUBE_KEY], np.float64)
         actions = [

@@ -13,13 +13,14 @@ even without cameras, so a GL backend must work (``MUJOCO_GL=egl`` unless set).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from pytest_hud.suites.gym_hil.tasks import PROMPTS
+from pytest_hud.suites.sims import GymWrapped, Observation
 
 __all__ = ["CAMERAS", "CONTROL_RATE", "MAX_STEPS", "STATE_NAMES", "HilEnv", "make_env"]
 
@@ -40,7 +41,7 @@ STATE_NAMES: tuple[str, ...] = (
 ENV_STATE_NAMES = ("cube.x", "cube.y", "cube.z")
 
 
-class HilEnv(gym.Env):  # type: ignore[type-arg]
+class HilEnv(GymWrapped):
     """One gym-hil task; ``reset(seed=)`` places the cube from the seed."""
 
     metadata = {"render_modes": [], "render_fps": CONTROL_RATE}
@@ -63,7 +64,7 @@ class HilEnv(gym.Env):  # type: ignore[type-arg]
             random_block_position=True,
             render_spec=gym_hil.GymRenderingSpec(height=size, width=size),
         )
-        spaces: dict[str, gym.Space[Any]] = {
+        spaces: dict[str, gym.Space[object]] = {
             "observation/state": gym.spaces.Box(-np.inf, np.inf, (len(STATE_NAMES),), np.float32),
             "observation/environment_state": gym.spaces.Box(-np.inf, np.inf, (3,), np.float32),
         }
@@ -71,10 +72,9 @@ class HilEnv(gym.Env):  # type: ignore[type-arg]
             spaces[f"observation/images/{cam}"] = gym.spaces.Box(0, 255, (size, size, 3), np.uint8)
         self.observation_space = gym.spaces.Dict(spaces)
         self.action_space = self.sim.action_space
-        #: The last step's info, as gym-hil gave it.
-        self.last_info: dict[str, Any] = {}
+        self.last_info = {}
 
-    def _obs(self, raw: dict[str, Any]) -> dict[str, np.ndarray]:
+    def _obs(self, raw: Mapping[str, np.ndarray]) -> Observation:
         obs = {
             "observation/state": np.asarray(raw["agent_pos"], np.float32),
             "observation/environment_state": np.asarray(raw["environment_state"], np.float32),
@@ -86,30 +86,14 @@ class HilEnv(gym.Env):  # type: ignore[type-arg]
         return obs
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
+    ) -> tuple[Observation, dict[str, object]]:
         if seed is not None:
             np.random.seed(int(seed))  # gym-hil places the cube from the global RNG
-        raw, info = self.sim.reset(seed=seed)
-        self.last_info = info
-        return self._obs(raw), {"success": False}
+        return super().reset(seed=seed, options=options)
 
-    def step(
-        self, action: np.ndarray
-    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        raw, reward, terminated, truncated, info = self.sim.step(np.asarray(action, np.float32))
-        self.last_info = info
-        success = bool(info.get("succeed", False))
-        return (
-            self._obs(raw),
-            float(reward),
-            bool(terminated),
-            bool(truncated),
-            {"success": success},
-        )
-
-    def close(self) -> None:
-        self.sim.close()
+    def _success(self, info: dict[str, object], terminated: bool, truncated: bool) -> bool:
+        return bool(info.get("succeed", False))
 
 
 def make_env(

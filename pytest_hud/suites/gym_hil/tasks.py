@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pytest_hud import Task
-from pytest_hud.suites.seeded import seed_rows
+from pytest_hud.suites.tables import seed_rows, shipped_files
 
 __all__ = ["ENV", "MODULE", "PROMPTS", "SUITE_FILES", "pick_cube"]
 
@@ -17,9 +15,8 @@ PROMPTS: dict[str, str] = {"PandaPickCube-v0": "pick up the cube"}
 
 def pick_cube(seeds: int = 50) -> list[Task]:
     """PandaPickCube x seeds ``0..seeds-1`` (each seed places the cube)."""
-    return seed_rows(MODULE, tuple(PROMPTS), seeds, dict.fromkeys(PROMPTS, ENV))
+    return seed_rows(MODULE, tuple(PROMPTS), seeds, dict.fromkeys(PROMPTS, ENV), suite="gym-hil")
 
 
-#: The shipped JSONL file, name -> (path, rows): a package, so ``pytest --pyargs`` names it
-#: (suites/files.py writes it).
-SUITE_FILES = {"pick_cube": (Path(__file__).parent / "pick_cube" / "tasks.jsonl", pick_cube)}
+#: The shipped JSONL file, name -> (path, rows) (suites/files.py writes it).
+SUITE_FILES = shipped_files(__file__, {"pick_cube": pick_cube})

@@ -4,10 +4,10 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 from pytest_hud import Environment
+from pytest_hud.suites import seeded
 from pytest_hud.suites.gymnasium_robotics.expert import FetchExpert, expert_agent
 from pytest_hud.suites.gymnasium_robotics.kitchen_expert import KitchenExpert, kitchen_agent
 from pytest_hud.suites.gymnasium_robotics.sim import (
@@ -18,23 +18,13 @@ from pytest_hud.suites.gymnasium_robotics.sim import (
     state_names,
 )
 from pytest_hud.suites.gymnasium_robotics.tasks import ENVS, KITCHEN_GOALS, PROMPTS
-from pytest_hud.suites.seeded import (
-    GL_APT,
-    MUJOCO,
-    action_feature,
-    cameras_from_environ,
-    image_feature,
-    serve_tasks,
-    state_feature,
-)
+from pytest_hud.suites.seeded import GL_APT as APT  # Debian packages for headless rendering
 
 __all__ = [
     "APT",
-    "CAMERAS_VAR",
     "MAX_STEPS",
     "PROMPTS",
     "REQUIRES",
-    "SIZE_VAR",
     "FetchExpert",
     "KitchenExpert",
     "contract",
@@ -48,27 +38,22 @@ __all__ = [
 ]
 
 #: Python requirements of an image serving this module (the extra's pins, MuJoCo the host's).
-REQUIRES = ["gymnasium-robotics==1.4.2", MUJOCO]
-#: Debian packages for headless rendering (cameras are off unless asked for).
-APT = list(GL_APT)
-
-CAMERAS_VAR = "PYTEST_HUD_GYMNASIUM_ROBOTICS_CAMERAS"
-SIZE_VAR = "PYTEST_HUD_GYMNASIUM_ROBOTICS_SIZE"
+REQUIRES = ["gymnasium-robotics==1.4.2", seeded.MUJOCO]
 
 
 def contract(task: str, cameras: Sequence[str] = (), size: int = 224) -> dict[str, object]:
     """One task's robot contract, known without building a sim."""
     kitchen = task in KITCHEN_GOALS
-    features: dict[str, object] = {"observation/state": state_feature(state_names(task))}
+    features: dict[str, object] = {"observation/state": seeded.state_feature(state_names(task))}
     if not kitchen:
-        features["observation/goal"] = state_feature(["x", "y", "z"])
+        features["observation/goal"] = seeded.state_feature(["x", "y", "z"])
     for cam in cameras:
-        features[f"observation/images/{cam}"] = image_feature(size)
+        features[f"observation/images/{cam}"] = seeded.image_feature(size)
     if kitchen:
         names = [*(f"joint{i}.velocity" for i in range(1, 8)), "finger_left", "finger_right"]
     else:
         names = ["dx", "dy", "dz", "gripper"]
-    features["action"] = action_feature(names, [-1.0] * len(names), [1.0] * len(names))
+    features["action"] = seeded.action_feature(names, [-1.0] * len(names), [1.0] * len(names))
     rate = KITCHEN_RATE if kitchen else FETCH_RATE
     robot = "franka" if kitchen else "fetch"
     return {"control_rate": rate, "robot_type": robot, "features": features}
@@ -76,24 +61,22 @@ def contract(task: str, cameras: Sequence[str] = (), size: int = 224) -> dict[st
 
 def make_environments(cameras: Sequence[str] = (), size: int = 224) -> dict[str, Environment]:
     """One Environment per observation layout (:data:`ENVS`), each serving its tasks."""
-    cameras = tuple(cameras)
-    out: dict[str, Environment] = {}
-    for name in dict.fromkeys(ENVS.values()):
-        tasks = [t for t, e in ENVS.items() if e == name]
-        out[name] = serve_tasks(
-            Environment(name, requires=REQUIRES, apt=APT),
-            {t: PROMPTS[t] for t in tasks},
-            make_env,
-            contract=contract(tasks[0], cameras, size),
-            fps=KITCHEN_RATE if tasks[0] in KITCHEN_GOALS else FETCH_RATE,
-            make_kwargs={"cameras": cameras, "size": size},
-            rendering=bool(cameras),
-            what="gymnasium-robotics",
-        )
-    return out
+    what = "gymnasium-robotics"
+    return seeded.serve_seeded(
+        what, _environment, ENVS, PROMPTS, make_env, contract, _rate, cameras, size
+    )
 
 
-_envs = make_environments(cameras_from_environ(CAMERAS_VAR), int(os.environ.get(SIZE_VAR) or 224))
+def _environment(name: str) -> Environment:
+    """An Environment made in this module: ``--hud-runtime=docker`` specifies its image here."""
+    return Environment(name, requires=REQUIRES, apt=APT)
+
+
+def _rate(task: str) -> float:
+    return KITCHEN_RATE if task in KITCHEN_GOALS else FETCH_RATE
+
+
+_envs = make_environments(*seeded.views_from_environ("GYMNASIUM_ROBOTICS", 224))
 fetch_reach = _envs["fetch-reach"]
 fetch_push = _envs["fetch-push"]
 fetch_pick_and_place = _envs["fetch-pick-and-place"]

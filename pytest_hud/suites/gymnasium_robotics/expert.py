@@ -6,11 +6,11 @@ each action follows from the observation alone; the task comes from the row's pr
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from pytest_hud.robot import ContractError, Model, RobotAgent, Spaces
+from pytest_hud.robot import Model, RobotAgent, Spaces
+from pytest_hud.robot.agent.model import Batch
+from pytest_hud.suites.control import named_state
 from pytest_hud.suites.gymnasium_robotics.tasks import FETCH, task_for_prompt
 
 __all__ = ["FetchExpert", "expert_agent"]
@@ -70,14 +70,9 @@ class FetchExpert(Model):
     """``infer(batch) -> [N, 1, 4]``: one scripted action per row."""
 
     def bind(self, spaces: Spaces) -> None:
-        state, goal = spaces.observation.get(STATE_KEY), spaces.observation.get(GOAL_KEY)
-        if state is None or goal is None or not state.names:
-            raise ContractError(
-                f"fetch-expert reads a named {STATE_KEY!r} and {GOAL_KEY!r} (the Fetch tasks' "
-                f"observation and desired goal); got {list(spaces.observation)}. Fix: run it on "
-                "pytest_hud.suites.gymnasium_robotics.fetch rows"
-            )
-        self.index = {name: i for i, name in enumerate(state.names)}
+        means = "the Fetch tasks' observation and desired goal"
+        rows = "pytest_hud.suites.gymnasium_robotics.fetch"
+        self.index = named_state(spaces, "fetch-expert", (STATE_KEY, GOAL_KEY), means, rows)
 
     def _part(self, state: np.ndarray, part: str, axes: tuple[str, ...]) -> np.ndarray:
         return np.array([state[self.index[f"{part}.{a}"]] for a in axes])
@@ -93,7 +88,7 @@ class FetchExpert(Model):
         fingers = self._part(state, "gripper_state", ("right", "left"))
         return pick_and_place(grip, block, fingers, goal)
 
-    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+    def infer(self, batch: Batch) -> np.ndarray:
         states = np.asarray(batch[STATE_KEY], np.float64)
         goals = np.asarray(batch[GOAL_KEY], np.float64)
         actions = []

@@ -22,11 +22,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from pytest_hud.robot import ContractError, Model, RobotAgent, Spaces
+from pytest_hud.robot.agent.model import Batch
 from pytest_hud.suites.control import frame, rotation_error, rotz
 from pytest_hud.suites.gymnasium_robotics.sim import KITCHEN_NAMES
 from pytest_hud.suites.gymnasium_robotics.tasks import KITCHEN_GOALS, task_for_prompt
@@ -395,7 +395,7 @@ class KitchenExpert(Model):
                 self._arm = KitchenArm()
             return kitchen_action(self._arm, KITCHEN_GOALS[task], state)
 
-    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+    def infer(self, batch: Batch) -> np.ndarray:
         states = np.asarray(batch[STATE_KEY], np.float64)
         actions = [
             self.act(task_for_prompt(p), s) for p, s in zip(batch["prompt"], states, strict=True)

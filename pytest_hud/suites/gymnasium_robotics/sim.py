@@ -9,7 +9,7 @@ its 280-step limit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -17,6 +17,7 @@ import numpy as np
 
 from pytest_hud.suites.gymnasium_robotics.tasks import FETCH, KITCHEN_GOALS
 from pytest_hud.suites.seeded import render_cameras
+from pytest_hud.suites.sims import GymWrapped, Observation
 
 __all__ = [
     "FETCH_NAMES",
@@ -76,7 +77,7 @@ def state_names(task: str) -> tuple[str, ...]:
     return REACH_NAMES if task == "FetchReach-v4" else FETCH_NAMES
 
 
-class RoboticsEnv(gym.Env):  # type: ignore[type-arg]
+class RoboticsEnv(GymWrapped):
     """One Fetch task or kitchen goal; ``reset(seed=)`` seeds gymnasium-robotics' own RNG."""
 
     def __init__(self, task: str, cameras: Sequence[str] = (), size: int = 224) -> None:
@@ -104,7 +105,6 @@ class RoboticsEnv(gym.Env):  # type: ignore[type-arg]
         unknown = [c for c in self.cameras if c not in known]
         if unknown:
             raise ValueError(f"{task} has no camera {unknown}; cameras: {sorted(known)}")
-        self.renderer: Any = None
         if self.cameras:
             import mujoco
 
@@ -112,7 +112,7 @@ class RoboticsEnv(gym.Env):  # type: ignore[type-arg]
             self.model.vis.global_.offheight = max(self.model.vis.global_.offheight, size)
             self.renderer = mujoco.Renderer(self.model, size, size)
         n = len(state_names(task))
-        spaces: dict[str, gym.Space[Any]] = {
+        spaces: dict[str, gym.Space[object]] = {
             "observation/state": gym.spaces.Box(-np.inf, np.inf, (n,), np.float32)
         }
         if not self.kitchen:
@@ -125,10 +125,9 @@ class RoboticsEnv(gym.Env):  # type: ignore[type-arg]
             "render_modes": [],
             "render_fps": KITCHEN_RATE if self.kitchen else FETCH_RATE,
         }
-        #: The last step's info, as gymnasium-robotics gave it.
-        self.last_info: dict[str, Any] = {}
+        self.last_info = {}
 
-    def _obs(self, raw: dict[str, Any]) -> dict[str, np.ndarray]:
+    def _obs(self, raw: Mapping[str, np.ndarray]) -> Observation:
         obs = {"observation/state": np.asarray(raw["observation"], np.float32)}
         if not self.kitchen:
             obs["observation/goal"] = np.asarray(raw["desired_goal"], np.float32)
@@ -136,36 +135,13 @@ class RoboticsEnv(gym.Env):  # type: ignore[type-arg]
             obs.update(render_cameras(self.renderer, self.data, self.cameras))
         return obs
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        raw, info = self.sim.reset(seed=seed)
-        self.last_info = info
-        return self._obs(raw), {"success": False}
+    def _action(self, action: np.ndarray) -> np.ndarray:
+        return np.asarray(action, self.sim.action_space.dtype).reshape(self.sim.action_space.shape)
 
-    def step(
-        self, action: np.ndarray
-    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        act = np.asarray(action, self.sim.action_space.dtype).reshape(self.sim.action_space.shape)
-        raw, reward, terminated, truncated, info = self.sim.step(act)
-        self.last_info = info
+    def _success(self, info: dict[str, object], terminated: bool, truncated: bool) -> bool:
         if self.kitchen:
-            success = not info["tasks_to_complete"]
-        else:  # the final step decides (and only it)
-            success = bool(terminated or truncated) and bool(info["is_success"])
-        return (
-            self._obs(raw),
-            float(reward),
-            bool(terminated),
-            bool(truncated),
-            {"success": success},
-        )
-
-    def close(self) -> None:
-        if self.renderer is not None:
-            self.renderer.close()
-            self.renderer = None
-        self.sim.close()
+            return not info["tasks_to_complete"]
+        return (terminated or truncated) and bool(info["is_success"])  # the final step decides
 
 
 def make_env(

@@ -4,10 +4,8 @@ seed ``k`` in every run.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pytest_hud import Task
-from pytest_hud.suites.seeded import seed_rows
+from pytest_hud.suites.tables import prompt_reader, seed_rows, shipped_files
 
 __all__ = [
     "ENVS",
@@ -62,38 +60,19 @@ ENVS: dict[str, str] = {
     "FetchPickAndPlace-v4": "fetch-pick-and-place",
     **dict.fromkeys(KITCHEN, "franka-kitchen"),
 }
-_BY_PROMPT = {prompt: name for name, prompt in PROMPTS.items()}
-
-
-def task_for_prompt(prompt: str) -> str:
-    """The task a prompt names: one of :data:`PROMPTS`' values, or a task id itself."""
-    text = prompt.strip()
-    if text in PROMPTS:
-        return text
-    try:
-        return _BY_PROMPT[text]
-    except KeyError:
-        raise LookupError(
-            f"prompt {prompt!r} names no gymnasium-robotics task: expected one of the suite's "
-            "prompts (pytest_hud.suites.gymnasium_robotics.PROMPTS) or a task id such as "
-            "'FetchPush-v4'"
-        ) from None
+#: The task a prompt names (an expert reads its row's task from the prompt).
+task_for_prompt = prompt_reader(PROMPTS, "gymnasium-robotics", MODULE, "FetchPush-v4")
 
 
 def fetch(seeds: int = 50, tasks: tuple[str, ...] = tuple(FETCH)) -> list[Task]:
     """The Fetch tasks (Reach, Push, PickAndPlace) x seeds ``0..seeds-1``."""
-    return seed_rows(MODULE, tasks, seeds, {t: ENVS[t] for t in FETCH})
+    return seed_rows(MODULE, tasks, seeds, {t: ENVS[t] for t in FETCH}, suite="Fetch")
 
 
 def kitchen(seeds: int = 10, tasks: tuple[str, ...] = tuple(KITCHEN)) -> list[Task]:
     """The FrankaKitchen goals (the four-task goal and each task alone) x seeds."""
-    return seed_rows(MODULE, tasks, seeds, {t: ENVS[t] for t in KITCHEN})
+    return seed_rows(MODULE, tasks, seeds, {t: ENVS[t] for t in KITCHEN}, suite="FrankaKitchen")
 
 
-_HERE = Path(__file__).parent
-#: The shipped JSONL files, name -> (path, rows): one package each, so ``pytest --pyargs``
-#: names them (suites/files.py writes them).
-SUITE_FILES = {
-    "fetch": (_HERE / "fetch" / "tasks.jsonl", lambda: fetch()),
-    "kitchen": (_HERE / "kitchen" / "tasks.jsonl", lambda: kitchen()),
-}
+#: The shipped JSONL files, name -> (path, rows) (suites/files.py writes them).
+SUITE_FILES = shipped_files(__file__, {"fetch": fetch, "kitchen": kitchen})

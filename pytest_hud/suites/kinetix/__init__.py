@@ -5,14 +5,13 @@ levels kinetix-env ships) and a scripted expert (guide: docs/guides/suites.md).
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator
-from typing import Any
 
 from pytest_hud import Environment
 from pytest_hud.suites.kinetix.expert import KinetixExpert, expert_agent
 from pytest_hud.suites.kinetix.image import APT, PIXELS_VAR, REQUIRES
 from pytest_hud.suites.kinetix.sim import CONTROL_RATE, MAX_STEPS, make_env
 from pytest_hud.suites.kinetix.tasks import ENV, LEVELS, PROMPTS, SIZES, rows
+from pytest_hud.suites.seeded import seeded_episode
 
 __all__ = [
     "APT",
@@ -39,21 +38,9 @@ def make_environment(pixels: bool = False, name: str = ENV) -> Environment:
         make_env, make_kwargs={"pixels": pixels}, fps=CONTROL_RATE, robot_type="kinetix"
     )
     for level in LEVELS:
-        environment.template(level)(_episode(sim, level))
+        doc = f"{PROMPTS[level]} (success: Kinetix's GoalR when the episode ends)."
+        environment.template(level)(seeded_episode(sim, PROMPTS[level], doc, level, level=level))
     return environment
-
-
-def _episode(sim: Any, level: str) -> Any:
-    prompt = PROMPTS[level]
-
-    async def episode(seed: int = 0) -> AsyncGenerator[Any, Any]:
-        ep = await sim.reset(level=level, seed=seed)
-        yield {"prompt": prompt, "robot": {"token": ep["token"]}}
-        yield await sim.result(token=ep["token"])
-
-    episode.__doc__ = f"{prompt} (success: Kinetix's GoalR when the episode ends)."
-    episode.__name__ = episode.__qualname__ = level
-    return episode
 
 
 env = make_environment(os.environ.get(PIXELS_VAR, "") not in ("", "0"))

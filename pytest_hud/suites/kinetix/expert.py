@@ -8,11 +8,10 @@ the expert's rate is what it really solves (docs/guides/suites.md).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from pytest_hud.robot import ContractError, Model, RobotAgent, Spaces
+from pytest_hud.robot.agent.model import Batch
 from pytest_hud.suites.kinetix.sim import ACTION_SIZE
 from pytest_hud.suites.kinetix.tasks import level_for_prompt
 
@@ -55,8 +54,8 @@ class KinetixExpert(Model):
                 f"takes {got}. Fix: run it on pytest_hud.suites.kinetix rows"
             )
 
-    def infer(self, batch: dict[str, Any]) -> np.ndarray:
-        actions = [CONTROLS[SCRIPTS.get(level_for_prompt(p), "off")] for p in batch["prompt"]]
+    def infer(self, batch: Batch) -> np.ndarray:
+        actions = [CONTROLS[SCRIPTS.get(level_for_prompt(str(p)), "off")] for p in batch["prompt"]]
         return np.asarray(actions, np.float32)[:, None, :]
 
 

@@ -8,9 +8,9 @@ import re
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from pytest_hud import Task
+from pytest_hud.suites.files import Row
 
 __all__ = [
     "ENV",
@@ -165,7 +165,7 @@ def rows(size: str | None = None, seeds: int = 1) -> list[Task]:
     ]
 
 
-def _rtc_rows() -> list[dict[str, Any]]:
+def _rtc_rows() -> list[dict[str, object]]:
     from pytest_hud.suites.kinetix import vla_eval  # vla-eval's benchmark class: imported here
 
     return vla_eval.rows()
@@ -173,7 +173,7 @@ def _rtc_rows() -> list[dict[str, Any]]:
 
 #: The shipped JSONL files, name -> (path, rows): one package per size, so ``pytest --pyargs``
 #: names them, and ``.rtc``'s rows of vla-eval's Kinetix benchmark (suites/files.py writes them).
-SUITE_FILES: dict[str, tuple[Path, Callable[[], Sequence[Any]]]] = {
+SUITE_FILES: dict[str, tuple[Path, Callable[[], Sequence[Row]]]] = {
     size: (_HERE / size / "tasks.jsonl", partial(rows, size)) for size in SIZES
 }
 SUITE_FILES["rtc"] = (_HERE / "rtc" / "tasks.jsonl", _rtc_rows)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncGenerator
-from typing import Any
 
 from vla_eval.benchmarks.kinetix.benchmark import (
     ACTION_DIM,
@@ -50,14 +49,14 @@ sim = env.vla_eval(
 
 
 @env.template()
-async def episode(task: dict[str, Any]) -> AsyncGenerator[Any, Any]:
+async def episode(task: dict[str, object]) -> AsyncGenerator[object, None]:
     """One vla-eval Kinetix episode (``task``: its ``name``, ``level``, ``episode_idx``)."""
     ep = await sim.reset(task=task)
     yield {"prompt": ep["prompt"], "robot": {"token": ep["token"]}}
     yield await sim.result(token=ep["token"])
 
 
-def rows(episodes: int = 1) -> list[dict[str, Any]]:
+def rows(episodes: int = 1) -> list[dict[str, object]]:
     """JSONL rows of :data:`OFFLINE_TASKS` x ``episodes`` (``episode_idx`` 0..)."""
     return [
         {"env": ENV, "id": "episode", "args": {"task": {**t, "episode_idx": k}}, "module": MODULE}

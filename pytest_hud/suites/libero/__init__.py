@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncGenerator
-from typing import Any
 
 from pytest_hud import Environment
+from pytest_hud.robot import RobotEndpoint
+from pytest_hud.runtime.environment import TemplateFn
 from pytest_hud.suites.libero.sim import ACTION_SIZE, CAMERAS, CONTROL_RATE, STATE_SIZE, make_env
 from pytest_hud.suites.libero.tasks import (
     ENV,
@@ -101,12 +102,12 @@ def make_environment(size: int = 256, name: str = ENV) -> Environment:
     return environment
 
 
-def _episode(sim: Any, task: str) -> Any:
+def _episode(sim: RobotEndpoint, task: str) -> TemplateFn:
     suite, prompt = TASKS[task]
 
     async def episode(
         init_state: int = 0, seed: int = 0, perturbation: str = ""
-    ) -> AsyncGenerator[Any, Any]:
+    ) -> AsyncGenerator[object, None]:
         text = prompt_of(task, perturbation)  # a bad perturbation fails before the sim
         ep = await sim.reset(task=task, init_state=init_state, seed=seed, perturbation=perturbation)
         yield {"prompt": text, "robot": {"token": ep["token"]}}

@@ -5,12 +5,14 @@ pi0/pi0.5. libero is imported inside :func:`make_env` only.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from pytest_hud.suites.libero.tasks import MAX_STEPS, prompt_of, suite_of
+from pytest_hud.suites.sims import CheckedSteps, Observation
 
 __all__ = ["ACTION_SIZE", "CAMERAS", "CONTROL_RATE", "STATE_SIZE", "LiberoEnv", "make_env"]
 
@@ -38,7 +40,7 @@ def quat_to_axis_angle(quat: np.ndarray) -> np.ndarray:
     return (np.array([x, y, z]) * 2.0 * np.arccos(w) / den).astype(np.float32)
 
 
-class LiberoEnv(gym.Env):  # type: ignore[type-arg]
+class LiberoEnv(CheckedSteps):
     """One LIBERO task (of LIBERO-PRO's ``perturbation`` of its suite, if given);
     ``reset(options={"init_state": k})`` starts from fixed state k."""
 
@@ -69,7 +71,7 @@ class LiberoEnv(gym.Env):  # type: ignore[type-arg]
         self.action_space = gym.spaces.Box(-1.0, 1.0, (ACTION_SIZE,), np.float32)
         self.steps = 0
 
-    def _obs(self, raw: dict[str, Any]) -> dict[str, np.ndarray]:
+    def _obs(self, raw: Mapping[str, np.ndarray]) -> Observation:
         obs = {key: np.ascontiguousarray(raw[cam][::-1, ::-1]) for cam, key in CAMERAS.items()}
         obs["observation/state"] = np.concatenate(
             [
@@ -98,17 +100,11 @@ class LiberoEnv(gym.Env):  # type: ignore[type-arg]
         self.steps = 0
         return self._obs(raw), {"init_state": k, "success": False}
 
-    def step(
-        self, action: np.ndarray
-    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, object]]:
-        raw, reward, _, _ = self.sim.step(np.asarray(action, np.float64).reshape(ACTION_SIZE))
-        self.steps += 1
-        success = bool(self.sim.check_success())
-        truncated = not success and self.steps >= self.max_steps
-        return self._obs(raw), float(reward), success, truncated, {"success": success}
+    def _action(self, action: np.ndarray) -> np.ndarray:
+        return np.asarray(action, np.float64).reshape(ACTION_SIZE)
 
-    def close(self) -> None:
-        self.sim.close()
+    def _check(self) -> bool:
+        return bool(self.sim.check_success())
 
 
 def _jit_only_if_cached() -> None:

@@ -5,13 +5,11 @@ docs/guides/suites.md).
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-from typing import Any
-
 from pytest_hud import Environment
 from pytest_hud.suites.maniskill.expert import ManiSkillExpert, expert_agent
 from pytest_hud.suites.maniskill.sim import CONTROL_RATE, make_env
 from pytest_hud.suites.maniskill.tasks import ENV, MAX_STEPS, PROMPTS, rows
+from pytest_hud.suites.seeded import seeded_episode
 
 __all__ = [
     "APT",
@@ -38,22 +36,11 @@ def make_environment(name: str = ENV) -> Environment:
     """An Environment serving the four tasks, one template per task."""
     environment = Environment(name, requires=REQUIRES, apt=APT)
     sim = environment.gym(make_env, fps=CONTROL_RATE, robot_type="panda")
-    for task in PROMPTS:
-        environment.template(task)(_episode(sim, task))
+    for task, prompt in PROMPTS.items():
+        doc = f"ManiSkill {task}: {prompt} (success from the task's evaluate())."
+        name = task.replace("-", "_")
+        environment.template(task)(seeded_episode(sim, prompt, doc, name, task=task))
     return environment
-
-
-def _episode(sim: Any, task: str) -> Any:
-    prompt = PROMPTS[task]
-
-    async def episode(seed: int = 0) -> AsyncGenerator[Any, Any]:
-        ep = await sim.reset(task=task, seed=seed)
-        yield {"prompt": prompt, "robot": {"token": ep["token"]}}
-        yield await sim.result(token=ep["token"])
-
-    episode.__doc__ = f"ManiSkill {task}: {prompt} (success from the task's evaluate())."
-    episode.__name__ = episode.__qualname__ = task.replace("-", "_")
-    return episode
 
 
 env = make_environment()

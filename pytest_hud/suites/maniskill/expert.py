@@ -6,11 +6,10 @@ ends (a plan that missed), it plans again from where the arm is.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from pytest_hud.robot import ContractError, Model, RobotAgent, Spaces
+from pytest_hud.robot.agent.model import Batch
 from pytest_hud.suites.maniskill.planner import plan
 from pytest_hud.suites.maniskill.tasks import task_for_prompt
 
@@ -32,7 +31,7 @@ class ManiSkillExpert(Model):
                 "pytest_hud.suites.maniskill rows"
             )
 
-    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+    def infer(self, batch: Batch) -> np.ndarray:
         plans = []
         for prompt, state in zip(batch["prompt"], batch[ENV_STATE_KEY], strict=True):
             actions, _ = plan(task_for_prompt(prompt), np.asarray(state))

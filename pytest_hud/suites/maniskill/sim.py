@@ -84,7 +84,7 @@ class ManiSkillEnv(gym.Env):  # type: ignore[type-arg]
         }
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, object]]:
         obs, _ = self.sim.reset(seed=seed)
         return self._obs(obs), {"success": False}

@@ -4,9 +4,8 @@ rows, as pure data. Row ``k`` is ManiSkill's seeded episode ``k`` (object and go
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pytest_hud import Task
+from pytest_hud.suites.tables import prompt_reader, seed_rows, shipped_files
 
 __all__ = [
     "ENV",
@@ -42,38 +41,16 @@ MAX_STEPS: dict[str, int] = {
     "PegInsertionSide-v1": 400,
 }
 
-_BY_PROMPT = {prompt: name for name, prompt in PROMPTS.items()}
-
-
-def task_for_prompt(prompt: str) -> str:
-    """The task a prompt names: one of :data:`PROMPTS`' values, or a task id itself."""
-    text = prompt.strip()
-    if text in PROMPTS:
-        return text
-    try:
-        return _BY_PROMPT[text]
-    except KeyError:
-        raise LookupError(
-            f"prompt {prompt!r} names no ManiSkill task: expected one of the suite's prompts "
-            "(pytest_hud.suites.maniskill.PROMPTS) or a task id such as 'PickCube-v1'"
-        ) from None
+#: The task a prompt names (the expert reads its row's task from the prompt).
+task_for_prompt = prompt_reader(PROMPTS, "ManiSkill", MODULE, "PickCube-v1")
 
 
 def rows(tasks: list[str] | None = None, seeds: int = SEEDS) -> list[Task]:
     """``tasks`` (all four by default) x seeds 0..``seeds``-1."""
-    names = list(tasks or PROMPTS)
-    unknown = [n for n in names if n not in PROMPTS]
-    if unknown:
-        raise ValueError(f"unknown ManiSkill task(s) {unknown}; known: {', '.join(PROMPTS)}")
-    if seeds < 1:
-        raise ValueError(f"seeds: expected at least 1, got {seeds}")
-    return [
-        Task(ENV, name, {"seed": k}, metadata={"module": MODULE})
-        for name in names
-        for k in range(seeds)
-    ]
+    return seed_rows(
+        MODULE, tasks or list(PROMPTS), seeds, dict.fromkeys(PROMPTS, ENV), suite="ManiSkill"
+    )
 
 
-#: The shipped JSONL file, name -> (path, rows): a package, so ``pytest --pyargs`` names it
-#: (suites/files.py writes it).
-SUITE_FILES = {"tabletop": (Path(__file__).parent / "tabletop" / "tasks.jsonl", lambda: rows())}
+#: The shipped JSONL file, name -> (path, rows) (suites/files.py writes it).
+SUITE_FILES = shipped_files(__file__, {"tabletop": rows})

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncGenerator, Sequence
-from typing import Any
 
 from pytest_hud import Environment
+from pytest_hud.robot import RobotEndpoint
+from pytest_hud.runtime.environment import TemplateFn
 from pytest_hud.suites.metaworld.expert import MetaWorldExpert, expert_agent
 from pytest_hud.suites.metaworld.sim import CONTROL_RATE, MAX_STEPS, STATE_SIZE, make_env
 from pytest_hud.suites.metaworld.tasks import ENV, MT10, MT50, PROMPTS
@@ -85,10 +86,10 @@ def make_environment(cameras: Sequence[str] = (), size: int = 224, name: str = E
     return environment
 
 
-def _episode(sim: Any, task: str) -> Any:
+def _episode(sim: RobotEndpoint, task: str) -> TemplateFn:
     prompt = PROMPTS[task]
 
-    async def episode(variation: int | None = None, seed: int = 0) -> AsyncGenerator[Any, Any]:
+    async def episode(variation: int | None = None, seed: int = 0) -> AsyncGenerator[object, None]:
         ep = await sim.reset(task=task, variation=variation, seed=seed)
         yield {"prompt": prompt, "robot": {"token": ep["token"]}}
         yield await sim.result(token=ep["token"])

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from pytest_hud.robot import ContractError, Model, RobotAgent, Spaces
+from pytest_hud.robot.agent.model import Batch
 from pytest_hud.suites.metaworld.tasks import task_for_prompt
 
 __all__ = ["STATE_KEY", "MetaWorldExpert", "expert_agent"]
@@ -42,7 +43,7 @@ class MetaWorldExpert(Model):
             policy = self._policies[task] = factory()
         return policy
 
-    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+    def infer(self, batch: Batch) -> np.ndarray:
         states = np.asarray(batch[STATE_KEY], np.float64)
         prompts = batch["prompt"]
         actions = [self._policy(p).get_action(s) for p, s in zip(prompts, states, strict=True)]

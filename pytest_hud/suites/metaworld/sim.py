@@ -11,6 +11,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from pytest_hud.suites.sims import Observation, SuiteSim
+
 __all__ = ["CONTROL_RATE", "GOALS_SEED", "MAX_STEPS", "STATE_SIZE", "MetaWorldEnv", "make_env"]
 
 #: metaworld's ``max_path_length``: it truncates the episode at this step.
@@ -39,7 +41,7 @@ def _train_tasks(task: str) -> tuple[Any, tuple[Any, ...]]:
     return bench.train_classes[task], tuple(bench.train_tasks)
 
 
-class MetaWorldEnv(gym.Env):  # type: ignore[type-arg]
+class MetaWorldEnv(SuiteSim):
     """One MetaWorld task; ``reset(seed=, options={"variation": k})`` picks train goal k.
 
     Without a variation the seed picks one (as metaworld's task sampler does from its
@@ -69,7 +71,6 @@ class MetaWorldEnv(gym.Env):  # type: ignore[type-arg]
         unknown = [c for c in self.cameras if c not in known]
         if unknown:
             raise ValueError(f"MetaWorld has no camera {unknown}; cameras: {sorted(known)}")
-        self.renderer: Any = None
         if self.cameras:
             import mujoco
 
@@ -82,7 +83,7 @@ class MetaWorldEnv(gym.Env):  # type: ignore[type-arg]
         self.observation_space = gym.spaces.Dict(spaces)
         self.action_space = self.sim.action_space
 
-    def _obs(self, state: np.ndarray) -> dict[str, np.ndarray]:
+    def _obs(self, state: np.ndarray) -> Observation:
         obs = {"observation/state": np.asarray(state, np.float32)}
         for cam in self.cameras:
             self.renderer.update_scene(self.sim.data, camera=cam)
@@ -119,12 +120,6 @@ class MetaWorldEnv(gym.Env):  # type: ignore[type-arg]
             terminated = True
         self.last_info = info
         return self._obs(state), float(reward), bool(terminated), bool(truncated), info
-
-    def close(self) -> None:
-        if self.renderer is not None:
-            self.renderer.close()
-            self.renderer = None
-        self.sim.close()
 
 
 def make_env(

@@ -4,9 +4,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 
 from pytest_hud import Task
+from pytest_hud.suites.tables import prompt_reader, shipped_files
 
 __all__ = [
     "ENV",
@@ -96,21 +97,8 @@ MT10: tuple[str, ...] = (
     "window-close-v3",
 )
 
-_BY_PROMPT = {prompt: name for name, prompt in PROMPTS.items()}
-
-
-def task_for_prompt(prompt: str) -> str:
-    """The task a prompt names: one of :data:`PROMPTS`' values, or a task name itself."""
-    text = prompt.strip()
-    if text in PROMPTS:
-        return text
-    try:
-        return _BY_PROMPT[text]
-    except KeyError:
-        raise LookupError(
-            f"prompt {prompt!r} names no MetaWorld task: expected one of the suite's prompts "
-            "(pytest_hud.suites.metaworld.PROMPTS) or a task name such as 'reach-v3'"
-        ) from None
+#: The task a prompt names (the expert reads its row's task from the prompt).
+task_for_prompt = prompt_reader(PROMPTS, "MetaWorld", MODULE, "reach-v3")
 
 
 def _rows(names: tuple[str, ...] | list[str], variations: int) -> list[Task]:
@@ -141,10 +129,6 @@ def mt50(variations: int = 2) -> list[Task]:
     return _rows(MT50, variations)
 
 
-#: The shipped JSONL files, name -> (path, rows): one package each, so ``pytest --pyargs``
-#: names them (suites/files.py writes them).
-SUITE_FILES = {
-    "mt1": (Path(__file__).parent / "mt1" / "tasks.jsonl", lambda: mt1()),
-    "mt10": (Path(__file__).parent / "mt10" / "tasks.jsonl", lambda: mt10()),
-    "mt50": (Path(__file__).parent / "mt50" / "tasks.jsonl", lambda: mt50()),
-}
+#: The shipped JSONL files, name -> (path, rows) (suites/files.py writes them).
+_MADE_BY: dict[str, Callable[[], list[Task]]] = {"mt1": mt1, "mt10": mt10, "mt50": mt50}
+SUITE_FILES = shipped_files(__file__, _MADE_BY)

@@ -4,30 +4,20 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 from pytest_hud import Environment
+from pytest_hud.suites import seeded
 from pytest_hud.suites.robosuite.expert import RobosuiteExpert, expert_agent
 from pytest_hud.suites.robosuite.sim import CONTROL_RATE, ROBOT_PARTS, make_env
 from pytest_hud.suites.robosuite.tasks import ENVS, MAX_STEPS, OBJECTS, PROMPTS, ROBOTS
-from pytest_hud.suites.seeded import (
-    GL_APT,
-    MUJOCO,
-    action_feature,
-    cameras_from_environ,
-    image_feature,
-    serve_tasks,
-    state_feature,
-)
+from pytest_hud.suites.seeded import GL_APT as APT  # Debian packages for headless rendering
 
 __all__ = [
     "APT",
-    "CAMERAS_VAR",
     "MAX_STEPS",
     "PROMPTS",
     "REQUIRES",
-    "SIZE_VAR",
     "RobosuiteExpert",
     "contract",
     "door_env",
@@ -40,12 +30,7 @@ __all__ = [
 
 #: Python requirements of an image serving this module (the extra's pins, MuJoCo the host's:
 #: robosuite 1.5.2 pins mink 0.0.5, which needs numpy<2; 1.5.1 takes a newer mink).
-REQUIRES = ["robosuite==1.5.1", "mink>=0.0.10,<1", MUJOCO]
-#: Debian packages for headless rendering (cameras are off unless asked for).
-APT = list(GL_APT)
-
-CAMERAS_VAR = "PYTEST_HUD_ROBOSUITE_CAMERAS"
-SIZE_VAR = "PYTEST_HUD_ROBOSUITE_SIZE"
+REQUIRES = ["robosuite==1.5.1", "mink>=0.0.10,<1", seeded.MUJOCO]
 
 _AXES = {"eef_pos": "xyz", "eef_quat": "xyzw", "gripper_qpos": "lr"}
 
@@ -56,37 +41,31 @@ def contract(task: str, cameras: Sequence[str] = (), size: int = 224) -> dict[st
     state = [f"robot{i}_{key}.{a}" for i in arms for key, _ in ROBOT_PARTS for a in _AXES[key]]
     objects = [f"{key}.{j}" for key, n in OBJECTS[task] for j in range(n)]
     features: dict[str, object] = {
-        "observation/state": state_feature(state),
-        "observation/environment_state": state_feature(objects),
+        "observation/state": seeded.state_feature(state),
+        "observation/environment_state": seeded.state_feature(objects),
     }
     for cam in cameras:
-        features[f"observation/images/{cam}"] = image_feature(size)
+        features[f"observation/images/{cam}"] = seeded.image_feature(size)
     names = [
         f"robot{i}_{n}" for i in arms for n in ("dx", "dy", "dz", "dax", "day", "daz", "gripper")
     ]
-    features["action"] = action_feature(names, [-1.0] * len(names), [1.0] * len(names))
+    features["action"] = seeded.action_feature(names, [-1.0] * len(names), [1.0] * len(names))
     return {"control_rate": CONTROL_RATE, "robot_type": "panda", "features": features}
 
 
 def make_environments(cameras: Sequence[str] = (), size: int = 224) -> dict[str, Environment]:
     """One Environment per task (their observations differ), named as in :data:`ENVS`."""
-    cameras = tuple(cameras)
-    return {
-        name: serve_tasks(
-            Environment(name, requires=REQUIRES, apt=APT),
-            {task: PROMPTS[task]},
-            make_env,
-            contract=contract(task, cameras, size),
-            fps=CONTROL_RATE,
-            make_kwargs={"cameras": cameras, "size": size},
-            rendering=bool(cameras),
-            what="robosuite",
-        )
-        for task, name in ENVS.items()
-    }
+    return seeded.serve_seeded(
+        "robosuite", _environment, ENVS, PROMPTS, make_env, contract, CONTROL_RATE, cameras, size
+    )
 
 
-_envs = make_environments(cameras_from_environ(CAMERAS_VAR), int(os.environ.get(SIZE_VAR) or 224))
+def _environment(name: str) -> Environment:
+    """An Environment made in this module: ``--hud-runtime=docker`` specifies its image here."""
+    return Environment(name, requires=REQUIRES, apt=APT)
+
+
+_envs = make_environments(*seeded.views_from_environ("ROBOSUITE", 224))
 # not named as the row packages (.lift, ...): importing one would rebind the name
 lift_env = _envs["robosuite-lift"]
 stack_env = _envs["robosuite-stack"]

@@ -10,11 +10,12 @@ row's prompt.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
 from pytest_hud.robot import ContractError, Model, RobotAgent, Spaces
+from pytest_hud.robot.agent.model import Batch
 from pytest_hud.suites.control import frame, quat_xyzw_matrix, rotation_error, toward
 from pytest_hud.suites.robosuite.sim import ROBOT_PARTS
 from pytest_hud.suites.robosuite.tasks import OBJECTS, ROBOTS, task_for_prompt
@@ -215,7 +216,7 @@ class RobosuiteExpert(Model):
             at += size
         return _POLICIES[task](arms_of(state, len(ROBOTS[task])), parts)
 
-    def infer(self, batch: dict[str, Any]) -> np.ndarray:
+    def infer(self, batch: Batch) -> np.ndarray:
         states = np.asarray(batch[STATE_KEY], np.float64)
         objects = np.asarray(batch[OBJECTS_KEY], np.float64)
         actions = [

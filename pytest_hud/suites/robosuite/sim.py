@@ -10,13 +10,14 @@ seeds it with the row's seed (robosuite's own scripts do the same). Success is t
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from pytest_hud.suites.robosuite.tasks import MAX_STEPS, OBJECTS, ROBOTS
+from pytest_hud.suites.sims import CheckedSteps, Observation
 
 __all__ = [
     "CONTROL_RATE",
@@ -51,7 +52,7 @@ def robosuite_kwargs(task: str, cameras: Sequence[str] = (), size: int = 224) ->
     }
 
 
-def flat_state(raw: dict[str, Any], task: str) -> dict[str, np.ndarray]:
+def flat_state(raw: Mapping[str, np.ndarray], task: str) -> dict[str, np.ndarray]:
     """robosuite's observation dict in the suite's layout (state and environment state)."""
     parts = [
         np.asarray(raw[f"robot{i}_{key}"], np.float32).reshape(-1)
@@ -65,7 +66,7 @@ def flat_state(raw: dict[str, Any], task: str) -> dict[str, np.ndarray]:
     }
 
 
-class RobosuiteEnv(gym.Env):  # type: ignore[type-arg]
+class RobosuiteEnv(CheckedSteps):
     """One robosuite task; ``reset(seed=)`` seeds the placement."""
 
     metadata = {"render_modes": [], "render_fps": CONTROL_RATE}
@@ -87,7 +88,7 @@ class RobosuiteEnv(gym.Env):  # type: ignore[type-arg]
         low, high = self.sim.action_spec
         n_state = sum(n for _, n in ROBOT_PARTS) * len(ROBOTS[task])
         n_objects = sum(n for _, n in OBJECTS[task])
-        spaces: dict[str, gym.Space[Any]] = {
+        spaces: dict[str, gym.Space[object]] = {
             "observation/state": gym.spaces.Box(-np.inf, np.inf, (n_state,), np.float32),
             "observation/environment_state": gym.spaces.Box(
                 -np.inf, np.inf, (n_objects,), np.float32
@@ -99,32 +100,23 @@ class RobosuiteEnv(gym.Env):  # type: ignore[type-arg]
         self.action_space = gym.spaces.Box(low.astype(np.float32), high.astype(np.float32))
         self.steps = 0
 
-    def _obs(self, raw: dict[str, Any]) -> dict[str, np.ndarray]:
+    def _obs(self, raw: Mapping[str, np.ndarray]) -> Observation:
         obs = flat_state(raw, self.task)
         for cam in self.cameras:  # robosuite renders OpenGL's way up: flip the rows
             obs[f"observation/images/{cam}"] = np.ascontiguousarray(raw[f"{cam}_image"][::-1])
         return obs
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        self, *, seed: int | None = None, options: dict[str, object] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, object]]:
         if seed is not None:
             np.random.seed(int(seed))  # robosuite's placement samplers draw from it
         raw = self.sim.reset()
         self.steps = 0
         return self._obs(raw), {"success": False}
 
-    def step(
-        self, action: np.ndarray
-    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        raw, reward, _, _ = self.sim.step(np.asarray(action, np.float64).reshape(-1))
-        self.steps += 1
-        success = bool(self.sim._check_success())
-        truncated = not success and self.steps >= self.max_steps
-        return self._obs(raw), float(reward), success, truncated, {"success": success}
-
-    def close(self) -> None:
-        self.sim.close()
+    def _check(self) -> bool:
+        return bool(self.sim._check_success())
 
 
 def make_env(task: str = "Lift", cameras: Sequence[str] = (), size: int = 224) -> RobosuiteEnv:

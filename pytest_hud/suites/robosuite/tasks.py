@@ -5,10 +5,9 @@ every run. Pure data (robosuite is imported by the sim only).
 from __future__ import annotations
 
 from functools import partial
-from pathlib import Path
 
 from pytest_hud import Task
-from pytest_hud.suites.seeded import seed_rows
+from pytest_hud.suites.tables import prompt_reader, seed_rows, shipped_files
 
 __all__ = [
     "ENVS",
@@ -76,37 +75,22 @@ ENVS: dict[str, str] = {
     "Door": "robosuite-door",
     "TwoArmLift": "robosuite-two-arm-lift",
 }
-_BY_PROMPT = {prompt: name for name, prompt in PROMPTS.items()}
-
-
-def task_for_prompt(prompt: str) -> str:
-    """The task a prompt names: one of :data:`PROMPTS`' values, or a task name itself."""
-    text = prompt.strip()
-    if text in PROMPTS:
-        return text
-    try:
-        return _BY_PROMPT[text]
-    except KeyError:
-        raise LookupError(
-            f"prompt {prompt!r} names no robosuite task: expected one of the suite's prompts "
-            "(pytest_hud.suites.robosuite.PROMPTS) or a task name such as 'Lift'"
-        ) from None
+#: The task a prompt names (the expert reads its row's task from the prompt).
+task_for_prompt = prompt_reader(PROMPTS, "robosuite", MODULE, "Lift")
 
 
 def rows(task: str, seeds: int = 50) -> list[Task]:
     """One robosuite task x seeds ``0..seeds-1`` (each seed places the objects)."""
-    return seed_rows(MODULE, [task], seeds, ENVS)
+    return seed_rows(MODULE, [task], seeds, ENVS, suite="robosuite")
 
 
-_HERE = Path(__file__).parent
-#: The shipped JSONL files, name -> (path, rows): one package each, so ``pytest --pyargs``
-#: names them (suites/files.py writes them).
-SUITE_FILES = {
-    name: (_HERE / name / "tasks.jsonl", partial(rows, task))
-    for name, task in (
-        ("lift", "Lift"),
-        ("stack", "Stack"),
-        ("door", "Door"),
-        ("two_arm_lift", "TwoArmLift"),
-    )
-}
+#: The shipped JSONL files, name -> (path, rows) (suites/files.py writes them).
+SUITE_FILES = shipped_files(
+    __file__,
+    {
+        "lift": partial(rows, "Lift"),
+        "stack": partial(rows, "Stack"),
+        "door": partial(rows, "Door"),
+        "two_arm_lift": partial(rows, "TwoArmLift"),
+    },
+)
