@@ -47,7 +47,7 @@ def gym_target(target: object) -> tuple[str | Callable[..., object], dict[str, o
     )
 
 
-def flatten_observation(obs: Any, prefix: str = "") -> dict[str, np.ndarray]:
+def flatten_observation(obs: object, prefix: str = "") -> dict[str, np.ndarray]:
     """Nested dict observations flattened to ``a/b`` keys; a bare array is the state."""
     if isinstance(obs, Mapping):
         out: dict[str, np.ndarray] = {}
@@ -72,13 +72,13 @@ class GymBridge(RobotBridge):
 
     def __init__(
         self,
-        target: Any,
+        target: object,
         *,
-        make_kwargs: dict[str, Any] | None = None,
+        make_kwargs: Mapping[str, object] | None = None,
         num_envs: int = 1,
         fps: float | None = None,
         prompt: str | None = None,
-        contract: str | Path | Mapping[str, Any] | Contract | None = None,
+        contract: str | Path | Mapping[str, object] | Contract | None = None,
         success_threshold: float | None = None,
         robot_type: str | None = None,
         step_slots_alone: bool | None = None,
@@ -98,7 +98,7 @@ class GymBridge(RobotBridge):
         self.robot_type = robot_type
         self.env: Any = None
         self._vector = False
-        self._build_args: dict[str, Any] | None = None
+        self._build_args: dict[str, object] | None = None
         self._params = self._factory_params()
         self._obs: dict[str, np.ndarray] = {}
         n = self.num_envs
@@ -124,15 +124,15 @@ class GymBridge(RobotBridge):
             return None
         return {n for n in sig.parameters if n not in ("seed", "num_envs")}
 
-    def _split(self, task_args: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        build: dict[str, Any] = {}
-        episodic: dict[str, Any] = {}
+    def _split(self, task_args: dict[str, object]) -> tuple[dict[str, object], dict[str, object]]:
+        build: dict[str, object] = {}
+        episodic: dict[str, object] = {}
         for key, value in task_args.items():
             is_build = key != "seed" and (self._params is None or key in self._params)
             (build if is_build else episodic)[key] = value
         return build, episodic
 
-    def _build(self, build_args: dict[str, Any]) -> None:
+    def _build(self, build_args: dict[str, object]) -> None:
         if self.env is not None and build_args == self._build_args:
             return
         self._close_env()
@@ -156,11 +156,11 @@ class GymBridge(RobotBridge):
                 self.env = None
 
     @property
-    def action_space(self) -> Any:
+    def action_space(self) -> gym.Space[object]:
         assert self.env is not None
         return self.env.single_action_space if self._vector else self.env.action_space
 
-    def _set_obs(self, obs: Any) -> None:
+    def _set_obs(self, obs: object) -> None:
         rank = 1 if self._vector else 0
         flat = flatten_observation(obs)
         out = {k: _wire_array(v, rank) for k, v in flat.items()}
@@ -192,14 +192,14 @@ class GymBridge(RobotBridge):
         rate = meta.get("render_fps")
         return float(rate) if rate else None
 
-    def reset(self, **task_args: Any) -> str:
+    def reset(self, **task_args: object) -> str:
         build, episodic = self._split(task_args)
         self._build(build)
         seed = episodic.pop("seed", None)
         self._reset_all(episodic, seed)
         return self._prompt(task_args)
 
-    def _reset_all(self, options: dict[str, Any], seed: Any) -> None:
+    def _reset_all(self, options: dict[str, object], seed: object) -> None:
         obs, _ = self.env.reset(seed=seed, options=options or None)
         self._set_obs(obs)
         self._done[:] = False
@@ -214,7 +214,7 @@ class GymBridge(RobotBridge):
     def can_reset_slot(self) -> bool:
         return self.num_envs > 1
 
-    def reset_slot(self, index: int, **task_args: Any) -> str:
+    def reset_slot(self, index: int, **task_args: object) -> str:
         build, episodic = self._split(task_args)
         if self.env is None or build != self._build_args:
             raise BridgeError(
@@ -224,7 +224,7 @@ class GymBridge(RobotBridge):
         if not self._vector:
             raise BridgeError("a single env has one slot; it cannot reset a slot alone")
         seed = episodic.pop("seed", None)
-        seeds = [None] * self.num_envs
+        seeds: list[object] = [None] * self.num_envs
         seeds[index] = seed
         mask = np.zeros(self.num_envs, bool)
         mask[index] = True
@@ -240,7 +240,7 @@ class GymBridge(RobotBridge):
         self._best[index] = np.nan
         return self._prompt(task_args)
 
-    def _prompt(self, task_args: dict[str, Any]) -> str:
+    def _prompt(self, task_args: dict[str, object]) -> str:
         if self.prompt_text is not None:
             return self.prompt_text.format(**task_args)
         env = self.env.envs[0] if self._vector and hasattr(self.env, "envs") else self.env
@@ -248,12 +248,13 @@ class GymBridge(RobotBridge):
             value = getattr(getattr(env, "unwrapped", env), attr, None)
             if isinstance(value, str) and value:
                 return value
-        if isinstance(task_args.get("task"), str):
-            return task_args["task"]
+        task = task_args.get("task")
+        if isinstance(task, str):
+            return task
         name = self.target if isinstance(self.target, str) else self.target.__name__
         return str(name)
 
-    def _cast(self, actions: np.ndarray) -> Any:
+    def _cast(self, actions: np.ndarray) -> np.ndarray:
         space = self.action_space
         n = len(actions)
         if isinstance(space, gym.spaces.Discrete):
@@ -262,7 +263,7 @@ class GymBridge(RobotBridge):
         elif isinstance(space, gym.spaces.Box):
             out = actions.reshape((n, *space.shape)).astype(space.dtype, copy=False)
         else:
-            out = np.rint(actions).astype(np.int64).reshape((n, *space.shape))
+            out = np.rint(actions).astype(np.int64).reshape((n, *(space.shape or ())))
         return out if self._vector else out[0]
 
     def step(self, actions: np.ndarray) -> None:
@@ -316,7 +317,7 @@ class GymBridge(RobotBridge):
                 succ,
             )
 
-    def _score(self, at: Any, info: Any, n: int | None) -> None:
+    def _score(self, at: slice | list[int], info: object, n: int | None) -> None:
         """Keep the best ``info[score_key]`` of the live slots ``at`` (``n``: a vector env's
         info, one value per copy)."""
         if self.score_key is None or not isinstance(info, Mapping) or self.score_key not in info:
@@ -330,7 +331,7 @@ class GymBridge(RobotBridge):
 
     def _record(
         self,
-        at: Any,
+        at: slice | list[int],
         rewards: np.ndarray,
         terms: np.ndarray,
         truncs: np.ndarray,
@@ -380,7 +381,7 @@ class GymBridge(RobotBridge):
         self._close_env()
 
 
-def _success_single(info: Any) -> np.ndarray | None:
+def _success_single(info: object) -> np.ndarray | None:
     if isinstance(info, Mapping):
         for key in SUCCESS_KEYS:
             if key in info:
@@ -388,7 +389,7 @@ def _success_single(info: Any) -> np.ndarray | None:
     return None
 
 
-def _success_vector(info: Any, n: int) -> np.ndarray | None:
+def _success_vector(info: object, n: int) -> np.ndarray | None:
     if isinstance(info, Mapping):
         for key in SUCCESS_KEYS:
             if key in info:
