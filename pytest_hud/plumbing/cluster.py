@@ -4,8 +4,12 @@ placement and the agent side's policy replicas both need it.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import logging
 import os
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -46,12 +50,32 @@ def connect(address: str | None = None, runtime_env: Mapping[str, object] | None
         if address is None:
             os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
             kwargs.update(include_dashboard=False, _node_ip_address="127.0.0.1")
+            kwargs["_temp_dir"] = _own_temp_dir()
         elif not address.startswith("ray://") and host in _LOOPBACK:
             kwargs["_node_ip_address"] = "127.0.0.1"
         if address is not None and address.startswith("ray://"):
             _init_client(address, kwargs)
         else:
             ray.init(address=address, **kwargs)
+
+
+def _own_temp_dir() -> str:
+    """The folder of the local cluster this process starts, removed at its exit (after
+    Ray's shutdown, which stops the cluster's processes). Ray's default, ``$TMPDIR/ray``,
+    keeps every session's folder (logs, sockets) for good, and ``ray.init()`` there joins
+    the last cluster started by ``ray start`` instead of one of its own."""
+    folder = tempfile.mkdtemp(prefix="hud-ray-")
+    atexit.register(_remove_own_cluster, folder)
+    return folder
+
+
+def _remove_own_cluster(folder: str) -> None:
+    # runs before Ray's own atexit shutdown (registered when ray was imported, earlier)
+    with contextlib.suppress(Exception):
+        import ray
+
+        ray.shutdown()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 # Ray's client proxier starts one server process per client connection; on a loaded

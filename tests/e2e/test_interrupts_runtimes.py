@@ -153,6 +153,17 @@ def test_ray_ctrl_c_mid_rollout_leaves_no_ray_process(tmp_path: Path, tmp: Path)
 
 
 @pytest.mark.ray
+def test_ray_without_xdist_ctrl_c_leaves_no_ray_folder(tmp_path: Path, tmp: Path) -> None:
+    """Without xdist the session starts a local cluster of its own in-process: a Ctrl-C
+    mid-rollout leaves none of its processes and not its folder (bench/interrupts.py found
+    ``$TMPDIR/ray/session_*``, Ray's default, kept after every such session)."""
+    require_ray()
+    session = Session(tmp_path, runtime="ray", workers=0, tmp=tmp)
+    left = run_interrupted(session, [(signal.SIGINT, "group")])
+    assert_nothing_left(left, session)
+
+
+@pytest.mark.ray
 def test_ray_ctrl_c_while_the_head_starts(tmp_path: Path, tmp: Path) -> None:
     """Interrupted at configure, while ``ray start`` brings the head up (its GCS server
     is running, the session has not said the cluster is up)."""
