@@ -1,9 +1,10 @@
 """Devices: where the session's models run, and whether its containers get GPUs.
 
 Under ``pytest -n K`` (K > 1) with a model-backed agent (a checkpoint, pi05, a
-``MODULE:FACTORY``), the default placement is ``shared``: before any worker starts, the
+``MODULE:FACTORY``), the default placement is ``shared``: as the workers start, the
 controller starts one model server per device in use (:mod:`.servers`; the factory is called
-there, once per device), and every worker's agent is the same agent's shell around a remote
+there, once per device; they load while the workers start, and serve before any item is
+scheduled), and every worker's agent is the same agent's shell around a remote
 model on its device's server, so the requests of every worker's rollouts batch in one
 forward. ``--hud-model-placement=worker`` keeps a copy in each worker instead. Cheap agents
 (zero, random, scripted experts) always run in the workers. ``--hud-devices`` names the
@@ -38,7 +39,13 @@ from pytest_hud.features.devices.placement import (
     resolve,
     visible_to,
 )
-from pytest_hud.features.devices.servers import ModelServer, Served, ServerError, death_note
+from pytest_hud.features.devices.servers import (
+    ModelServer,
+    Served,
+    ServerError,
+    announced,
+    death_note,
+)
 from pytest_hud.plumbing.private_dir import private_dir
 from pytest_hud.plumbing.process import set_env
 from pytest_hud.robot.agent.device import DEVICE_ENV
@@ -110,19 +117,28 @@ class DevicesPlugin:
         self.devices: tuple[str, ...] = ()
         self.placement = "process"
         self.fallback: str | None = None
-        #: what this worker uses: its servers by spec
+        #: what this worker uses: its servers by spec (the folders of those it has not
+        #: read yet)
         self.mine: dict[str, Served] = {}
+        self.folders: dict[str, str] = {}
+        #: every device named, and the workers (controller)
+        self.all_devices: tuple[str, ...] = ()
+        self.workers = 0
+        #: servers whose agent could not be served apart (stopped at the end)
+        self.unserved: list[ModelServer] = []
+        self._waiting = False
         self.agents: dict[str, Any] = {}
         self.requests: dict[str, dict[str, int]] = {}  # spec -> worker -> requests
         self._block: dict[str, object] | None = None
         self._closed = False
 
     # -- the controller ---------------------------------------------------------------------
-    def start(self, specs: list[AgentSpec], workers: int) -> None:
-        """One server per spec and device in use, started together (bounded); a spec whose
-        agent cannot be served apart runs in the workers instead, said once."""
+    def launch(self, specs: list[AgentSpec], workers: int) -> None:
+        """One server per spec and device in use, started together; they load their models
+        while the workers start (:meth:`ready` waits for them before any item runs)."""
         folder = Path(tempfile.mkdtemp(prefix="models-", dir=private_dir("models")))
         connections = max(64, 4 * workers * self.hud.options.concurrency)
+        self.workers = workers
         for spec in specs:
             self.servers[spec.text] = [
                 ModelServer(
@@ -134,49 +150,63 @@ class DevicesPlugin:
                 )
                 for i, device in enumerate(self.devices)
             ]
+        for group in self.servers.values():
+            for server in group:
+                server.launch(LOAD_TIMEOUT)
+        self._waiting = True
+
+    def ready(self) -> None:
+        """Wait for every server to serve (bounded; once): one usage error for a server
+        that would not start; a spec whose agent cannot be served apart runs in the workers
+        instead, said once."""
+        if not self._waiting:
+            return
+        self._waiting = False
         everyone = [s for group in self.servers.values() for s in group]
         errors: list[str] = []
-
-        def start(server: ModelServer) -> None:
+        for server in everyone:  # they started together: the waits overlap
             try:
-                server.start(LOAD_TIMEOUT)
+                server.wait()
             except ServerError as exc:
                 errors.append(f"--hud-agent={server.spec}: {exc}")
-
-        threads = [threading.Thread(target=start, args=(s,), daemon=True) for s in everyone]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
         if errors:
             self.close()
             raise pytest.UsageError(errors[0])
         for text, group in list(self.servers.items()):
             why = next((s.info.get("why") for s in group if not s.info.get("servable")), None)
-            if why is not None:
-                for server in group:
-                    server.stop()
-                del self.servers[text]
+            if why is not None:  # its servers ended by themselves; their folders say why
+                self.unserved += self.servers.pop(text)
                 self.fallback = f"--hud-agent={text} runs in each worker: {why}"
                 _say(f"{self.fallback}; --hud-model-placement=worker says so at once")
         for group in self.servers.values():
             where = ", ".join(f"{s.device} (pid {s.info['pid']})" for s in group)
             _say(
-                f"one model of --hud-agent={group[0].spec} per device, shared by the {workers} "
-                f"workers: {where}; stopped at the end (--hud-model-placement=worker: a copy "
-                "per worker)"
+                f"one model of --hud-agent={group[0].spec} per device, shared by the "
+                f"{self.workers} workers: {where}; stopped at the end "
+                "(--hud-model-placement=worker: a copy per worker)"
             )
+        # the controller's own checks use the first device's server
+        self.mine = {spec: group[0].served for spec, group in self.servers.items()}
+        if not self.servers:  # none could be served apart: each worker holds a copy
+            self.placement, self.devices = "worker", self.all_devices
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: WorkerNode) -> None:
-        """Hand a worker about to start its device and the servers of that device."""
+        """Hand a worker about to start its device and the folders of that device's servers
+        (each announces itself there: the worker starts while the models load)."""
         worker = worker_node_id(node)
         device = device_of(worker, self.devices)
         servers = [
-            group[self.devices.index(device) % len(group)].served.to_json()
-            for group in self.servers.values()
+            {"spec": spec, "folder": str(group[self.devices.index(device) % len(group)].folder)}
+            for spec, group in self.servers.items()
         ]
         Hud.to_worker(node, KEY, {"device": device, "servers": servers})
+
+    @pytest.hookimpl(tryfirst=True, optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: WorkerNode, ids: list[str]) -> None:
+        """The models are loaded before the first item is scheduled (a server that would not
+        start is one usage error here, the workers torn down)."""
+        self.ready()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: WorkerNode) -> None:
@@ -241,7 +271,13 @@ class DevicesPlugin:
     def pytest_hud_agent(self, spec: str) -> object | None:
         """The served agent of ``spec`` (its shell around this worker's device's server), or
         None where ``spec`` is not served."""
+        if not self.hud.is_worker:
+            self.ready()
         served = self.mine.get(spec)
+        if served is None and spec in self.folders:
+            served = _read(spec, self.folders.pop(spec))
+            if served is not None:
+                self.mine[spec] = served
         if served is None:
             return None
         if spec not in self.agents:
@@ -260,7 +296,7 @@ class DevicesPlugin:
         if self._closed:
             return
         self._closed = True
-        everyone = [s for group in self.servers.values() for s in group]
+        everyone = [s for group in self.servers.values() for s in group] + self.unserved
         threads = [threading.Thread(target=s.stop, daemon=True) for s in everyone]
         for thread in threads:
             thread.start()
@@ -282,6 +318,23 @@ def _served_agent(served: Served) -> object:
         return ServedModel(served.url, facts, api_key=session_key(), why=_why(served))
 
     return rebuild(base64.b64decode(served.shell), model)
+
+
+def _read(spec: str, folder: str) -> Served | None:
+    """The server of ``spec`` whose folder this is, as its announcement says; None when it
+    serves nothing (its agent cannot be served apart, or it did not start: the controller
+    says why and this worker builds the agent itself)."""
+    found = announced(folder, LOAD_TIMEOUT + 60)
+    if not found.get("servable") or "url" not in found:
+        return None
+    return Served(
+        spec,
+        str(found["device"]),
+        str(found["url"]),
+        folder,
+        int(str(found["pid"])),
+        str(found["shell"]),
+    )
 
 
 def _why(served: Served) -> Callable[[], Any]:
@@ -345,8 +398,7 @@ def enable(settings: Settings, hud: Hud) -> DevicesPlugin:
         if given.get("device"):
             restore.append(set_env(DEVICE_ENV, str(given["device"])))
         for data in given.get("servers") or []:
-            served = Served.from_json(data)
-            plugin.mine[served.spec] = served
+            plugin.folders[str(data["spec"])] = str(data["folder"])
         return plugin
     devices = resolve(settings.devices)
     problem = check_devices(devices)
@@ -361,11 +413,8 @@ def enable(settings: Settings, hud: Hud) -> DevicesPlugin:
     shared = settings.placement != "worker" and workers > 1 and hud.options.boots_here
     plugin.placement = "shared" if shared and specs else "worker"
     plugin.devices = devices[:workers] if plugin.placement == "shared" else devices
+    plugin.all_devices = devices
     if plugin.placement == "shared":
         atexit.register(plugin.close)  # also when unconfigure never runs
-        plugin.start(specs, workers)
-        # the controller's own checks use the first device's server
-        plugin.mine = {spec: group[0].served for spec, group in plugin.servers.items()}
-        if not plugin.servers:  # none could be served apart: each worker holds a copy
-            plugin.placement, plugin.devices = "worker", devices
+        plugin.launch(specs, workers)
     return plugin

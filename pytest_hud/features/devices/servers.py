@@ -2,8 +2,9 @@
 a child process (:mod:`pytest_hud.robot.agent.model_server`) started once, watched (its exit,
 and ``GET /healthz`` every few seconds), its figures read on request, and stopped with the
 session (lifeline, SIGTERM, SIGKILL of its group; its stdin's end also stops it when the
-controller dies without a word). One that dies leaves a death note in its folder, which the
-workers' rollouts put into their errors instead of waiting for it.
+controller dies without a word). Its announcement is written to its folder, where the workers,
+started while it loads, read it; one that dies leaves a death note there, which the workers'
+rollouts put into their errors instead of waiting for it.
 """
 
 from __future__ import annotations
@@ -24,10 +25,13 @@ from pytest_hud.errors import HudError
 from pytest_hud.plumbing.process import Child, ChildError, child_env, describe_exit
 from pytest_hud.robot.agent.model_server import ANNOUNCE
 
-__all__ = ["DEATH", "ModelServer", "Served", "ServerError", "death_note"]
+__all__ = ["DEATH", "ModelServer", "Served", "ServerError", "announced", "death_note"]
 
 #: The file a dead server's description is written to, in its folder.
 DEATH = "death.txt"
+#: The file its announcement is written to once it serves, or says it cannot (workers read
+#: it: they start while it loads); ``{"error": ...}`` when it would not start.
+ANNOUNCED = "announced.json"
 #: Seconds between health checks; failed checks in a row that count as dead.
 HEALTH_EVERY, HEALTH_MISSES = 5.0, 3
 
@@ -48,12 +52,21 @@ class Served:
     pid: int
     shell: str  # base64 of the pickled shell
 
-    def to_json(self) -> dict[str, object]:
-        return dict(self.__dict__)
 
-    @classmethod
-    def from_json(cls, data: dict[str, object]) -> Served:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__})  # type: ignore[arg-type]
+def announced(folder: str | Path, timeout: float) -> dict[str, object]:
+    """What the server whose folder this is announced (url, pid, shell; or servable False
+    and why; or ``{"error": ...}``), waiting up to ``timeout`` s for it: a worker asks once
+    its model is needed, and the controller has waited for it by then."""
+    path = Path(folder) / ANNOUNCED
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(OSError, ValueError):
+            found = json.loads(path.read_text())
+            if isinstance(found, dict):
+                return found
+        if time.monotonic() >= deadline:
+            return {"error": f"the session's model server wrote nothing to {path} in {timeout:g} s"}
+        time.sleep(0.1)
 
 
 def death_note(folder: str | Path) -> str | None:
@@ -93,6 +106,7 @@ class ModelServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._error: str | None = None
+        self._timeout = 0.0
 
     @property
     def what(self) -> str:
@@ -103,20 +117,33 @@ class ModelServer:
         return self.folder / "stats.json"
 
     # -- start ------------------------------------------------------------------------
-    def start(self, timeout: float) -> None:
-        """Start it and wait until it serves (or says its agent is not servable): at most
-        ``timeout`` seconds of model loading; ServerError with its output otherwise."""
+    def launch(self, timeout: float) -> None:
+        """Start it and return at once (the workers start while it loads its model, at most
+        ``timeout`` seconds); :meth:`wait` for it to serve."""
         self.folder.mkdir(parents=True, exist_ok=True)
+        self._timeout = timeout
         self._thread = threading.Thread(
             target=asyncio.run, args=(self._own(timeout),), name="pytest-hud-model-server"
         )
         self._thread.daemon = True  # never holds the interpreter at exit; stop() joins it
         self._thread.start()
-        if not self._ready.wait(timeout + 30):
+
+    def wait(self) -> None:
+        """Wait until it serves (or says its agent is not servable); ServerError with its
+        output otherwise (its announcement then says so to the workers, too)."""
+        if not self._ready.wait(self._timeout + 30):
+            self._error = f"{self.what} gave no sign within {self._timeout + 30:g} s"
+            self._announce({"error": self._error})
             self.stop()
-            raise ServerError(f"{self.what} gave no sign within {timeout + 30:g} s")
         if self._error is not None:
             raise ServerError(self._error)
+
+    def _announce(self, found: dict[str, object]) -> None:
+        """Write what it announced (or why it did not) where the workers look, whole."""
+        part = self.folder / (ANNOUNCED + ".part")
+        with contextlib.suppress(OSError):
+            part.write_text(json.dumps({**found, "device": self.device}))
+            os.replace(part, self.folder / ANNOUNCED)
 
     def _argv(self) -> list[str]:
         return [
@@ -147,9 +174,11 @@ class ModelServer:
             )
         except ChildError as exc:
             self._error = str(exc)
+            self._announce({"error": self._error})
             self._ready.set()
             return
         self.info = dict(child.info)
+        self._announce(self.info)
         self._ready.set()
         if not self.info.get("servable"):
             await child.terminate()
