@@ -271,7 +271,8 @@ def findings(run: Run) -> list[str]:
 
 
 def table(runs: list[Run]) -> list[list[object]]:
-    """Per runtime: runs, clean, by the moment met, by pattern, and what was found."""
+    """Per runtime: runs, clean, with xdist or not, by the moment met, by pattern, and what
+    was found."""
     rows: list[list[object]] = []
     for runtime in sorted({r.runtime for r in runs}):
         mine = [r for r in runs if r.runtime == runtime]
@@ -282,12 +283,28 @@ def table(runs: list[Run]) -> list[list[object]]:
                 runtime,
                 len(mine),
                 sum(r.clean for r in mine),
+                f"{sum(r.workers > 0 for r in mine)} / {sum(r.workers == 0 for r in mine)}",
                 " ".join(f"{m} {moments[m]}" for m in (*MOMENTS, "-") if moments[m]),
                 " ".join(f"{p} {sum(r.pattern == p for r in mine)}" for p in PATTERNS),
                 ", ".join(f"{k} {n}" for k, n in found.items()) or "nothing",
             ]
         )
     return rows
+
+
+def report(run: Run, runs: list[Run], out: Path | None) -> None:
+    """Print what ``run`` found; every run so far into ``out`` (JSON)."""
+    what = "nothing left" if run.clean else json.dumps(
+        {**run.left, **({"server": run.server} if run.server else {}),
+         **({"problem": run.problem} if run.problem else {})})  # fmt: skip
+    print(
+        f"run {run.number:3d} {run.runtime:10s} -n {run.workers} {run.moment:11s}"
+        f" met {run.met or '-':11s} {run.pattern:13s} to the {run.target:10s}"
+        f" +{run.delay:4.1f}s exit {run.exit_code} in {run.seconds:5.1f}s: {what}",
+        flush=True,
+    )
+    if out:
+        out.write_text(json.dumps([asdict(r) for r in runs], indent=1))
 
 
 def main() -> int:
@@ -308,37 +325,28 @@ def main() -> int:
     bench = Bench(args)
     runs: list[Run] = []
     began, loads, missed = time.monotonic(), [], 0
-    while len(runs) < args.runs and missed <= args.runs:
-        try:
+    try:
+        while len(runs) < args.runs and missed <= args.runs:
             run = bench.one(len(runs) + 1)
-        except KeyboardInterrupt:  # the run cleaned up after itself: report those done
-            print("interrupted: the runs so far", flush=True)
-            break
-        if run.missed:  # the same number again, drawn anew
-            missed += 1
-            print(f"run {run.number:3d} {run.runtime}: ended before its teardown signal "
-                  f"(+{run.delay:.2f} s); drawn again", flush=True)  # fmt: skip
-            continue
-        runs.append(run)
-        loads.append(os.getloadavg()[0])
-        what = "nothing left" if run.clean else json.dumps(
-            {**run.left, **({"server": run.server} if run.server else {}),
-             **({"problem": run.problem} if run.problem else {})})  # fmt: skip
-        print(
-            f"run {run.number:3d} {run.runtime:10s} -n {run.workers} {run.moment:11s}"
-            f" met {run.met or '-':11s} {run.pattern:13s} to the {run.target:10s}"
-            f" +{run.delay:4.1f}s exit {run.exit_code} in {run.seconds:5.1f}s: {what}",
-            flush=True,
-        )
+            if run.missed:  # the same number again, drawn anew
+                missed += 1
+                print(f"run {run.number:3d} {run.runtime}: ended before its teardown signal "
+                      f"(+{run.delay:.2f} s); drawn again", flush=True)  # fmt: skip
+                continue
+            runs.append(run)
+            loads.append(os.getloadavg()[0])
+            report(run, runs, args.json)
+    except KeyboardInterrupt:  # a run cleans up after itself: report those done
+        print("interrupted: the runs so far", flush=True)
         if args.json:
             args.json.write_text(json.dumps([asdict(r) for r in runs], indent=1))
     rows = table(runs)
     clean = sum(r.clean for r in runs)
-    load = f"load average {min(loads):.1f}-{max(loads):.1f} during the runs"
+    load = f"load average {min(loads):.1f}-{max(loads):.1f} during the runs" if loads else ""
     took = time.monotonic() - began
     print(f"\n{len(runs)} runs in {took:.0f} s ({missed} redrawn: ended before a teardown "
           f"signal), {clean} left nothing and lost nothing; {load}")  # fmt: skip
-    header = ["runtime", "runs", "clean", "moment met", "pattern", "found"]
+    header = ["runtime", "runs", "clean", "-n 2 / none", "moment met", "pattern", "found"]
     for row in [header, *rows]:
         print("  ".join(str(c) for c in row))
     if args.write:

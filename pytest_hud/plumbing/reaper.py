@@ -131,40 +131,68 @@ def reap(
     return left
 
 
+class _Orders:
+    """What the owner asked to be reaped, from its order lines."""
+
+    def __init__(self) -> None:
+        self.groups: set[int] = set()
+        self.matches: list[str] = []
+        self.folders: list[str] = []
+        self.released = False
+        self._buffer = b""
+
+    def take(self, chunk: bytes) -> None:
+        self._buffer += chunk
+        *lines, self._buffer = self._buffer.split(b"\n")  # a cut last line: never sent whole
+        for line in lines:
+            order = json.loads(line)
+            self.released = self.released or bool(order.get("release"))
+            if "group" in order:
+                self.groups.add(int(order["group"]))
+            if "match" in order:
+                self.matches.append(str(order["match"]))
+            if "folder" in order:
+                self.folders.append(str(order["folder"]))
+
+
+def _pending(fd: int) -> bytes:
+    """What is left to read in the pipe ``fd`` now, without waiting."""
+    os.set_blocking(fd, False)
+    out = b""
+    with contextlib.suppress(BlockingIOError):
+        while chunk := os.read(fd, 65536):
+            out += chunk
+    return out
+
+
 def _watch(owner: int) -> None:
-    """The watchdog's loop: read orders until released (exit) or the owner is gone (reap)."""
-    groups: set[int] = set()
-    matches: list[str] = []
-    folders: list[str] = []
+    """The watchdog's loop: read orders until released (exit) or the owner is gone (reap).
+    The owner's death can be seen before the orders it sent just before (a loaded machine
+    runs this process late: it may start after the owner died): those are still in the
+    pipe, and read before reaping."""
+    orders = _Orders()
+    stdin = sys.stdin.fileno()
     sel = selectors.DefaultSelector()
-    sel.register(sys.stdin.fileno(), selectors.EVENT_READ, "orders")
+    sel.register(stdin, selectors.EVENT_READ, "orders")
     pidfd = None
     with contextlib.suppress(OSError, AttributeError):
         pidfd = os.pidfd_open(owner)
         sel.register(pidfd, selectors.EVENT_READ, "owner")
-    buffer = b""
     while os.getppid() == owner or pidfd is not None:
         events = sel.select(timeout=None if pidfd is not None else 1.0)
         if any(key.data == "owner" for key, _ in events):
             break
         if not events:
             continue
-        chunk = os.read(sys.stdin.fileno(), 65536)
+        chunk = os.read(stdin, 65536)
         if not chunk:
             break
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
-        for line in lines:
-            order = json.loads(line)
-            if order.get("release"):
-                return
-            if "group" in order:
-                groups.add(int(order["group"]))
-            if "match" in order:
-                matches.append(str(order["match"]))
-            if "folder" in order:
-                folders.append(str(order["folder"]))
-    reap(groups, matches, folders)
+        orders.take(chunk)
+        if orders.released:
+            return
+    orders.take(_pending(stdin))
+    if not orders.released:
+        reap(orders.groups, orders.matches, orders.folders)
 
 
 if __name__ == "__main__":
