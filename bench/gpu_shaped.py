@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable
@@ -105,36 +106,41 @@ def main() -> None:
     from server_proc import controller_server
 
     work = Path(tempfile.mkdtemp(prefix="gpu-shaped-"))
-    (work / "test_cartpole_env.py").write_text(TESTS.format(module="cartpole_env", goals=GOALS))
-    (work / "conftest.py").write_text("")
-    w = Work(args.episodes, args.max_steps)
-    stats = work / "widths.json"
-    cost = ("--forward-ms", f"{args.forward_ms:g}", "--row-ms", f"{args.row_ms:g}")
-    serve = ("--batch", "1", "--wait", str(args.wait), "--stats", str(stats), *cost)
-    best: dict[tuple[int, str], Measured] = {}
-    outcomes: dict[str, dict[str, tuple[object, ...]]] = {}
-    with controller_server(*serve) as (port, proc):
-        url = f"ws://127.0.0.1:{port}"
-        variants: list[tuple[int, str, Callable[[], Measured]]] = []
-        for n in args.inflight:
-            variants.append((n, "vla-eval", partial(vla_eval, url, port, proc, stats, n, work, w)))
-            for k in args.workers:
-                if n % k == 0:
-                    variants.append((n, f"hud -n {k}", partial(hud, k, n, work, w)))
-        for rep in range(args.reps):
-            turn = rep % len(variants)
-            for n, name, go in variants[turn:] + variants[:turn]:
-                got = go()
-                load = os.getloadavg()[0]
-                print(
-                    f"  rep {rep + 1} {n:>2} in flight {name:<10} {got.run.wall:6.2f} s "
-                    f"(load {load:.1f})",
-                    file=sys.stderr,
-                    flush=True,
+    try:
+        (work / "test_cartpole_env.py").write_text(TESTS.format(module="cartpole_env", goals=GOALS))
+        (work / "conftest.py").write_text("")
+        w = Work(args.episodes, args.max_steps)
+        stats = work / "widths.json"
+        cost = ("--forward-ms", f"{args.forward_ms:g}", "--row-ms", f"{args.row_ms:g}")
+        serve = ("--batch", "1", "--wait", str(args.wait), "--stats", str(stats), *cost)
+        best: dict[tuple[int, str], Measured] = {}
+        outcomes: dict[str, dict[str, tuple[object, ...]]] = {}
+        with controller_server(*serve) as (port, proc):
+            url = f"ws://127.0.0.1:{port}"
+            variants: list[tuple[int, str, Callable[[], Measured]]] = []
+            for n in args.inflight:
+                variants.append(
+                    (n, "vla-eval", partial(vla_eval, url, port, proc, stats, n, work, w))
                 )
-                if (n, name) not in best or got.run.wall < best[n, name].run.wall:
-                    best[n, name] = got
-                outcomes[f"{n} {name}"] = got.run.outcomes
+                for k in args.workers:
+                    if n % k == 0:
+                        variants.append((n, f"hud -n {k}", partial(hud, k, n, work, w)))
+            for rep in range(args.reps):
+                turn = rep % len(variants)
+                for n, name, go in variants[turn:] + variants[:turn]:
+                    got = go()
+                    load = os.getloadavg()[0]
+                    print(
+                        f"  rep {rep + 1} {n:>2} in flight {name:<10} {got.run.wall:6.2f} s "
+                        f"(load {load:.1f})",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    if (n, name) not in best or got.run.wall < best[n, name].run.wall:
+                        best[n, name] = got
+                    outcomes[f"{n} {name}"] = got.run.outcomes
+    finally:  # the work folder: results files, pycache, the env module
+        shutil.rmtree(work, ignore_errors=True)
     first = next(iter(outcomes))
     for name, seen in outcomes.items():
         if seen != outcomes[first]:
