@@ -65,9 +65,7 @@ def pytest_hud_skip_case(config: pytest.Config, nodeid: str, case: HudCase) -> s
 
 @pytest.hookspec(firstresult=True)
 def pytest_hud_unrun(config: pytest.Config, nodeid: str) -> str | None:
-    """Why a skipped item was not run, in the word its row and the ledger keep: ``budget``,
-    ``decided`` (a sequential test needs it no more), ``put off`` or ``quit`` (the operator);
-    None where no feature skipped it (the user's skip)."""
+    """Why a feature skipped an item (``budget``, ``decided``, ``put off``, ``quit``...)."""
 
 
 @pytest.hookspec(firstresult=True)

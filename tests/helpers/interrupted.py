@@ -57,8 +57,16 @@ _OUTCOME = re.compile(
 )
 #: this process's environment, minus what would make the session under test another one:
 #: pytest's and xdist's variables, pytest-hud's (a session's secret, its fork server: the run
-#: starts from a user's shell, as a server started by hand does), the login's private folder
-_DROP = ("PYTEST_ADDOPTS", "PYTEST_XDIST_", "PYTEST_CURRENT_TEST", "PYTEST_HUD_", "XDG_RUNTIME_DIR")
+#: starts from a user's shell, as a server started by hand does), the login's private folder,
+#: the tests' Ray cluster
+_DROP = (
+    "PYTEST_ADDOPTS",
+    "PYTEST_XDIST_",
+    "PYTEST_CURRENT_TEST",
+    "PYTEST_HUD_",
+    "XDG_RUNTIME_DIR",
+    "RAY_ADDRESS",  # the tests' own cluster (tests/helpers/ray_cluster.py) is not the user's
+)
 _KEEP = ("PYTEST_HUD_REQUIRE_ALL",)
 
 
@@ -279,9 +287,15 @@ class Session:
         return set(found)
 
     def until(self, what: Callable[[], object], bound: float) -> bool:
-        """Wait for a phase, bounded; False when the session ended first or the bound
-        passed."""
-        return wait_for(lambda: what() or self.ended(), bound) and not self.ended()
+        """Wait for a phase, bounded; False when the session ended first, a row errored
+        (the session is broken, not interruptible as meant: no use waiting the bound out;
+        a quick row's FAIL is its zero agent's, expected) or the bound passed."""
+        wait_for(lambda: what() or self.ended() or self.broken(), bound)
+        return bool(what()) and not self.ended() and not self.broken()
+
+    def broken(self) -> bool:
+        """A row errored (pytest's -v line for it): infrastructure, not the policy."""
+        return any("rows.jsonl::" in line and " ERROR" in line for line in list(self.lines))
 
     def ended(self) -> bool:
         return self.proc is not None and self.proc.poll() is not None

@@ -169,9 +169,10 @@ async def test_subprocess_that_exits_at_boot_errors_with_its_output(tmp_path: Pa
 async def test_subprocess_never_ready_is_a_bounded_wait(tmp_path: Path) -> None:
     hang = tmp_path / "hang_env.py"
     hang.write_text("import time\ntime.sleep(120)\n")
+    before = children()  # another test's children on this worker are not this one's
     res = await rollout(task("count"), zero_agent, SubprocessRuntime(hang, boot_timeout=1.0))
     assert res.phase == "place" and "did not announce itself within 1.0 s" in res.error
-    assert children() == set()
+    assert children() <= before
 
 
 async def test_rollout_timeout_is_an_error_not_a_failure(counter_server) -> None:

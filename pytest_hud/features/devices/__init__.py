@@ -344,12 +344,17 @@ def _why(served: Served) -> Callable[[], Any]:
     import asyncio
 
     async def why() -> str | None:
-        for _ in range(50):
+        # A killed process's sockets close while it still runs its exit: give it a few
+        # seconds to be gone before calling it alive, then the controller time to write.
+        alive_for = 0
+        for _ in range(100):
             note = death_note(served.folder)
             if note is not None:
                 return note
             if _alive(served.pid):
-                return None
+                alive_for += 1
+                if alive_for > 30:
+                    return None
             await asyncio.sleep(0.1)
         return (
             f"the session's model server of --hud-agent={served.spec} on {served.device} "
