@@ -15,6 +15,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_hud.plumbing.reaper import Reaper
+
 __all__ = ["connect"]
 
 log = logging.getLogger(__name__)
@@ -63,19 +65,27 @@ def _own_temp_dir() -> str:
     """The folder of the local cluster this process starts, removed at its exit (after
     Ray's shutdown, which stops the cluster's processes). Ray's default, ``$TMPDIR/ray``,
     keeps every session's folder (logs, sockets) for good, and ``ray.init()`` there joins
-    the last cluster started by ``ray start`` instead of one of its own."""
+    the last cluster started by ``ray start`` instead of one of its own. A watchdog
+    (plumbing/reaper.py) finishes the job when this process dies before it did: SIGKILL,
+    or a Ctrl-C or SIGTERM while its exit runs."""
     folder = tempfile.mkdtemp(prefix="hud-ray-")
-    atexit.register(_remove_own_cluster, folder)
+    reaper = Reaper()
+    reaper.guard(match=folder, folder=folder)
+    atexit.register(_remove_own_cluster, folder, reaper, os.getpid())
     return folder
 
 
-def _remove_own_cluster(folder: str) -> None:
-    # runs before Ray's own atexit shutdown (registered when ray was imported, earlier)
+def _remove_own_cluster(folder: str, reaper: Reaper, owner: int) -> None:
+    # runs before Ray's own atexit shutdown (registered when ray was imported, earlier);
+    # the watchdog is released only once all is done (an interrupt here leaves it to it)
+    if os.getpid() != owner:  # a forked child exiting: the cluster is its parent's
+        return
     with contextlib.suppress(Exception):
         import ray
 
         ray.shutdown()
     shutil.rmtree(folder, ignore_errors=True)
+    reaper.release()
 
 
 # Ray's client proxier starts one server process per client connection; on a loaded

@@ -164,6 +164,17 @@ def test_ray_without_xdist_ctrl_c_leaves_no_ray_folder(tmp_path: Path, tmp: Path
 
 
 @pytest.mark.ray
+def test_ray_without_xdist_killed_outright_leaves_no_ray_folder(tmp_path: Path, tmp: Path) -> None:
+    """The same session SIGKILLed mid-rollout (nothing of it runs after; as a Ctrl-C that
+    lands while its exit removes the cluster, which bench/interrupts.py found): a watchdog
+    removes the cluster's processes and folder."""
+    require_ray()
+    session = Session(tmp_path, runtime="ray", workers=0, tmp=tmp)
+    left = run_interrupted(session, [(signal.SIGKILL, "controller")])
+    assert_nothing_left(left, session)
+
+
+@pytest.mark.ray
 def test_ray_ctrl_c_while_the_head_starts(tmp_path: Path, tmp: Path) -> None:
     """Interrupted at configure, while ``ray start`` brings the head up (its GCS server
     is running, the session has not said the cluster is up)."""
