@@ -140,6 +140,13 @@ class ControlClient:
     async def result(self, run: Run, *, timeout: float | None = 600.0) -> dict[str, Any]:
         return dict(await self.call("result", timeout=timeout, session=run.session))
 
+    async def cameras(self, env: str, *, timeout: float = 60.0) -> dict[str, Any]:
+        """``env``'s robot cameras now, outside any session, while no episode holds the robot
+        (what an operator's reset gate shows live): ``{"cameras": {name: {"jpeg", "width",
+        "height"}}}`` (robot/sim/cameras.py decodes them), empty for a robot without a
+        camera, or ``{"cameras": None, "why": ...}`` where they cannot be read now."""
+        return dict(await self.call("cameras", timeout=timeout, env=env, seconds=timeout))
+
     async def cancel(self, run: Run) -> None:
         await self.call("cancel", timeout=30.0, session=run.session)
 

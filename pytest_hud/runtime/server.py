@@ -155,7 +155,22 @@ class EnvServer:
             session = self._own(conn, params)
             await self._drop(conn, session)
             return {"ok": True}
-        raise ValueError(f"unknown method {method!r}; known: ping, envs, start, result, cancel")
+        if method == "cameras":
+            return await self._cameras(params)
+        raise ValueError(
+            f"unknown method {method!r}; known: ping, envs, start, result, cancel, cameras"
+        )
+
+    async def _cameras(self, params: dict[str, object]) -> object:
+        """An env's robot cameras now, outside any session (an operator's reset gate shows
+        them live): its first robot endpoint's answer (RobotEndpoint.cameras)."""
+        env = self._env(params.get("env"))
+        robots = [c for c in env.capabilities.values() if isinstance(c, RobotEndpoint)]
+        if not robots:
+            return {"cameras": None, "why": f"env {env.name!r} serves no robot"}
+        seconds = params.get("seconds")
+        bound = float(seconds) if isinstance(seconds, int | float) and seconds > 0 else None
+        return await robots[0].cameras(bound)
 
     async def _start(self, conn: Connection, params: dict[str, Any]) -> dict[str, object]:
         env = self._env(params.get("env"))

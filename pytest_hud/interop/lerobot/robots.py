@@ -288,7 +288,8 @@ class LeRobotRobotBridge(RobotBridge):
                 "the session. Fix: check its power, cable and port, then rerun"
             ) from exc
 
-    def reset(self, **task_args: object) -> str:
+    def _connect(self) -> None:
+        """Claim the robot for this process and connect it (once)."""
         if self._claim is None:
             self._claim = _RobotLock.take(self.robot_type, self.fields)
         if not self.robot.is_connected:
@@ -298,6 +299,20 @@ class LeRobotRobotBridge(RobotBridge):
                     f"robot {self.label} is not calibrated; fix: run lerobot-calibrate "
                     f"--robot.type={self.robot_type} with the same id first"
                 )
+
+    def camera_frames(self) -> dict[str, np.ndarray]:
+        """The robot's cameras now, between episodes (the reset gate shows them live); a
+        robot not yet connected is connected here, as its first episode would. Nothing else
+        is touched: the detector and the episode's last observation stay as they were."""
+        if not self.cameras:
+            return {}
+        self._connect()
+        obs = self._call("get_observation", self.robot.get_observation)
+        assert isinstance(obs, Mapping)
+        return {cam: np.asarray(obs[cam], np.uint8) for cam in self.cameras}
+
+    def reset(self, **task_args: object) -> str:
+        self._connect()
         scene = getattr(self.robot, "reset_scene", None)
         if callable(scene):  # a sim-backed robot puts its scene back itself
             self._call("reset_scene", lambda: scene(**task_args))

@@ -23,6 +23,7 @@ from pytest_hud.plumbing.rpc import Connection
 from pytest_hud.plumbing.tracebacks import format_exc
 from pytest_hud.robot.contract import Contract
 from pytest_hud.robot.sim.barrier import SlotBarrier
+from pytest_hud.robot.sim.cameras import encode_frames
 from pytest_hud.robot.sim.messages import (
     _describe,
     _send_error,
@@ -387,6 +388,23 @@ class RobotBridge(SlotBarrier):
         await self._maybe_step()
         return grade
 
+    async def read_cameras(self) -> dict[str, object]:
+        """The cameras now, while no episode holds the sim (an operator's reset gate shows
+        them live): ``{"cameras": {name: {"jpeg", "width", "height"}}}`` (empty: it has no
+        camera), or ``{"cameras": None, "why": ...}`` when it cannot be read now. Never
+        claims a slot; a claim waits for the read (one lock serialises them)."""
+        self._init_serving()
+        async with self._lock:
+            if any(s.token is not None for s in self._slots):
+                return {"cameras": None, "why": "an episode holds the robot"}
+            frames = await self._sim(self.camera_frames)
+            if frames is None:
+                return {
+                    "cameras": None,
+                    "why": f"{type(self).__name__} is not read between episodes",
+                }
+            return {"cameras": encode_frames(frames)}
+
     async def control(
         self, conn: Connection | None, method: str, params: dict[str, object]
     ) -> object:
@@ -415,4 +433,8 @@ class RobotBridge(SlotBarrier):
             return [
                 {"index": s.index, "state": s.state.value, "reason": s.reason} for s in self._slots
             ]
-        raise BridgeError(f"unknown control method {method!r}; known: info, reset, result, slots")
+        if method == "cameras":
+            return await self.read_cameras()
+        raise BridgeError(
+            f"unknown control method {method!r}; known: info, reset, result, slots, cameras"
+        )

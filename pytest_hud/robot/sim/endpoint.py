@@ -305,6 +305,12 @@ class RobotEndpoint:
             claims[:] = [c for c in claims if not (c[0] is self and c[1] == token)]
         return dict(await self._call("result", {"token": token}))
 
+    async def cameras(self, timeout: float | None = None) -> dict[str, JSONValue]:
+        """The sim's cameras now, read while no episode holds it (RobotBridge.read_cameras):
+        ``{"cameras": {name: {"jpeg", "width", "height"}}}``, or ``{"cameras": None, "why"}``."""
+        await self.start()
+        return dict(await self._call("cameras", {}, timeout))
+
     async def capability(self, name: str = "robot") -> dict[str, JSONValue]:
         """The robot capability's manifest entry: protocol, url and contract."""
         await self.start()

@@ -81,6 +81,13 @@ class SimHooks(ABC):
             "total_reward": float(getattr(self, "total_reward", 0.0)),
         }
 
+    def camera_frames(self) -> Mapping[str, ArrayLike] | None:
+        """The cameras now, between episodes (an operator's reset gate shows them live):
+        ``{name: HxWx3 uint8}``, ``{}`` for a robot without a camera, or None (the
+        default) where this sim cannot be read while no episode runs. Called with no slot
+        claimed, on the sim thread; a real robot connects here if it has not yet."""
+        return None
+
     def hold_action(self) -> np.ndarray:
         """The action an idle slot gets at a barrier step (zeros)."""
         return np.zeros(self.action_size or 1, np.float32)
