@@ -85,6 +85,10 @@ class Evaluator:
             self._agents[id(agent)] = (agent, self._prepare(agent))
         return self._entered(provider), self._agents[id(agent)][1]
 
+    def entered(self, provider: Provider) -> Provider:
+        """``provider`` as this session's rollouts use it (see :meth:`_entered`)."""
+        return self._entered(provider)
+
     def _entered(self, provider: Provider) -> Provider:
         """The provider as rollouts use it: its Shared scope entered, in a warm pool where
         booting ahead pays; once per provider object."""

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from pytest_hud._plugin.session import HudSession
     from pytest_hud.evaluation.results import ResultsDocument, Row
     from pytest_hud.robot.agent.registry import AgentSpec
+    from pytest_hud.runtime.provider import Provider
     from pytest_hud.runtime.rollout import Agent
 
 __all__ = [
@@ -189,6 +190,19 @@ class Hud:
     def stop_rollouts(self) -> None:
         """End every rollout of this process and leave the substrates (idempotent)."""
         self._session.evaluator.close()
+
+    def provider_of(self, item: pytest.Item) -> Provider | None:
+        """The provider ``item``'s rollout will use, where the session knows it before the
+        item's fixtures run: the plugin's own ``hud_provider`` (its Shared scope entered,
+        as rollouts use it); None for a provider of the user's fixtures."""
+        if not uses_fixture_from(item, "hud_provider", OUR_FIXTURES):
+            return None
+        return self._session.evaluator.entered(self._session.default_provider())
+
+    def submit(self, coro: Coroutine[object, object, T]) -> concurrent.futures.Future[T]:
+        """Start ``coro`` on the session's rollout loop without waiting for it (the caller
+        bounds its wait on the future, and cancels it)."""
+        return self._session.evaluator.loop.submit(coro)
 
     def run(self, coro: Coroutine[object, object, T], timeout: float) -> T:
         """Run ``coro`` on the session's rollout loop, waiting at most ``timeout`` seconds."""

@@ -145,7 +145,13 @@ class ControlClient:
         (what an operator's reset gate shows live): ``{"cameras": {name: {"jpeg", "width",
         "height"}}}`` (robot/sim/cameras.py decodes them), empty for a robot without a
         camera, or ``{"cameras": None, "why": ...}`` where they cannot be read now."""
-        return dict(await self.call("cameras", timeout=timeout, env=env, seconds=timeout))
+        try:
+            reply = await self._rpc.call("cameras", timeout=timeout, env=env, seconds=timeout)
+        except RemoteError as exc:  # the robot's own code raised, not a template: one line
+            raise ControlError(f"reading the robot's cameras failed: {exc}") from None
+        except RpcClosed as exc:
+            raise ControlError(f"env server connection lost during cameras(): {exc}") from None
+        return dict(reply)  # type: ignore[call-overload]
 
     async def cancel(self, run: Run) -> None:
         await self.call("cancel", timeout=30.0, session=run.session)

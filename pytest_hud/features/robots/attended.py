@@ -5,6 +5,7 @@ the run knew put in its rows (features/robots' module doc says what the session 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import time
 from collections import deque
@@ -17,6 +18,13 @@ from pytest_hud._plugin.feature_api import Hud, HudCase, readable_id, settle_set
 from pytest_hud.evaluation.results import Row
 from pytest_hud.features.robots.blinding import arm_codes
 from pytest_hud.features.robots.faults import Fault, classify
+from pytest_hud.features.robots.live import (
+    READING,
+    REFERENCES,
+    STOP_WAIT,
+    GateFeed,
+    static_view,
+)
 from pytest_hud.features.robots.observers import Cameras, Clock, Frames, Reference, row_label
 from pytest_hud.features.robots.operator import (
     Ask,
@@ -87,6 +95,9 @@ class RobotsPlugin:
         self.references: dict[str, str] = {}
         self.prompts: dict[str, str] = {}  # row (task key) -> the instruction its env gave
         self.episode: Episode | None = None  # the one running
+        #: the provider the last rollout ran on: the gate's live camera reads through it
+        #: where the session cannot name the item's provider before its fixtures run
+        self.provider: Provider | None = None
         arms = hud.arms if operator is not None and len(hud.arms) > 1 else []
         #: blinded arms: letter -> the code the operator sees
         self.codes = arm_codes([a.letter for a in arms], int(hud.options.ab_seed or 0))
@@ -169,7 +180,7 @@ class RobotsPlugin:
         if reasons is not None:
             return None
         gate = self._gate(case.task, case)
-        answer = self.operator.gate(gate)
+        answer = self._ask_gate(gate, case.task, self.hud.provider_of(item) or self.provider)
         self.answers[item.nodeid] = answer
         if answer == "go":
             self.gates[id(case.task)] = gate
@@ -177,6 +188,60 @@ class RobotsPlugin:
         elif answer == "quit":
             self.quit = True
         return answer
+
+    # -- the gate's camera: live while the gate waits, else its reference image ----------
+    def _feed(self, gate: Gate, task: Task, provider: Provider | None) -> GateFeed | None:
+        """The live camera for ``gate`` (a console that shows one, a provider to read
+        through), or None: then the console is told what it shows instead."""
+        show = getattr(self.operator, "gate_view", None)
+        if not callable(show):
+            return None
+        reference = None
+        if gate.image:
+            reference = REFERENCES["row" if task.args.get("image") else "episode"]
+        if provider is None:
+            why = "the robot is reached once this session's first episode has run"
+            show(static_view(reference, why), None)
+            return None
+        show(READING, None)  # until the first read: not the last gate's view
+        return GateFeed(provider, task, show, reference)
+
+    def _ask_gate(self, gate: Gate, task: Task, provider: Provider | None) -> GateAnswer:
+        """The operator's answer at ``gate`` (from pytest's thread), the robot's cameras
+        live meanwhile on the rollout loop; the feed ends before this returns."""
+        assert self.operator is not None
+        feed = self._feed(gate, task, provider)
+        if feed is None:
+            return self.operator.gate(gate)
+        running = self.hud.submit(feed.run())
+        try:
+            return self.operator.gate(gate)
+        finally:
+            feed.stopped.set()
+            with contextlib.suppress(
+                concurrent.futures.TimeoutError, concurrent.futures.CancelledError
+            ):
+                try:
+                    running.result(timeout=STOP_WAIT)  # a read in flight ends first
+                finally:
+                    running.cancel()
+
+    async def _ask_gate_async(self, gate: Gate, task: Task, provider: Provider) -> GateAnswer:
+        """:meth:`_ask_gate` on the rollout loop (a discarded episode's rerun)."""
+        assert self.operator is not None
+        feed = self._feed(gate, task, provider)
+        if feed is None:
+            return await asyncio.to_thread(self.operator.gate, gate)
+        running = asyncio.ensure_future(feed.run())
+        try:
+            return await asyncio.to_thread(self.operator.gate, gate)
+        finally:
+            feed.stopped.set()
+            done, _ = await asyncio.wait({running}, timeout=STOP_WAIT)
+            if not done:
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -255,6 +320,7 @@ class RobotsPlugin:
     ) -> Awaitable[RolloutResult] | None:
         if self.operator is None and self.grader is None:
             return None
+        self.provider = provider
         return self._attended(task, agent, provider, index, timeout)
 
     async def _episode(
@@ -312,7 +378,7 @@ class RobotsPlugin:
             self.reruns += 1
             assert self.operator is not None
             gate = self._gate(task, self.cases.get(id(task)))
-            answer: GateAnswer = await asyncio.to_thread(self.operator.gate, gate)
+            answer = await self._ask_gate_async(gate, task, provider)
             if answer != "go":
                 result.error = "the operator discarded the episode and did not run the row again"
                 result.error_type, result.phase = "OperatorDiscard", "grade"

@@ -24,6 +24,8 @@ __all__ = [
     "FaultAnswer",
     "Gate",
     "GateAnswer",
+    "GateCameraKind",
+    "GateView",
     "Operator",
     "ScriptedOperator",
     "Summary",
@@ -71,6 +73,21 @@ class Gate:
         if self.budget:
             out.append(f"budget: {self.budget}")
         return out
+
+
+#: What the gate shows of the scene: the robot's cameras now, a reference image, nothing (the
+#: robot has no camera, or neither can be had), or not known yet (the first read is on its way).
+GateCameraKind = Literal["live", "reference", "none", "reading"]
+
+
+@dataclass(frozen=True)
+class GateView:
+    """What the gate's camera area shows and the line that says so: ``live`` (frames the
+    robot's cameras give now, while no episode holds it), ``reference`` (the gate's image:
+    the row's own, or the first frame an earlier episode of the row saw), ``none``."""
+
+    kind: GateCameraKind
+    said: str
 
 
 @dataclass
@@ -194,7 +211,8 @@ class Summary:
 class Operator(Protocol):
     """A person (or a script) at the robot. Every method blocks until answered; the
     plugin calls them off its event loop. A console may also have ``frame(images)`` (the
-    cameras), ``fault(message, gate) -> FaultAnswer`` and ``summary(summary)``; without
+    cameras), ``gate_view(view, frames)`` (the gate's live cameras, see GateView),
+    ``fault(message, gate) -> FaultAnswer`` and ``summary(summary)``; without
     them a fault that asks ends the session and no summary is shown."""
 
     def gate(self, gate: Gate) -> GateAnswer:

@@ -37,6 +37,7 @@ from pytest_hud.features.robots.operator import (
     FaultAnswer,
     Gate,
     GateAnswer,
+    GateView,
     Summary,
     Verdict,
 )
@@ -106,6 +107,8 @@ class WebOperator:
         self._held = False
         self._summary: list[str] = []
         self._frames: dict[str, np.ndarray] = {}
+        #: what the gate's camera area shows (the plugin says, before and while it waits)
+        self._view: GateView | None = None
         self._frame_no = 0
         self._jpegs: tuple[int, dict[str, bytes]] = (0, {})
         self._jpeg_lock = threading.Lock()
@@ -145,6 +148,26 @@ class WebOperator:
                     self._changed()
 
         return close
+
+    def gate_view(self, view: GateView, frames: Mapping[str, np.ndarray] | None) -> None:
+        """What the gate shows of the scene: the robot's cameras now (``live``, with their
+        frames, pushed to the page as the episode's are), else its reference image or
+        nothing, and the line that says which. Live frames are kept only while a gate
+        waits: once it closed, a late one is dropped."""
+        with self._cond:
+            if self._phase == "closed":
+                return
+            if view.kind == "live":
+                if self._phase != "gate" or not frames:
+                    return
+                self._frames = dict(frames)
+                self._frame_no += 1
+            elif self._phase in ("gate", "idle"):  # no frames shown at this gate
+                self._frames = {}
+            if view != self._view:
+                self._view = view
+                self._changed()
+        self._server.poke()
 
     def frame(self, images: Mapping[str, np.ndarray]) -> None:
         """Keep this tick's camera frames (HWC uint8 RGB by contract name); the page gets
@@ -300,7 +323,7 @@ class WebOperator:
     # -- what the server sends -----------------------------------------------------------
     def state(self) -> Json:
         with self._cond:
-            episode, gate, ask = self._episode, self._gate, self._ask
+            episode, gate, ask, view = self._episode, self._gate, self._ask, self._view
             running = self._phase == "running" and episode is not None
             countdown = None
             if self._phase == "verdict" and self._deadline is not None and not self._held:
@@ -320,7 +343,17 @@ class WebOperator:
                 "stopping": bool(running and episode is not None and episode.stop.is_set()),
                 "instruction": episode.told() if running and episode is not None else "",
                 "cameras": sorted(self._frames),
-                "reference": self._phase == "gate" and gate is not None and gate.image is not None,
+                "reference": (
+                    self._phase == "gate"
+                    and gate is not None
+                    and gate.image is not None
+                    and (view is None or view.kind == "reference")
+                ),
+                "gate_camera": (
+                    {"kind": view.kind, "said": view.said}
+                    if self._phase == "gate" and view is not None
+                    else None
+                ),
                 "countdown": countdown,
                 "held": self._held,
                 "detector": ask.detector if self._phase == "verdict" and ask else None,
@@ -342,6 +375,8 @@ class WebOperator:
         that is not an image is answered as absent)."""
         with self._cond:
             path = self._gate.image if self._phase == "gate" and self._gate else None
+            if self._view is not None and self._view.kind != "reference":
+                path = None  # the gate shows the robot's cameras, or says why nothing
         if path is None:
             return None
         from PIL import Image

@@ -401,7 +401,7 @@ class RobotBridge(SlotBarrier):
             if frames is None:
                 return {
                     "cameras": None,
-                    "why": f"{type(self).__name__} is not read between episodes",
+                    "why": f"{type(self).__name__} reads its cameras only while an episode runs",
                 }
             return {"cameras": encode_frames(frames)}
 

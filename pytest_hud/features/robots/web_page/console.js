@@ -45,9 +45,6 @@ function render(s) {
     lines($("lines"), s.lines);
     lines($("summary-lines"), s.summary);
     for (const b of document.querySelectorAll("button")) b.disabled = false;
-    $("reference-box").hidden = !s.reference;
-    if (s.reference) $("reference").src = "/reference.jpg?token=" + encodeURIComponent(token)
-      + "&seq=" + s.seq;
     showOnly(s.phase);
     $("wait-text").textContent = s.phase === "closed" ? "The session has ended." : s.note + " …";
   }
@@ -57,7 +54,20 @@ function render(s) {
   $("run-state").textContent = s.stopping ? "stopping…" : s.started ? "running" : "connecting…";
   if (s.stopping) $("stop").disabled = true;
   $("told").textContent = s.instruction ? "the policy is told: " + s.instruction : "";
-  $("camera-box").hidden = !(s.cameras.length && ["running", "verdict"].includes(s.phase));
+  // the gate: the robot's cameras live, else its reference image, and the line saying which
+  const view = s.gate_camera;
+  $("gate-camera").hidden = !view;
+  $("gate-camera").textContent = view ? view.said : "";
+  $("gate-camera").dataset.kind = view ? view.kind : "";
+  if (view && view.kind === "reference") $("reference-said").textContent = view.said;
+  $("reference-box").hidden = !s.reference;
+  const picture = s.reference
+    ? "/reference.jpg?token=" + encodeURIComponent(token) + "&seq=" + s.seq : "";
+  if (picture && $("reference").dataset.src !== picture) {  // fetched once a gate
+    $("reference").dataset.src = picture; $("reference").src = picture;
+  }
+  const live = s.phase === "gate" && !!view && view.kind === "live";
+  $("camera-box").hidden = !(s.cameras.length && (live || ["running", "verdict"].includes(s.phase)));
   for (const fig of Array.from($("cameras").children)) {
     if (!s.cameras.includes(fig.dataset.name)) fig.remove();
   }
