@@ -58,6 +58,8 @@ class GateCameraSim(RobotBridge):
         return image
 
     def camera_frames(self):
+        if os.environ.get("GATE_NO_CAMERA") == "1":
+            return {}
         if self.episodes:
             raise RuntimeError("the front camera is unplugged")
         self.reads += 1
@@ -195,3 +197,61 @@ def test_the_gate_shows_the_robots_camera_live_until_the_episode_starts(
     assert "Traceback" not in out.read_text()
     (row,) = json.loads((pytester.path / "r.json").read_text())["rollouts"]
     assert row["success"] is True and len(row["discards"]) == 1
+
+
+WATCHING = """
+import json
+import os
+import threading
+
+from pytest_hud.features.robots import ScriptedOperator
+
+
+class Watching(ScriptedOperator):
+    \"\"\"Says go at each gate once the gate's camera view is known (not 'reading'); keeps
+    every view it was given, one JSON line each.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.known = threading.Event()
+
+    def gate_view(self, view, frames):
+        with open(os.environ["GATE_VIEWS"], "a") as out:
+            out.write(json.dumps([view.kind, view.said, sorted(frames or {})]) + "\\n")
+        if view.kind != "reading":
+            self.known.set()
+
+    def gate(self, gate):
+        assert self.known.wait(120), "the gate's camera view never came"
+        self.known.clear()
+        return super().gate(gate)
+
+
+def make():
+    return Watching()
+"""
+
+
+def test_a_robot_without_a_camera_is_said_so_at_the_gate(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The robot answers the gate's read with no camera: the console is told so (after the
+    line it shows while the first read is on its way), and the episode runs as before."""
+    pytester.makepyfile(gatecam_env=ENV, test_gatecam=TESTS, watching=WATCHING)
+    views = pytester.path / "views.jsonl"
+    monkeypatch.setenv("GATE_VIEWS", str(views))
+    monkeypatch.setenv("GATE_NO_CAMERA", "1")
+    monkeypatch.setenv("GATE_READS", str(pytester.path / "reads.txt"))
+    paths = [str(pytester.path), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--hud-operator=watching:make", "--hud-override-window=0",
+        "--hud-results=r.json", "test_gatecam.py", timeout=300,
+    )  # fmt: skip
+    said = [json.loads(line) for line in views.read_text().splitlines()]
+    assert said == [
+        ["reading", "reading the robot's camera …", []],
+        ["none", "this robot has no camera", []],
+    ], said
+    (row,) = json.loads((pytester.path / "r.json").read_text())["rollouts"]
+    assert row["steps"] == 20 and row["outcome"] == "failed", result.stdout.str()[-2000:]
