@@ -1,8 +1,9 @@
-"""The web console (``--hud-operator=web``): the operator's gate, the running episode (timer
-from its first frame, cameras, stop, an instruction to the policy, the verdict at once), the
-verdict (with the detector's countdown, which a key or a typed note holds), robot faults and
-the end-of-session summary, in a browser page on 127.0.0.1, for a person at the robot who
-is not at the terminal running pytest.
+"""The web console (``--hud-operator=web``): the operator's gate (the robot's cameras live, else
+its reference image, saying which), the running episode (timer from its first frame,
+cameras, stop, an instruction to the policy, the verdict at once), the verdict (with the
+detector's countdown, which a key or a typed note holds), robot faults and the
+end-of-session summary, in a browser page on 127.0.0.1, for a person at the robot who is
+not at the terminal running pytest.
 
 The page is static (``web_page/``); the server (web_server.py) pushes this console's state
 and the camera frames to it over a WebSocket and hands its answers here. The url, with the
