@@ -11,6 +11,7 @@ from pathlib import Path
 from types import ModuleType
 
 from pytest_hud.errors import ExpectError
+from pytest_hud.plumbing.parsing import parse_errors_as
 
 __all__ = ["ExpectError", "Expectations"]
 
@@ -27,17 +28,13 @@ class Expectations:
         if not path.exists():
             raise ExpectError(f"--hud-expect: {path} does not exist")
         text = path.read_text()
-        try:
+        with parse_errors_as(ExpectError, f"--hud-expect: cannot parse {path}"):
             if path.suffix in (".yaml", ".yml"):
                 data = _yaml().safe_load(text) or {}
             else:
                 import tomllib
 
                 data = tomllib.loads(text)
-        except ExpectError:
-            raise
-        except Exception as exc:
-            raise ExpectError(f"--hud-expect: cannot parse {path}: {exc}") from None
         if not isinstance(data, dict):
             raise ExpectError(f"--hud-expect: {path} must hold one table per agent or checkpoint")
         out = cls()

@@ -104,6 +104,17 @@ def test_our_messages_decode_with_vla_evals_codec_and_theirs_with_ours() -> None
         np.testing.assert_array_equal(ours.payload["states"], obs["states"])
 
 
+def test_a_frame_that_is_not_a_message_is_a_wire_error_naming_its_size() -> None:
+    import msgpack
+
+    from pytest_hud.interop.vla_eval.codec import VlaEvalWireError, unpack_message
+
+    with pytest.raises(VlaEvalWireError, match=r"^not a msgpack message \(2 bytes\): \S"):
+        unpack_message(b"\x92\x01")  # a two-item array cut after its first
+    with pytest.raises(VlaEvalWireError, match="expected a msgpack map, got list"):
+        unpack_message(msgpack.packb([1, 2]))
+
+
 # -- the spec check --------------------------------------------------------------------
 def test_spec_check_names_both_sides_and_tables_conventions() -> None:
     from vla_eval.specs import GRIPPER_CLOSE_NEG, GRIPPER_CLOSE_POS, IMAGE_RGB, POSITION_DELTA

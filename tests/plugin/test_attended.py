@@ -230,6 +230,13 @@ def test_budgets_read_durations_and_counts() -> None:
             parse_budget(bad)
 
 
+def test_a_partial_score_is_a_number_from_0_to_1_on_either_console() -> None:
+    from pytest_hud.features.robots.operator import partial_score
+
+    assert [partial_score(t) for t in ("0", "0.25", "1", " 1.0 ")] == [0.0, 0.25, 1.0, 1.0]
+    assert [partial_score(t) for t in ("1.5", "-0.1", "nan", "inf", "abc", "")] == [None] * 6
+
+
 CAMERA_TESTS = """
 import pytest
 from camera_env import push

@@ -298,6 +298,20 @@ def test_m(hud_result):
     run(suite, "--strict-markers").assert_outcomes(xfailed=1)
 
 
+def test_an_expectations_file_that_does_not_parse_is_named_with_the_parsers_message(
+    tmp_path,
+) -> None:
+    from pytest_hud._plugin.expect import Expectations, ExpectError
+
+    bad = tmp_path / "expect.toml"
+    bad.write_text("[zero\n")
+    with pytest.raises(ExpectError, match=r"^--hud-expect: cannot parse .*expect\.toml: \S"):
+        Expectations.load(bad, ["zero"])
+    bad.write_text("xfail = 3\n")  # parses, but its table is no table of rules
+    with pytest.raises(ExpectError, match="must be a table with xfail and/or skip"):
+        Expectations.load(bad, ["xfail"])
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
 from pytest_hud.errors import HudError
@@ -77,36 +77,28 @@ def death_note(folder: str | Path) -> str | None:
     return None
 
 
+@dataclass(eq=False)
 class ModelServer:
     """One server of ``spec``'s model on ``device`` (the session's name for it), whose
     process starts with ``env`` added (the device as it sees it, the one GPU it sees)."""
 
-    def __init__(
-        self,
-        spec: str,
-        device: str,
-        folder: Path,
-        env: dict[str, str],
-        *,
-        connections: int = 256,
-        window_ms: float = 5.0,
-    ) -> None:
-        self.spec = spec
-        self.device = device
-        self.folder = folder
-        self.env = env
-        self.connections = connections
-        self.window_ms = window_ms
-        #: the announced facts (url, pid, shell; or servable False and why)
-        self.info: dict[str, object] = {}
-        #: how it died, if it did before being stopped
-        self.death: str | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._error: str | None = None
-        self._timeout = 0.0
+    spec: str
+    device: str
+    folder: Path
+    env: dict[str, str]
+    _: KW_ONLY
+    connections: int = 256
+    window_ms: float = 5.0
+    #: the announced facts (url, pid, shell; or servable False and why)
+    info: dict[str, object] = field(default_factory=dict, init=False)
+    #: how it died, if it did before being stopped
+    death: str | None = field(default=None, init=False)
+    _thread: threading.Thread | None = field(default=None, init=False, repr=False)
+    _ready: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+    _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False)
+    _stop: asyncio.Event | None = field(default=None, init=False, repr=False)
+    _error: str | None = field(default=None, init=False, repr=False)
+    _timeout: float = field(default=0.0, init=False, repr=False)
 
     @property
     def what(self) -> str:

@@ -26,6 +26,7 @@ from pytest_hud.features.robots.operator import (
     GateAnswer,
     Summary,
     Verdict,
+    partial_score,
 )
 from pytest_hud.plumbing.printable import printable
 
@@ -217,11 +218,8 @@ class TerminalOperator:
     def _partial(self) -> float:
         while True:
             text = self._line("  partial score between 0 and 1: ")
-            try:
-                value = float(text)
-            except ValueError:
-                value = -1.0
-            if 0.0 <= value <= 1.0:
+            value = partial_score(text)
+            if value is not None:
                 return value
             self._say(f"  {printable(text)!r} is not a number between 0 and 1\n")
 

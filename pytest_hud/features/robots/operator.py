@@ -31,6 +31,7 @@ __all__ = [
     "Summary",
     "Verdict",
     "check_verdict",
+    "partial_score",
 ]
 
 GateAnswer = Literal["go", "skip", "quit"]
@@ -192,6 +193,16 @@ class Verdict:
     @property
     def success(self) -> bool | None:
         return None if self.score is None else self.score >= 1.0
+
+
+def partial_score(text: str) -> float | None:
+    """The partial score an operator typed (on either console): a number in [0, 1], else None
+    (not a number, out of range, NaN)."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if 0.0 <= value <= 1.0 else None
 
 
 def check_verdict(verdict: Verdict) -> Verdict:

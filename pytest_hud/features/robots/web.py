@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import io
 import ipaddress
-import math
 import os
 import secrets
 import sys
@@ -41,6 +40,7 @@ from pytest_hud.features.robots.operator import (
     GateView,
     Summary,
     Verdict,
+    partial_score,
 )
 from pytest_hud.features.robots.web_server import (
     MAX_BODY,
@@ -405,11 +405,8 @@ def _score(action: str, body: Mapping[str, object]) -> float:
         return 1.0 if action == "success" else 0.0
     given = body.get("score")
     text = str(given if given is not None else "").strip()
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+    value = partial_score(text)
+    if value is None:
         shown = text[:40] + ("…" if len(text) > 40 else "")
         raise _Refused(400, f"{shown!r} is not a number between 0 and 1")
     return value

@@ -28,12 +28,13 @@ __all__ = [
     "parse_names",
 ]
 
-#: ``--hud-log`` name -> (module, the pip install that brings its library)
-TRACKERS: dict[str, tuple[str, str]] = {
-    "wandb": ("pytest_hud.features.trackers.wandb", "pip install wandb"),
-    "tensorboard": ("pytest_hud.features.trackers.tensorboard", "pip install tensorboard"),
-    "mlflow": ("pytest_hud.features.trackers.mlflow", "pip install mlflow-skinny"),
-    "trackio": ("pytest_hud.features.trackers.trackio", "pip install trackio"),
+#: ``--hud-log`` name -> the pip install that brings its library; the tracker itself is the
+#: module of that name beside this one
+TRACKERS: dict[str, str] = {
+    "wandb": "pip install wandb",
+    "tensorboard": "pip install tensorboard",
+    "mlflow": "pip install mlflow-skinny",
+    "trackio": "pip install trackio",
 }
 
 
@@ -137,9 +138,9 @@ def figures_of(doc: ResultsDocument, step: int | None = None, media: int = 2) ->
 
 def open_tracker(name: str, **options: object) -> Tracker:
     """The tracker ``name``, its library imported now (ImportError names the install)."""
-    module_name, install = TRACKERS[name]
+    install = TRACKERS[name]  # a KeyError for a name that is no tracker: nothing imported
     try:
-        module = importlib.import_module(module_name)
+        module = importlib.import_module(f"{__package__}.{name}")
     except ImportError as exc:
         raise ImportError(f"--hud-log={name} needs its library ({exc}); fix: {install}") from exc
     tracker: Tracker = module.open_tracker(**options)

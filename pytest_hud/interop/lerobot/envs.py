@@ -31,33 +31,33 @@ __all__ = [
     "make_vector_env",
 ]
 
-#: Env type -> (what it needs besides lerobot, how to install it). The first three run here.
+#: Env type -> what it needs besides lerobot. The first three run here.
+_NEED: dict[str, str] = {
+    "pusht": "gym-pusht",
+    "aloha": "gym-aloha and a MuJoCo GL backend (MUJOCO_GL=egl)",
+    "metaworld": "metaworld and a MuJoCo GL backend",
+    "libero": "hf-libero, whose scene assets are downloaded from the Hugging Face Hub at first use",
+    "libero_plus": "LIBERO-plus and its assets from the Hub",
+    "robocasa": "robocasa + robosuite and their kitchen assets",
+    "vlabench": "VLABench and its assets",
+    "isaaclab_arena": "NVIDIA Isaac Lab (a CUDA GPU)",
+    "robotwin": "RoboTwin 2.0 on SAPIEN (a GPU renderer)",
+    "robomme": "RoboMME and its assets",
+    "gym_manipulator": "a real robot or gym-hil",
+    "hub": "an EnvHub repo (its env.py, trust_remote_code=True)",
+    "genesis": "genesis-world and lerobot-genesis (a third-party plugin)",
+}
+#: How to install an env type's needs where it is not lerobot's extra of the type's name.
+_INSTALL: dict[str, str] = {
+    "isaaclab_arena": "see lerobot's isaaclab_arena docs",
+    "gym_manipulator": "pip install 'lerobot[hilserl]'",
+    "hub": "pass hub_path='user/repo'",
+    "genesis": "pip install 'pytest-hud[genesis]'",
+}
+#: Env type -> (what it needs besides lerobot, how to install it).
 NEEDS: dict[str, tuple[str, str]] = {
-    "pusht": ("gym-pusht", "pip install 'lerobot[pusht]'"),
-    "aloha": ("gym-aloha and a MuJoCo GL backend (MUJOCO_GL=egl)", "pip install 'lerobot[aloha]'"),
-    "metaworld": ("metaworld and a MuJoCo GL backend", "pip install 'lerobot[metaworld]'"),
-    "libero": (
-        "hf-libero, whose scene assets are downloaded from the Hugging Face Hub at first use",
-        "pip install 'lerobot[libero]'",
-    ),
-    "libero_plus": (
-        "LIBERO-plus and its assets from the Hub",
-        "pip install 'lerobot[libero_plus]'",
-    ),
-    "robocasa": (
-        "robocasa + robosuite and their kitchen assets",
-        "pip install 'lerobot[robocasa]'",
-    ),
-    "vlabench": ("VLABench and its assets", "pip install 'lerobot[vlabench]'"),
-    "isaaclab_arena": ("NVIDIA Isaac Lab (a CUDA GPU)", "see lerobot's isaaclab_arena docs"),
-    "robotwin": ("RoboTwin 2.0 on SAPIEN (a GPU renderer)", "pip install 'lerobot[robotwin]'"),
-    "robomme": ("RoboMME and its assets", "pip install 'lerobot[robomme]'"),
-    "gym_manipulator": ("a real robot or gym-hil", "pip install 'lerobot[hilserl]'"),
-    "hub": ("an EnvHub repo (its env.py, trust_remote_code=True)", "pass hub_path='user/repo'"),
-    "genesis": (
-        "genesis-world and lerobot-genesis (a third-party plugin)",
-        "pip install 'pytest-hud[genesis]'",
-    ),
+    env_type: (need, _INSTALL.get(env_type, f"pip install 'lerobot[{env_type}]'"))
+    for env_type, need in _NEED.items()
 }
 #: Third-party env plugins LeRobot's own discovery misses (it imports installed packages
 #: named ``lerobot_env_*``): env type -> the modules that register it with LeRobot.

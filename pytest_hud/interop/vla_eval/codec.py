@@ -13,6 +13,7 @@ import msgpack
 import numpy as np
 
 from pytest_hud.errors import HudError
+from pytest_hud.plumbing.parsing import parse_errors_as
 
 __all__ = [
     "MESSAGE_TYPES",
@@ -96,12 +97,8 @@ def pack_message(kind: str, payload: dict[str, object], seq: int = 0) -> bytes:
 
 def unpack_message(data: bytes | bytearray | memoryview) -> Message:
     """A received frame as a Message; VlaEvalWireError when it is not one."""
-    try:
+    with parse_errors_as(VlaEvalWireError, f"not a msgpack message ({len(data)} bytes)"):
         raw = msgpack.unpackb(data, object_hook=_decode, raw=False)
-    except VlaEvalWireError:
-        raise
-    except Exception as exc:
-        raise VlaEvalWireError(f"not a msgpack message ({len(data)} bytes): {exc}") from None
     if not isinstance(raw, dict):
         raise VlaEvalWireError(f"expected a msgpack map, got {type(raw).__name__}")
     missing = [k for k in ("type", "payload", "seq", "timestamp") if k not in raw]
