@@ -58,3 +58,29 @@ def test_the_maintainer_script_rewrites_the_files_in_place(tmp_path: Path) -> No
     listed = proc.stdout.split()
     assert listed and all(Path(p).is_file() for p in listed)
     assert {Path(p) for p in listed} == set(tmp_path.rglob("tasks.jsonl"))
+
+
+def test_no_row_package_takes_a_name_its_suite_module_defines() -> None:
+    """A row package imported (``pytest --pyargs pytest_hud.suites.genesis.reach``) becomes
+    an attribute of its suite module: named as a template there, it would stand where the
+    template stood, and ``rows()`` would meet a module (it did, for Genesis's FrankaReach)."""
+    import ast
+    import importlib.util
+
+    for name, (module, files) in suite_tables().items():
+        spec = importlib.util.find_spec(module)
+        assert spec is not None and spec.origin is not None
+        tree = ast.parse(Path(spec.origin).read_text())
+        defined = {
+            node.name
+            for node in tree.body
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+        } | {
+            target.id
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        clash = sorted(key.split("/")[0] for key in files if key.split("/")[0] in defined)
+        assert not clash, f"{name}: row packages named as {module}'s own names: {clash}"
