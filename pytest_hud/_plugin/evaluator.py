@@ -83,13 +83,9 @@ class Evaluator:
         use it (batched for --hud-concurrency, with the plugin's observers), once each."""
         if id(agent) not in self._agents:  # the agent is kept too, so its id stays unique
             self._agents[id(agent)] = (agent, self._prepare(agent))
-        return self._entered(provider), self._agents[id(agent)][1]
+        return self.entered(provider), self._agents[id(agent)][1]
 
     def entered(self, provider: Provider) -> Provider:
-        """``provider`` as this session's rollouts use it (see :meth:`_entered`)."""
-        return self._entered(provider)
-
-    def _entered(self, provider: Provider) -> Provider:
         """The provider as rollouts use it: its Shared scope entered, in a warm pool where
         booting ahead pays; once per provider object."""
         if id(provider) not in self._providers:
@@ -107,7 +103,7 @@ class Evaluator:
         rows = [(n, self.cases[n].task) for n in nodeids if n in self.cases]
         if not rows or not self.boots_here:
             return
-        bound = self._entered(provider)
+        bound = self.entered(provider)
         if isinstance(bound, WarmPool):
             ahead = rows[: max(self.options.concurrency, 1) + bound.size]
             self.loop.loop.call_soon_threadsafe(bound.plan, ahead)

@@ -327,14 +327,7 @@ def _read(spec: str, folder: str) -> Served | None:
     found = announced(folder, LOAD_TIMEOUT + 60)
     if not found.get("servable") or "url" not in found:
         return None
-    return Served(
-        spec,
-        str(found["device"]),
-        str(found["url"]),
-        folder,
-        int(str(found["pid"])),
-        str(found["shell"]),
-    )
+    return Served.of(spec, folder, found)
 
 
 def _why(served: Served) -> Callable[[], Any]:

@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
@@ -51,6 +52,19 @@ class Served:
     folder: str
     pid: int
     shell: str  # base64 of the pickled shell
+
+    @classmethod
+    def of(cls, spec: str, folder: str | Path, found: Mapping[str, object]) -> Served:
+        """The server of ``spec`` whose folder this is, from what it announced (url, pid,
+        shell, device)."""
+        return cls(
+            spec,
+            str(found["device"]),
+            str(found["url"]),
+            str(folder),
+            int(str(found["pid"])),
+            str(found["shell"]),
+        )
 
 
 def announced(folder: str | Path, timeout: float) -> dict[str, object]:
@@ -234,14 +248,7 @@ class ModelServer:
     # -- while it runs ------------------------------------------------------------------
     @property
     def served(self) -> Served:
-        return Served(
-            self.spec,
-            self.device,
-            str(self.info["url"]),
-            str(self.folder),
-            int(str(self.info["pid"])),
-            str(self.info["shell"]),
-        )
+        return Served.of(self.spec, self.folder, {**self.info, "device": self.device})
 
     def stats(self, timeout: float = 15.0) -> dict[str, object] | None:
         """Its figures now (None: it is gone, or wrote none within ``timeout`` s)."""
