@@ -13,6 +13,7 @@ import pytest
 from pytest_hud._plugin.internals import from_controller
 from pytest_hud.errors import AgentSpecError
 from pytest_hud.robot.agent.registry import DEFAULT_AGENT, AgentSpec
+from pytest_hud.runtime.task import without_args_hash
 
 __all__ = [
     "HANDED_AGENTS",
@@ -29,8 +30,6 @@ HANDED_AGENTS = "hud_agents"
 
 #: an arm's tag in a node id: ``@B`` closing the hud parameter (or before another one)
 _TAG = re.compile(r"@([A-Z]{1,3})(?=\]$|-)")
-#: a row id's trailing hash slug (``env/template-1a2b3c4d``) or repeat (``[3]``)
-_SLUG = re.compile(r"-[0-9a-f]{8}$")
 
 
 @dataclass(frozen=True)
@@ -122,4 +121,4 @@ def task_of_nodeid(nodeid: str) -> str | None:
     head = re.match(r"[^\[@]+", param)
     if head is None or "/" not in head.group(0):
         return None
-    return _SLUG.sub("", head.group(0))
+    return without_args_hash(head.group(0))

@@ -11,6 +11,7 @@ import pytest
 from pytest_hud._plugin.feature_api import Hud, worker_exitcode, worker_node_id
 from pytest_hud.evaluation.results import Row
 from pytest_hud.plumbing.process import describe_exit
+from pytest_hud.runtime.task import without_args_hash
 
 __all__ = ["CrashPlugin", "Settings", "crash_row", "enable", "hud_param"]
 
@@ -45,7 +46,7 @@ def crash_row(nodeid: str, worker: str, exitcode: int | None, agent: str) -> Row
         "group": nodeid.split("[", 1)[0],
         "key": f"{env}/{slug}" if case else None,
         "env": env,
-        "task_id": re.sub(r"-[0-9a-f]{8}$", "", slug.split("[")[0]) if slug else None,
+        "task_id": without_args_hash(slug.split("[")[0]) if slug else None,
         "slug": slug,
         "args": {},
         "rep": int(case["rep"] or 0) if case else 0,

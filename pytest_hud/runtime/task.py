@@ -30,9 +30,13 @@ __all__ = [
     "memory_mib",
     "module_tasks",
     "sources_in",
+    "without_args_hash",
 ]
 
 _ROW_KEYS = {"env", "id", "args", "runtime_config", "metadata"}
+#: hex digits of the args' hash a slug ends with (``id-1a2b3c4d``)
+_HASH_DIGITS = 8
+_ARGS_HASH = re.compile(rf"-[0-9a-f]{{{_HASH_DIGITS}}}$")
 
 
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b?)\s*$", re.IGNORECASE)
@@ -129,7 +133,7 @@ class Task:
         """``id`` alone for a row without args, else ``id-<8 hex of the args' hash>``."""
         if not self.args:
             return self.id
-        digest = hashlib.sha256(_canonical(self.args).encode()).hexdigest()[:8]
+        digest = hashlib.sha256(_canonical(self.args).encode()).hexdigest()[:_HASH_DIGITS]
         return f"{self.id}-{digest}"
 
     @property
@@ -182,6 +186,12 @@ class Task:
             )
         except TaskError as exc:
             raise TaskError(f"{where}: {exc}") from None
+
+
+def without_args_hash(slug: str) -> str:
+    """The row id a slug names, its args' hash dropped (``id-1a2b3c4d`` -> ``id``); of a key,
+    ``env/id``: what ids and reports that hold the slug alone are read back to."""
+    return _ARGS_HASH.sub("", slug)
 
 
 def _module_from(row: Task, folder: Path) -> Task:

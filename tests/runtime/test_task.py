@@ -9,6 +9,7 @@ import pytest
 
 from pytest_hud import RuntimeConfig, Task, Taskset
 from pytest_hud.runtime import TaskError
+from pytest_hud.runtime.task import without_args_hash
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,6 +23,9 @@ def test_slug_is_stable_and_depends_on_args_only() -> None:
     assert a.slug.startswith("swing_up-") and len(a.slug) == len("swing_up-") + 8
     assert Task("pendulum", "swing_up").slug == "swing_up"
     assert a.key == f"pendulum/{a.slug}"
+    # read back from ids and reports: the slug (or key) without its args' hash
+    assert without_args_hash(a.slug) == "swing_up" == without_args_hash("swing_up")
+    assert without_args_hash(a.key) == "pendulum/swing_up"
     # the hash is fixed across processes and versions: it is part of test ids
     assert (
         Task("e", "t", {"seed": 0}).slug
