@@ -16,7 +16,7 @@ import concurrent.futures
 from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Generic, Never, NoReturn, Protocol, TypeVar, overload
 
 import pytest
 
@@ -96,6 +96,27 @@ class Feature(Protocol):
     def enable(self, settings: object, hud: Hud, /) -> object | None: ...
 
 
+class _Fact(Generic[T]):
+    """A fact of the session a feature reads and never sets: ``hud.NAME`` is the session's
+    ``NAME``, read when asked."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, hud: None, owner: type) -> _Fact[T]: ...
+    @overload
+    def __get__(self, hud: Hud, owner: type | None = None) -> T: ...
+    def __get__(self, hud: Hud | None, owner: type | None = None) -> T | _Fact[T]:
+        if hud is None:
+            return self
+        value: T = getattr(hud._session, self.name)
+        return value
+
+    def __set__(self, hud: Hud, value: Never) -> NoReturn:
+        raise AttributeError(f"Hud.{self.name} is the session's, read-only")
+
+
 class Hud:
     """What a feature sees of the session (see the module docs): facts to read, and the few
     ways to act (``fail``, ``stop_rollouts``, ``run``, the xdist channel)."""
@@ -103,33 +124,24 @@ class Hud:
     def __init__(self, session: HudSession) -> None:
         self._session = session
 
-    # -- facts ------------------------------------------------------------------------------
-    @property
-    def config(self) -> pytest.Config:
-        return self._session.config
+    # -- facts: the session's own, read-only ------------------------------------------------
+    config: _Fact[pytest.Config] = _Fact()
+    #: The core's options, frozen (as every feature's ``configure`` left them).
+    options: _Fact[HudOptions] = _Fact()
+    is_worker: _Fact[bool] = _Fact()
+    #: The session's own folder (``.hud`` under the rootdir).
+    artifacts: _Fact[Path] = _Fact()
+    videos: _Fact[Path] = _Fact()
+    agent_label: _Fact[str] = _Fact()
+    #: The run's agent, checkpoint, provenance and replay commands.
+    identity: _Fact[RunIdentity] = _Fact()
+    baseline: _Fact[ResultsDocument | None] = _Fact()
 
-    @property
-    def options(self) -> HudOptions:
-        """The core's options, frozen (as every feature's ``configure`` left them)."""
-        return self._session.options
-
-    @property
-    def is_worker(self) -> bool:
-        return self._session.is_worker
-
+    # -- facts derived, or gathered as the session runs -------------------------------------
     @property
     def distributed(self) -> bool:
         """The run has xdist workers (this is one of them, or their controller)."""
         return self.is_worker or self.config.getoption("dist", "no") != "no"
-
-    @property
-    def artifacts(self) -> Path:
-        """The session's own folder (``.hud`` under the rootdir)."""
-        return self._session.artifacts
-
-    @property
-    def videos(self) -> Path:
-        return self._session.videos
 
     @property
     def arms(self) -> Sequence[Arm]:
@@ -137,22 +149,9 @@ class Hud:
         return tuple(self._session.arms)
 
     @property
-    def agent_label(self) -> str:
-        return self._session.agent_label
-
-    @property
     def agent_given(self) -> bool:
         """Whether ``--hud-agent`` (or its ini) named the agent, rather than the default."""
         return agent_given(self.config)
-
-    @property
-    def identity(self) -> RunIdentity:
-        """The run's agent, checkpoint, provenance and replay commands."""
-        return self._session.identity
-
-    @property
-    def baseline(self) -> ResultsDocument | None:
-        return self._session.baseline
 
     @property
     def rows(self) -> Mapping[str, Row]:
