@@ -4,14 +4,32 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-__all__ = ["command_parser", "from_args"]
+__all__ = ["add_options", "command_parser", "from_args", "option"]
 
 T = TypeVar("T", bound="DataclassInstance")
+#: the metadata key of an :func:`option` field
+_OPTION = "pytest_hud.cli.option"
+
+
+def option(flag: str, help: str, default: Any = None, **argument: Any) -> Any:
+    """A field of a command's dataclass that is also its option ``flag``: the default and the
+    help said once (``%(default)s`` in ``help`` shows the default); ``argument``: the rest of
+    ``add_argument``'s keywords (``type``, ``action``...). :func:`add_options` declares it."""
+    return dataclasses.field(default=default, metadata={_OPTION: (flag, help, argument)})
+
+
+def add_options(parser: argparse.ArgumentParser, cls: type[DataclassInstance]) -> None:
+    """Each :func:`option` field of ``cls`` as an option of ``parser``, in field order, with
+    the field's name as its dest and the field's default as its own."""
+    for f in dataclasses.fields(cls):
+        if _OPTION in f.metadata:
+            flag, help, argument = f.metadata[_OPTION]
+            parser.add_argument(flag, dest=f.name, default=f.default, help=help, **argument)
 
 
 def from_args(cls: type[T], args: argparse.Namespace, **given: object) -> T:

@@ -12,11 +12,11 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from pytest_hud.plumbing.cli import from_args
+from pytest_hud.plumbing.cli import add_options, from_args, option
 from pytest_hud.robot.agent.registry import CHECKPOINT_TEMPLATE
 from pytest_hud.watch.checkpoints import (
     DEFAULT_PATTERN,
@@ -44,20 +44,44 @@ _EVALUATED = (0, 1)
 
 @dataclass
 class Watch:
+    """One watch: what :func:`parse` reads and derives, and each option with its default."""
+
     run: Path
     pytest_args: list[str]
     out: Path
-    pattern: Pattern = field(default_factory=lambda: Pattern(DEFAULT_PATTERN))
-    require: tuple[str, ...] = DEFAULT_REQUIRE
-    agent: str = CHECKPOINT_TEMPLATE
-    poll: float = 5.0
-    until_step: int | None = None
-    final_step: int | None = None
-    idle_timeout: float | None = None
-    eval_timeout: float | None = None
-    nice: int = 10
-    grace: float = 60.0
-    log_run: str = ""
+    pattern: Pattern
+    require: tuple[str, ...]
+    log_run: str
+    agent: str = option(
+        "--agent",
+        "the --hud-agent of each checkpoint; {path} and {step} are filled in (default %(default)s)",
+        CHECKPOINT_TEMPLATE,
+    )
+    poll: float = option("--poll", "seconds between polls", 5.0, type=float)
+    until_step: int | None = option(
+        "--until-step", "stop once training reached this step", type=int
+    )
+    final_step: int | None = option(
+        "--final-step", "the run's last step (default: steps in train_config.json)", type=int
+    )
+    idle_timeout: float | None = option(
+        "--idle-timeout", "stop after this many seconds without a new checkpoint", type=float
+    )
+    eval_timeout: float | None = option(
+        "--eval-timeout", "seconds one checkpoint's evaluation may take", type=float
+    )
+    nice: int = option(
+        "--nice",
+        "niceness of the evaluations (default %(default)s: the trainer first)",
+        10,
+        type=int,
+    )
+    grace: float = option(
+        "--grace",
+        "seconds an interrupted evaluation gets to stop before SIGKILL",
+        60.0,
+        type=float,
+    )
 
     @property
     def index_path(self) -> Path:
@@ -88,38 +112,13 @@ def parse(argv: Sequence[str]) -> Watch:
     )
     parser.add_argument("run", type=Path, help="the training run's output folder")
     parser.add_argument("--pattern", default=DEFAULT_PATTERN,
-                        help=f"checkpoint folders under RUN, {{step}} = the step "
-                        f"(default {DEFAULT_PATTERN})")  # fmt: skip
+                        help="checkpoint folders under RUN, {step} = the step "
+                        "(default %(default)s)")  # fmt: skip
     parser.add_argument("--require", action="append",
                         help="a file a complete checkpoint holds (repeatable; default for the "
                         f"default pattern: {', '.join(DEFAULT_REQUIRE)})")  # fmt: skip
-    parser.add_argument("--agent", default=CHECKPOINT_TEMPLATE,
-                        help="the --hud-agent of each checkpoint; {path} and {step} are "
-                        f"filled in (default {CHECKPOINT_TEMPLATE})")  # fmt: skip
     parser.add_argument("--out", type=Path, help="outputs (default RUN/hud-watch)")
-    parser.add_argument("--poll", type=float, default=5.0, help="seconds between polls")
-    parser.add_argument("--until-step", type=int, help="stop once training reached this step")
-    parser.add_argument(
-        "--final-step", type=int, help="the run's last step (default: steps in train_config.json)"
-    )
-    parser.add_argument(
-        "--idle-timeout", type=float, help="stop after this many seconds without a new checkpoint"
-    )
-    parser.add_argument(
-        "--eval-timeout", type=float, help="seconds one checkpoint's evaluation may take"
-    )
-    parser.add_argument(
-        "--nice",
-        type=int,
-        default=10,
-        help="niceness of the evaluations (default 10: the trainer first)",
-    )
-    parser.add_argument(
-        "--grace",
-        type=float,
-        default=60.0,
-        help="seconds an interrupted evaluation gets to stop before SIGKILL",
-    )
+    add_options(parser, Watch)
     ns, unknown = parser.parse_known_args(args)
     pytest_args = [*unknown, *rest]
     owned = [a for a in pytest_args if a.split("=", 1)[0] in _OWNED]
