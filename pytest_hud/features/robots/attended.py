@@ -210,8 +210,9 @@ class RobotsPlugin:
         return GateFeed(provider, task, show, reference)
 
     def _ask_gate(self, gate: Gate, task: Task, provider: Provider | None) -> GateAnswer:
-        """The operator's answer at ``gate`` (from pytest's thread), the robot's cameras
-        live meanwhile on the rollout loop; the feed ends before this returns."""
+        """The operator's answer at ``gate`` (asked off the rollout loop: from pytest's
+        thread, or a rerun's own), the robot's cameras live meanwhile on the rollout loop;
+        the feed ends before this returns."""
         assert self.operator is not None
         feed = self._feed(gate, task, provider)
         if feed is None:
@@ -228,23 +229,6 @@ class RobotsPlugin:
                     running.result(timeout=STOP_WAIT)  # a read in flight ends first
                 finally:
                     running.cancel()
-
-    async def _ask_gate_async(self, gate: Gate, task: Task, provider: Provider) -> GateAnswer:
-        """:meth:`_ask_gate` on the rollout loop (a discarded episode's rerun)."""
-        assert self.operator is not None
-        feed = self._feed(gate, task, provider)
-        if feed is None:
-            return await asyncio.to_thread(self.operator.gate, gate)
-        running = asyncio.ensure_future(feed.run())
-        try:
-            return await asyncio.to_thread(self.operator.gate, gate)
-        finally:
-            feed.stopped.set()
-            done, _ = await asyncio.wait({running}, timeout=STOP_WAIT)
-            if not done:
-                running.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await running
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -381,7 +365,8 @@ class RobotsPlugin:
             self.reruns += 1
             assert self.operator is not None
             gate = self._gate(task, self.cases.get(id(task)))
-            answer = await self._ask_gate_async(gate, task, provider)
+            # asked on a thread of its own: this loop reads the gate's cameras meanwhile
+            answer = await asyncio.to_thread(self._ask_gate, gate, task, provider)
             if answer != "go":
                 result.error = "the operator discarded the episode and did not run the row again"
                 result.error_type, result.phase = "OperatorDiscard", "grade"
