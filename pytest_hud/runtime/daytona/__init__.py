@@ -14,14 +14,14 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Unpack
 
 from pytest_hud.errors import SubstrateError
 from pytest_hud.plumbing.private_dir import open_private, private_dir
 from pytest_hud.plumbing.process import Child, child_env
 from pytest_hud.runtime.ports import free_port, port_taken
 from pytest_hud.runtime.provider import Runtime
-from pytest_hud.runtime.sandbox import SandboxRuntime, import_sdk
+from pytest_hud.runtime.sandbox import SandboxOptions, SandboxRuntime, import_sdk
 from pytest_hud.runtime.substrate import (
     CONTROL_PORT,
     PingedSubstrate,
@@ -29,7 +29,7 @@ from pytest_hud.runtime.substrate import (
     serve_argv,
     setting,
 )
-from pytest_hud.runtime.task import Task, memory_mib
+from pytest_hud.runtime.task import Task
 
 __all__ = ["DaytonaRuntime"]
 
@@ -174,7 +174,9 @@ class _DaytonaSubstrate(PingedSubstrate):
 class DaytonaRuntime(SandboxRuntime):
     """Serve an env module in a fresh Daytona sandbox per acquisition (see the module docs).
 
-    ``image`` is a registry tag or a ``daytona.Image``. A row's ``runtime_config``
+    ``image`` is a registry tag or a ``daytona.Image``; ``options`` are every sandbox's
+    (:class:`~pytest_hud.runtime.sandbox.SandboxOptions`: ``cpu``, ``gpu`` a count,
+    ``memory``, ``timeout``, ``boot_timeout``, ``sim_ports``). A row's ``runtime_config``
     (``image``, ``cpu``, ``gpu``, ``memory``, ``env``) overrides the constructor's;
     ``memory`` is MiB or like ``"4Gi"`` and is rounded up to whole GiB (Daytona's
     unit). ``config`` is a ``daytona.DaytonaConfig`` (default: ``DAYTONA_API_KEY``
@@ -187,20 +189,14 @@ class DaytonaRuntime(SandboxRuntime):
         image: object,
         *,
         module: str,
-        cpu: int | None = None,
-        gpu: int | None = None,
-        memory: int | str | None = None,
-        timeout: float = 3600,
-        boot_timeout: float = 600,
-        sim_ports: int = 8,
         config: object = None,
         ssh: str | Sequence[str] = "ssh",
         daytona: ModuleType | Any = None,
+        **options: Unpack[SandboxOptions],
     ) -> None:
         self.daytona = daytona if daytona is not None else import_sdk("daytona", _MISSING)
-        super().__init__(image, module, memory, timeout, boot_timeout, sim_ports)
+        super().__init__(image, module, **options)
         self.module: str = module  # Daytona runs a module: the image CMD is not used
-        self.cpu, self.gpu = cpu, gpu
         self.config = config
         self.ssh = [ssh] if isinstance(ssh, str) else list(ssh)
         self._client: object = None
@@ -246,8 +242,7 @@ class DaytonaRuntime(SandboxRuntime):
     def create_params(self, task: Task) -> object:
         """``CreateSandboxFromImageParams`` for ``task`` (its runtime_config wins)."""
         sdk = self.daytona
-        cpu, gpu = setting(task, "cpu", self.cpu), setting(task, "gpu", self.gpu)
-        mib = memory_mib(setting(task, "memory", self.memory))
+        cpu, gpu, mib = self.resources(task)
         resources = None
         if cpu is not None or gpu is not None or mib is not None:
             resources = sdk.Resources(

@@ -8,11 +8,11 @@ import asyncio
 import contextlib
 import math
 from types import ModuleType
-from typing import Any
+from typing import Any, Unpack
 
 from pytest_hud.errors import SubstrateError
 from pytest_hud.runtime.provider import Runtime
-from pytest_hud.runtime.sandbox import SandboxRuntime, import_sdk
+from pytest_hud.runtime.sandbox import SandboxOptions, SandboxRuntime, import_sdk
 from pytest_hud.runtime.substrate import (
     CONTROL_PORT,
     PingedSubstrate,
@@ -20,7 +20,7 @@ from pytest_hud.runtime.substrate import (
     serve_argv,
     setting,
 )
-from pytest_hud.runtime.task import Task, memory_mib
+from pytest_hud.runtime.task import Task
 
 __all__ = ["ModalRuntime"]
 
@@ -103,7 +103,9 @@ class _ModalSubstrate(PingedSubstrate):
 class ModalRuntime(SandboxRuntime):
     """Serve an env module in a fresh Modal sandbox per acquisition (see the module docs).
 
-    ``image`` is a ``modal.Image`` or a registry tag. A row's ``runtime_config``
+    ``image`` is a ``modal.Image`` or a registry tag; ``options`` are every sandbox's
+    (:class:`~pytest_hud.runtime.sandbox.SandboxOptions`: ``cpu``, ``gpu`` a type such as
+    ``"T4"``, ``memory``, ``timeout``, ``boot_timeout``, ``sim_ports``). A row's ``runtime_config``
     (``image``, ``gpu``, ``cpu``, ``memory``, ``timeout``, ``env``) overrides the
     constructor's values; ``memory`` is MiB or a string like ``"4Gi"``; ``timeout``
     is the sandbox's lifetime in seconds. ``modal`` injects the SDK module.
@@ -115,20 +117,13 @@ class ModalRuntime(SandboxRuntime):
         *,
         module: str | None = None,
         app_name: str = "pytest-hud",
-        gpu: str | None = None,
-        cpu: float | None = None,
-        memory: int | str | None = None,
-        timeout: float = 3600,
-        boot_timeout: float = 600,
-        sim_ports: int = 8,
         secrets: list[object] | None = None,
         modal: ModuleType | Any = None,
+        **options: Unpack[SandboxOptions],
     ) -> None:
         self.modal = modal if modal is not None else import_sdk("modal", _MISSING)
-        super().__init__(image, module, memory, timeout, boot_timeout, sim_ports)
+        super().__init__(image, module, **options)
         self.app_name = app_name
-        self.gpu = gpu
-        self.cpu = cpu
         self.secrets = list(secrets or [])
         self._app: object = None
         self._images: dict[str, object] = {}
@@ -162,8 +157,7 @@ class ModalRuntime(SandboxRuntime):
             "timeout": math.ceil(timeout),
             "unencrypted_ports": list(self.ports),
         }
-        gpu, cpu = setting(task, "gpu", self.gpu), setting(task, "cpu", self.cpu)
-        memory = memory_mib(setting(task, "memory", self.memory))
+        cpu, gpu, memory = self.resources(task)
         if gpu is not None:
             kwargs["gpu"] = gpu
         if cpu is not None:
