@@ -1,7 +1,8 @@
 """The one door between the core and a feature (``pytest_hud/features/``): what a feature may
 read of the session and the few ways it may act on it. A feature module has
 
-- ``Settings``: a frozen dataclass whose :func:`option` fields declare its options (or none),
+- ``Settings``: a :class:`FeatureSettings` whose :func:`option` fields declare its options (or
+  None: it has none),
 - ``configure(settings, options) -> HudOptions`` (optional): the session's core options as
   this feature changes them (a runtime, a width, where rollouts boot), returned as a copy,
 - ``enable(settings, hud) -> plugin | None``: its plugin object, whose hooks do its work.
@@ -41,7 +42,14 @@ from pytest_hud._plugin.items import is_task_file
 from pytest_hud._plugin.module_rows import check_module_columns
 from pytest_hud._plugin.options import HudOptions
 from pytest_hud._plugin.report_images import Figure, figure_path
-from pytest_hud._plugin.settings import add_options, handed, option, path_option, read_settings
+from pytest_hud._plugin.settings import (
+    FeatureSettings,
+    add_options,
+    handed,
+    option,
+    path_option,
+    read_settings,
+)
 from pytest_hud._plugin.state import CASE
 from pytest_hud._plugin.video import VideoObserver, write_failures
 from pytest_hud.errors import ModuleColumnError
@@ -57,6 +65,7 @@ __all__ = [
     "OUR_FIXTURES",
     "Arm",
     "Feature",
+    "FeatureSettings",
     "Figure",
     "Gathered",
     "Hud",

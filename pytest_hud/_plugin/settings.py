@@ -11,13 +11,14 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, dataclass_transform
 
 import pytest
 
 from pytest_hud._plugin.internals import from_controller
 
 __all__ = [
+    "FeatureSettings",
     "Option",
     "add_options",
     "handed",
@@ -120,6 +121,17 @@ def handed(key: str) -> Any:
     """A settings field an xdist worker takes from its controller (``workerinput[key]``, put
     there in ``pytest_configure_node``); None elsewhere."""
     return dataclasses.field(default=None, metadata={"handed": key})
+
+
+@dataclass_transform(frozen_default=True)
+class FeatureSettings:
+    """A feature's settings: a subclass declares each of its options once, as a field
+    (``x: int | None = option("--hud-x", "help")``, or :func:`handed`), and is a frozen
+    dataclass of them (read once at configure, never changed)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        dataclass(frozen=True)(cls)
 
 
 def options_of(cls: type) -> list[tuple[str, Option]]:

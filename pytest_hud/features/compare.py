@@ -4,20 +4,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from pytest_hud._plugin.feature_api import Figure, Hud, option, path_option
+from pytest_hud._plugin.feature_api import FeatureSettings, Figure, Hud, option, path_option
 from pytest_hud.evaluation import comparison as cmp
 from pytest_hud.evaluation import results as rep
 
 __all__ = ["ComparePlugin", "Settings", "enable"]
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(FeatureSettings):
     compare: Path | None = path_option(
         "--hud-compare",
         "a previous results JSON: compare this run with it per task (table, PNG plot)",

@@ -8,13 +8,12 @@ import dataclasses
 import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
 import pytest
 
-from pytest_hud._plugin.feature_api import Hud, HudOptions, option
+from pytest_hud._plugin.feature_api import FeatureSettings, Hud, HudOptions, option
 from pytest_hud.runtime.provider import Provider
 from pytest_hud.runtime.rollout import Agent, RolloutOptions, RolloutResult
 from pytest_hud.runtime.task import Task
@@ -30,8 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["DelegatePlugin", "Delegation", "PartRecorder", "Settings", "configure", "enable"]
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(FeatureSettings):
     delegate: str | None = option(
         "--hud-delegate",
         "run each item's whole rollout (env server + agent) elsewhere and fold the result "

@@ -7,13 +7,12 @@ the disk has every line.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_hud._plugin.feature_api import Hud, path_option
+from pytest_hud._plugin.feature_api import FeatureSettings, Hud, path_option
 from pytest_hud.evaluation import ledger_file as ledger_mod
 from pytest_hud.evaluation.results import Row
 
@@ -23,8 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["LedgerPlugin", "Settings", "enable"]
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(FeatureSettings):
     ledger: Path | None = path_option(
         "--hud-ledger",
         "append every finished rollout (fsync'd behind) to this JSONL episode ledger, with the "

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import pytest
 
-from pytest_hud._plugin.feature_api import Hud, option
+from pytest_hud._plugin.feature_api import FeatureSettings, Hud, option
 from pytest_hud.robot.agent.timed import Timing
 
 __all__ = ["RealtimePlugin", "Settings", "enable"]
@@ -33,8 +32,7 @@ def _number(low: float, strict: bool) -> Callable[[str], float]:
     return parse
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(FeatureSettings):
     realtime: bool = option(
         "--hud-realtime",
         "step each env on the wall clock at its contract's control rate whether or not the "

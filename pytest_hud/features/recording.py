@@ -10,13 +10,12 @@ import json
 import os
 import shutil
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_hud._plugin.feature_api import Hud, HudOptions, option
+from pytest_hud._plugin.feature_api import FeatureSettings, Hud, HudOptions, option
 from pytest_hud.evaluation.results import Row
 from pytest_hud.runtime.rollout import RolloutResult
 
@@ -34,8 +33,7 @@ KEY = "pytest_hud_recording_errors"
 NOT_RECORDED = "not recorded: the dataset stopped before this episode (see the error above)"
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(FeatureSettings):
     record: str | None = option(
         "--hud-record",
         "record every episode into a LeRobot v3 dataset at DIR (default $RECORD_DIR or ./data)",

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Generator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from pytest_hud._plugin.feature_api import HudCase, HudOptions, path_option
+from pytest_hud._plugin.feature_api import FeatureSettings, HudCase, HudOptions, path_option
 from pytest_hud.evaluation import ledger_file as ledger_mod
 from pytest_hud.evaluation.results import Row
 
@@ -22,8 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["ResumePlugin", "Settings", "configure", "enable"]
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(FeatureSettings):
     resume: Path | None = path_option(
         "--hud-resume",
         "a ledger of an earlier (killed) run: items whose episodes it holds are reported "

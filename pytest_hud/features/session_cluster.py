@@ -8,12 +8,11 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import sys
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_hud._plugin.feature_api import Hud, HudOptions, WorkerNode, handed
+from pytest_hud._plugin.feature_api import FeatureSettings, Hud, HudOptions, WorkerNode, handed
 from pytest_hud.runtime.backends import parse
 
 if TYPE_CHECKING:
@@ -24,8 +23,7 @@ __all__ = ["KEY", "ClusterPlugin", "Settings", "enable"]
 KEY = "hud_cluster_address"
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(FeatureSettings):
     #: in a worker: the address of the cluster the controller started
     address: str | None = handed(KEY)
 

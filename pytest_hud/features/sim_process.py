@@ -7,17 +7,14 @@ runtime shares the pytest process (the cost: a second process and round trip eac
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from pytest_hud._plugin.feature_api import Hud, option
+from pytest_hud._plugin.feature_api import FeatureSettings, Hud, option
 from pytest_hud.plumbing.process import set_env
 from pytest_hud.robot.sim.endpoint import SIM_PROCESS_ENV
 
 __all__ = ["Settings", "enable"]
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(FeatureSettings):
     sim_process: bool = option(
         "--hud-sim-process",
         "serve each env.gym / env.vla_eval sim in a process of its own instead of the env "

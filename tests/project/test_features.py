@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import pytest_hud
-from pytest_hud._plugin.feature_api import Hud
+from pytest_hud._plugin.feature_api import FeatureSettings, Hud
 from pytest_hud._plugin.options import HudOptions
 from pytest_hud._plugin.settings import options_of
 from pytest_hud.features import FEATURES, feature
@@ -34,11 +34,13 @@ def _tree(path: Path) -> ast.Module:
 
 @pytest.mark.parametrize("name", FEATURES)
 def test_every_feature_has_the_loaders_shape(name: str) -> None:
-    """``Settings`` (None, or a frozen dataclass whose option fields declare its flags),
-    ``enable(settings, hud)`` and, where present, ``configure(settings, options)``."""
+    """``Settings`` (None, or a FeatureSettings: a frozen dataclass whose option fields
+    declare its flags), ``enable(settings, hud)`` and, where present,
+    ``configure(settings, options)``."""
     module = feature(name)
     settings = module.Settings
     if settings is not None:
+        assert issubclass(settings, FeatureSettings), f"{name}.Settings is no FeatureSettings"
         assert dataclasses.is_dataclass(settings), f"{name}.Settings is not a dataclass"
         assert settings.__dataclass_params__.frozen, f"{name}.Settings is not frozen"
         assert dataclasses.fields(settings), f"{name}.Settings declares nothing"

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +16,7 @@ import pytest
 from pytest_hud._plugin.feature_api import (
     OUR_FIXTURES,
     Arm,
+    FeatureSettings,
     Figure,
     Hud,
     HudCase,
@@ -59,8 +59,7 @@ def _metrics(text: str) -> tuple[str, ...]:
     return found
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(FeatureSettings):
     gate: bool = option(
         "--hud-ab-gate",
         "with several --hud-agent: fail the session when the candidate (the last agent) is "

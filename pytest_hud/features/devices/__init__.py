@@ -22,13 +22,19 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_hud._plugin.feature_api import Hud, WorkerNode, handed, option, worker_node_id
+from pytest_hud._plugin.feature_api import (
+    FeatureSettings,
+    Hud,
+    WorkerNode,
+    handed,
+    option,
+    worker_node_id,
+)
 from pytest_hud.features.devices.figures import html_section, terminal_lines
 from pytest_hud.features.devices.placement import (
     AUTO,
@@ -73,8 +79,7 @@ def _gpus(value: str) -> str | None:
     return None if ok else f"is all, a count or device=0,1 (as docker run --gpus), got {value!r}"
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(FeatureSettings):
     devices: tuple[str, ...] = option(
         "--hud-devices",
         "the devices models run on: auto (every GPU this process sees, honouring "

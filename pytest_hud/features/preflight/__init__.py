@@ -5,7 +5,6 @@ usage errors (exit 4), soft ones a warning table.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +12,7 @@ import pytest
 
 from pytest_hud._plugin.feature_api import (
     OUR_FIXTURES,
+    FeatureSettings,
     Hud,
     is_task_file,
     option,
@@ -38,8 +38,7 @@ def _mode(text: str) -> str:
     return mode
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(FeatureSettings):
     mode: str = option(
         "--hud-preflight",
         "before any item, set each agent's policy (a LeRobot checkpoint's features and "

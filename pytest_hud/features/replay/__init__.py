@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import types
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +13,7 @@ import numpy as np
 import pytest
 
 from pytest_hud._plugin.feature_api import (
+    FeatureSettings,
     Figure,
     Hud,
     HudCase,
@@ -64,8 +64,7 @@ def _dataset(text: str) -> Path:
     return root
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(FeatureSettings):
     # the tolerances first: a bad one is reported before the dataset is looked at
     tolerances: judge.Tolerances = option(
         "--hud-replay-tolerance",

@@ -16,12 +16,11 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from pytest_hud._plugin.feature_api import Hud, HudOptions, option
+from pytest_hud._plugin.feature_api import FeatureSettings, Hud, HudOptions, option
 from pytest_hud.features.robots.attended import PUT_OFF, Grader, RobotsPlugin
 from pytest_hud.features.robots.operator import Operator, ScriptedOperator
 from pytest_hud.plumbing.loader import load_object
@@ -114,8 +113,7 @@ def _rubric_of(task: Task, table: dict[str, str]) -> str:
     return " ".join(found.split())
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(FeatureSettings):
     operator: str | None = option(
         "--hud-operator",
         "an operator at the robot grades each episode: terminal (this terminal's keys), web (a "

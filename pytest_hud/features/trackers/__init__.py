@@ -6,13 +6,12 @@ logged, and the table of trackers) and one module each.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_hud._plugin.feature_api import Hud, option, path_option
+from pytest_hud._plugin.feature_api import FeatureSettings, Hud, option, path_option
 
 if TYPE_CHECKING:
     from pytest_hud.evaluation.results import ResultsDocument
@@ -30,8 +29,7 @@ def _names(text: str) -> list[str]:
         raise ValueError(str(exc)) from None
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(FeatureSettings):
     log: tuple[list[str], ...] = option(
         "--hud-log",
         "log the session's figures (success with intervals per task, score, steps, "
