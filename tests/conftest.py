@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import sysconfig
@@ -68,6 +69,34 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.durations = 30
     if REQUIRE_ALL and "s" not in (config.option.reportchars or ""):
         config.option.reportchars = (config.option.reportchars or "") + "s"  # say why
+
+
+#: pytest plugins this venv's other packages bring that no child session of these tests
+#: uses; each child loaded them again (hypothesis's summary hook alone imports all of
+#: hypothesis): CPU each child spent before its first test (docs/performance.md, CI)
+_UNUSED_IN_CHILDREN = ("hypothesispytest", "hydra_pytest", "jaxtyping", "typeguard")
+LEAN_CHILDREN = " ".join(f"-p no:{name}" for name in _UNUSED_IN_CHILDREN)
+
+
+def _lean(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Child pytest sessions of this test skip the unused plugins (PYTEST_ADDOPTS, which
+    a test that wants a child's plain environment still clears or replaces)."""
+    now = os.environ.get("PYTEST_ADDOPTS", "")
+    if LEAN_CHILDREN not in now:
+        monkeypatch.setenv("PYTEST_ADDOPTS", f"{now} {LEAN_CHILDREN}".strip())
+
+
+@pytest.fixture(autouse=True)
+def _lean_children(monkeypatch: pytest.MonkeyPatch) -> None:
+    _lean(monkeypatch)
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytest's pytester, whose child sessions skip the unused plugins too (pytester
+    removes PYTEST_ADDOPTS when it starts)."""
+    _lean(monkeypatch)
+    return pytester
 
 
 @pytest.fixture
