@@ -105,7 +105,8 @@ def reference_episodes(rows: list[Task]) -> dict[str, tuple[int, bool, float]]:
     import gymnasium as gym
     import mani_skill.envs  # noqa: F401
 
-    from pytest_hud.suites.maniskill.expert import ENV_STATE_KEY, ManiSkillExpert
+    from pytest_hud.suites.maniskill.expert import ManiSkillExpert
+    from pytest_hud.suites.maniskill.sim import planner_observation
 
     expert = ManiSkillExpert()
     out = {}
@@ -123,8 +124,8 @@ def reference_episodes(rows: list[Task]) -> dict[str, tuple[int, bool, float]]:
             steps, total, success, chunk = 0, 0.0, False, []
             while True:
                 if not chunk:
-                    state = np.asarray(env.unwrapped.get_state()).reshape(-1)
-                    batch = {"prompt": [ms_tasks.PROMPTS[row.id]], ENV_STATE_KEY: [state]}
+                    observed = planner_observation(env.unwrapped).items()
+                    batch = {"prompt": [ms_tasks.PROMPTS[row.id]], **{k: [v] for k, v in observed}}
                     chunk = list(expert.infer(batch)[0])
                 _, reward, terminated, truncated, info = env.step(chunk.pop(0)[None])
                 steps += 1
@@ -165,4 +166,4 @@ def test_the_planner_says_how_to_get_a_numpy_1_python(monkeypatch: pytest.Monkey
     if mp._mplib_fits():
         pytest.skip("this python's numpy is 1.x: the planner runs in-process here")
     with pytest.raises(mp.PlannerError, match="needs numpy < 2.*PYTEST_HUD_MANISKILL_PLANNER"):
-        mp.plan("PickCube-v1", np.zeros(70, np.float32))
+        mp.plan("PickCube-v1", np.zeros(70, np.float32), seed=0)
