@@ -147,7 +147,8 @@ def maniskill_own(seeds: int) -> dict[str, Any]:
     import gymnasium as gym
     import mani_skill.envs  # noqa: F401
 
-    from pytest_hud.suites.maniskill.expert import ENV_STATE_KEY, ManiSkillExpert
+    from pytest_hud.suites.maniskill.expert import ManiSkillExpert
+    from pytest_hud.suites.maniskill.sim import planner_observation
     from pytest_hud.suites.maniskill.tasks import MAX_STEPS, PROMPTS
 
     expert = ManiSkillExpert()
@@ -167,8 +168,8 @@ def maniskill_own(seeds: int) -> dict[str, Any]:
         success = False
         while True:
             if not chunk:
-                state = np.asarray(env.unwrapped.get_state()).reshape(-1)
-                batch = {"prompt": [PROMPTS[row.id]], ENV_STATE_KEY: [state]}
+                observed = planner_observation(env.unwrapped).items()
+                batch = {"prompt": [PROMPTS[row.id]], **{k: [v] for k, v in observed}}
                 chunk = list(expert.infer(batch)[0])
             _, _, terminated, truncated, info = env.step(chunk.pop(0)[None])
             steps += 1

@@ -73,7 +73,7 @@ def test_the_sim_is_maniskills_env_with_its_seeds() -> None:
     import gymnasium as gym
     import mani_skill.envs  # noqa: F401
 
-    from pytest_hud.suites.maniskill.sim import make_env
+    from pytest_hud.suites.maniskill.sim import SEED_KEY, make_env, seed_of
 
     env = make_env("PickCube-v1")
     theirs = gym.make("PickCube-v1", obs_mode="state", control_mode="pd_joint_pos", num_envs=1)
@@ -90,6 +90,7 @@ def test_the_sim_is_maniskills_env_with_its_seeds() -> None:
         np.testing.assert_array_equal(state, again["observation/state"])
         assert not np.allclose(state, other["observation/state"])  # another cube pose
         assert first["observation/env_state"].size > state.size
+        assert (seed_of(first[SEED_KEY]), seed_of(other[SEED_KEY])) == (5, 6)
         with pytest.raises(ValueError, match="takes 8 values"):
             env.step(np.zeros(7, np.float32))
     finally:
@@ -105,7 +106,8 @@ def reference_episodes(rows: list[Task]) -> dict[str, tuple[int, bool, float]]:
     import gymnasium as gym
     import mani_skill.envs  # noqa: F401
 
-    from pytest_hud.suites.maniskill.expert import ENV_STATE_KEY, ManiSkillExpert
+    from pytest_hud.suites.maniskill.expert import ManiSkillExpert
+    from pytest_hud.suites.maniskill.sim import planner_observation
 
     expert = ManiSkillExpert()
     out = {}
@@ -123,8 +125,8 @@ def reference_episodes(rows: list[Task]) -> dict[str, tuple[int, bool, float]]:
             steps, total, success, chunk = 0, 0.0, False, []
             while True:
                 if not chunk:
-                    state = np.asarray(env.unwrapped.get_state()).reshape(-1)
-                    batch = {"prompt": [ms_tasks.PROMPTS[row.id]], ENV_STATE_KEY: [state]}
+                    observed = planner_observation(env.unwrapped).items()
+                    batch = {"prompt": [ms_tasks.PROMPTS[row.id]], **{k: [v] for k, v in observed}}
                     chunk = list(expert.infer(batch)[0])
                 _, reward, terminated, truncated, info = env.step(chunk.pop(0)[None])
                 steps += 1
@@ -158,6 +160,16 @@ def test_the_expert_solves_and_the_episodes_are_maniskills(planner: None) -> Non
         assert r.prompt == ms_tasks.PROMPTS[row.id]
 
 
+@pytest.mark.timeout(1800)
+def test_the_peg_is_planned_in_its_episodes_scene(planner: None) -> None:
+    """PegInsertionSide draws its peg's and hole's sizes from the seed at each reset: the
+    expert plans in the observed episode's scene, so one plan inserts the peg in ManiSkill's
+    own env (seed 4; planned in seed 0's scene, its plans missed to the step limit)."""
+    [row] = ms_tasks.rows(["PegInsertionSide-v1"], seeds=5)[4:]
+    steps, success, _ = reference_episodes([row])[row.key]
+    assert success and steps < 200, (row.key, steps)
+
+
 def test_the_planner_says_how_to_get_a_numpy_1_python(monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_hud.suites.maniskill import planner as mp
 
@@ -165,4 +177,4 @@ def test_the_planner_says_how_to_get_a_numpy_1_python(monkeypatch: pytest.Monkey
     if mp._mplib_fits():
         pytest.skip("this python's numpy is 1.x: the planner runs in-process here")
     with pytest.raises(mp.PlannerError, match="needs numpy < 2.*PYTEST_HUD_MANISKILL_PLANNER"):
-        mp.plan("PickCube-v1", np.zeros(70, np.float32))
+        mp.plan("PickCube-v1", np.zeros(70, np.float32), seed=0)

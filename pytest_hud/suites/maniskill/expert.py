@@ -1,7 +1,8 @@
 """``maniskill-expert``: ManiSkill's motion-planning solutions as an agent. From the episode's
-first observation (the simulator's full state, ``observation/env_state``) it plans the whole
-episode and sends it as one action chunk; if the episode is still running when the chunk
-ends (a plan that missed), it plans again from where the arm is.
+first observation (the simulator's full state, ``observation/env_state``, and the seed the
+scene was built with, ``observation/episode_seed``) it plans the whole episode and sends it
+as one action chunk; if the episode is still running when the chunk ends (a plan that
+missed), it plans again from where the arm is.
 """
 
 from __future__ import annotations
@@ -11,11 +12,10 @@ import numpy as np
 from pytest_hud.robot import ContractError, Model, RobotAgent, Spaces
 from pytest_hud.robot.agent.model import Batch
 from pytest_hud.suites.maniskill.planner import plan
+from pytest_hud.suites.maniskill.sim import ENV_STATE_KEY, SEED_KEY, seed_of
 from pytest_hud.suites.maniskill.tasks import task_for_prompt
 
-__all__ = ["ENV_STATE_KEY", "ManiSkillExpert", "expert_agent"]
-
-ENV_STATE_KEY = "observation/env_state"
+__all__ = ["ManiSkillExpert", "expert_agent"]
 
 
 class ManiSkillExpert(Model):
@@ -23,9 +23,10 @@ class ManiSkillExpert(Model):
     to the batch's longest."""
 
     def bind(self, spaces: Spaces) -> None:
-        if ENV_STATE_KEY not in spaces.observation or spaces.action_feature.size != 8:
+        planned_from = {ENV_STATE_KEY, SEED_KEY}
+        if not planned_from <= set(spaces.observation) or spaces.action_feature.size != 8:
             raise ContractError(
-                f"maniskill-expert plans from {ENV_STATE_KEY!r} and sends the Panda's 8 "
+                f"maniskill-expert plans from {sorted(planned_from)} and sends the Panda's 8 "
                 f"joint-position targets; got observations {list(spaces.observation)} and a "
                 f"{spaces.action_feature.size}-d action. Fix: run it on "
                 "pytest_hud.suites.maniskill rows"
@@ -33,8 +34,9 @@ class ManiSkillExpert(Model):
 
     def infer(self, batch: Batch) -> np.ndarray:
         plans = []
-        for prompt, state in zip(batch["prompt"], batch[ENV_STATE_KEY], strict=True):
-            actions, _ = plan(task_for_prompt(prompt), np.asarray(state))
+        rows = zip(batch["prompt"], batch[ENV_STATE_KEY], batch[SEED_KEY], strict=True)
+        for prompt, state, seed in rows:
+            actions, _ = plan(task_for_prompt(prompt), np.asarray(state), seed_of(seed))
             if not len(actions):
                 raise RuntimeError(f"ManiSkill's solution for {prompt!r} planned no motion")
             plans.append(actions)

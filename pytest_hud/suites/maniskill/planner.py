@@ -1,8 +1,9 @@
 """ManiSkill's own motion-planning solutions (mplib) as a planner: from the simulator's full
-state, the joint-position actions that solve the task.
+state and the episode's seed, the joint-position actions that solve the task.
 
-The solution runs on a private copy of the env set to the observed state (its ``reset`` is
-made to land there), and its actions are recorded. mplib 0.1.1 (the version mani-skill 3.0.1
+The solution runs on a private copy of the env reset with the episode's seed (the scene:
+PegInsertionSide's peg and hole sizes) and set to the observed state (its ``reset`` is made
+to land there), and its actions are recorded. mplib 0.1.1 (the version mani-skill 3.0.1
 pins) is built against numpy 1 and crashes in ``ArticulatedModel`` under numpy 2, so where
 this process has numpy >= 2 the planning runs in a worker process on another python
 (``$PYTEST_HUD_MANISKILL_PLANNER``: one with numpy < 2 and mani-skill, e.g. a venv of its
@@ -53,15 +54,16 @@ class _Worker:
             env={**os.environ, "DISPLAY": ""},
         )
 
-    def ask(self, task: str, env_state: np.ndarray) -> tuple[np.ndarray, bool]:
+    def ask(self, task: str, env_state: np.ndarray, seed: int) -> tuple[np.ndarray, bool]:
         """One plan; concurrent episodes (rows on several substrates, one agent) take
         turns: the worker answers one request at a time, in order."""
         with self.lock:
-            return self._ask(task, env_state)
+            return self._ask(task, env_state, seed)
 
-    def _ask(self, task: str, env_state: np.ndarray) -> tuple[np.ndarray, bool]:
+    def _ask(self, task: str, env_state: np.ndarray, seed: int) -> tuple[np.ndarray, bool]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        request = {"task": task, "state": np.asarray(env_state, float).tolist()}
+        state = np.asarray(env_state, float).tolist()
+        request = {"task": task, "state": state, "seed": int(seed)}
         try:
             self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
@@ -98,10 +100,11 @@ _WORKER: list[_Worker] = []
 _STARTING = threading.Lock()
 
 
-def plan(task: str, env_state: np.ndarray) -> tuple[np.ndarray, bool]:
-    """ManiSkill's solution for ``task`` from ``env_state``: (actions [T, 8], planned ok)."""
+def plan(task: str, env_state: np.ndarray, seed: int) -> tuple[np.ndarray, bool]:
+    """ManiSkill's solution for ``task`` from ``env_state`` in the scene of episode ``seed``:
+    (actions [T, 8], planned ok)."""
     if _mplib_fits():
-        return solve_here(task, env_state)
+        return solve_here(task, env_state, seed)
     python = os.environ.get(PLANNER_VAR)
     if not python:
         raise PlannerError(
@@ -114,4 +117,4 @@ def plan(task: str, env_state: np.ndarray) -> tuple[np.ndarray, bool]:
         if not _WORKER or _WORKER[0].proc.poll() is not None or _WORKER[0].python != python:
             _WORKER[:] = [_Worker(python)]
         worker = _WORKER[0]
-    return worker.ask(task, env_state)
+    return worker.ask(task, env_state, seed)

@@ -1,7 +1,8 @@
-"""ManiSkill's own motion-planning solutions (mplib) run on a private copy of the env set to an
-observed simulator state, their actions recorded; and the worker serving them on a python
-with numpy < 2 (``python planner_worker.py``: one JSON request a line in, one reply a line
-out). It imports nothing of pytest-hud: that python need not have it (see :mod:`.planner`).
+"""ManiSkill's own motion-planning solutions (mplib) run on a private copy of the env, reset
+with the observed episode's seed (its scene) and set to its observed simulator state, their
+actions recorded; and the worker serving them on a python with numpy < 2 (``python
+planner_worker.py``: one JSON request a line in, one reply a line out). It imports nothing
+of pytest-hud: that python need not have it (see :mod:`.planner`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ def _solution(task: str) -> Any:
     return table[task]
 
 
-def solve_here(task: str, env_state: Any) -> tuple[np.ndarray, bool]:
-    """(actions [T, 8], whether the plan succeeded on the private copy)."""
+def solve_here(task: str, env_state: Any, seed: int) -> tuple[np.ndarray, bool]:
+    """(actions [T, 8], whether the plan succeeded on the private copy). ``seed`` is the
+    episode's: PegInsertionSide rebuilds its scene (peg and hole sizes) from it at each
+    reset, and ``get_state()`` has poses only."""
     import gymnasium as gym
     import mani_skill.envs  # noqa: F401
     import torch
@@ -50,7 +53,7 @@ def solve_here(task: str, env_state: Any) -> tuple[np.ndarray, bool]:
     actions: list[np.ndarray] = []
 
     class AtState(gym.Wrapper):  # type: ignore[type-arg]
-        """The private env whose reset lands on the observed state; steps recorded."""
+        """The private env whose reset lands on the observed episode; steps recorded."""
 
         def reset(self, **kwargs: Any) -> Any:
             _, info = self.env.reset(**kwargs)
@@ -62,7 +65,7 @@ def solve_here(task: str, env_state: Any) -> tuple[np.ndarray, bool]:
             actions.append(np.asarray(action, np.float32).reshape(-1).copy())
             return self.env.step(action)
 
-    result = _solution(task)(AtState(env), seed=0, debug=False, vis=False)
+    result = _solution(task)(AtState(env), seed=seed, debug=False, vis=False)
     ok = not isinstance(result, int) and bool(result[-1]["success"].item())
     return np.stack(actions) if actions else np.zeros((0, 8), np.float32), ok
 
@@ -74,7 +77,7 @@ def _serve() -> None:
     for line in sys.stdin:
         try:
             request = json.loads(line)
-            actions, ok = solve_here(request["task"], request["state"])
+            actions, ok = solve_here(request["task"], request["state"], request["seed"])
             reply: dict[str, Any] = {"actions": actions.tolist(), "success": ok}
         except Exception as exc:  # the caller raises it with the task's name
             reply = {"error": f"{type(exc).__name__}: {exc}"}

@@ -14,13 +14,32 @@ from typing import Any, cast
 import gymnasium as gym
 import numpy as np
 
-__all__ = ["ACTION_SIZE", "CONTROL_MODE", "CONTROL_RATE", "ManiSkillEnv", "make_env"]
+__all__ = [
+    "ACTION_SIZE",
+    "CONTROL_MODE",
+    "CONTROL_RATE",
+    "ENV_STATE_KEY",
+    "SEED_KEY",
+    "ManiSkillEnv",
+    "make_env",
+    "planner_observation",
+    "seed_of",
+]
 
 #: 7 arm joint targets (absolute, radians) + the gripper in [-1, 1].
 ACTION_SIZE = 8
 CONTROL_MODE = "pd_joint_pos"
 #: ManiSkill's tabletop tasks: sim 100 Hz, control 20 Hz.
 CONTROL_RATE = 20.0
+#: The simulator's full state (``get_state()``): every actor's pose and velocity.
+ENV_STATE_KEY = "observation/env_state"
+#: ManiSkill's episode seed: PegInsertionSide builds its scene from it at each reset (the
+#: peg's and hole's sizes: ``reconfiguration_freq=1``), which ``get_state()`` lacks; a
+#: private copy reset with it has that scene (as ManiSkill's trajectory replay does).
+SEED_KEY = "observation/episode_seed"
+#: The seed goes out as two 16-bit halves: the wire's float32 carries each exactly
+#: (ManiSkill draws seeds below 2**31).
+_HALF = 1 << 16
 
 
 def _numpy(value: Any) -> np.ndarray:
@@ -30,14 +49,31 @@ def _numpy(value: Any) -> np.ndarray:
     return np.asarray(value, np.float32).reshape(-1)
 
 
+def planner_observation(maniskill: Any) -> dict[str, np.ndarray]:
+    """What the expert plans from, read off ManiSkill's BaseEnv: its full state and the
+    episode's seed (:data:`SEED_KEY`)."""
+    seed = int(maniskill._episode_seed[0])
+    return {
+        ENV_STATE_KEY: _numpy(maniskill.get_state()),
+        SEED_KEY: np.asarray(divmod(seed, _HALF), np.float32),
+    }
+
+
+def seed_of(observed: Any) -> int:
+    """The episode seed a :data:`SEED_KEY` observation carries."""
+    high, low = (round(float(v)) for v in np.asarray(observed).reshape(-1))
+    return high * _HALF + low
+
+
 class ManiSkillEnv(gym.Env):  # type: ignore[type-arg]
     """One ManiSkill task; ``reset(seed=k)`` is ManiSkill's own seeded episode k.
 
     Observations: ``observation/state`` (ManiSkill's ``obs_mode="state"`` vector: the
-    robot's joints and the task's extras) and ``observation/env_state`` (the simulator's
-    full state, ``env.get_state()``: every actor's pose and velocity, what a privileged
-    planner reads). ``info["success"]`` is ManiSkill's ``evaluate()``; the episode ends
-    when ManiSkill terminates it (success, or a failure) or at the step limit.
+    robot's joints and the task's extras), ``observation/env_state`` (the simulator's
+    full state, ``env.get_state()``: every actor's pose and velocity) and
+    ``observation/episode_seed`` (the seed, which builds the peg task's scene): what a
+    privileged planner reads. ``info["success"]`` is ManiSkill's ``evaluate()``; the
+    episode ends when ManiSkill terminates it (success, or a failure) or at the step limit.
     """
 
     metadata = {"render_modes": [], "render_fps": CONTROL_RATE}
@@ -62,14 +98,10 @@ class ManiSkillEnv(gym.Env):  # type: ignore[type-arg]
         #: ManiSkill's BaseEnv under gymnasium's wrappers (get_state, the action space)
         self.maniskill: Any = cast(Any, self.sim).unwrapped
         obs, _ = self.sim.reset(seed=0)
-        state_size = _numpy(obs).size
-        env_state_size = _numpy(self.maniskill.get_state()).size
         self.observation_space = gym.spaces.Dict(
             {
-                "observation/state": gym.spaces.Box(-np.inf, np.inf, (state_size,), np.float32),
-                "observation/env_state": gym.spaces.Box(
-                    -np.inf, np.inf, (env_state_size,), np.float32
-                ),
+                key: gym.spaces.Box(-np.inf, np.inf, value.shape, np.float32)
+                for key, value in self._obs(obs).items()
             }
         )
         space = self.maniskill.single_action_space
@@ -78,10 +110,7 @@ class ManiSkillEnv(gym.Env):  # type: ignore[type-arg]
         )
 
     def _obs(self, obs: Any) -> dict[str, np.ndarray]:
-        return {
-            "observation/state": _numpy(obs),
-            "observation/env_state": _numpy(self.maniskill.get_state()),
-        }
+        return {"observation/state": _numpy(obs), **planner_observation(self.maniskill)}
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, object] | None = None
