@@ -5,12 +5,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from pytest_hud.evaluation.planning import SESSIONS, Mode, Setting, format_plan, plan
+from pytest_hud.evaluation.planning import Mode, Setting, format_plan, plan
 from pytest_hud.plumbing.cli import from_args
 
 __all__ = ["main"]
@@ -60,14 +61,23 @@ def _from_results(path: str) -> tuple[float | None, float | None, str | None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = _Parser(prog="python -m pytest_hud plan", description=_DESCRIPTION)
+    default = {f.name: f.default for f in dataclasses.fields(Setting)}  # said once, there
     ap.add_argument("--rate", type=float, help="the baseline success rate, e.g. 0.9")
     ap.add_argument("--results", metavar="FILE", help="a --hud-results JSON to take it from")
     ap.add_argument("--effect", type=float, required=True, help="in rate points, e.g. 0.05")
-    ap.add_argument("--alpha", type=float, default=0.05, help="the family's level (0.05)")
-    ap.add_argument("--power", type=float, default=0.8, help="0.8")
-    ap.add_argument("--tasks", type=int, default=1, help="tests in the family: alpha/K each")
-    ap.add_argument("--repeats", type=int, default=1, help="episodes per row (1)")
-    ap.add_argument("--icc", type=float, default=0.0, help="intra-row correlation (0)")
+    ap.add_argument(
+        "--alpha", type=float, default=default["alpha"], help="the family's level (%(default)s)"
+    )
+    ap.add_argument("--power", type=float, default=default["power"], help="%(default)s")
+    ap.add_argument(
+        "--tasks", type=int, default=default["tasks"], help="tests in the family: alpha/K each"
+    )
+    ap.add_argument(
+        "--repeats", type=int, default=default["repeats"], help="episodes per row (%(default)s)"
+    )
+    ap.add_argument(
+        "--icc", type=float, default=default["icc"], help="intra-row correlation (%(default)s)"
+    )
     ap.add_argument("--discordance", type=float, help="P(paired arms disagree on a row)")
     side = ap.add_mutually_exclusive_group()
     side.add_argument("--one-sided", action="store_true", help="a drop, one-sided at alpha")
@@ -76,8 +86,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="show the candidate has not dropped by more than the effect, one-sided at alpha",
     )
-    ap.add_argument("--sessions", type=int, default=SESSIONS, help="simulated sessions (4000)")
-    ap.add_argument("--seed", type=int, default=0, help="of the simulations (0)")
+    ap.add_argument(
+        "--sessions", type=int, default=default["sessions"], help="simulated sessions (%(default)s)"
+    )
+    ap.add_argument(
+        "--seed", type=int, default=default["seed"], help="of the simulations (%(default)s)"
+    )
     ap.add_argument("--horizon", type=int, help="a sequential session's most pairs/episodes")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args(argv)
