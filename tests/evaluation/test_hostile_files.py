@@ -315,3 +315,50 @@ def test_an_ab_tables_task_names_reach_the_terminal_as_text() -> None:
     table = "\n".join(format_ab_table(rows, arms, []))
     assert "\x1b" not in table and "\x07" not in table
     assert "line\\x1b]2;pwned\\x07" in table and "forward\\x1b]2;pwned" in table
+
+
+def _depth(value: Any) -> int:
+    """How deep ``value`` nests lists and dicts (0 for a scalar), walked level by level."""
+    level, frontier = 0, [value]
+    while containers := [item for item in frontier if isinstance(item, list | dict)]:
+        level += 1
+        frontier = [
+            c for item in containers for c in (item.values() if isinstance(item, dict) else item)
+        ]
+    return level
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_JSON, wrap=st.integers(0, 80), ascii=st.booleans())
+def test_the_depth_read_from_the_text_is_the_parsed_depth(
+    value: Any, wrap: int, ascii: bool
+) -> None:
+    """The readers' bound is read from the text (brackets in strings and escapes skipped),
+    and it is the depth the parser builds: the same answer as the parsed value's."""
+    from pytest_hud.plumbing.jsonread import depth_over
+
+    for _ in range(wrap):
+        value = [value]
+    text = json.dumps(value, ensure_ascii=ascii)
+    deep = _depth(json.loads(text))
+    for as_read in (text, text.encode()):
+        assert not depth_over(as_read, deep)
+        assert deep == 0 or depth_over(as_read, deep - 1)
+
+
+def test_a_document_past_the_bound_never_reaches_the_parser(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The web console reads what a page sends with this reader: ``"[" * 30000`` ran the
+    parser to the interpreter's recursion limit, where a finalizer the collector ran failed
+    (test_console_web's bounded-requests test, once, under load). Refused before it runs."""
+    from pytest_hud.plumbing import jsonread
+
+    parsed: list[object] = []
+    monkeypatch.setattr(jsonread.json, "loads", lambda text: parsed.append(text))
+    for text in ("[" * 30_000 + "]" * 30_000, b'{"a":' * 70 + b"1" + b"}" * 70):
+        with pytest.raises(jsonread.TooDeep):
+            jsonread.loads(text)
+    assert parsed == []
+    jsonread.loads('["' + "[" * 100 + '\\"["]')  # brackets in a string are text: parsed
+    assert len(parsed) == 1
