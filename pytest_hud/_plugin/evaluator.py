@@ -209,6 +209,12 @@ class Evaluator:
             result = RolloutResult(self.cases[nodeid].task, self.cases[nodeid].rep)
             result.error = f"no result within {self.options.timeout + 120} s"
             result.error_type, result.phase = "TimeoutError", "wait"
+        except BaseException:
+            # the item gave up waiting (pytest-timeout failed it, Ctrl-C): a rollout left
+            # running keeps the rollout slot, its substrate's seat and the robot, and every
+            # later item would wait for them in turn
+            fut.cancel()
+            raise
         self.steps.pop(task_key, None)
         self.results.append(result)
         return result

@@ -1,5 +1,5 @@
-"""Interrupts that clean up: SIGTERM becomes KeyboardInterrupt during a session, and the
-controller removes dead workers' containers.
+"""Interrupts that clean up: SIGTERM becomes KeyboardInterrupt during a session (once: later
+ones let the cleanup finish), and the controller removes dead workers' containers.
 """
 
 from __future__ import annotations
@@ -17,7 +17,15 @@ SignalHandler: TypeAlias = Callable[[int, FrameType | None], object] | int | sig
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
+    # once: a second SIGTERM while this one's interrupt is handled (``timeout`` signals the
+    # process, then its group; a supervisor repeats itself) would raise again inside
+    # pytest's and the session's cleanup, which every wait bounds: it is let finish
+    signal.signal(signal.SIGTERM, _stopping)
     raise KeyboardInterrupt(f"received {signal.Signals(signum).name}")
+
+
+def _stopping(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM after the first: the session is already stopping."""
 
 
 def sigterm_interrupts() -> SignalHandler:
@@ -34,5 +42,5 @@ def sigterm_interrupts() -> SignalHandler:
 def restore_sigterm(previous: SignalHandler) -> None:
     if previous is None or threading.current_thread() is not threading.main_thread():
         return
-    if signal.getsignal(signal.SIGTERM) is _interrupt:
+    if signal.getsignal(signal.SIGTERM) in (_interrupt, _stopping):
         signal.signal(signal.SIGTERM, previous)

@@ -528,3 +528,45 @@ def test_a_dropped_link_runs_the_episode_again_by_itself(suite, monkeypatch) -> 
     assert all(r["error"] is None and r["grade_source"] == "operator" for r in rows), rows
     assert sum(1 for line in shown if " ended after " in line) == 2  # asked twice, not thrice
     assert not any(line.startswith("robot fault") for line in shown)
+
+
+#: ``stuck_agents:stuck``: its first inference never returns; it fires the item's
+#: pytest-timeout (SIGALRM, the handler pytest-timeout's signal method installs) as it hangs,
+#: so the item is failed at that moment, not after a wall-clock wait
+STUCK_AGENT = """
+import os, signal, threading
+from pytest_hud.robot import RobotAgent, ZeroModel
+
+
+class Stuck(ZeroModel):
+    hung = False
+
+    def infer(self, batch):
+        if not Stuck.hung:
+            Stuck.hung = True
+            os.kill(os.getpid(), signal.SIGALRM)
+            threading.Event().wait()
+        return super().infer(batch)
+
+
+def stuck():
+    return RobotAgent(Stuck(), name="stuck")
+"""
+
+
+def test_an_item_timed_out_by_pytest_timeout_leaves_the_next_items_their_turn(
+    suite, monkeypatch
+) -> None:
+    """Issue 55: the first episode stalls and pytest-timeout fails its item; its rollout was
+    left running, holding the session's one rollout slot (and the robot), so every later
+    item waited out its own timeout too and the budget never counted them. The next row
+    runs and is graded."""
+    suite.makepyfile(stuck_agents=STUCK_AGENT)
+    result, rows, shown = attended(
+        suite, monkeypatch, {}, "--hud-agent=stuck_agents:stuck", "--timeout=120"
+    )
+    result.assert_outcomes(failed=1, errors=1)  # goal 0 timed out; goal 5 ran (zero fails it)
+    result.stdout.fnmatch_lines(["*Failed: Timeout*"])
+    ran = by_goal(rows)[5.0]
+    assert ran["error"] is None and ran["steps"] == 3, ran
+    assert sum(1 for line in shown if " ended after " in line) == 1  # the second was graded

@@ -7,6 +7,7 @@ container labelled with the session's id may remain either)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -111,3 +112,47 @@ def test_an_interrupted_session_leaves_no_process(
             proc.wait(30)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+#: a test that SIGTERMs its own session
+TERMINATED = """
+import os, signal, time
+
+
+def test_terminated():
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(60)
+"""
+
+#: a second SIGTERM while the first one's interrupt is being handled (``timeout`` signals
+#: the process, then its group; a supervisor may repeat itself)
+SECOND_SIGTERM = """
+import os, signal
+import pytest
+import line_env  # noqa: F401
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    os.kill(os.getpid(), signal.SIGTERM)
+"""
+
+
+def test_a_second_sigterm_does_not_cut_the_first_ones_cleanup_short(suite) -> None:
+    """Issue 55: a second SIGTERM while the first one's KeyboardInterrupt was handled raised
+    another inside pytest's and the session's cleanup (a traceback out of the capture
+    manager's teardown; the session's end skipped, its results unwritten). The session ends
+    interrupted, once, and writes what it ran."""
+    from line_suite import TESTS, run
+
+    suite.makepyfile(test_line=TESTS, test_zz_terminated=TERMINATED)
+    suite.makeconftest(SECOND_SIGTERM)
+    result = run(suite, "-k", "reach or terminated", "--hud-results=r.json")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED, out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    result.stdout.fnmatch_lines(
+        ["*hud results: r.json*", "*! KeyboardInterrupt: received SIGTERM !*"]
+    )
+    rows = json.loads((suite.path / "r.json").read_text())["rollouts"]
+    assert len(rows) == 2, rows
