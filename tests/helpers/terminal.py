@@ -57,12 +57,19 @@ class Pane:
         )
         return out.stdout
 
-    def wait_for(self, text: str, timeout: float = 120.0, after: int = 0) -> str:
-        """Wait until ``text`` appears on the screen (at least ``after`` + 1 times)."""
+    def wait_for(
+        self, text: str, timeout: float = 120.0, after: int = 0, since: str | None = None
+    ) -> str:
+        """Wait until ``text`` appears on the screen (at least ``after`` + 1 times), or with
+        ``since`` once below the last ``since`` (for a line redrawn in place, which the
+        screen may show more than once)."""
         deadline = time.monotonic() + timeout
         while True:
             screen = self.screen()
-            if screen.count(text) > after:
+            below = screen[screen.rfind(since) :] if since and since in screen else None
+            if (below is not None and text in below) or (
+                since is None and screen.count(text) > after
+            ):
                 return screen
             if time.monotonic() > deadline:
                 raise AssertionError(f"{text!r} never appeared on the screen:\n{screen}")
