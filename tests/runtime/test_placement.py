@@ -260,6 +260,7 @@ async def test_shared_recycles_a_substrate_after_a_timed_out_rollout() -> None:
 
 
 async def test_shared_real_substrate_serves_a_vectorized_sim() -> None:
+    before = children()  # an earlier test's session-long ones (a Ray cluster's watchdog)
     inner = SubprocessRuntime(COUNTER)
     shared = Shared(inner, width=4)
     results = await run(
@@ -268,12 +269,13 @@ async def test_shared_real_substrate_serves_a_vectorized_sim() -> None:
     assert [r.error for r in results] == [None] * 8
     assert sorted(r.grade["seed"] for r in results) == list(range(8))
     assert shared.boots == 1  # 8 rollouts, 4 at a time, one substrate
-    assert children() == set()
+    assert children() <= before
 
 
 async def test_shared_boots_a_sibling_when_one_substrate_seats_fewer_than_the_width() -> None:
     """width 8 over a 4-slot sim: 8 rollouts at once on 2 substrates, each reused, where
     one substrate alone made the other 4 wait (the sims then step on separate cores)."""
+    before = children()  # an earlier test's session-long ones (a Ray cluster's watchdog)
     inner = SubprocessRuntime(COUNTER)
     shared = Shared(inner, width=8)
     live = peak = 0
@@ -299,7 +301,7 @@ async def test_shared_boots_a_sibling_when_one_substrate_seats_fewer_than_the_wi
     assert [r.error for r in results] == [None] * 16
     assert sorted(r.grade["seed"] for r in results) == list(range(16))
     assert shared.boots == 2 and peak == 8
-    assert children() == set()
+    assert children() <= before
 
 
 async def test_shared_boots_no_sibling_before_the_first_substrate_reports_its_capacity() -> None:
@@ -362,11 +364,12 @@ async def test_route_rows_across_providers_and_borrow_warm_servers(counter_serve
 
 
 async def test_fresh_substrate_per_rollout_example() -> None:
+    before = children()  # an earlier test's session-long ones (a Ray cluster's watchdog)
     results = await run(
         [Task("pendulum", "swing_up", {"seed": 3})], zero_agent, routing.fresh_per_rollout()
     )
     assert results[0].error is None and results[0].steps == 200
-    assert children() == set()
+    assert children() <= before
 
 
 def killing_agent(victims: set[int], sims: set[int]) -> Any:
