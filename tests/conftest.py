@@ -73,7 +73,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 #: pytest plugins this venv's other packages bring that no child session of these tests
 #: uses; each child loaded them again (hypothesis's summary hook alone imports all of
-#: hypothesis): CPU each child spent before its first test (docs/performance.md, CI)
+#: hypothesis): CPU each child spent on nothing (docs/performance.md, CI)
 _UNUSED_IN_CHILDREN = ("hypothesispytest", "hydra_pytest", "jaxtyping", "typeguard")
 LEAN_CHILDREN = " ".join(f"-p no:{name}" for name in _UNUSED_IN_CHILDREN)
 

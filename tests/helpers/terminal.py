@@ -66,10 +66,12 @@ class Pane:
         deadline = time.monotonic() + timeout
         while True:
             screen = self.screen()
-            below = screen[screen.rfind(since) :] if since and since in screen else None
-            if (below is not None and text in below) or (
-                since is None and screen.count(text) > after
-            ):
+            if since is None:
+                found = screen.count(text) > after
+            else:
+                at = screen.rfind(since)
+                found = at >= 0 and text in screen[at:]
+            if found:
                 return screen
             if time.monotonic() > deadline:
                 raise AssertionError(f"{text!r} never appeared on the screen:\n{screen}")
