@@ -209,12 +209,20 @@ class Evaluator:
             result = RolloutResult(self.cases[nodeid].task, self.cases[nodeid].rep)
             result.error = f"no result within {self.options.timeout + 120} s"
             result.error_type, result.phase = "TimeoutError", "wait"
-        except BaseException:
+        except BaseException as exc:
             # the item gave up waiting (pytest-timeout failed it, Ctrl-C): a rollout left
             # running keeps the rollout slot, its substrate's seat and the robot, and every
             # later item would wait for them in turn
             fut.cancel()
-            raise
+            if not isinstance(exc, pytest.fail.Exception):
+                raise
+            # pytest-timeout's alarm: the row is an error the results and ledger keep
+            result = RolloutResult(self.cases[nodeid].task, self.cases[nodeid].rep)
+            result.error = (
+                f"pytest-timeout ended the wait ({exc}); the rollout was cancelled: set "
+                f"--timeout above --hud-timeout ({self.options.timeout:g} s) to let it end"
+            )
+            result.error_type, result.phase = "Timeout", "wait"
         self.steps.pop(task_key, None)
         self.results.append(result)
         return result

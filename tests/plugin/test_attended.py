@@ -560,13 +560,16 @@ def test_an_item_timed_out_by_pytest_timeout_leaves_the_next_items_their_turn(
     """Issue 55: the first episode stalls and pytest-timeout fails its item; its rollout was
     left running, holding the session's one rollout slot (and the robot), so every later
     item waited out its own timeout too and the budget never counted them. The next row
-    runs and is graded."""
+    runs and is graded, and the timed-out row is in the results as an error saying so (it
+    once left no row at all)."""
     suite.makepyfile(stuck_agents=STUCK_AGENT)
     result, rows, shown = attended(
         suite, monkeypatch, {}, "--hud-agent=stuck_agents:stuck", "--timeout=120"
     )
     result.assert_outcomes(failed=1, errors=1)  # goal 0 timed out; goal 5 ran (zero fails it)
-    result.stdout.fnmatch_lines(["*Failed: Timeout*"])
-    ran = by_goal(rows)[5.0]
+    result.stdout.fnmatch_lines(["*pytest-timeout ended the wait (Timeout*"])
+    stalled, ran = by_goal(rows)[0.0], by_goal(rows)[5.0]
+    assert stalled["outcome"] == "error" and stalled["error_type"] == "Timeout", stalled
+    assert "--timeout above --hud-timeout" in stalled["error"], stalled
     assert ran["error"] is None and ran["steps"] == 3, ran
     assert sum(1 for line in shown if " ended after " in line) == 1  # the second was graded
