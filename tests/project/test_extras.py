@@ -296,7 +296,7 @@ MAKE_POLICY = """
 #: The LeRobot stacks a clean install of the lerobot extra is tried on. CI tries the current
 #: one (what a new user's pip picks); LeRobot 0.4 on Python 3.11 is CI's main stack, which
 #: scripts/setup installs through these same extras, so its clean install (8 minutes, most
-#: of them downloading torch) runs at full size only: ``python bench/extras.py``.
+#: of them downloading torch) runs at full size only: ``python bench/full_size.py``.
 LEROBOT_STACKS = [pytest.param("3.12", id="lerobot-0.6-py3.12")]
 if os.environ.get("PYTEST_HUD_FULL_SIZE") == "1":
     LEROBOT_STACKS.insert(0, pytest.param("3.11", id="lerobot-0.4-py3.11"))
