@@ -104,12 +104,50 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The session's one real two-node Ray cluster on loopback (tests/helpers/ray_cluster.py)."""
-    from ray_cluster import joined
+class _Cluster:
+    """The session's one real two-node Ray cluster on loopback (tests/helpers/ray_cluster.py),
+    started for the first test that asks and stopped after the last of a run of such tests
+    (``pytest_runtest_teardown``): idle, its daemons would use CPU for the rest of the
+    session, which on 2 cores is time every later test waits for."""
 
-    yield from joined(tmp_path_factory)
+    def __init__(self) -> None:
+        self._running: Iterator[Any] | None = None
+        self._value: Any = None
+
+    def get(self, tmp_path_factory: pytest.TempPathFactory) -> Any:
+        if self._running is None:
+            from ray_cluster import joined
+
+            running = joined(tmp_path_factory)
+            self._value = next(running)  # a failed start has run joined's clean-up
+            self._running = running
+        return self._value
+
+    def stop(self) -> None:
+        running, self._running, self._value = self._running, None, None
+        if running is not None:
+            next(running, None)  # joined's clean-up: its errors are this item's teardown's
+
+
+_CLUSTER = _Cluster()
+
+
+@pytest.fixture
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The session's Ray cluster (:class:`_Cluster`): shared by a run of tests using it."""
+    return _CLUSTER.get(tmp_path_factory)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if "cluster" in getattr(item, "fixturenames", ()) and "cluster" not in getattr(
+        nextitem, "fixturenames", ()
+    ):
+        _CLUSTER.stop()
+
+
+def pytest_sessionfinish() -> None:
+    _CLUSTER.stop()
 
 
 @pytest.fixture(scope="session")

@@ -84,12 +84,12 @@ class LocalCluster(RayHead):
 
 
 def joined(tmp_path_factory: Any) -> Iterator[LocalCluster]:
-    """The body of conftest's session fixture ``cluster``: start the cluster, join it
-    from this process, and stop it (by the groups it started) at the end.
+    """The body of conftest's fixture ``cluster``: start the cluster, join it from this
+    process, and stop it (by the groups it started) when resumed.
 
-    One per test session: the fixture lives in tests/conftest.py (one definition, so one
-    instance), and every module using it is in the ``xdist_group("ray")``, which
-    ``--dist loadgroup`` (the README's test command) sends to a single worker.
+    One at a time: tests/conftest.py keeps it for a run of tests using it, and every
+    module using it is in the ``xdist_group("ray")``, which ``--dist loadgroup`` (the
+    README's test command) sends to a single worker as one run.
     """
     import importlib.util
 
