@@ -59,8 +59,10 @@ def python_of(version: str) -> str | None:
 def clean_env(home: Path, **extra: str) -> dict[str, str]:
     """This process's environment without what points into the checkout or this session
     (pytest's and pytest-hud's variables, PYTHONPATH, the active venv), with a home of its
-    own: what a run leaves there (Ray's ``~/.ray``, caches) stays out of this user's."""
-    drop = ("PYTEST_", "PYTHONPATH", "VIRTUAL_ENV", "COV_", "RAY_")
+    own: what a run leaves there (Ray's ``~/.ray``, caches) stays out of this user's.
+    PYTHONDONTWRITEBYTECODE (set on CI's machines) goes too: the venv is installed without
+    byte-compiling, and its first run's .pyc files spare the later runs compiling torch."""
+    drop = ("PYTEST_", "PYTHONPATH", "VIRTUAL_ENV", "COV_", "RAY_", "PYTHONDONTWRITEBYTECODE")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     home.mkdir(parents=True, exist_ok=True)
     return {
