@@ -34,7 +34,7 @@ PARTS: dict[str, tuple[Path, list[str]]] = {
 }
 
 
-def run_part(python: Path, args: list[str], k: str) -> tuple[int, dict[str, float], dict]:
+def run_part(python: Path, args: list[str], k: str) -> tuple[int, dict[str, float], dict[str, str]]:
     """One pytest run at full size: its exit code, each item's seconds and outcome."""
     with tempfile.TemporaryDirectory(prefix="hud-full-size-") as folder:
         report = Path(folder) / "report.jsonl"

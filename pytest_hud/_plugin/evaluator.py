@@ -206,9 +206,8 @@ class Evaluator:
                         progress(self.steps.get(task_key, 0), shown - start)
         except concurrent.futures.TimeoutError:
             fut.cancel()
-            result = RolloutResult(self.cases[nodeid].task, self.cases[nodeid].rep)
-            result.error = f"no result within {self.options.timeout + 120} s"
-            result.error_type, result.phase = "TimeoutError", "wait"
+            error = f"no result within {self.options.timeout + 120} s"
+            result = self._wait_error(nodeid, error, "TimeoutError")
         except BaseException as exc:
             # the item gave up waiting (pytest-timeout failed it, Ctrl-C): a rollout left
             # running keeps the rollout slot, its substrate's seat and the robot, and every
@@ -217,14 +216,19 @@ class Evaluator:
             if not isinstance(exc, pytest.fail.Exception):
                 raise
             # pytest-timeout's alarm: the row is an error the results and ledger keep
-            result = RolloutResult(self.cases[nodeid].task, self.cases[nodeid].rep)
-            result.error = (
+            error = (
                 f"pytest-timeout ended the wait ({exc}); the rollout was cancelled: set "
                 f"--timeout above --hud-timeout ({self.options.timeout:g} s) to let it end"
             )
-            result.error_type, result.phase = "Timeout", "wait"
+            result = self._wait_error(nodeid, error, "Timeout")
         self.steps.pop(task_key, None)
         self.results.append(result)
+        return result
+
+    def _wait_error(self, nodeid: str, error: str, error_type: str) -> RolloutResult:
+        """The row of an item whose wait for its rollout ended without a result."""
+        result = RolloutResult(self.cases[nodeid].task, self.cases[nodeid].rep)
+        result.error, result.error_type, result.phase = error, error_type, "wait"
         return result
 
     def _agent_of(self, nodeid: str, agent: Agent) -> Agent:
