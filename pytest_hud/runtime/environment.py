@@ -247,7 +247,9 @@ class Environment:
         third-party ``lerobot_robot_*`` plugin's type), built by LeRobot's own factory, as
         this environment's robot capability. ``options``: ``fps``, ``prompt``, ``limits``
         (per action name: low, high), ``max_step`` (largest move per tick), ``detector``
-        (a success detector over the robot's observation), and the robot config's own
+        (a success detector over the robot's observation), ``episode_seconds`` (an
+        episode's length in the robot's time, default 60 as ``lerobot-record``'s; None for
+        no limit), and the robot config's own
         fields (``port=``, ``id=``, ``cameras=``...). One robot is one slot (the
         ``lerobot-robot`` sim kind: LeRobot's interop serves it)."""
         serve_robot = sim_kind("lerobot-robot")

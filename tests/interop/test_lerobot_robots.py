@@ -54,6 +54,7 @@ def test_a_policy_drives_the_robot_and_its_detector_grades(_robot_env: Path) -> 
     assert result.error is None, result.error
     assert result.success is True and result.grade["grade_source"] == "detector"
     assert 0 < result.steps < 60  # the detector ended the episode
+    assert result.grade["truncated"] is False
     assert result.grade["robot"] == "so101_sim"
     assert result.prompt == "reach the cube and close the jaw"
     # the session ended: the robot was disconnected
@@ -90,6 +91,37 @@ def test_without_a_detector_the_episode_runs_to_max_steps_ungraded(
     assert result.grade["grade_source"] is None
     assert "stop" in lifecycle(_robot_env)  # the robot's own stop(): it holds still
     assert lifecycle(_robot_env)[-1] == "disconnect"
+
+
+def test_an_episode_nothing_else_ends_stops_at_the_robots_time_limit(
+    monkeypatch: pytest.MonkeyPatch, _robot_env: Path
+) -> None:
+    """No detector, no max steps, no operator: the episode ends after the robot's default
+    60 s (600 ticks at its 10 fps; lerobot-record's default length), truncated and left
+    to the operator, where it once ran until the rollout's timeout (issue 55's session
+    without progress: 15 minutes, --hud-timeout's default). A limit of the env's own is
+    kept, and one that is not positive names the fix."""
+    monkeypatch.setenv("SO101_DETECTOR", "0")
+    tasks = [Task("so101", "reach", {"seed": 0})]
+    agent = functools.partial(RobotAgent(_reach()), settings=RunSettings(max_steps=None))
+    bound = run(tasks, agent, LocalRuntime(SO101), rollout_timeout=240)
+    (result,) = asyncio.run(bound)
+    assert result.error is None, result.error
+    assert result.steps == 600 and result.grade["truncated"] is True
+    assert result.grade["success"] is None and result.grade["grade_source"] is None
+    monkeypatch.setenv("SO101_EPISODE_SECONDS", "0.5")
+    (result,) = asyncio.run(run(tasks, agent, LocalRuntime(SO101), rollout_timeout=240))
+    assert result.steps == 5 and result.grade["truncated"] is True
+    from pytest_hud.interop.lerobot.robots import LeRobotRobotBridge, RobotSpecError
+
+    with pytest.raises(RobotSpecError, match="episode_seconds must be positive.*None for"):
+        LeRobotRobotBridge("so101_sim", fps=10, episode_seconds=0)
+
+
+def _reach():
+    from lerobot_robot_so101_sim.agents import ReachModel
+
+    return ReachModel()
 
 
 def test_a_motor_error_is_an_error_naming_the_robot_and_it_is_disconnected(

@@ -59,12 +59,12 @@ def write_suite(pytester: pytest.Pytester, rows: int) -> None:
     )
 
 
-def pytest_args(*extra: str) -> list[str]:
+def pytest_args(*extra: str, max_steps: int | None = 25) -> list[str]:
     return [
         "-p",
         "no:cacheprovider",
         "--hud-operator=operators:from_robot_log",
-        "--hud-max-steps=25",
+        *([f"--hud-max-steps={max_steps}"] if max_steps else []),
         "--hud-results=r.json",
         "--hud-ledger=l.jsonl",
         *extra,
@@ -435,18 +435,24 @@ def test_the_budgets_clock_starts_at_the_first_frame_not_at_connect(robot_dir, m
     assert all(r["unrun"] == "budget" for r in rows if r["outcome"] == "skipped")
 
 
-def test_the_issues_small_session_ends_with_every_row_accounted_for(robot_dir) -> None:
+def test_the_issues_small_session_ends_with_every_row_accounted_for(robot_dir, monkeypatch) -> None:
     """The session issue 55 saw go wrong twice under load (a capture-manager traceback; no
     progress after the first gate): four rows, two agents, a scripted operator from a
-    module, --hud-budget=3, the arm without a camera. It ends by itself, with no traceback:
-    three episodes graded, the five pairs' episodes left say budget in the results and the
-    ledger, and the robot is disconnected."""
+    module, --hud-budget=3, the arm without a camera or a detector, and no --hud-max-steps.
+    Its episodes once ended only at --hud-timeout (900 s: the 15 minutes without progress);
+    they end at the robot's time limit now (the default's 600 ticks: test_lerobot_robots;
+    here 2 s, 20 ticks at 10 fps). It ends by itself, with no traceback: three episodes
+    graded, the five pairs' episodes left say budget in the results and the ledger, and
+    the robot is disconnected."""
+    monkeypatch.setenv("SO101_EPISODE_SECONDS", "2")
     write_suite(robot_dir, 4)
     result = robot_dir.runpytest_subprocess(
         *pytest_args(
             "--hud-agent=policy_models:weak_reach_agent",
             "--hud-agent=policy_models:reach_agent",
             "--hud-budget=3",
+            "--hud-timeout=300",
+            max_steps=None,
         ),
         timeout=600,
     )
@@ -457,6 +463,7 @@ def test_the_issues_small_session_ends_with_every_row_accounted_for(robot_dir) -
     ran = [r for r in doc["rollouts"] if r["outcome"] != "skipped"]
     unrun = [r for r in doc["rollouts"] if r["outcome"] == "skipped"]
     assert len(ran) == 3 and all(r["error"] is None for r in ran), ran
+    assert all(r["steps"] == 20 and r["truncated"] for r in ran), ran
     assert len(unrun) == 5 and {r["unrun"] for r in unrun} == {"budget"}
     ledger = [json.loads(x) for x in (robot_dir.path / "l.jsonl").read_text().splitlines()]
     assert [r["kind"] for r in ledger].count("unrun") == 5

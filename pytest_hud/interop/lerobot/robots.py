@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import importlib
+import math
 import os
 import pkgutil
 import re
@@ -203,10 +204,17 @@ class Safety:
         return bounded
 
 
+#: An episode's default length in the robot's seconds (control ticks over ``fps``): LeRobot's
+#: ``lerobot-record`` records 60 s an episode by default (``--dataset.episode_time_s``)
+EPISODE_SECONDS = 60.0
+
+
 class LeRobotRobotBridge(RobotBridge):
     """One robot, one slot. ``detector`` (optional) grades an episode from the robot's
-    observations and ends it on success; without one the episode runs until the agent
-    stops (max steps, the operator) and the grade is left to the operator."""
+    observations and ends it on success; without one the grade is left to the operator.
+    An episode also ends when the agent stops (max steps, the operator) or after
+    ``episode_seconds`` of the robot's time (``fps`` ticks a second; None: no limit), so
+    one that nothing else ends does not run until the session's ``--hud-timeout``."""
 
     num_envs = 1
 
@@ -221,7 +229,18 @@ class LeRobotRobotBridge(RobotBridge):
         max_step: float | Mapping[str, float] | None = None,
         detector: Detector | str | None = None,
         calibrate: bool = False,
+        episode_seconds: float | None = EPISODE_SECONDS,
     ) -> None:
+        if not fps > 0:
+            raise RobotSpecError(f"fps must be positive, got {fps!r}")
+        if episode_seconds is not None and not episode_seconds > 0:
+            raise RobotSpecError(
+                f"episode_seconds must be positive, got {episode_seconds!r}; fix: a length in "
+                "seconds, or None for episodes that end only by the detector, --hud-max-steps "
+                "or the operator"
+            )
+        #: the episode's last tick (None: no limit)
+        self.max_ticks = None if episode_seconds is None else math.ceil(episode_seconds * fps)
         self.robot_type = robot_type
         self.fields = dict(config or {})
         self.fps = fps
@@ -274,6 +293,10 @@ class LeRobotRobotBridge(RobotBridge):
             action["stats"] = {"min": low.tolist(), "max": high.tolist()}
         features["action"] = action
         return {"control_rate": self.fps, "robot_type": self.robot_type, "features": features}
+
+    def _timed_out(self) -> bool:
+        """The episode reached its time limit without the detector's success."""
+        return self.max_ticks is not None and self._steps >= self.max_ticks and not self._success
 
     # -- the robot's calls, each a fault naming the robot when it raises ----------------
     def _call(self, what: str, fn: Callable[[], object]) -> object:
@@ -353,7 +376,7 @@ class LeRobotRobotBridge(RobotBridge):
         if self.state_keys:
             state = [float(obs[k]) for k in self.state_keys]  # type: ignore[arg-type]
             data["observation/state"] = np.asarray(state, np.float32)[None]
-        return data, np.array([self._success is True])
+        return data, np.array([self._success is True or self._timed_out()])
 
     def halt(self, index: int) -> None:
         """The agent left the episode before it ended (operator stop, max steps, an error):
@@ -381,6 +404,7 @@ class LeRobotRobotBridge(RobotBridge):
                 "score": (1.0 if self._success else 0.0) if graded else None,
                 "steps": self._steps,
                 "grade_source": "detector" if graded else None,
+                "truncated": self._timed_out(),
                 "robot": self.label,
                 "safety": {"clamped": self.safety.clamped, "limited": self.safety.limited},
             }
@@ -440,7 +464,7 @@ class _RobotLock:
 
 
 #: ``serve_robot``'s options that are the bridge's own; every other one is a config field
-BRIDGE_OPTIONS = ("fps", "prompt", "limits", "max_step", "detector", "calibrate")
+BRIDGE_OPTIONS = ("fps", "prompt", "limits", "max_step", "detector", "calibrate", "episode_seconds")
 
 
 def serve_robot(
@@ -448,9 +472,9 @@ def serve_robot(
 ) -> RobotEndpoint:
     """The endpoint serving LeRobot robot ``robot_type`` in a process of its own:
     ``options`` are :class:`LeRobotRobotBridge`'s (``fps``, ``prompt``, ``limits``,
-    ``max_step``, ``detector``, ``calibrate``) and its RobotConfig's fields (``port=``,
-    ``id=``, ``cameras=``...); ``$PYTEST_HUD_ROBOT`` (``--hud-robot``) overrides the type
-    and fields."""
+    ``max_step``, ``detector``, ``calibrate``, ``episode_seconds``) and its RobotConfig's
+    fields (``port=``, ``id=``, ``cameras=``...); ``$PYTEST_HUD_ROBOT`` (``--hud-robot``)
+    overrides the type and fields."""
     bridge = {k: options.pop(k) for k in BRIDGE_OPTIONS if k in options}
     config = options
     override = os.environ.get(ROBOT_ENV)

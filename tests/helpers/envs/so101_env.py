@@ -3,7 +3,8 @@ served as a real robot through LeRobot's factory. Variants come from the environ
 one module serves every test: SO101_LOG (the robot's lifecycle file), SO101_FAULT_AT (a
 motor error at that step), SO101_DETECTOR=0 (no success detector: the operator grades),
 SO101_LIMITS=1 (a tight clamp and max move), SO101_FPS, SO101_CAMERA=1 (its front camera),
-SO101_CONNECT_DELAY (seconds the arm takes to connect)."""
+SO101_CONNECT_DELAY (seconds the arm takes to connect), SO101_EPISODE_SECONDS (an
+episode's time limit; unset: the bridge's default, "none": no limit)."""
 
 import os
 
@@ -12,6 +13,10 @@ from pytest_hud import Environment
 detect = os.environ.get("SO101_DETECTOR", "1") == "1"
 fault = os.environ.get("SO101_FAULT_AT")
 tight = os.environ.get("SO101_LIMITS") == "1"
+seconds = os.environ.get("SO101_EPISODE_SECONDS")
+limit = (
+    {} if seconds is None else {"episode_seconds": None if seconds == "none" else float(seconds)}
+)
 
 env = Environment("so101")
 arm = env.lerobot_robot(
@@ -25,6 +30,7 @@ arm = env.lerobot_robot(
     fault_at=int(fault) if fault else None,
     camera=os.environ.get("SO101_CAMERA") == "1",
     connect_delay=float(os.environ.get("SO101_CONNECT_DELAY", "0")),
+    **limit,
 )
 
 
