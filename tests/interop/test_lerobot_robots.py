@@ -97,17 +97,18 @@ def test_an_episode_nothing_else_ends_stops_at_the_robots_time_limit(
     monkeypatch: pytest.MonkeyPatch, _robot_env: Path
 ) -> None:
     """No detector, no max steps, no operator: the episode ends after the robot's default
-    60 s (600 ticks at its 10 fps; lerobot-record's default length), truncated and left
+    60 s (120 ticks of an arm at 2 fps; lerobot-record's default length), truncated and left
     to the operator, where it once ran until the rollout's timeout (issue 55's session
     without progress: 15 minutes, --hud-timeout's default). A limit that is not positive
     names the fix (an env's own limit: test_robot_sessions' small session)."""
     monkeypatch.setenv("SO101_DETECTOR", "0")
+    monkeypatch.setenv("SO101_FPS", "2")  # the same 60 s in a fifth of the ticks
     tasks = [Task("so101", "reach", {"seed": 0})]
     agent = functools.partial(RobotAgent(_reach()), settings=RunSettings(max_steps=None))
     bound = run(tasks, agent, LocalRuntime(SO101), rollout_timeout=240)
     (result,) = asyncio.run(bound)
     assert result.error is None, result.error
-    assert result.steps == 600 and result.grade["truncated"] is True
+    assert result.steps == 120 and result.grade["truncated"] is True
     assert result.grade["success"] is None and result.grade["grade_source"] is None
     from pytest_hud.interop.lerobot.robots import LeRobotRobotBridge, RobotSpecError
 

@@ -440,11 +440,11 @@ def test_the_issues_small_session_ends_with_every_row_accounted_for(robot_dir, m
     progress after the first gate): four rows, two agents, a scripted operator from a
     module, --hud-budget=3, the arm without a camera or a detector, and no --hud-max-steps.
     Its episodes once ended only at --hud-timeout (900 s: the 15 minutes without progress);
-    they end at the robot's time limit now (the default's 600 ticks: test_lerobot_robots;
-    here 2 s, 20 ticks at 10 fps). It ends by itself, with no traceback: three episodes
+    they end at the robot's time limit now (the default 60 s: test_lerobot_robots;
+    here 1 s, 10 ticks at 10 fps). It ends by itself, with no traceback: three episodes
     graded, the five pairs' episodes left say budget in the results and the ledger, and
     the robot is disconnected."""
-    monkeypatch.setenv("SO101_EPISODE_SECONDS", "2")
+    monkeypatch.setenv("SO101_EPISODE_SECONDS", "1")
     write_suite(robot_dir, 4)
     result = robot_dir.runpytest_subprocess(
         *pytest_args(
@@ -463,7 +463,7 @@ def test_the_issues_small_session_ends_with_every_row_accounted_for(robot_dir, m
     ran = [r for r in doc["rollouts"] if r["outcome"] != "skipped"]
     unrun = [r for r in doc["rollouts"] if r["outcome"] == "skipped"]
     assert len(ran) == 3 and all(r["error"] is None for r in ran), ran
-    assert all(r["steps"] == 20 and r["truncated"] for r in ran), ran
+    assert all(r["steps"] == 10 and r["truncated"] for r in ran), ran
     assert len(unrun) == 5 and {r["unrun"] for r in unrun} == {"budget"}
     ledger = [json.loads(x) for x in (robot_dir.path / "l.jsonl").read_text().splitlines()]
     assert [r["kind"] for r in ledger].count("unrun") == 5
