@@ -103,10 +103,7 @@ def test_an_episode_nothing_else_ends_stops_at_the_robots_time_limit(
     names the fix (an env's own limit: test_robot_sessions' small session)."""
     monkeypatch.setenv("SO101_DETECTOR", "0")
     monkeypatch.setenv("SO101_FPS", "2")  # the same 60 s in a fifth of the ticks
-    tasks = [Task("so101", "reach", {"seed": 0})]
-    agent = functools.partial(RobotAgent(_reach()), settings=RunSettings(max_steps=None))
-    bound = run(tasks, agent, LocalRuntime(SO101), rollout_timeout=240)
-    (result,) = asyncio.run(bound)
+    result = episode(max_steps=None)
     assert result.error is None, result.error
     assert result.steps == 120 and result.grade["truncated"] is True
     assert result.grade["success"] is None and result.grade["grade_source"] is None
@@ -114,12 +111,6 @@ def test_an_episode_nothing_else_ends_stops_at_the_robots_time_limit(
 
     with pytest.raises(RobotSpecError, match="episode_seconds must be positive.*None for"):
         LeRobotRobotBridge("so101_sim", fps=10, episode_seconds=0)
-
-
-def _reach():
-    from lerobot_robot_so101_sim.agents import ReachModel
-
-    return ReachModel()
 
 
 def test_a_motor_error_is_an_error_naming_the_robot_and_it_is_disconnected(
